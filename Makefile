@@ -1,0 +1,37 @@
+# tern — front door. `make run` and `make test` install what they need, build, then do their job.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+DEMO       ?= models/demo
+HOST       ?= 127.0.0.1
+PORT       ?= 8080
+
+.PHONY: all deps build test test-asan run demo clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DTERN_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS)
+
+# The bundled demo model: tiny Gemma 4 shape, real vocabulary and chat template, made once.
+demo: build
+	@test -f $(DEMO)/config.json || $(BUILD)/tern synth --preset tiny --dtype bf16 --seed 1 $(DEMO)
+
+run: demo
+	$(BUILD)/tern info $(DEMO)
+	$(BUILD)/tern run $(DEMO) --ids 2,105,2364,107 -n 16
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,106 @@
+/* cmd_logits.c — `tern logits`: the parity interface. Runs the ids through the model in f32
+ * (weights as stored, f32 activations and KV cache) and writes little-endian float32 logits
+ * [positions][vocab] (post soft-cap), optionally the final normed hidden state [positions][H]. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/ids.h"
+#include "core/threadpool.h"
+#include "models/gemma4.h"
+
+static const char *usage =
+    "usage: tern logits MODEL_DIR --ids 2,105,... [--positions all|last] [--out FILE] [--hidden-out FILE]\n"
+    "                   [--threads N] [--kv f32|bf16]\n"
+    "Prints the argmax per position; --out writes float32 [positions][vocab] (post soft-cap).\n";
+
+static tern_err *write_f32(const char *path, const float *v, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return tern_errf(TERN_EIO, "%s: cannot create: %s", path, strerror(errno));
+    size_t w = fwrite(v, sizeof(float), n, f);
+    if (fclose(f) != 0 || w != n)
+        return tern_errf(TERN_EIO, "%s: write failed", path);
+    return NULL;
+}
+
+int cmd_logits(int argc, char **argv) {
+    tern_opt opts[] = {{"ids", 1, 0}, {"positions", 1, 0}, {"out", 1, 0}, {"hidden-out", 1, 0},
+                       {"threads", 1, 0}, {"kv", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
+    const char *pos[1];
+    int np = tern_args_parse("logits", argc, argv, opts, pos, 1);
+    if (np < 0)
+        return 2;
+    if (tern_args_get(opts, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    const char *ids_s = tern_args_get(opts, "ids"), *which = tern_args_get(opts, "positions");
+    const char *kv_s = tern_args_get(opts, "kv");
+    int64_t threads;
+    if (np != 1 || !ids_s || (which && strcmp(which, "all") && strcmp(which, "last")) ||
+        (kv_s && strcmp(kv_s, "f32") && strcmp(kv_s, "bf16")) ||
+        tern_args_int("logits", opts, "threads", 0, 0, 1024, &threads)) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    int all = !which || !strcmp(which, "all");
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    tern_gemma4 *m = NULL;
+    tern_kv *kv = NULL;
+    tern_pool *pool = NULL;
+    float *logits = NULL, *hidden = NULL;
+    tern_err *err = tern_parse_ids(ids_s, &ids, &n);
+    if (!err)
+        err = tern_gemma4_load(pos[0], &m);
+    if (!err)
+        err = tern_pool_create((int)threads, &pool);
+    if (!err)
+        err = tern_gemma4_kv_create(m, 1, n, n, kv_s && !strcmp(kv_s, "bf16") ? TERN_DT_BF16 : TERN_DT_F32, &kv);
+    const tern_gemma4_config *c = m ? tern_gemma4_config_of(m) : NULL;
+    int64_t n_out = all ? n : 1;
+    if (!err) {
+        logits = malloc((size_t)(n_out * c->vocab_size) * sizeof *logits);
+        hidden = malloc((size_t)(n_out * c->hidden_size) * sizeof *hidden);
+        if (!logits || !hidden)
+            err = tern_errf(TERN_ENOMEM, "out of memory for %lld x %lld logits", (long long)n_out,
+                            (long long)c->vocab_size);
+    }
+    if (!err) {
+        int seq = 0;
+        tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = all ? TERN_OUT_ALL : TERN_OUT_LAST};
+        err = tern_gemma4_forward(m, kv, pool, &b, logits, hidden);
+    }
+    if (!err && tern_args_get(opts, "out"))
+        err = write_f32(tern_args_get(opts, "out"), logits, (size_t)(n_out * c->vocab_size));
+    if (!err && tern_args_get(opts, "hidden-out"))
+        err = write_f32(tern_args_get(opts, "hidden-out"), hidden, (size_t)(n_out * c->hidden_size));
+    if (!err) {
+        printf("argmax:");
+        for (int64_t p = 0; p < n_out; p++) {
+            const float *row = logits + p * c->vocab_size;
+            int64_t best = 0;
+            for (int64_t v = 1; v < c->vocab_size; v++)
+                if (row[v] > row[best])
+                    best = v;
+            printf(" %lld", (long long)best);
+        }
+        printf("\n");
+    }
+    free(logits);
+    free(hidden);
+    free(ids);
+    tern_kv_free(kv);
+    tern_pool_destroy(pool);
+    tern_gemma4_free(m);
+    if (err) {
+        fprintf(stderr, "tern logits: %s\n", tern_err_msg(err));
+        tern_err_free(err);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,11 @@
+/* commands.h — one entry point per tern verb; each returns the process exit code
+ * (0 success, 1 failure reported on stderr, 2 usage error). */
+#ifndef TERN_CLI_COMMANDS_H
+#define TERN_CLI_COMMANDS_H
+
+int cmd_info(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,36 @@
+/* main.c — the tern binary: dispatches to one verb per file in src/cli/. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} verbs[] = {
+    {"info", cmd_info, "MODEL_DIR                 architecture, parameters, completeness check"},
+    {"logits", cmd_logits, "MODEL_DIR --ids ...       parity interface: logits/hidden for a token sequence"},
+    {"run", cmd_run, "MODEL_DIR --ids ... [-n N]  generate (greedy or sampled)"},
+    {"synth", cmd_synth, "--preset P --dtype D OUT  write a synthetic checkpoint (HF/MLX layout)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tern VERB [args]\n\nverbs:\n");
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        fprintf(f, "  %-6s %s\n", verbs[i].name, verbs[i].help);
+    fprintf(f, "\n'tern VERB --help' describes a verb's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (!strcmp(argv[1], verbs[i].name))
+            return verbs[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "tern: unknown verb '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,32 @@
+/* fileio.h — whole-file reads, read-only memory maps, path joining. */
+#ifndef TERN_CORE_FILEIO_H
+#define TERN_CORE_FILEIO_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+/* A read-only mapping of a whole file. An empty file maps to data == NULL, size == 0. */
+typedef struct tern_mmap {
+    const unsigned char *data;
+    size_t size;
+} tern_mmap;
+
+/* Maps `path` read-only (MAP_PRIVATE); error names the path and the OS reason. */
+tern_err *tern_mmap_open(const char *path, tern_mmap *out);
+/* Unmaps; a zeroed struct is fine. */
+void tern_mmap_close(tern_mmap *m);
+/* Reads a whole file into a NUL-terminated heap buffer (*len excludes the NUL); caps at max_bytes. */
+tern_err *tern_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+/* Writes `len` bytes to `path` (created/truncated). */
+tern_err *tern_write_file(const char *path, const void *data, size_t len);
+/* Returns malloc'd "dir/name" (no double slash); NULL on OOM. */
+char *tern_path_join(const char *dir, const char *name);
+/* 1 if `path` exists and is a regular file. */
+int tern_is_file(const char *path);
+/* 1 if `path` exists and is a directory. */
+int tern_is_dir(const char *path);
+/* Creates `path` and its parents (like mkdir -p). */
+tern_err *tern_mkdir_p(const char *path);
+
+#endif

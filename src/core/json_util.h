@@ -1,0 +1,23 @@
+/* json_util.h — small helpers over jansson with errors that name the file and key. */
+#ifndef TERN_CORE_JSON_UTIL_H
+#define TERN_CORE_JSON_UTIL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+/* Parses a JSON file (size-capped at max_bytes) into *out; the error names file, line and column. */
+tern_err *tern_json_load_file(const char *path, size_t max_bytes, json_t **out);
+/* Parses a buffer; `what` names the source in errors. */
+tern_err *tern_json_load_buf(const char *buf, size_t len, const char *what, json_t **out);
+/* Reads an integer member: absent or null -> *out = dflt; wrong type or out of [lo,hi] -> error naming `key`. */
+tern_err *tern_json_get_int(const json_t *obj, const char *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out);
+/* Reads a number member (integer or real) with the same rules. */
+tern_err *tern_json_get_num(const json_t *obj, const char *key, double dflt, double *out);
+/* Reads a boolean member: absent or null -> dflt. */
+tern_err *tern_json_get_bool(const json_t *obj, const char *key, int dflt, int *out);
+/* Writes `v` to `path` with indentation (sorted keys off: insertion order kept). */
+tern_err *tern_json_save_file(const json_t *v, const char *path);
+
+#endif

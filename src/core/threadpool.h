@@ -1,0 +1,31 @@
+/* threadpool.h — one persistent pool of workers for data-parallel kernels.
+ *
+ * parallel_for splits [0, n) into one contiguous range per thread (the caller
+ * is thread 0), so a region costs a wake-up, not a thread creation. Workers
+ * spin briefly after a region (the next one usually follows within
+ * microseconds), then sleep on a condition variable. */
+#ifndef TERN_CORE_THREADPOOL_H
+#define TERN_CORE_THREADPOOL_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+typedef struct tern_pool tern_pool;
+
+/* Body of a parallel region: handle [begin, end); `tid` in [0, nthreads). */
+typedef void (*tern_range_fn)(void *ctx, size_t begin, size_t end, int tid);
+
+/* Creates a pool with `nthreads` threads in total (caller included); 0 = one per online core. */
+tern_err *tern_pool_create(int nthreads, tern_pool **out);
+/* Stops and joins the workers; NULL is fine. */
+void tern_pool_destroy(tern_pool *pool);
+/* Number of threads (caller included). */
+int tern_pool_size(const tern_pool *pool);
+/* Runs fn over [0, n) split into near-equal contiguous ranges, each range a multiple of `grain`
+ * (except the last); returns when all are done. Not reentrant; one caller at a time. */
+void tern_pool_parallel_for(tern_pool *pool, size_t n, size_t grain, tern_range_fn fn, void *ctx);
+/* The number of online cores. */
+int tern_cpu_count(void);
+
+#endif

@@ -1,0 +1,79 @@
+/* model_config.h — config.json -> Gemma 4 text hyper-parameters (GEMMA4.md §1).
+ *
+ * Keys are read from `text_config` when present (multimodal checkpoints) or the top
+ * level (text-only conversions); absent keys take the defaults documented in
+ * model_config.c; inconsistent values are rejected with the key named. Matrix sizes
+ * are later checked against tensor shapes, which win (GEMMA4.md: "prefer tensor shapes"). */
+#ifndef TERN_FORMATS_MODEL_CONFIG_H
+#define TERN_FORMATS_MODEL_CONFIG_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define TERN_MAX_LAYERS 256
+#define TERN_MAX_EOS 8
+
+typedef enum { TERN_LAYER_SLIDING = 0, TERN_LAYER_FULL = 1 } tern_layer_type;
+
+typedef enum { TERN_ROPE_DEFAULT = 0, TERN_ROPE_PROPORTIONAL } tern_rope_kind;
+
+typedef struct tern_rope_params {
+    tern_rope_kind kind;
+    double theta;                 /* base */
+    double partial_rotary_factor; /* fraction of the head dim that rotates (proportional only) */
+    double factor;                /* frequency divisor (proportional), 1.0 if absent */
+} tern_rope_params;
+
+typedef struct tern_gemma4_config {
+    int64_t vocab_size;                  /* V */
+    int64_t hidden_size;                 /* H */
+    int64_t intermediate_size;           /* dense MLP width (doubled on KV-shared layers if use_double_wide_mlp) */
+    int64_t num_hidden_layers;           /* N */
+    int64_t num_attention_heads;
+    int64_t num_key_value_heads;         /* sliding layers (and full layers without k_eq_v) */
+    int64_t num_global_key_value_heads;  /* full layers when attention_k_eq_v */
+    int64_t head_dim;                    /* sliding layers */
+    int64_t global_head_dim;             /* full layers */
+    int64_t hidden_size_per_layer_input; /* P; 0 = no per-layer embeddings */
+    int64_t vocab_size_per_layer_input;
+    int64_t num_kv_shared_layers;
+    int64_t sliding_window;
+    int64_t max_position_embeddings;
+    int attention_k_eq_v;
+    int use_double_wide_mlp;
+    int tie_word_embeddings;
+    int enable_moe_block;
+    int64_t num_experts, top_k_experts, moe_intermediate_size;
+    double final_logit_softcapping; /* 0 = none */
+    double rms_norm_eps;
+    tern_rope_params rope[2]; /* by tern_layer_type */
+    uint8_t layer_types[TERN_MAX_LAYERS];
+    int64_t bos_token_id, pad_token_id;
+    int64_t eos_token_ids[TERN_MAX_EOS];
+    int n_eos;
+    int has_audio_tower; /* audio_config present and not null */
+    int has_vision_tower;
+} tern_gemma4_config;
+
+/* Parses a config.json object; errors name the offending key ("text_config.sliding_window: ..."). */
+tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *out);
+/* Loads and parses DIR/config.json (or a path to a .json file). */
+tern_err *tern_gemma4_config_load(const char *path, tern_gemma4_config *out);
+
+/* The last cache-owning layer at or below `layer` reading the same type (GEMMA4.md §1 KV sharing):
+ * `layer` itself for layers below first_shared, else the last non-shared layer of that type. */
+int tern_gemma4_kv_source(const tern_gemma4_config *c, int layer);
+/* First KV-shared layer index (N - num_kv_shared_layers). */
+int tern_gemma4_first_shared(const tern_gemma4_config *c);
+/* Head dim / KV heads of a layer, by its type. */
+int64_t tern_gemma4_layer_head_dim(const tern_gemma4_config *c, int layer);
+int64_t tern_gemma4_layer_kv_heads(const tern_gemma4_config *c, int layer);
+/* Dense MLP width of a layer (doubled on KV-shared layers with use_double_wide_mlp). */
+int64_t tern_gemma4_layer_ffn(const tern_gemma4_config *c, int layer);
+/* Bytes of KV cache per token summed over cache-owning layers, at `elem_bytes` per element,
+ * counting sliding layers (they saturate at the window; callers cap by position). */
+int64_t tern_gemma4_kv_bytes_per_token(const tern_gemma4_config *c, int elem_bytes, int include_sliding);
+
+#endif

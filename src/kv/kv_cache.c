@@ -1,0 +1,135 @@
+/* kv_cache.c — K/V storage (see kv_cache.h). */
+#include "kv/kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/half.h"
+
+typedef struct kv_layer {
+    tern_kv_layer_desc d;
+    int64_t slots;   /* per sequence */
+    int64_t row;     /* elements per position: kv_heads * head_dim */
+    unsigned char *k, *v; /* [n_seq][slots][row] */
+} kv_layer;
+
+struct tern_kv {
+    int n_layers, n_seq;
+    int64_t ctx, extra;
+    tern_dtype dtype;
+    size_t esize;
+    kv_layer *layers;
+    int64_t *len; /* [n_seq] */
+    uint64_t bytes;
+};
+
+tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_seq, int64_t ctx, int64_t window,
+                         int64_t extra, tern_dtype dtype, tern_kv **out) {
+    *out = NULL;
+    if (dtype != TERN_DT_BF16 && dtype != TERN_DT_F32)
+        return tern_errf(TERN_EINVAL, "KV cache dtype must be bf16 or f32");
+    if (n_seq <= 0 || ctx <= 0 || window <= 0 || extra < 0)
+        return tern_errf(TERN_EINVAL, "KV cache needs n_seq, ctx and window > 0");
+    tern_kv *kv = calloc(1, sizeof *kv);
+    if (!kv)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    kv->n_layers = n_layers;
+    kv->n_seq = n_seq;
+    kv->ctx = ctx;
+    kv->extra = extra;
+    kv->dtype = dtype;
+    kv->esize = tern_dtype_size(dtype);
+    kv->layers = calloc((size_t)(n_layers ? n_layers : 1), sizeof *kv->layers);
+    kv->len = calloc((size_t)n_seq, sizeof *kv->len);
+    if (!kv->layers || !kv->len) {
+        tern_kv_free(kv);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    for (int l = 0; l < n_layers; l++) {
+        kv_layer *L = &kv->layers[l];
+        L->d = layers[l];
+        L->slots = layers[l].ring && window + extra < ctx ? window + extra : ctx;
+        L->row = layers[l].kv_heads * layers[l].head_dim;
+        size_t n;
+        if (tern_mul_size((size_t)n_seq * (size_t)L->slots, (size_t)L->row * kv->esize, &n)) {
+            tern_kv_free(kv);
+            return tern_errf(TERN_ENOMEM, "KV cache size overflows");
+        }
+        L->k = tern_aligned_calloc(n, 1);
+        L->v = tern_aligned_calloc(n, 1);
+        if (!L->k || !L->v) {
+            tern_kv_free(kv);
+            return tern_errf(TERN_ENOMEM, "cannot allocate %.1f MiB of KV cache", 2.0 * (double)n / (1 << 20));
+        }
+        kv->bytes += 2 * (uint64_t)n;
+    }
+    *out = kv;
+    return NULL;
+}
+
+void tern_kv_free(tern_kv *kv) {
+    if (!kv)
+        return;
+    for (int l = 0; kv->layers && l < kv->n_layers; l++) {
+        tern_aligned_free(kv->layers[l].k);
+        tern_aligned_free(kv->layers[l].v);
+    }
+    free(kv->layers);
+    free(kv->len);
+    free(kv);
+}
+
+uint64_t tern_kv_bytes(const tern_kv *kv) { return kv->bytes; }
+int64_t tern_kv_ctx(const tern_kv *kv) { return kv->ctx; }
+int tern_kv_n_seq(const tern_kv *kv) { return kv->n_seq; }
+int64_t tern_kv_slots(const tern_kv *kv, int layer) { return kv->layers[layer].slots; }
+
+static unsigned char *slot_ptr(const tern_kv *kv, int layer, int seq, int64_t pos, int value) {
+    const kv_layer *L = &kv->layers[layer];
+    int64_t slot = pos % L->slots;
+    size_t off = ((size_t)seq * (size_t)L->slots + (size_t)slot) * (size_t)L->row * kv->esize;
+    return (value ? L->v : L->k) + off;
+}
+
+void tern_kv_write(tern_kv *kv, int layer, int seq, int64_t pos, const float *k, const float *v) {
+    int64_t row = kv->layers[layer].row;
+    unsigned char *kp = slot_ptr(kv, layer, seq, pos, 0), *vp = slot_ptr(kv, layer, seq, pos, 1);
+    if (kv->dtype == TERN_DT_F32) {
+        memcpy(kp, k, (size_t)row * 4);
+        memcpy(vp, v, (size_t)row * 4);
+    } else {
+        tern_f32_to_bf16_row(k, (uint16_t *)kp, (size_t)row);
+        tern_f32_to_bf16_row(v, (uint16_t *)vp, (size_t)row);
+    }
+}
+
+void tern_kv_read(const tern_kv *kv, int layer, int seq, int64_t pos, int value, float *out) {
+    int64_t row = kv->layers[layer].row;
+    const unsigned char *p = slot_ptr(kv, layer, seq, pos, value);
+    if (kv->dtype == TERN_DT_F32)
+        memcpy(out, p, (size_t)row * 4);
+    else
+        tern_bf16_to_f32_row((const uint16_t *)p, out, (size_t)row);
+}
+
+int tern_kv_holds(const tern_kv *kv, int layer, int64_t len, int64_t pos) {
+    return pos >= 0 && pos < len && len - pos <= kv->layers[layer].slots;
+}
+
+int64_t tern_kv_len(const tern_kv *kv, int seq) { return kv->len[seq]; }
+
+tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len) {
+    if (seq < 0 || seq >= kv->n_seq)
+        return tern_errf(TERN_EINVAL, "KV sequence %d out of range", seq);
+    if (len < 0 || len > kv->ctx)
+        return tern_errf(TERN_EINVAL, "KV length %lld outside [0, %lld]", (long long)len, (long long)kv->ctx);
+    if (len > 0 && len < kv->len[seq] - kv->extra) /* 0 is a reset, always fine */
+        for (int l = 0; l < kv->n_layers; l++)
+            if (kv->layers[l].slots < kv->ctx)
+                return tern_errf(TERN_EINVAL,
+                                 "cannot roll back %lld positions: sliding layers keep only %lld extra slots",
+                                 (long long)(kv->len[seq] - len), (long long)kv->extra);
+    kv->len[seq] = len;
+    return NULL;
+}

@@ -1,0 +1,48 @@
+/* kv_cache.h — per-sequence K/V storage for the cache-owning attention layers.
+ *
+ * Full layers keep every position (capacity = context length); sliding layers keep a ring
+ * of `window + extra` slots (slot = position % capacity). The `extra` slots are what make
+ * chunked prefill and rollback safe: writing a chunk of up to `extra` positions, or
+ * truncating back up to `extra` positions, never needs a slot the ring already reused.
+ * Elements are stored as bf16 (the default) or f32 and read back as f32. */
+#ifndef TERN_KV_KV_CACHE_H
+#define TERN_KV_KV_CACHE_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "tensor/dtype.h"
+
+typedef struct tern_kv_layer_desc {
+    int64_t kv_heads, head_dim;
+    int ring; /* 1: sliding window ring, 0: full length */
+} tern_kv_layer_desc;
+
+typedef struct tern_kv tern_kv;
+
+/* Allocates storage for n_seq sequences of up to `ctx` positions; ring layers hold window + extra slots.
+ * dtype is TERN_DT_BF16 or TERN_DT_F32. */
+tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_seq, int64_t ctx, int64_t window,
+                         int64_t extra, tern_dtype dtype, tern_kv **out);
+/* Frees; NULL is fine. */
+void tern_kv_free(tern_kv *kv);
+/* Bytes of storage the cache holds. */
+uint64_t tern_kv_bytes(const tern_kv *kv);
+/* Maximum positions per sequence. */
+int64_t tern_kv_ctx(const tern_kv *kv);
+/* Number of sequences. */
+int tern_kv_n_seq(const tern_kv *kv);
+/* Slots a layer holds per sequence (ctx, or window + extra for ring layers). */
+int64_t tern_kv_slots(const tern_kv *kv, int layer);
+/* Stores K and V (each kv_heads * head_dim floats) of `pos` for sequence `seq`. */
+void tern_kv_write(tern_kv *kv, int layer, int seq, int64_t pos, const float *k, const float *v);
+/* Reads K (or V when `value`) of `pos` into out as f32; pos must still be held (see tern_kv_holds). */
+void tern_kv_read(const tern_kv *kv, int layer, int seq, int64_t pos, int value, float *out);
+/* 1 if the layer still holds `pos` for a sequence whose length is `len` (ring layers forget old positions). */
+int tern_kv_holds(const tern_kv *kv, int layer, int64_t len, int64_t pos);
+/* Number of positions written to a sequence (its next position). */
+int64_t tern_kv_len(const tern_kv *kv, int seq);
+/* Sets a sequence's length: after writing (grow), or to roll back by at most `extra` positions. */
+tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);
+
+#endif

@@ -1,0 +1,595 @@
+/* gemma4.c — the Gemma 4 text decoder, written to read like GEMMA4.md §1.
+ *
+ * Speed lives in src/tensor/ (matmul and friends); this file says what is computed.
+ * Activations are f32, [T][width] row-major, where T counts the tokens of all rows of the
+ * batch concatenated; each token knows its KV sequence and absolute position. */
+#include "models/gemma4.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/fileio.h"
+#include "core/half.h"
+#include "core/json_util.h"
+#include "formats/quant_config.h"
+#include "formats/safetensors.h"
+#include "models/gemma4_weights.h"
+#include "tensor/ops.h"
+
+/* ---- weights ------------------------------------------------------------------------------ */
+
+typedef struct layer_weights {
+    int type;       /* tern_layer_type */
+    int cache;      /* KV cache layer this layer reads (its own, or its donor's when KV-shared) */
+    int owns_cache; /* computes K/V and writes them */
+    int k_eq_v;     /* full layer without v_proj: v is the raw k projection */
+    int64_t hd, kvh, ffn;
+    const tern_weight *q, *k, *v, *o;
+    const tern_weight *gate, *up, *down;
+    const tern_weight *pl_gate, *pl_proj;                  /* per-layer input (PLE) */
+    const tern_weight *router, *exp_gate_up, *exp_gate, *exp_up, *exp_down; /* MoE */
+    float *input_norm, *post_attn_norm, *pre_ff_norm, *post_ff_norm;  /* [H] */
+    float *q_norm, *k_norm;                                           /* [hd] */
+    float *pl_norm;                                                   /* [H] */
+    float *pre_ff2_norm, *post_ff1_norm, *post_ff2_norm;              /* [H] (MoE) */
+    float *router_scale, *per_expert_scale;                           /* [H], [E] */
+    float layer_scalar;
+} layer_weights;
+
+struct tern_gemma4 {
+    tern_gemma4_config c;
+    tern_checkpoint *ck;
+    tern_quant_config *qc;
+    tern_gemma4_weights *gw;
+    const tern_weight *embed, *embed_ple, *ple_proj;
+    float *ple_norm;   /* [P] */
+    float *final_norm; /* [H] */
+    float embed_scale, ple_scale;
+    layer_weights *layers;
+    float *inv_freq[2]; /* by layer type: [head_dim/2] */
+    float **owned;      /* float copies of small vectors, freed at the end */
+    size_t n_owned;
+};
+
+static const tern_weight *W(const tern_gemma4 *m, const char *fmt, int layer) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, layer);
+    const tern_weight *w = tern_gemma4_find(m->gw, name);
+    return w && w->fmt != TERN_WF_NONE ? w : NULL;
+}
+
+/* A small float vector (norm weight, scalar) converted once to f32. */
+static float *V(tern_gemma4 *m, const char *fmt, int layer) {
+    const tern_weight *w = W(m, fmt, layer);
+    if (!w)
+        return NULL;
+    float *v = malloc((size_t)tern_weight_cols(w) * sizeof *v);
+    float **no = realloc(m->owned, (m->n_owned + 1) * sizeof *no);
+    if (!v || !no) {
+        free(v);
+        if (no)
+            m->owned = no;
+        return NULL;
+    }
+    m->owned = no;
+    m->owned[m->n_owned++] = v;
+    tern_weight_row(w, 0, v);
+    return v;
+}
+
+/* sqrt(width) as the reference applies it: cast to the embedding's dtype first (GEMMA4.md §1). */
+static float embed_scale_for(const tern_weight *w, double width) {
+    float s = (float)sqrt(width);
+    tern_dtype dt = w->fmt == TERN_WF_MLX_AFFINE ? w->sdtype : w->fmt == TERN_WF_BF16 ? TERN_DT_BF16
+                                                         : w->fmt == TERN_WF_F16     ? TERN_DT_F16
+                                                                                     : TERN_DT_F32;
+    if (dt == TERN_DT_BF16)
+        return tern_bf16_to_f32(tern_f32_to_bf16(s));
+    if (dt == TERN_DT_F16)
+        return tern_f16_to_f32(tern_f32_to_f16(s));
+    return s;
+}
+
+static float *rope_table(const tern_rope_params *r, int64_t hd) {
+    float *f = calloc((size_t)(hd / 2), sizeof *f);
+    if (!f)
+        return NULL;
+    /* Proportional RoPE: only the first partial*hd/2 pairs rotate, with exponents over the whole head. */
+    int64_t rotating = r->kind == TERN_ROPE_PROPORTIONAL ? (int64_t)(r->partial_rotary_factor * (double)hd / 2 + 0.5)
+                                                         : hd / 2;
+    for (int64_t i = 0; i < rotating; i++)
+        f[i] = (float)(pow(r->theta, -2.0 * (double)i / (double)hd) / r->factor);
+    return f;
+}
+
+static tern_err *bind_layers(tern_gemma4 *m) {
+    const tern_gemma4_config *c = &m->c;
+    m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
+    if (!m->layers)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    m->embed = W(m, "embed_tokens", 0);
+    m->final_norm = V(m, "norm", 0);
+    m->embed_scale = embed_scale_for(m->embed, (double)c->hidden_size);
+    if (c->hidden_size_per_layer_input > 0) {
+        m->embed_ple = W(m, "embed_tokens_per_layer", 0);
+        m->ple_proj = W(m, "per_layer_model_projection", 0);
+        m->ple_norm = V(m, "per_layer_projection_norm", 0);
+        m->ple_scale = embed_scale_for(m->embed_ple, (double)c->hidden_size_per_layer_input);
+    }
+    for (int i = 0; i < c->num_hidden_layers; i++) {
+        layer_weights *L = &m->layers[i];
+        L->type = c->layer_types[i];
+        L->cache = tern_gemma4_kv_source(c, i);
+        L->owns_cache = L->cache == i;
+        L->k_eq_v = c->attention_k_eq_v && L->type == TERN_LAYER_FULL;
+        L->hd = tern_gemma4_layer_head_dim(c, i);
+        L->kvh = tern_gemma4_layer_kv_heads(c, i);
+        L->ffn = tern_gemma4_layer_ffn(c, i);
+        L->q = W(m, "layers.%d.self_attn.q_proj", i);
+        L->k = W(m, "layers.%d.self_attn.k_proj", i);
+        L->v = W(m, "layers.%d.self_attn.v_proj", i);
+        L->o = W(m, "layers.%d.self_attn.o_proj", i);
+        L->gate = W(m, "layers.%d.mlp.gate_proj", i);
+        L->up = W(m, "layers.%d.mlp.up_proj", i);
+        L->down = W(m, "layers.%d.mlp.down_proj", i);
+        L->input_norm = V(m, "layers.%d.input_layernorm", i);
+        L->post_attn_norm = V(m, "layers.%d.post_attention_layernorm", i);
+        L->pre_ff_norm = V(m, "layers.%d.pre_feedforward_layernorm", i);
+        L->post_ff_norm = V(m, "layers.%d.post_feedforward_layernorm", i);
+        L->q_norm = V(m, "layers.%d.self_attn.q_norm", i);
+        L->k_norm = L->owns_cache ? V(m, "layers.%d.self_attn.k_norm", i) : NULL;
+        float *ls = V(m, "layers.%d.layer_scalar", i);
+        L->layer_scalar = ls ? ls[0] : 1.0f;
+        if (c->hidden_size_per_layer_input > 0) {
+            L->pl_gate = W(m, "layers.%d.per_layer_input_gate", i);
+            L->pl_proj = W(m, "layers.%d.per_layer_projection", i);
+            L->pl_norm = V(m, "layers.%d.post_per_layer_input_norm", i);
+        }
+        if (c->enable_moe_block) {
+            L->router = W(m, "layers.%d.router.proj", i);
+            L->router_scale = V(m, "layers.%d.router.scale", i);
+            L->per_expert_scale = V(m, "layers.%d.router.per_expert_scale", i);
+            L->exp_gate_up = W(m, "layers.%d.experts.gate_up_proj", i);
+            L->exp_gate = W(m, "layers.%d.experts.switch_glu.gate_proj", i);
+            L->exp_up = W(m, "layers.%d.experts.switch_glu.up_proj", i);
+            L->exp_down = W(m, "layers.%d.experts.down_proj", i);
+            if (!L->exp_down)
+                L->exp_down = W(m, "layers.%d.experts.switch_glu.down_proj", i);
+            L->pre_ff2_norm = V(m, "layers.%d.pre_feedforward_layernorm_2", i);
+            L->post_ff1_norm = V(m, "layers.%d.post_feedforward_layernorm_1", i);
+            L->post_ff2_norm = V(m, "layers.%d.post_feedforward_layernorm_2", i);
+        }
+        int ok = L->q && L->o && L->gate && L->up && L->down && L->input_norm && L->post_attn_norm &&
+                 L->pre_ff_norm && L->post_ff_norm && L->q_norm;
+        if (L->owns_cache)
+            ok = ok && L->k && L->k_norm && (L->k_eq_v || L->v);
+        if (c->enable_moe_block)
+            ok = ok && L->router && L->router_scale && L->per_expert_scale && L->exp_down &&
+                 (L->exp_gate_up || (L->exp_gate && L->exp_up)) && L->pre_ff2_norm && L->post_ff1_norm && L->post_ff2_norm;
+        if (!ok)
+            return tern_errf(TERN_ENOMEM, "layer %d: out of memory binding weights", i);
+    }
+    for (int t = 0; t < 2; t++) {
+        int64_t hd = t == TERN_LAYER_FULL ? c->global_head_dim : c->head_dim;
+        if (!(m->inv_freq[t] = rope_table(&c->rope[t], hd)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    return NULL;
+}
+
+tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) {
+    *out = NULL;
+    tern_gemma4 *m = calloc(1, sizeof *m);
+    if (!m)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    char *cfg_path = tern_path_join(dir, "config.json");
+    json_t *root = NULL;
+    tern_err *err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
+    if (!err)
+        err = tern_err_wrap(tern_gemma4_config_parse(root, &m->c), "%s", cfg_path);
+    if (!err)
+        err = tern_err_wrap(tern_quant_config_parse(root, &m->qc), "%s", cfg_path);
+    json_decref(root);
+    free(cfg_path);
+    if (!err)
+        err = tern_checkpoint_open(dir, &m->ck);
+    if (!err)
+        err = tern_gemma4_bind(&m->c, m->qc, m->ck, &m->gw);
+    if (!err && m->gw->n_problems)
+        err = tern_errf(TERN_EFORMAT, "%s: %zu tensor problem(s), first: %s (run 'tern info %s' for all)", dir,
+                        m->gw->n_problems, m->gw->problems[0], dir);
+    if (!err)
+        err = bind_layers(m);
+    if (err) {
+        tern_gemma4_free(m);
+        return err;
+    }
+    *out = m;
+    return NULL;
+}
+
+void tern_gemma4_free(tern_gemma4 *m) {
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m->inv_freq[0]);
+    free(m->inv_freq[1]);
+    tern_gemma4_weights_free(m->gw);
+    tern_quant_config_free(m->qc);
+    tern_checkpoint_close(m->ck);
+    free(m);
+}
+
+const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m) { return &m->c; }
+const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
+
+tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,
+                                tern_kv **out) {
+    int n = tern_gemma4_first_shared(&m->c);
+    tern_kv_layer_desc *d = calloc((size_t)n, sizeof *d);
+    if (!d)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        d[i].kv_heads = m->layers[i].kvh;
+        d[i].head_dim = m->layers[i].hd;
+        d[i].ring = m->layers[i].type == TERN_LAYER_SLIDING;
+    }
+    tern_err *e = tern_kv_create(d, n, n_seq, ctx, m->c.sliding_window, chunk, dtype, out);
+    free(d);
+    return e;
+}
+
+/* ---- forward ---------------------------------------------------------------------------------- */
+
+/* Per-forward scratch, sized for T tokens. */
+typedef struct fwd {
+    tern_gemma4 *m;
+    tern_kv *kv;
+    tern_pool *pool;
+    int64_t T;
+    int *tok_seq;     /* [T] */
+    int64_t *tok_pos; /* [T] */
+    int64_t *seq_end; /* [n_seq] length of each sequence after this forward */
+    float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
+} fwd;
+
+static void rmsnorm_rows(float *x, const float *w, int64_t rows, int64_t n, float eps, float *y) {
+    for (int64_t r = 0; r < rows; r++)
+        tern_rmsnorm(x + r * n, w, n, eps, y + r * n);
+}
+
+typedef struct attn_job {
+    fwd *F;
+    const layer_weights *L;
+    int64_t nH;
+} attn_job;
+
+/* Attention of tokens [b, e): each query head over its KV head's cached positions in the window. */
+static void attn_range(void *ctx, size_t b, size_t e, int tid) {
+    const attn_job *j = ctx;
+    fwd *F = j->F;
+    const layer_weights *L = j->L;
+    const tern_gemma4_config *c = &F->m->c;
+    const int64_t hd = L->hd, kvh = L->kvh, nH = j->nH, group = nH / kvh;
+    float *krow = malloc((size_t)(kvh * hd) * sizeof *krow);
+    float *scores = malloc((size_t)(nH * (F->kv ? tern_kv_ctx(F->kv) : 1)) * sizeof *scores);
+    if (!krow || !scores)
+        goto done;
+    for (size_t t = b; t < e; t++) {
+        int seq = F->tok_seq[t];
+        int64_t p = F->tok_pos[t];
+        int64_t start = L->type == TERN_LAYER_SLIDING ? p - c->sliding_window + 1 : 0;
+        if (start < 0)
+            start = 0;
+        int64_t n = p - start + 1;
+        const float *q = F->q + (int64_t)t * nH * hd;
+        for (int64_t jp = 0; jp < n; jp++) {
+            tern_kv_read(F->kv, L->cache, seq, start + jp, 0, krow);
+            for (int64_t h = 0; h < nH; h++) {
+                const float *kh = krow + (h / group) * hd, *qh = q + h * hd;
+                float s = 0;
+                for (int64_t d = 0; d < hd; d++)
+                    s += qh[d] * kh[d];
+                scores[h * n + jp] = s; /* scale 1.0: q_norm/k_norm carry it */
+            }
+        }
+        for (int64_t h = 0; h < nH; h++)
+            tern_softmax(scores + h * n, n);
+        float *o = F->attn + (int64_t)t * nH * hd;
+        memset(o, 0, (size_t)(nH * hd) * sizeof *o);
+        for (int64_t jp = 0; jp < n; jp++) {
+            tern_kv_read(F->kv, L->cache, seq, start + jp, 1, krow);
+            for (int64_t h = 0; h < nH; h++) {
+                const float *vh = krow + (h / group) * hd;
+                float p_ = scores[h * n + jp];
+                float *oh = o + h * hd;
+                for (int64_t d = 0; d < hd; d++)
+                    oh[d] += p_ * vh[d];
+            }
+        }
+    }
+done:
+    free(krow);
+    free(scores);
+}
+
+static void attention(fwd *F, const layer_weights *L, int layer) {
+    tern_gemma4 *m = F->m;
+    const tern_gemma4_config *c = &m->c;
+    const int64_t T = F->T, nH = c->num_attention_heads, hd = L->hd, kvh = L->kvh;
+    const float eps = (float)c->rms_norm_eps;
+    const float *inv_freq = m->inv_freq[L->type];
+    rmsnorm_rows(F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
+    tern_matmul(F->pool, L->q, F->xn, T, F->q);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < nH; h++) {
+            float *qh = F->q + (t * nH + h) * hd;
+            tern_rmsnorm(qh, L->q_norm, hd, eps, qh);
+            tern_rope(qh, hd, inv_freq, F->tok_pos[t]);
+        }
+    if (L->owns_cache) {
+        tern_matmul(F->pool, L->k, F->xn, T, F->k);
+        if (L->k_eq_v)
+            memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
+        else
+            tern_matmul(F->pool, L->v, F->xn, T, F->v);
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t h = 0; h < kvh; h++) {
+                float *kh = F->k + (t * kvh + h) * hd, *vh = F->v + (t * kvh + h) * hd;
+                tern_rmsnorm(kh, L->k_norm, hd, eps, kh);
+                tern_rope(kh, hd, inv_freq, F->tok_pos[t]);
+                tern_rmsnorm(vh, NULL, hd, eps, vh);
+            }
+            tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
+        }
+    }
+    attn_job j = {F, L, nH};
+    tern_pool_parallel_for(F->pool, (size_t)T, 1, attn_range, &j);
+    tern_matmul(F->pool, L->o, F->attn, T, F->a);
+}
+
+/* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]. */
+static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out) {
+    const int64_t T = F->T, ffn = L->ffn;
+    tern_matmul(F->pool, L->gate, xn, T, F->g);
+    tern_matmul(F->pool, L->up, xn, T, F->u);
+    tern_gelu_tanh(F->g, T * ffn);
+    for (int64_t i = 0; i < T * ffn; i++)
+        F->g[i] *= F->u[i];
+    tern_matmul(F->pool, L->down, F->g, T, out);
+}
+
+/* The MoE block of one token: router over x, experts over y = pre_ff2(x); result into out [H]. */
+static void moe_token(fwd *F, const layer_weights *L, const float *x, const float *y, float *out) {
+    const tern_gemma4_config *c = &F->m->c;
+    const int64_t H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size, K = c->top_k_experts;
+    float *r = F->tmp, *logits = F->tmp + H, *gu = F->tmp + H + E, *h = gu + 2 * I, *d = h + I;
+    tern_rmsnorm(x, NULL, H, (float)c->rms_norm_eps, r);
+    const float inv_sqrt_h = 1.0f / sqrtf((float)H);
+    for (int64_t i = 0; i < H; i++)
+        r[i] *= L->router_scale[i] * inv_sqrt_h;
+    tern_matmul(NULL, L->router, r, 1, logits);
+    tern_softmax(logits, E);
+    int idx[64];
+    float w[64], wsum = 0;
+    for (int64_t k = 0; k < K && k < 64; k++) { /* top-k by repeated selection: K is small (<= 8 in practice) */
+        int best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t j = 0; j < k; j++)
+                taken |= idx[j] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best]))
+                best = (int)e;
+        }
+        idx[k] = best;
+        w[k] = logits[best];
+        wsum += w[k];
+    }
+    memset(out, 0, (size_t)H * sizeof *out);
+    for (int64_t k = 0; k < K && k < 64; k++) {
+        int e = idx[k];
+        float wk = w[k] / wsum * L->per_expert_scale[e];
+        if (L->exp_gate_up) { /* HF: [E, 2I, H], gate rows first */
+            tern_matmul_rows(F->pool, L->exp_gate_up, (int64_t)e * 2 * I, 2 * I, y, 1, gu);
+        } else {
+            tern_matmul_rows(F->pool, L->exp_gate, (int64_t)e * I, I, y, 1, gu);
+            tern_matmul_rows(F->pool, L->exp_up, (int64_t)e * I, I, y, 1, gu + I);
+        }
+        for (int64_t i = 0; i < I; i++)
+            h[i] = gu[i];
+        tern_gelu_tanh(h, I);
+        for (int64_t i = 0; i < I; i++)
+            h[i] *= gu[I + i];
+        tern_matmul_rows(F->pool, L->exp_down, (int64_t)e * H, H, h, 1, d);
+        for (int64_t i = 0; i < H; i++)
+            out[i] += wk * d[i];
+    }
+}
+
+static void feed_forward(fwd *F, const layer_weights *L) {
+    const tern_gemma4_config *c = &F->m->c;
+    const int64_t T = F->T, H = c->hidden_size;
+    const float eps = (float)c->rms_norm_eps;
+    rmsnorm_rows(F->x, L->pre_ff_norm, T, H, eps, F->xn);
+    mlp(F, L, F->xn, F->f);
+    if (c->enable_moe_block) {
+        rmsnorm_rows(F->f, L->post_ff1_norm, T, H, eps, F->f);
+        rmsnorm_rows(F->x, L->pre_ff2_norm, T, H, eps, F->xn);
+        for (int64_t t = 0; t < T; t++) {
+            float *mo = F->moe + t * H;
+            moe_token(F, L, F->x + t * H, F->xn + t * H, mo);
+            tern_rmsnorm(mo, L->post_ff2_norm, H, eps, mo);
+            for (int64_t i = 0; i < H; i++)
+                F->f[t * H + i] += mo[i];
+        }
+    }
+    rmsnorm_rows(F->f, L->post_ff_norm, T, H, eps, F->f);
+    for (int64_t i = 0; i < T * H; i++)
+        F->x[i] += F->f[i];
+}
+
+static void per_layer_input(fwd *F, const layer_weights *L, int layer) {
+    const tern_gemma4_config *c = &F->m->c;
+    const int64_t T = F->T, H = c->hidden_size, P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
+    tern_matmul(F->pool, L->pl_gate, F->x, T, F->g);
+    tern_gelu_tanh(F->g, T * P);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < P; i++)
+            F->g[t * P + i] *= F->pli[(t * N + layer) * P + i];
+    tern_matmul(F->pool, L->pl_proj, F->g, T, F->a);
+    rmsnorm_rows(F->a, L->pl_norm, T, H, (float)c->rms_norm_eps, F->a);
+    for (int64_t i = 0; i < T * H; i++)
+        F->x[i] += F->a[i];
+}
+
+/* h0 = E[id] * sqrt(H) (soft tokens as given); PLE inputs pli [T][N][P]. */
+static void embed(fwd *F, const tern_batch *b) {
+    tern_gemma4 *m = F->m;
+    const tern_gemma4_config *c = &m->c;
+    const int64_t T = F->T, H = c->hidden_size, P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
+    for (int64_t t = 0; t < T; t++) {
+        float *xt = F->x + t * H;
+        if (b->is_embed && b->is_embed[t]) {
+            memcpy(xt, b->embeds + t * H, (size_t)H * sizeof *xt);
+            continue;
+        }
+        tern_weight_row(m->embed, b->ids[t], xt);
+        for (int64_t i = 0; i < H; i++)
+            xt[i] *= m->embed_scale;
+    }
+    if (P <= 0)
+        return;
+    tern_matmul(F->pool, m->ple_proj, F->x, T, F->pli);
+    const float inv_sqrt_h = 1.0f / sqrtf((float)H), inv_sqrt2 = 0.70710678118654752f;
+    float *tok = F->tmp;
+    for (int64_t t = 0; t < T; t++) {
+        int32_t id = (b->is_embed && b->is_embed[t]) ? 0 : b->ids[t]; /* soft tokens look up pad */
+        tern_weight_row(m->embed_ple, id, tok);
+        for (int64_t l = 0; l < N; l++) {
+            float *p = F->pli + (t * N + l) * P;
+            for (int64_t i = 0; i < P; i++)
+                p[i] *= inv_sqrt_h;
+            tern_rmsnorm(p, m->ple_norm, P, (float)c->rms_norm_eps, p);
+            for (int64_t i = 0; i < P; i++)
+                p[i] = (p[i] + tok[l * P + i] * m->ple_scale) * inv_sqrt2;
+        }
+    }
+}
+
+static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern_batch *b, int64_t *T) {
+    const tern_gemma4_config *c = &m->c;
+    *T = 0;
+    if (b->n_rows <= 0)
+        return tern_errf(TERN_EINVAL, "empty batch");
+    int n_seq = tern_kv_n_seq(kv);
+    int ring_limited = 0;
+    for (int l = 0; l < tern_gemma4_first_shared(c); l++)
+        ring_limited |= tern_kv_slots(kv, l) < tern_kv_ctx(kv);
+    int64_t chunk = tern_kv_slots(kv, 0) - c->sliding_window; /* ring extra, valid when ring_limited */
+    for (int r = 0; r < b->n_rows; r++) {
+        if (b->seq[r] < 0 || b->seq[r] >= n_seq)
+            return tern_errf(TERN_EINVAL, "row %d: KV sequence %d out of range [0, %d)", r, b->seq[r], n_seq);
+        for (int r2 = 0; r2 < r; r2++)
+            if (b->seq[r2] == b->seq[r])
+                return tern_errf(TERN_EINVAL, "rows %d and %d use the same KV sequence %d", r2, r, b->seq[r]);
+        int64_t n = b->n_tok[r], len = tern_kv_len(kv, b->seq[r]);
+        if (n <= 0)
+            return tern_errf(TERN_EINVAL, "row %d has no tokens", r);
+        if (len + n > tern_kv_ctx(kv))
+            return tern_errf(TERN_EINVAL, "row %d: %lld + %lld tokens exceed the context of %lld", r, (long long)len,
+                             (long long)n, (long long)tern_kv_ctx(kv));
+        if (ring_limited && n > chunk + 1)
+            return tern_errf(TERN_EINVAL, "row %d: %lld tokens in one forward exceed the chunk limit of %lld", r,
+                             (long long)n, (long long)chunk + 1);
+        *T += n;
+    }
+    for (int64_t t = 0; t < *T; t++) {
+        int soft = b->is_embed && b->is_embed[t];
+        if (soft && !b->embeds)
+            return tern_errf(TERN_EINVAL, "token %lld is marked as an embedding but no embeddings were given", (long long)t);
+        if (!soft && (b->ids[t] < 0 || b->ids[t] >= c->vocab_size))
+            return tern_errf(TERN_EINVAL, "token id %d is outside the vocabulary [0, %lld)", b->ids[t],
+                             (long long)c->vocab_size);
+    }
+    return NULL;
+}
+
+tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
+                              float *hidden) {
+    const tern_gemma4_config *c = &m->c;
+    int64_t T;
+    TERN_TRY(check_batch(m, kv, b, &T));
+    const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
+    int64_t qw = c->num_attention_heads * (c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim);
+    int64_t kw = qw, ffn = c->intermediate_size * 2, tmpw = H + N * P;
+    if (c->enable_moe_block)
+        tmpw += H + c->num_experts + 4 * c->moe_intermediate_size + H;
+    if (ffn < P)
+        ffn = P;
+    fwd F = {.m = m, .kv = kv, .pool = pool, .T = T};
+    F.tok_seq = malloc((size_t)T * sizeof *F.tok_seq);
+    F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
+    F.seq_end = calloc((size_t)tern_kv_n_seq(kv), sizeof *F.seq_end);
+    float **bufs[] = {&F.x, &F.xn, &F.q, &F.k, &F.v, &F.attn, &F.a, &F.g, &F.u, &F.f, &F.moe, &F.pli, &F.tmp};
+    int64_t widths[] = {H, H, qw, kw, kw, qw, H, ffn, ffn, H, H, N * P, 0};
+    int oom = !F.tok_seq || !F.tok_pos || !F.seq_end;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        size_t n = i == 12 ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
+        *bufs[i] = tern_aligned_calloc(n, sizeof(float));
+        oom |= !*bufs[i];
+    }
+    tern_err *err = oom ? tern_errf(TERN_ENOMEM, "out of memory for a batch of %lld tokens", (long long)T) : NULL;
+    if (!err) {
+        int64_t t = 0;
+        for (int r = 0; r < b->n_rows; r++) {
+            int64_t len = tern_kv_len(kv, b->seq[r]);
+            for (int64_t i = 0; i < b->n_tok[r]; i++, t++) {
+                F.tok_seq[t] = b->seq[r];
+                F.tok_pos[t] = len + i;
+            }
+            F.seq_end[b->seq[r]] = len + b->n_tok[r];
+        }
+        embed(&F, b);
+        for (int l = 0; l < N; l++) {
+            const layer_weights *L = &m->layers[l];
+            attention(&F, L, l);
+            rmsnorm_rows(F.a, L->post_attn_norm, T, H, (float)c->rms_norm_eps, F.a);
+            for (int64_t i = 0; i < T * H; i++)
+                F.x[i] += F.a[i];
+            feed_forward(&F, L);
+            if (P > 0)
+                per_layer_input(&F, L, l);
+            for (int64_t i = 0; i < T * H; i++)
+                F.x[i] *= L->layer_scalar;
+        }
+        /* Outputs: the final-normed hidden state of the selected tokens, then tied logits with soft-cap. */
+        int64_t n_out = 0;
+        for (int r = 0, t0 = 0; r < b->n_rows; t0 += (int)b->n_tok[r], r++) {
+            int64_t first = b->out == TERN_OUT_ALL ? t0 : t0 + b->n_tok[r] - 1;
+            for (int64_t t = first; t < t0 + b->n_tok[r] && b->out != TERN_OUT_NONE; t++, n_out++)
+                tern_rmsnorm(F.x + t * H, m->final_norm, H, (float)c->rms_norm_eps, F.xn + n_out * H);
+        }
+        if (hidden)
+            memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
+        if (logits && n_out) {
+            tern_matmul(pool, m->embed, F.xn, n_out, logits);
+            float cap = (float)c->final_logit_softcapping;
+            if (cap > 0)
+                for (int64_t i = 0; i < n_out * c->vocab_size; i++)
+                    logits[i] = cap * tanhf(logits[i] / cap);
+        }
+        for (int r = 0; r < b->n_rows && !err; r++)
+            err = tern_kv_set_len(kv, b->seq[r], F.seq_end[b->seq[r]]);
+    }
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        tern_aligned_free(*bufs[i]);
+    free(F.tok_seq);
+    free(F.tok_pos);
+    free(F.seq_end);
+    return err;
+}

@@ -1,0 +1,49 @@
+/* gemma4.h — the Gemma 4 text decoder (GEMMA4.md §1): load, KV cache, forward over a batch of rows.
+ *
+ * A batch is a list of rows; each row appends n_tok tokens to one KV sequence, starting at
+ * that sequence's current length. Rows may carry soft-token embeddings in place of ids
+ * (audio/images). The forward returns logits (post soft-cap) and/or the final normed hidden
+ * state for the last token of each row or for every token. */
+#ifndef TERN_MODELS_GEMMA4_H
+#define TERN_MODELS_GEMMA4_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "formats/model_config.h"
+#include "kv/kv_cache.h"
+
+typedef struct tern_gemma4 tern_gemma4;
+
+typedef enum { TERN_OUT_NONE = 0, TERN_OUT_LAST, TERN_OUT_ALL } tern_out_mode;
+
+typedef struct tern_batch {
+    int n_rows;
+    const int *seq;          /* [n_rows] KV sequence of each row */
+    const int64_t *n_tok;    /* [n_rows] tokens each row appends (>= 1) */
+    const int32_t *ids;      /* [sum n_tok] token ids, rows concatenated */
+    const float *embeds;     /* NULL, or [sum n_tok][H] soft-token embeddings */
+    const uint8_t *is_embed; /* NULL, or [sum n_tok]: 1 = take embeds[t] instead of the id's embedding */
+    tern_out_mode out;       /* which positions get logits/hidden: last of each row, or all */
+} tern_batch;
+
+/* Loads MODEL_DIR (config.json + safetensors); refuses a checkpoint with missing or mis-shaped tensors. */
+tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out);
+/* Frees the model; NULL is fine. */
+void tern_gemma4_free(tern_gemma4 *m);
+/* The parsed hyper-parameters. */
+const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m);
+struct tern_gemma4_weights;
+/* The bound weights (spec list and storage of every tensor). */
+const struct tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m);
+/* A KV cache for this model: n_seq sequences of up to ctx positions; ring layers keep window + chunk
+ * slots, where `chunk` bounds both the tokens one row may append per forward and the rollback depth. */
+tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,
+                                tern_kv **out);
+/* Runs the batch; logits is [n_out][V] (or NULL), hidden is [n_out][H] (or NULL), where n_out is n_rows
+ * (TERN_OUT_LAST) or sum n_tok (TERN_OUT_ALL). Advances each row's KV sequence by its n_tok. */
+tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
+                              float *hidden);
+
+#endif

@@ -1,0 +1,215 @@
+/* gemma4_bind.c — resolve the Gemma 4 tensor list in a checkpoint: layout detection, float or
+ * MLX-quantized storage, shape checks against the spec, and a list of what is missing or extra. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/quant_config.h"
+#include "formats/safetensors.h"
+#include "models/gemma4_weights.h"
+#include "tensor/quant_mlx.h"
+
+static int add_msg(char ***list, size_t *n, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+    if (!nl)
+        return -1;
+    *list = nl;
+    if (!(nl[*n] = strdup(buf)))
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (int i = 0; i < ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (o < len)
+        snprintf(buf + o, len - o, "]");
+}
+
+static int float_format(tern_dtype dt, tern_wformat *f) {
+    switch (dt) {
+    case TERN_DT_F32: *f = TERN_WF_F32; return 1;
+    case TERN_DT_F16: *f = TERN_WF_F16; return 1;
+    case TERN_DT_BF16: *f = TERN_WF_BF16; return 1;
+    default: return 0;
+    }
+}
+
+/* Binds one spec; returns a problem message in `why` (empty when fine). */
+static void bind_one(const tern_wspec *s, tern_layout layout, const tern_quant_config *qc, const tern_checkpoint *ck,
+                     tern_weight *w, char *why, size_t wlen) {
+    char name[200], sname[200], bname[200], module[200];
+    why[0] = 0;
+    memset(w, 0, sizeof *w);
+    tern_wspec_full_name(s, layout, NULL, name, sizeof name);
+    const tern_tensor *t = tern_checkpoint_find(ck, name);
+    const tern_tensor *sc = NULL, *bi = NULL;
+    if (s->suffix) {
+        tern_wspec_full_name(s, layout, "scales", sname, sizeof sname);
+        tern_wspec_full_name(s, layout, "biases", bname, sizeof bname);
+        sc = tern_checkpoint_find(ck, sname);
+        bi = tern_checkpoint_find(ck, bname);
+    }
+    if (!t) {
+        snprintf(why, wlen, "missing: %s", name);
+        return;
+    }
+    char want[96], got[96];
+    shape_str(s->shape, s->ndim, want, sizeof want);
+    shape_str(t->shape, t->ndim, got, sizeof got);
+    w->ndim = s->ndim;
+    memcpy(w->shape, s->shape, sizeof s->shape);
+    w->name = t->name;
+    const int64_t in = s->shape[s->ndim - 1];
+    if (!sc) {
+        tern_wformat f;
+        if (!float_format(t->dtype, &f)) {
+            snprintf(why, wlen, "mis-shaped: %s: expected %s F32/F16/BF16, found %s %s", name, want, got,
+                     tern_dtype_name(t->dtype));
+            return;
+        }
+        int same = t->ndim == s->ndim;
+        for (int i = 0; same && i < s->ndim; i++)
+            same = t->shape[i] == s->shape[i];
+        if (!same) {
+            snprintf(why, wlen, "mis-shaped: %s: expected %s, found %s %s", name, want, got, tern_dtype_name(t->dtype));
+            return;
+        }
+        w->fmt = f;
+        w->data = t->data;
+        return;
+    }
+    /* Quantized: weight U32 [.., words], scales [.., in/group], biases like scales (affine). */
+    snprintf(module, sizeof module, "%.*s", (int)(strlen(name) - strlen(".weight")), name);
+    tern_quant_params qp = tern_quant_config_lookup(qc, module);
+    int bits = qp.bits, group = qp.group_size;
+    int mxfp4 = qp.quantized && qp.mode == TERN_QMODE_MXFP4;
+    if (!qp.quantized) {
+        tern_err *e = tern_quant_infer(in, t->ndim ? t->shape[t->ndim - 1] : 0, sc->ndim ? sc->shape[sc->ndim - 1] : 0,
+                                       &bits, &group);
+        if (e) {
+            snprintf(why, wlen, "mis-shaped: %s: cannot infer quantization: %s", name, tern_err_msg(e));
+            tern_err_free(e);
+            return;
+        }
+    }
+    int ok = t->dtype == TERN_DT_U32 && t->ndim == s->ndim && sc->ndim == s->ndim;
+    for (int i = 0; ok && i + 1 < s->ndim; i++)
+        ok = t->shape[i] == s->shape[i] && sc->shape[i] == s->shape[i];
+    ok = ok && in % group == 0 && t->shape[s->ndim - 1] == tern_mlx_row_words(in, bits) &&
+         sc->shape[s->ndim - 1] == in / group;
+    if (mxfp4)
+        ok = ok && sc->dtype == TERN_DT_U8;
+    else
+        ok = ok && bi && bi->ndim == sc->ndim && bi->dtype == sc->dtype && !memcmp(bi->shape, sc->shape, sizeof sc->shape) &&
+             (sc->dtype == TERN_DT_F32 || sc->dtype == TERN_DT_BF16 || sc->dtype == TERN_DT_F16);
+    if (!ok) {
+        char sg[96];
+        shape_str(sc->shape, sc->ndim, sg, sizeof sg);
+        snprintf(why, wlen,
+                 "mis-shaped: %s: expected %s quantized to %d bits in groups of %d, found weight %s %s, scales %s %s%s",
+                 name, want, bits, group, got, tern_dtype_name(t->dtype), sg, tern_dtype_name(sc->dtype),
+                 (!mxfp4 && !bi) ? ", no biases" : "");
+        return;
+    }
+    w->fmt = mxfp4 ? TERN_WF_MXFP4 : TERN_WF_MLX_AFFINE;
+    w->data = t->data;
+    w->scales = sc->data;
+    w->biases = mxfp4 ? NULL : bi->data;
+    w->sdtype = sc->dtype;
+    w->bits = bits;
+    w->group = group;
+}
+
+static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const tern_quant_config *qc, const tern_checkpoint *ck,
+                           tern_gemma4_weights **out) {
+    *out = NULL;
+    tern_gemma4_weights *gw = calloc(1, sizeof *gw);
+    if (!gw)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    gw->layout = TERN_LAYOUT_HF;
+    for (int l = 0; l < TERN_LAYOUT_COUNT; l++) {
+        char probe[128];
+        snprintf(probe, sizeof probe, "%sembed_tokens.weight", tern_layout_prefix((tern_layout)l));
+        if (tern_checkpoint_find(ck, probe)) {
+            gw->layout = (tern_layout)l;
+            break;
+        }
+    }
+    tern_err *err = tern_gemma4_specs(c, gw->layout, &gw->specs, &gw->n);
+    size_t nt = tern_checkpoint_count(ck);
+    if (!err && !(gw->w = calloc(gw->n, sizeof *gw->w)))
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    int oom = 0;
+    for (size_t i = 0; i < gw->n && !err; i++) {
+        char why[640];
+        bind_one(&gw->specs[i], gw->layout, qc, ck, &gw->w[i], why, sizeof why);
+        if (why[0])
+            oom |= add_msg(&gw->problems, &gw->n_problems, "%s", why);
+    }
+    /* Every stored tensor under the text prefix that no spec names is extra. */
+    for (size_t k = 0; k < nt && !err; k++) {
+        const tern_tensor *t = tern_checkpoint_at(ck, k);
+        const char *prefix = tern_layout_prefix(gw->layout);
+        if (!has_prefix(t->name, prefix)) {
+            gw->n_other++;
+            continue;
+        }
+        const char *rel = t->name + strlen(prefix);
+        size_t rl = strlen(rel);
+        char base[200];
+        snprintf(base, sizeof base, "%s", rel);
+        static const char *suffixes[] = {".weight", ".scales", ".biases"};
+        for (int s = 0; s < 3; s++) {
+            size_t sl = strlen(suffixes[s]);
+            if (rl > sl && !strcmp(rel + rl - sl, suffixes[s])) {
+                base[rl - sl] = 0;
+                break;
+            }
+        }
+        if (tern_gemma4_find(gw, base)) /* bound, or already reported as a problem */
+            continue;
+        int shared_kv = strstr(rel, "self_attn.k_proj") || strstr(rel, "self_attn.v_proj") || strstr(rel, "self_attn.k_norm");
+        oom |= add_msg(&gw->extra, &gw->n_extra, "%s%s", t->name, shared_kv ? " (ignored: KV-shared layer)" : "");
+    }
+    if (!err && oom)
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    if (err) {
+        tern_gemma4_weights_free(gw);
+        return err;
+    }
+    *out = gw;
+    return NULL;
+}
+
+const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name) {
+    for (size_t i = 0; i < w->n; i++)
+        if (!strcmp(w->specs[i].name, name))
+            return &w->w[i];
+    return NULL;
+}
+
+void tern_gemma4_weights_free(tern_gemma4_weights *w) {
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->n_problems; i++)
+        free(w->problems[i]);
+    for (size_t i = 0; i < w->n_extra; i++)
+        free(w->extra[i]);
+    free(w->problems);
+    free(w->extra);
+    free(w->specs);
+    free(w->w);
+    free(w);
+}

@@ -1,0 +1,76 @@
+/* gemma4_weights.h — the tensors a Gemma 4 text decoder needs, and binding them to a checkpoint.
+ *
+ * One list (tern_gemma4_specs) says which tensors the architecture needs with their
+ * logical shapes; synth generates from it, info reports against it, and the model
+ * loads through it — so the three cannot disagree. Names are relative to the layout's
+ * prefix: Hugging Face `model.language_model.`, mlx-vlm `language_model.model.`,
+ * mlx-lm `model.` (GEMMA4.md §1 "Weight names"). */
+#ifndef TERN_MODELS_GEMMA4_WEIGHTS_H
+#define TERN_MODELS_GEMMA4_WEIGHTS_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "formats/model_config.h"
+#include "tensor/weight.h"
+
+typedef enum tern_wkind {
+    TERN_WK_LINEAR,  /* [out, in] matrix, quantizable */
+    TERN_WK_EMBED,   /* [rows, dim] lookup table (also the tied LM head), quantizable */
+    TERN_WK_EXPERTS, /* [E, out, in] stacked expert matrices, quantizable */
+    TERN_WK_NORM,    /* RMSNorm weight, near 1 */
+    TERN_WK_SCALE    /* other float vectors/scalars (layer_scalar, router scales), near 1 */
+} tern_wkind;
+
+typedef enum tern_layout {
+    TERN_LAYOUT_HF = 0,  /* model.language_model.*, experts.gate_up_proj */
+    TERN_LAYOUT_MLX_VLM, /* language_model.model.*, experts.switch_glu.* */
+    TERN_LAYOUT_MLX_LM,  /* model.*, experts.switch_glu.* */
+    TERN_LAYOUT_COUNT
+} tern_layout;
+
+typedef struct tern_wspec {
+    char name[112];   /* relative name without ".weight", e.g. "layers.3.self_attn.q_proj" */
+    int suffix;       /* stored as name + ".weight" */
+    tern_wkind kind;
+    int ndim;
+    int64_t shape[3]; /* logical float shape */
+} tern_wspec;
+
+/* The tensors `c` needs in `layout`, in checkpoint order; *specs is malloc'd. */
+tern_err *tern_gemma4_specs(const tern_gemma4_config *c, tern_layout layout, tern_wspec **specs, size_t *n);
+/* The name prefix of a layout ("model.language_model.", ...). */
+const char *tern_layout_prefix(tern_layout layout);
+/* A layout's short name ("hf", "mlx-vlm", "mlx-lm"). */
+const char *tern_layout_name(tern_layout layout);
+/* Full stored name of a spec's tensor (prefix + name + ".weight" if suffixed) into buf. */
+void tern_wspec_full_name(const tern_wspec *s, tern_layout layout, const char *part, char *buf, size_t len);
+
+#endif
+
+/* ---- binding a checkpoint -------------------------------------------------------------------- */
+
+struct tern_checkpoint;
+struct tern_quant_config;
+
+/* The architecture's tensors resolved in one checkpoint, with what did not fit. */
+typedef struct tern_gemma4_weights {
+    tern_layout layout;
+    tern_wspec *specs;   /* [n] */
+    tern_weight *w;      /* [n], fmt TERN_WF_NONE where missing or mis-shaped */
+    size_t n;
+    char **problems;     /* "missing: NAME", "mis-shaped: NAME: expected ..., found ..." */
+    size_t n_problems;
+    char **extra;        /* stored tensors under the text prefix that nothing uses */
+    size_t n_extra;
+    size_t n_other;      /* stored tensors outside the text decoder (audio/vision towers) */
+} tern_gemma4_weights;
+
+/* Resolves every tensor of `c` in `ck` (layout detected from the names). Problems are collected,
+ * not returned as an error: the caller decides (info lists them, the loader refuses). */
+tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const struct tern_quant_config *qc,
+                           const struct tern_checkpoint *ck, tern_gemma4_weights **out);
+/* The bound weight of relative name (e.g. "layers.0.mlp.up_proj"), or NULL if not in the spec list. */
+const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name);
+/* Frees; NULL is fine. */
+void tern_gemma4_weights_free(tern_gemma4_weights *w);

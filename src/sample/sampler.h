@@ -1,0 +1,33 @@
+/* sampler.h — choosing the next token from logits: greedy, or temperature with top-k, top-p and
+ * min-p filtering, drawn from a seeded RNG so a seed reproduces a run. */
+#ifndef TERN_SAMPLE_SAMPLER_H
+#define TERN_SAMPLE_SAMPLER_H
+
+#include <stdint.h>
+
+typedef struct tern_rng {
+    uint64_t s[4];
+} tern_rng;
+
+typedef struct tern_sampling {
+    float temperature; /* <= 0: greedy */
+    int top_k;         /* 0: off */
+    float top_p;       /* 1: off */
+    float min_p;       /* 0: off */
+} tern_sampling;
+
+/* Seeds the generator (xoshiro256**) from one 64-bit seed. */
+void tern_rng_seed(tern_rng *r, uint64_t seed);
+/* Next 64 random bits. */
+uint64_t tern_rng_next(tern_rng *r);
+/* Uniform in [0, 1). */
+double tern_rng_uniform(tern_rng *r);
+/* Default parameters: greedy. */
+tern_sampling tern_sampling_greedy(void);
+/* Index of the largest logit (lowest index on ties). */
+int32_t tern_argmax(const float *logits, int64_t n);
+/* Picks a token. Processing order (as Hugging Face applies it): temperature, top-k, top-p, min-p.
+ * `work` must hold n floats and `idx` n ints; logits are not modified. */
+int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx);
+
+#endif

@@ -1,0 +1,137 @@
+/* ops.c — portable kernels (see ops.h). */
+#include "tensor/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/half.h"
+#include "tensor/quant_mlx.h"
+
+/* Bytes of one packed/stored row of `w` (for stepping through rows). */
+static void row_ptrs(const tern_weight *w, int64_t row, const void **data, const void **scales, const void **biases) {
+    int64_t in = tern_weight_cols(w);
+    switch (w->fmt) {
+    case TERN_WF_F32: *data = (const float *)w->data + row * in; break;
+    case TERN_WF_F16:
+    case TERN_WF_BF16: *data = (const uint16_t *)w->data + row * in; break;
+    case TERN_WF_MLX_AFFINE: {
+        int64_t groups = in / w->group;
+        size_t ss = tern_dtype_size(w->sdtype);
+        *data = (const uint32_t *)w->data + row * tern_mlx_row_words(in, w->bits);
+        *scales = (const char *)w->scales + (size_t)(row * groups) * ss;
+        *biases = (const char *)w->biases + (size_t)(row * groups) * ss;
+        break;
+    }
+    case TERN_WF_MXFP4:
+        *data = (const uint32_t *)w->data + row * (in / 8);
+        *scales = (const uint8_t *)w->scales + row * (in / 32);
+        break;
+    case TERN_WF_NONE: break;
+    }
+}
+
+void tern_weight_row(const tern_weight *w, int64_t row, float *out) {
+    const void *d = NULL, *s = NULL, *b = NULL;
+    int64_t in = tern_weight_cols(w);
+    row_ptrs(w, row, &d, &s, &b);
+    switch (w->fmt) {
+    case TERN_WF_F32: memcpy(out, d, (size_t)in * sizeof(float)); break;
+    case TERN_WF_F16: tern_f16_to_f32_row(d, out, (size_t)in); break;
+    case TERN_WF_BF16: tern_bf16_to_f32_row(d, out, (size_t)in); break;
+    case TERN_WF_MLX_AFFINE: tern_mlx_dequantize_row(d, s, b, w->sdtype, w->bits, w->group, in, out); break;
+    case TERN_WF_MXFP4: tern_mxfp4_dequantize_row(d, s, in, out); break;
+    case TERN_WF_NONE: memset(out, 0, (size_t)in * sizeof(float)); break;
+    }
+}
+
+typedef struct {
+    const tern_weight *w;
+    int64_t row0, in, T, n_out;
+    const float *x;
+    float *y;
+} matmul_job;
+
+/* Each thread dequantizes its weight rows once into a scratch row and dots it with all T inputs. */
+static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
+    const matmul_job *j = ctx;
+    float *row = malloc((size_t)j->in * sizeof(float));
+    if (!row)
+        return;
+    const int64_t in = j->in;
+    for (size_t o = b; o < e; o++) {
+        tern_weight_row(j->w, j->row0 + (int64_t)o, row);
+        for (int64_t t = 0; t < j->T; t++) {
+            const float *xt = j->x + t * in;
+            float acc[8] = {0};
+            int64_t k = 0;
+            for (; k + 8 <= in; k += 8)
+                for (int u = 0; u < 8; u++)
+                    acc[u] += row[k + u] * xt[k + u];
+            float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            for (; k < in; k++)
+                s += row[k] * xt[k];
+            j->y[t * j->n_out + (int64_t)o] = s;
+        }
+    }
+    free(row);
+}
+
+void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                      float *y) {
+    matmul_job j = {w, row0, tern_weight_cols(w), T, n_out, x, y};
+    tern_pool_parallel_for(pool, (size_t)n_out, 16, matmul_range, &j);
+}
+
+void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y) {
+    tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y);
+}
+
+void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    if (w)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * r * w[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * r;
+}
+
+void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos) {
+    int64_t half = dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        if (inv_freq[i] == 0.0f)
+            continue;
+        double a = (double)pos * inv_freq[i];
+        float c = (float)cos(a), s = (float)sin(a);
+        float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * c - x1 * s;
+        x[i + half] = x1 * c + x0 * s;
+    }
+}
+
+void tern_gelu_tanh(float *x, int64_t n) {
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void tern_softmax(float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    float inv = (float)(1.0 / s);
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= inv;
+}

@@ -1,0 +1,31 @@
+/* ops.h — the math the models are written in: weight rows and matrix products over any stored
+ * format, norms, RoPE, activations, softmax. Activations are f32 row-major; weights stay in
+ * their stored format and are dequantized inside the kernels. These are the portable
+ * implementations; SIMD variants are checked against them. */
+#ifndef TERN_TENSOR_OPS_H
+#define TERN_TENSOR_OPS_H
+
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "tensor/weight.h"
+
+/* Writes logical row `row` of `w` (flattened over all leading dims) as f32 into out[cols]. */
+void tern_weight_row(const tern_weight *w, int64_t row, float *out);
+/* Y[t][o] = sum_k X[t][k] * W[row0 + o][k] for t < T, o < n_out: rows [row0, row0 + n_out) of w
+ * (row0 selects an expert slab of a stacked [E, out, in] weight). X is [T][in], Y is [T][n_out]. */
+void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                      float *y);
+/* Y = X W^T over all rows of a 2-D weight: X [T][in], Y [T][out]. */
+void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y);
+
+/* y = x * (mean(x^2) + eps)^-1/2 * w  (w may be NULL: the scale-free variant). In place allowed. */
+void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);
+/* Rotate-half RoPE over one head of `dim` values: pairs (i, i + dim/2) rotate by pos * inv_freq[i]. */
+void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos);
+/* gelu with the tanh approximation, in place. */
+void tern_gelu_tanh(float *x, int64_t n);
+/* Numerically stable softmax in place. */
+void tern_softmax(float *x, int64_t n);
+
+#endif

@@ -1,0 +1,148 @@
+/* test_core.c — errors, half-precision conversion, thread pool, aligned allocation, JSON helpers. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/half.h"
+#include "core/json_util.h"
+#include "core/log.h"
+#include "core/threadpool.h"
+#include "core/timeutil.h"
+#include "testutil.h"
+
+static void test_error_wrap(void **state) {
+    tern_err *e = tern_errf(TERN_EFORMAT, "tensor %s: bad", "x.weight");
+    e = tern_err_wrap(e, "%s", "model.safetensors");
+    assert_string_equal(e->msg, "model.safetensors: tensor x.weight: bad");
+    assert_int_equal(e->code, TERN_EFORMAT);
+    tern_err_free(e);
+    assert_null(tern_err_wrap(NULL, "x"));
+    assert_string_equal(tern_err_msg(NULL), "ok");
+    assert_string_equal(tern_code_name(TERN_EOVERLOAD), "overloaded");
+}
+
+static void test_bf16(void **state) {
+    assert_int_equal(tern_f32_to_bf16(1.0f), 0x3f80);
+    assert_true(tern_bf16_to_f32(0x3f80) == 1.0f);
+    /* 1 + 2^-8 is exactly halfway between bf16 1.0 and 1.0078125: ties to even (1.0). */
+    assert_int_equal(tern_f32_to_bf16(1.00390625f), 0x3f80);
+    /* 1 + 3*2^-8 ties up to the even 0x3f82. */
+    assert_int_equal(tern_f32_to_bf16(1.01171875f), 0x3f82);
+    assert_true(isnan(tern_bf16_to_f32(tern_f32_to_bf16(NAN))));
+    assert_true(isinf(tern_bf16_to_f32(tern_f32_to_bf16(INFINITY))));
+    assert_true(tern_bf16_to_f32(tern_f32_to_bf16(-2.5f)) == -2.5f);
+}
+
+static void test_f16(void **state) {
+    assert_int_equal(tern_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(tern_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(tern_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(tern_f32_to_f16(65520.0f), 0x7c00); /* rounds to Inf */
+    assert_int_equal(tern_f32_to_f16(5.9604645e-8f), 0x0001); /* smallest subnormal */
+    assert_int_equal(tern_f32_to_f16(2.0e-8f), 0x0000);
+    assert_true(tern_f16_to_f32(0x0001) == 5.9604645e-8f);
+    assert_true(tern_f16_to_f32(0x3555) == 0.33325195f);
+    assert_true(isnan(tern_f16_to_f32(tern_f32_to_f16(NAN))));
+    /* Every finite f16 value round-trips exactly through f32. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00)
+            continue;
+        float f = tern_f16_to_f32((uint16_t)h);
+        assert_int_equal(tern_f32_to_f16(f), h);
+    }
+}
+
+typedef struct {
+    atomic_long sum;
+    int *owner;
+} pool_ctx;
+
+static void add_range(void *ctxp, size_t b, size_t e, int tid) {
+    pool_ctx *ctx = ctxp;
+    long s = 0;
+    for (size_t i = b; i < e; i++) {
+        s += (long)i;
+        ctx->owner[i] = tid;
+    }
+    atomic_fetch_add(&ctx->sum, s);
+}
+
+static void test_pool(void **state) {
+    tern_pool *pool;
+    TU_OK(tern_pool_create(3, &pool));
+    assert_int_equal(tern_pool_size(pool), 3);
+    int owner[1000];
+    for (int round = 0; round < 200; round++) {
+        pool_ctx ctx = {0, owner};
+        size_t n = 1 + (size_t)round * 5;
+        tern_pool_parallel_for(pool, n, 4, add_range, &ctx);
+        assert_int_equal(atomic_load(&ctx.sum), (long)(n * (n - 1) / 2));
+        /* Ranges are contiguous and in thread order, split at multiples of the grain. */
+        for (size_t i = 1; i < n; i++) {
+            assert_true(owner[i] >= owner[i - 1]);
+            if (owner[i] != owner[i - 1])
+                assert_int_equal(i % 4, 0);
+        }
+    }
+    tern_pool_destroy(pool);
+    TU_FAILS_WITH(tern_pool_create(100000, &pool), "out of range");
+}
+
+static void test_aligned(void **state) {
+    void *p = tern_aligned_alloc(100, 64);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    tern_aligned_free(p);
+    float *z = tern_aligned_calloc(33, sizeof(float));
+    for (int i = 0; i < 33; i++)
+        assert_true(z[i] == 0.0f);
+    tern_aligned_free(z);
+    assert_null(tern_aligned_calloc(SIZE_MAX / 2, 4));
+    assert_null(tern_aligned_alloc(8, 3));
+}
+
+static void test_json_helpers(void **state) {
+    json_t *o;
+    const char *doc = "{\"a\": 3, \"b\": 2.5, \"c\": true, \"d\": null, \"e\": \"x\", \"f\": 4.0}";
+    TU_OK(tern_json_load_buf(doc, strlen(doc), "t", &o));
+    int64_t i;
+    double d;
+    int b;
+    TU_OK(tern_json_get_int(o, "a", 0, 0, 10, &i));
+    assert_int_equal(i, 3);
+    TU_OK(tern_json_get_int(o, "d", 7, 0, 10, &i));
+    assert_int_equal(i, 7);
+    TU_OK(tern_json_get_int(o, "f", 0, 0, 10, &i));
+    assert_int_equal(i, 4);
+    TU_FAILS_WITH(tern_json_get_int(o, "a", 0, 5, 10, &i), "\"a\" = 3 is out of range");
+    TU_FAILS_WITH(tern_json_get_int(o, "b", 0, 0, 10, &i), "\"b\" must be an integer");
+    TU_OK(tern_json_get_num(o, "b", 0, &d));
+    assert_true(d == 2.5);
+    TU_FAILS_WITH(tern_json_get_num(o, "e", 0, &d), "must be a number");
+    TU_OK(tern_json_get_bool(o, "c", 0, &b));
+    assert_true(b);
+    TU_FAILS_WITH(tern_json_get_bool(o, "a", 0, &b), "true or false");
+    json_decref(o);
+    TU_FAILS_WITH(tern_json_load_buf("{\"a\": }", 7, "cfg.json", &o), "cfg.json: invalid JSON at line 1");
+    TU_FAILS_WITH(tern_json_load_buf("{\"a\":1,\"a\":2}", 13, "cfg.json", &o), "duplicate");
+}
+
+static void test_log_and_time(void **state) {
+    assert_int_equal(tern_log_parse_level("debug"), TERN_LOG_DEBUG);
+    assert_int_equal(tern_log_parse_level("loud"), -1);
+    tern_log_set_level(TERN_LOG_ERROR);
+    assert_int_equal(tern_log_get_level(), TERN_LOG_ERROR);
+    uint64_t a = tern_now_ns(), b = tern_now_ns();
+    assert_true(b >= a);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_pool),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
+        cmocka_unit_test(test_log_and_time),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,327 @@
+/* test_gemma4.c — the text model against the independent oracle (../shared/testdata/oracle), and the
+ * KV cache: incremental decode equals a full recompute well past the sliding window, bf16 KV stays
+ * close to f32 KV, and quantized checkpoints agree with their dequantized f32 twins. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/json_util.h"
+#include "core/threadpool.h"
+#include "formats/safetensors.h"
+#include "models/gemma4.h"
+#include "models/gemma4_weights.h"
+#include "tensor/ops.h"
+#include "models/synth.h"
+#include "testutil.h"
+
+static tern_pool *pool;
+
+static int setup(void **state) { return tern_pool_create(2, &pool) ? -1 : 0; }
+static int teardown(void **state) {
+    tern_pool_destroy(pool);
+    return 0;
+}
+
+static float *read_f32(const char *path, size_t n) {
+    char *buf;
+    size_t len;
+    TU_OK(tern_read_file(path, 1 << 28, &buf, &len));
+    assert_int_equal(len, n * sizeof(float));
+    return (float *)buf;
+}
+
+/* Runs ids through a fresh sequence in one forward; logits/hidden for every position. */
+static void run_all(tern_gemma4 *m, tern_dtype kvdt, const int32_t *ids, int64_t n, float *logits, float *hidden) {
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 1, n, n, kvdt, &kv));
+    int seq = 0;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_ALL};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &b, logits, hidden));
+    tern_kv_free(kv);
+}
+
+static int64_t argmax(const float *v, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[b])
+            b = i;
+    return b;
+}
+
+/* The golden logits of an independent implementation: all 32 positions within 0.05, same argmax. */
+static void test_oracle_parity(void **state) {
+    json_t *index;
+    TU_OK(tern_json_load_file(tu_testdata("oracle/index.json"), 1 << 20, &index));
+    json_t *cs = json_array_get(json_object_get(index, "cases"), 0), *jids = json_object_get(cs, "token_ids");
+    int64_t n = (int64_t)json_array_size(jids);
+    assert_int_equal(n, 32);
+    int32_t ids[32];
+    for (int64_t i = 0; i < n; i++)
+        ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+    json_decref(index);
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tu_testdata("oracle/tiny-v4096-f32"), &m));
+    const int64_t V = 4096, H = 128;
+    float *logits = malloc(sizeof(float) * (size_t)(n * V)), *hidden = malloc(sizeof(float) * (size_t)(n * H));
+    run_all(m, TERN_DT_F32, ids, n, logits, hidden);
+    float *gl = read_f32(tu_testdata("oracle/tiny-v4096.f32gguf.logits.bin"), (size_t)(n * V));
+    float *gh = read_f32(tu_testdata("oracle/tiny-v4096.f32gguf.hidden.bin"), (size_t)(n * H));
+    double dl = 0, dh = 0;
+    for (int64_t p = 0; p < n; p++) {
+        assert_int_equal(argmax(logits + p * V, V), argmax(gl + p * V, V));
+        for (int64_t v = 0; v < V; v++)
+            dl = fmax(dl, fabs(logits[p * V + v] - gl[p * V + v]));
+        for (int64_t i = 0; i < H; i++)
+            dh = fmax(dh, fabs(hidden[p * H + i] - gh[p * H + i]));
+    }
+    print_message("oracle: max |dlogit| = %.4f, max |dhidden| = %.4f\n", dl, dh);
+    assert_true(dl < 0.05);
+    assert_true(dh < 0.01); /* hidden std is ~1; the reference's fp16 GELU table moves it by ~0.004 */
+    free(logits);
+    free(hidden);
+    free(gl);
+    free(gh);
+    tern_gemma4_free(m);
+}
+
+/* A random tiny model with a window of 8: sliding, full, PLE and KV-shared layers. The PLE width 16
+ * keeps sqrt(P) exact in every dtype, so a model and its f32 twin scale embeddings identically. */
+static const char *tiny_model(const char *name, tern_synth_dtype dt) {
+    static char dir[4096];
+    const char *cfg_text =
+        "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
+        " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
+        " \"global_head_dim\": 32, \"hidden_size_per_layer_input\": 16, \"num_kv_shared_layers\": 2,"
+        " \"use_double_wide_mlp\": true, \"sliding_window\": 8,"
+        " \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\","
+        "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
+    json_t *cfg;
+    TU_OK(tern_json_load_buf(cfg_text, strlen(cfg_text), "test config", &cfg));
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir(name));
+    tern_synth_opts o = {.dtype = dt, .group = 32, .seed = 11, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
+    TU_OK(tern_synth_write(cfg, &o, dir));
+    json_decref(cfg);
+    return dir;
+}
+
+static void fill_ids(int32_t *ids, int64_t n) {
+    uint32_t s = 12345;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = (int32_t)(s >> 8) % 512;
+    }
+}
+
+/* Decoding token by token (and in uneven chunks) through the ring equals one full forward, past 3x the window. */
+static void test_incremental_equals_full(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("incr", TERN_SYNTH_F32), &m));
+    const int64_t n = 30, V = 512; /* window 8: the ring wraps more than three times */
+    int32_t ids[30];
+    fill_ids(ids, n);
+    float *full = malloc(sizeof(float) * (size_t)(n * V)), *inc = malloc(sizeof(float) * (size_t)(n * V));
+    run_all(m, TERN_DT_F32, ids, n, full, NULL);
+    static const int64_t chunks[] = {1, 3, 5};
+    for (size_t ci = 0; ci < 3; ci++) {
+        int64_t chunk = chunks[ci];
+        tern_kv *kv;
+        TU_OK(tern_gemma4_kv_create(m, 1, n, chunk, TERN_DT_F32, &kv));
+        int seq = 0;
+        for (int64_t t = 0; t < n; t += chunk) {
+            int64_t cnt = t + chunk > n ? n - t : chunk;
+            tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_ALL};
+            TU_OK(tern_gemma4_forward(m, kv, pool, &b, inc + t * V, NULL));
+        }
+        double d = 0;
+        for (int64_t i = 0; i < n * V; i++)
+            d = fmax(d, fabs(inc[i] - full[i]));
+        if (d > 1e-4)
+            fail_msg("chunk %lld: max |incremental - full| = %g", (long long)chunk, d);
+        /* The ring holds window + chunk slots, far fewer than the 30 positions. */
+        assert_true(tern_kv_slots(kv, 0) == 8 + chunk);
+        tern_kv_free(kv);
+    }
+    free(full);
+    free(inc);
+    tern_gemma4_free(m);
+}
+
+/* Rolling back a sequence and re-decoding reproduces the same logits (speculative decoding needs it). */
+static void test_rollback(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("rollback", TERN_SYNTH_F32), &m));
+    const int64_t V = 512;
+    int32_t ids[24];
+    fill_ids(ids, 24);
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 1, 24, 4, TERN_DT_F32, &kv));
+    int seq = 0;
+    float a[4 * 512], b2[4 * 512];
+    for (int64_t t = 0; t < 20; t += 4) {
+        int64_t cnt = 4;
+        tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_ALL};
+        TU_OK(tern_gemma4_forward(m, kv, pool, &b, a, NULL));
+    }
+    /* a = logits of positions 16..19; roll back 4 and redo. */
+    TU_OK(tern_kv_set_len(kv, 0, 16));
+    int64_t cnt = 4;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + 16, .out = TERN_OUT_ALL};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &b, b2, NULL));
+    for (int64_t i = 0; i < 4 * V; i++)
+        assert_true(a[i] == b2[i]);
+    TU_FAILS_WITH(tern_kv_set_len(kv, 0, 10), "cannot roll back 10 positions");
+    tern_kv_free(kv);
+    tern_gemma4_free(m);
+}
+
+/* bf16 KV differs from f32 KV by rounding only: max |dlogit| below 10% and mean below 1% of the logits' spread. */
+static void test_bf16_kv(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("bf16kv", TERN_SYNTH_F32), &m));
+    const int64_t n = 24, V = 512;
+    int32_t ids[24];
+    fill_ids(ids, n);
+    float *f = malloc(sizeof(float) * (size_t)(n * V)), *h = malloc(sizeof(float) * (size_t)(n * V));
+    run_all(m, TERN_DT_F32, ids, n, f, NULL);
+    run_all(m, TERN_DT_BF16, ids, n, h, NULL);
+    double d = 0;
+    for (int64_t i = 0; i < n * V; i++)
+        d = fmax(d, fabs(f[i] - h[i]));
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n * V; i++)
+        mean += f[i];
+    mean /= (double)(n * V);
+    for (int64_t i = 0; i < n * V; i++)
+        var += (f[i] - mean) * (f[i] - mean);
+    double sd = sqrt(var / (double)(n * V));
+    print_message("bf16 vs f32 KV: max |dlogit| = %.4f (logit std %.2f)\n", d, sd);
+    double mad = 0;
+    for (int64_t i = 0; i < n * V; i++)
+        mad += fabs(f[i] - h[i]);
+    mad /= (double)(n * V);
+    print_message("bf16 vs f32 KV: mean |dlogit| = %.4f\n", mad);
+    assert_true(d > 0);           /* the cache really is stored in bf16 */
+    assert_true(d < 0.1 * sd);    /* stated tolerance: max 10% of the logit spread, */
+    assert_true(mad < 0.01 * sd); /* mean 1% */
+    free(f);
+    free(h);
+    tern_gemma4_free(m);
+}
+
+/* Writes the f32 twin of a (quantized) model: every weight dequantized into an HF-layout f32 checkpoint. */
+static const char *dequantized_twin(const char *qdir, const char *name) {
+    static char dir[4096];
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir(name));
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(qdir, &m));
+    const tern_gemma4_weights *gw = tern_gemma4_weights_of(m);
+    tern_st_spec *specs = calloc(gw->n, sizeof *specs);
+    char (*names)[160] = calloc(gw->n, sizeof *names);
+    for (size_t i = 0; i < gw->n; i++) {
+        tern_wspec_full_name(&gw->specs[i], TERN_LAYOUT_HF, NULL, names[i], sizeof names[i]);
+        specs[i].name = names[i];
+        specs[i].dtype = TERN_DT_F32;
+        specs[i].ndim = gw->specs[i].ndim;
+        memcpy(specs[i].shape, gw->specs[i].shape, sizeof gw->specs[i].shape);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    tern_st_writer *w;
+    TU_OK(tern_st_writer_open(path, specs, gw->n, NULL, &w));
+    for (size_t i = 0; i < gw->n; i++) {
+        int64_t rows = tern_weight_rows(&gw->w[i]), cols = tern_weight_cols(&gw->w[i]);
+        float *row = malloc((size_t)cols * sizeof *row);
+        for (int64_t r = 0; r < rows; r++) {
+            tern_weight_row(&gw->w[i], r, row);
+            TU_OK(tern_st_writer_write(w, row, (size_t)cols * sizeof *row));
+        }
+        free(row);
+    }
+    TU_OK(tern_st_writer_close(w));
+    json_t *cfg;
+    snprintf(path, sizeof path, "%s/config.json", qdir);
+    TU_OK(tern_json_load_file(path, 1 << 20, &cfg));
+    json_object_del(cfg, "quantization");
+    json_object_del(cfg, "quantization_config");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    TU_OK(tern_json_save_file(cfg, path));
+    json_decref(cfg);
+    free(specs);
+    free(names);
+    tern_gemma4_free(m);
+    return dir;
+}
+
+/* q8 and q4 models (MLX layout, packed weights read by the kernels) agree with their dequantized f32
+ * twins (HF layout, plain f32 weights): the only difference left is f32 summation order. */
+static void test_quantized_twins(void **state) {
+    const int64_t n = 16, V = 512;
+    int32_t ids[16];
+    fill_ids(ids, n);
+    float *ref = malloc(sizeof(float) * (size_t)(n * V)), *q = malloc(sizeof(float) * (size_t)(n * V));
+    static const struct {
+        tern_synth_dtype dt;
+        const char *name;
+    } cases[] = {{TERN_SYNTH_Q8, "twin-q8"}, {TERN_SYNTH_Q4, "twin-q4"}, {TERN_SYNTH_BF16, "twin-bf16"}};
+    for (size_t c = 0; c < 3; c++) {
+        const char *qdir = tiny_model(cases[c].name, cases[c].dt);
+        char qdir_copy[4096];
+        snprintf(qdir_copy, sizeof qdir_copy, "%s", qdir);
+        char twin_name[64];
+        snprintf(twin_name, sizeof twin_name, "%s-f32", cases[c].name);
+        const char *fdir = dequantized_twin(qdir_copy, twin_name);
+        tern_gemma4 *m;
+        TU_OK(tern_gemma4_load(qdir_copy, &m));
+        run_all(m, TERN_DT_F32, ids, n, q, NULL);
+        tern_gemma4_free(m);
+        TU_OK(tern_gemma4_load(fdir, &m));
+        run_all(m, TERN_DT_F32, ids, n, ref, NULL);
+        tern_gemma4_free(m);
+        double d = 0;
+        for (int64_t i = 0; i < n * V; i++)
+            d = fmax(d, fabs(q[i] - ref[i]));
+        print_message("%s vs its dequantized f32 twin: max |dlogit| = %.2g\n", cases[c].name, d);
+        if (d >= 1e-3)
+            fail_msg("%s: max |dlogit| %g >= 1e-3", cases[c].name, d);
+    }
+    free(ref);
+    free(q);
+}
+
+static void test_bad_batches(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("bad", TERN_SYNTH_F32), &m));
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 2, 16, 4, TERN_DT_F32, &kv));
+    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 600};
+    int seq = 0, seqs[2] = {1, 1};
+    int64_t n = 8, one = 1, two[2] = {1, 1};
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_LAST};
+    TU_FAILS_WITH(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL), "exceed the chunk limit");
+    b.n_tok = &one;
+    b.ids = ids + 7;
+    TU_FAILS_WITH(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL), "outside the vocabulary");
+    b.n_rows = 2;
+    b.seq = seqs;
+    b.n_tok = two;
+    b.ids = ids;
+    TU_FAILS_WITH(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL), "same KV sequence");
+    seq = 5;
+    b.n_rows = 1;
+    b.seq = &seq;
+    TU_FAILS_WITH(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL), "out of range");
+    tern_kv_free(kv);
+    tern_gemma4_free(m);
+    TU_FAILS_WITH(tern_gemma4_load(tu_tmpdir("empty-model"), &m), "config.json");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
+        cmocka_unit_test(test_rollback),      cmocka_unit_test(test_bf16_kv),
+        cmocka_unit_test(test_quantized_twins), cmocka_unit_test(test_bad_batches),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,37 @@
+/* testutil.h — shared helpers for the unit tests (cmocka). */
+#ifndef TERN_TESTUTIL_H
+#define TERN_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/status.h"
+
+/* Path under ../shared/testdata (TERN_TESTDATA); static buffer, valid until the next call. */
+const char *tu_testdata(const char *rel);
+/* A fresh empty directory for this test under TERN_TMP (or /tmp); static buffer. */
+const char *tu_tmpdir(const char *name);
+/* Path of the tern binary (TERN_BIN). */
+const char *tu_tern_bin(void);
+/* Writes bytes to dir/name, returns the full path (static buffer). */
+const char *tu_write(const char *dir, const char *name, const void *data, size_t len);
+/* Runs a shell command, captures stdout into *out (malloc'd, may be NULL), returns the exit status. */
+int tu_run(const char *cmd, char **out);
+/* Fails the test with the error's message if err is not NULL. */
+#define TU_OK(expr)                                                        \
+    do {                                                                   \
+        tern_err *tu_e_ = (expr);                                          \
+        if (tu_e_) {                                                       \
+            print_error("unexpected error: %s\n", tern_err_msg(tu_e_));    \
+            tern_err_free(tu_e_);                                          \
+            fail();                                                        \
+        }                                                                  \
+    } while (0)
+/* Asserts that expr fails with a message containing `needle`, then frees the error. */
+#define TU_FAILS_WITH(expr, needle) tu_expect_error((expr), (needle), __FILE__, __LINE__)
+void tu_expect_error(tern_err *err, const char *needle, const char *file, int line);
+
+#endif
