@@ -1,0 +1,140 @@
+/* test_synth_info.c — `tern synth` and `tern info` end to end through the real binary: the presets'
+ * layouts load complete, quantized and sharded checkpoints bind, a seed reproduces the bytes, and
+ * info lists missing and mis-shaped tensors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/json_util.h"
+#include "testutil.h"
+
+static const char *small_config(const char *dir) {
+    static const char *text =
+        "{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"text_config\": {\"vocab_size\": 8192,"
+        " \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 4, \"num_attention_heads\": 2,"
+        " \"num_key_value_heads\": 1, \"head_dim\": 32, \"global_head_dim\": 64, \"hidden_size_per_layer_input\": 8,"
+        " \"num_kv_shared_layers\": 1, \"sliding_window\": 16, \"layer_types\": [\"sliding_attention\","
+        " \"full_attention\", \"sliding_attention\", \"full_attention\"], \"enable_moe_block\": true, \"num_experts\": 4,"
+        " \"top_k_experts\": 2, \"moe_intermediate_size\": 32}}";
+    return tu_write(dir, "small.json", text, strlen(text));
+}
+
+static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(char **out, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return tu_run(cmd, out);
+}
+
+static void test_tiny_preset_complete(void **state) {
+    char dir[4096], *out;
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("synth-tiny"));
+    assert_int_equal(run(NULL, "%s synth --preset tiny --dtype bf16 --seed 3 %s/m >/dev/null", tu_tern_bin(), dir), 0);
+    assert_int_equal(run(&out, "%s info %s/m", tu_tern_bin(), dir), 0);
+    assert_non_null(strstr(out, "layers:       6 (4 sliding, 2 full): ssFssF"));
+    assert_non_null(strstr(out, "layout:       hf"));
+    assert_non_null(strstr(out, "kv sharing:   layers 4..5 reuse layer 3 (sliding) / 2 (full)"));
+    assert_non_null(strstr(out, "tensors:      101 needed, 101 bound, complete"));
+    free(out);
+    static const char *files[] = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                  "chat_template.jinja", "model.safetensors"};
+    for (size_t i = 0; i < 6; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/m/%s", dir, files[i]);
+        assert_true(tern_is_file(p));
+    }
+    /* The tokenizer carries the real Gemma 4 vocabulary and its special tokens. */
+    char p[4200];
+    snprintf(p, sizeof p, "%s/m/tokenizer.json", dir);
+    json_t *tok;
+    TU_OK(tern_json_load_file(p, 1 << 26, &tok));
+    json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab");
+    assert_int_equal(json_object_size(vocab), 262144);
+    assert_int_equal(json_integer_value(json_object_get(vocab, "<|turn>")), 105);
+    assert_int_equal(json_integer_value(json_object_get(vocab, "<turn|>")), 106);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(tok, "model"), "merges")), 514906);
+    json_decref(tok);
+}
+
+static void test_quantized_sharded_deterministic(void **state) {
+    char dir[4096], *out;
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("synth-q"));
+    const char *cfg = small_config(dir);
+    char cfgcopy[4200];
+    snprintf(cfgcopy, sizeof cfgcopy, "%s", cfg);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(run(NULL, "%s synth --preset %s --dtype q4 --group 32 --seed 5 %s/q%d >/dev/null",
+                             tu_tern_bin(), cfgcopy, dir, i), 0);
+    assert_int_equal(run(NULL, "%s synth --preset %s --dtype q4 --group 32 --seed 6 %s/q2 >/dev/null",
+                         tu_tern_bin(), cfgcopy, dir), 0);
+    assert_int_equal(run(&out, "%s info %s/q0", tu_tern_bin(), dir), 0);
+    assert_non_null(strstr(out, "layout:       mlx-vlm"));
+    assert_non_null(strstr(out, "quantization: MLX"));
+    assert_non_null(strstr(out, "moe:          4 experts, top 2"));
+    assert_non_null(strstr(out, ", complete"));
+    assert_non_null(strstr(out, "U32"));
+    free(out);
+    /* Same seed, same bytes; another seed, other bytes. */
+    assert_int_equal(run(NULL, "cmp -s %s/q0/model.safetensors %s/q1/model.safetensors", dir, dir), 0);
+    assert_int_not_equal(run(NULL, "cmp -s %s/q0/model.safetensors %s/q2/model.safetensors", dir, dir), 0);
+    /* q8 binds too; f32 (about 3.5 MiB) sharded at 1 MiB loads through the index. */
+    assert_int_equal(run(NULL, "%s synth --preset %s --dtype q8 %s/q8 >/dev/null && %s info %s/q8 >/dev/null",
+                         tu_tern_bin(), cfgcopy, dir, tu_tern_bin(), dir), 0);
+    assert_int_equal(run(NULL, "%s synth --preset %s --dtype f32 --shard-mb 1 %s/f32 >/dev/null", tu_tern_bin(),
+                         cfgcopy, dir), 0);
+    assert_int_equal(run(&out, "%s info %s/f32", tu_tern_bin(), dir), 0);
+    assert_null(strstr(out, " 1 file(s)"));
+    assert_non_null(strstr(out, ", complete"));
+    free(out);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/f32/model.safetensors.index.json", dir);
+    assert_true(tern_is_file(p));
+}
+
+static void test_info_reports_problems(void **state) {
+    char dir[4096], *out;
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("synth-bad"));
+    const char *cfg = small_config(dir);
+    char cfgcopy[4200];
+    snprintf(cfgcopy, sizeof cfgcopy, "%s", cfg);
+    assert_int_equal(run(NULL, "%s synth --preset %s --dtype bf16 %s/m >/dev/null", tu_tern_bin(), cfgcopy, dir), 0);
+    /* Widen the MLP and drop the PLE in the config: the weights no longer fit it. */
+    char p[4200];
+    snprintf(p, sizeof p, "%s/m/config.json", dir);
+    json_t *root;
+    TU_OK(tern_json_load_file(p, 1 << 20, &root));
+    json_t *tc = json_object_get(root, "text_config");
+    json_object_set_new(tc, "intermediate_size", json_integer(160));
+    json_object_set_new(tc, "num_hidden_layers", json_integer(5));
+    json_array_append_new(json_object_get(tc, "layer_types"), json_string("sliding_attention"));
+    TU_OK(tern_json_save_file(root, p));
+    json_decref(root);
+    assert_int_equal(run(&out, "%s info %s/m", tu_tern_bin(), dir), 1);
+    assert_non_null(strstr(out, "mis-shaped: model.language_model.layers.0.mlp.gate_proj.weight: expected [160, 64], found [128, 64] BF16"));
+    assert_non_null(strstr(out, "missing: model.language_model.layers.4.self_attn.q_proj.weight"));
+    assert_non_null(strstr(out, "INCOMPLETE"));
+    free(out);
+    /* Errors a user can act on. */
+    assert_int_equal(run(&out, "%s synth --preset huge --dtype bf16 %s/x 2>&1", tu_tern_bin(), dir), 1);
+    assert_non_null(strstr(out, "unknown preset 'huge'"));
+    free(out);
+    assert_int_equal(run(&out, "%s synth --preset tiny --dtype q3 %s/x 2>&1", tu_tern_bin(), dir), 1);
+    assert_non_null(strstr(out, "unknown dtype 'q3'"));
+    free(out);
+    assert_int_equal(run(&out, "%s info %s/nothing 2>&1", tu_tern_bin(), dir), 1);
+    assert_non_null(strstr(out, "config.json: cannot open"));
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_preset_complete),
+        cmocka_unit_test(test_quantized_sharded_deterministic),
+        cmocka_unit_test(test_info_reports_problems),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
