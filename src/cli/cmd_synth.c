@@ -9,7 +9,7 @@
 #include "models/synth.h"
 
 static const char *usage =
-    "usage: tern synth --preset tiny|e2b|e4b|e4b-moe-like|CONFIG.json --dtype f32|bf16|q8|q4\n"
+    "usage: tern synth --preset tiny|e2b|e4b|e4b-moe-like|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
     "                  [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] OUT_DIR\n"
     "Writes config.json, safetensors (sharded above 4 GiB), tokenizer files and the chat template.\n";
 

@@ -11,6 +11,7 @@
 #include "core/half.h"
 #include "core/json_util.h"
 #include "formats/model_config.h"
+#include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
 #include "tensor/quant_mlx.h"
@@ -99,13 +100,13 @@ tern_err *tern_synth_config(const char *preset_or_path, json_t **out) {
 }
 
 tern_err *tern_synth_parse_dtype(const char *s, tern_synth_dtype *out) {
-    static const char *names[] = {"f32", "bf16", "q8", "q4"};
-    for (int i = 0; i < 4; i++)
+    static const char *names[] = {"f32", "bf16", "f16", "q8", "q4"};
+    for (int i = 0; i < 5; i++)
         if (!strcmp(s, names[i])) {
             *out = (tern_synth_dtype)i;
             return NULL;
         }
-    return tern_errf(TERN_EINVAL, "unknown dtype '%s' (f32, bf16, q8, q4)", s);
+    return tern_errf(TERN_EINVAL, "unknown dtype '%s' (f32, bf16, f16, q8, q4)", s);
 }
 
 /* ---- deterministic random numbers --------------------------------------------------------- */
@@ -137,7 +138,7 @@ static float normal01(uint64_t *s) {
 /* One logical tensor of the architecture and how it is stored (1 tensor, or 3 when quantized). */
 typedef struct planned {
     const tern_wspec *spec;
-    int quantized;
+    int quantized, bits, group; /* MLX affine parameters when quantized */
     tern_st_spec parts[3];
     char names[3][160];
     uint64_t bytes;
@@ -153,14 +154,29 @@ static uint64_t st_bytes(const tern_st_spec *s) {
 
 static int nparts(const planned *p) { return p->quantized ? 3 : 1; }
 
-static void plan_tensor(planned *p, const tern_wspec *s, tern_layout layout, const tern_synth_opts *o) {
+static int quantizable_shape(int bits, int group, int64_t in) {
+    tern_err *e = tern_mlx_check(bits, group, in);
+    int ok = e == NULL;
+    tern_err_free(e);
+    return ok;
+}
+
+/* Plans one tensor: quantized (as the quantization config says for its module, when its width
+ * allows) or stored in the float dtype. */
+static void plan_tensor(planned *p, const tern_wspec *s, tern_layout layout, const tern_synth_opts *o,
+                        const tern_quant_config *qc) {
     memset(p, 0, sizeof *p);
     p->spec = s;
     int quantizable = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EMBED || s->kind == TERN_WK_EXPERTS;
-    int bits = o->dtype == TERN_SYNTH_Q8 ? 8 : 4;
     int64_t in = s->shape[s->ndim - 1];
-    p->quantized = (o->dtype == TERN_SYNTH_Q8 || o->dtype == TERN_SYNTH_Q4) && quantizable && in % o->group == 0;
-    tern_dtype fdt = o->dtype == TERN_SYNTH_F32 ? TERN_DT_F32 : TERN_DT_BF16;
+    char module[160];
+    snprintf(module, sizeof module, "%s%s", tern_layout_prefix(layout), s->name);
+    tern_quant_params qp = tern_quant_config_lookup(qc, module);
+    p->bits = qp.bits;
+    p->group = qp.group_size;
+    p->quantized = qp.quantized && qp.mode == TERN_QMODE_AFFINE && quantizable && s->suffix &&
+                   quantizable_shape(qp.bits, qp.group_size, in);
+    tern_dtype fdt = o->dtype == TERN_SYNTH_F32 ? TERN_DT_F32 : o->dtype == TERN_SYNTH_F16 ? TERN_DT_F16 : TERN_DT_BF16;
     static const char *parts[3] = {"weight", "scales", "biases"};
     for (int k = 0; k < nparts(p); k++) {
         tern_st_spec *st = &p->parts[k];
@@ -171,7 +187,7 @@ static void plan_tensor(planned *p, const tern_wspec *s, tern_layout layout, con
         st->dtype = fdt;
         if (p->quantized) {
             st->dtype = k == 0 ? TERN_DT_U32 : TERN_DT_BF16;
-            st->shape[s->ndim - 1] = k == 0 ? tern_mlx_row_words(in, bits) : in / o->group;
+            st->shape[s->ndim - 1] = k == 0 ? tern_mlx_row_words(in, p->bits) : in / p->group;
         }
         p->bytes += st_bytes(st);
     }
@@ -228,8 +244,8 @@ static tern_err *write_tensor(shard_writer *sw, const planned *p, const tern_gem
     float mean, std;
     init_scale(s, c, &mean, &std);
     uint64_t base = hash_name(s->name, o->seed);
-    int bits = o->dtype == TERN_SYNTH_Q8 ? 8 : 4;
-    int64_t words = p->quantized ? tern_mlx_row_words(in, bits) : 0, groups = p->quantized ? in / o->group : 0;
+    const int bits = p->bits, group = p->group;
+    int64_t words = p->quantized ? tern_mlx_row_words(in, bits) : 0, groups = p->quantized ? in / group : 0;
     float *x = malloc((size_t)in * sizeof *x);
     uint16_t *h = malloc((size_t)in * sizeof *h);
     uint32_t *q = p->quantized ? malloc((size_t)words * 4) : NULL;
@@ -243,11 +259,14 @@ static tern_err *write_tensor(shard_writer *sw, const planned *p, const tern_gem
         for (int64_t k = 0; k < in; k++)
             x[k] = mean + std * normal01(&st);
         if (p->quantized) {
-            tern_mlx_quantize_row(x, in, bits, o->group, TERN_DT_BF16, q, scales + r * groups, biases + r * groups);
+            tern_mlx_quantize_row(x, in, bits, group, TERN_DT_BF16, q, scales + r * groups, biases + r * groups);
             if (!scales_pass)
                 err = put(sw, q, (size_t)words * 4);
         } else if (p->parts[0].dtype == TERN_DT_F32) {
             err = put(sw, x, (size_t)in * 4);
+        } else if (p->parts[0].dtype == TERN_DT_F16) {
+            tern_f32_to_f16_row(x, h, (size_t)in);
+            err = put(sw, h, (size_t)in * 2);
         } else {
             tern_f32_to_bf16_row(x, h, (size_t)in);
             err = put(sw, h, (size_t)in * 2);
@@ -342,22 +361,30 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     if (!config)
         return tern_errf(TERN_ENOMEM, "out of memory");
     int quant = o->dtype == TERN_SYNTH_Q8 || o->dtype == TERN_SYNTH_Q4;
-    const char *dtype_name = o->dtype == TERN_SYNTH_F32 ? "float32" : "bfloat16";
+    const char *dtype_name = o->dtype == TERN_SYNTH_F32 ? "float32" : o->dtype == TERN_SYNTH_F16 ? "float16" : "bfloat16";
     json_object_set_new(config, "dtype", json_string(dtype_name));
     json_t *tc = json_object_get(config, "text_config");
     if (json_is_object(tc))
         json_object_set_new(tc, "dtype", json_string(dtype_name));
-    if (quant) {
+    /* A quantization section already in the config (with per-module overrides) is kept as given. */
+    if (quant && !json_object_get(config, "quantization")) {
         json_t *q = json_pack("{s:i,s:i,s:s}", "group_size", o->group, "bits", o->dtype == TERN_SYNTH_Q8 ? 8 : 4,
                               "mode", "affine");
         json_object_set(config, "quantization", q);
         json_object_set_new(config, "quantization_config", q);
     }
+    if (!quant) {
+        json_object_del(config, "quantization");
+        json_object_del(config, "quantization_config");
+    }
     tern_gemma4_config c;
+    tern_quant_config *qc = NULL;
     tern_wspec *specs = NULL;
     planned *plan = NULL;
     size_t n = 0;
     tern_err *err = tern_gemma4_config_parse(config, &c);
+    if (!err)
+        err = tern_quant_config_parse(config, &qc);
     if (!err)
         err = tern_mkdir_p(out_dir);
     tern_layout layout = quant ? TERN_LAYOUT_MLX_VLM : TERN_LAYOUT_HF;
@@ -370,7 +397,7 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     int shard = 0;
     uint64_t limit = o->shard_bytes ? o->shard_bytes : (4ull << 30);
     for (size_t i = 0; i < n && !err; i++) {
-        plan_tensor(&plan[i], &specs[i], layout, o);
+        plan_tensor(&plan[i], &specs[i], layout, o, qc);
         if (in_shard && in_shard + plan[i].bytes > limit) {
             shard++;
             in_shard = 0;
@@ -401,6 +428,7 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
         err = tern_hf_export_tokenizer(o->vocab_gguf, c.vocab_size, out_dir);
     free(plan);
     free(specs);
+    tern_quant_config_free(qc);
     json_decref(config);
     return err;
 }

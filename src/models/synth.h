@@ -13,11 +13,11 @@
 
 #include "core/status.h"
 
-typedef enum { TERN_SYNTH_F32, TERN_SYNTH_BF16, TERN_SYNTH_Q8, TERN_SYNTH_Q4 } tern_synth_dtype;
+typedef enum { TERN_SYNTH_F32, TERN_SYNTH_BF16, TERN_SYNTH_F16, TERN_SYNTH_Q8, TERN_SYNTH_Q4 } tern_synth_dtype;
 
 typedef struct tern_synth_opts {
     tern_synth_dtype dtype;
-    int group;             /* quantization group size (q8/q4) */
+    int group;             /* quantization group size (q8/q4) unless the config has its own "quantization" */
     uint64_t seed;
     const char *vocab_gguf; /* GGUF file with tokenizer.ggml.* metadata (the real Gemma 4 vocabulary) */
     uint64_t shard_bytes;  /* split safetensors above this many bytes (4 GiB by default) */
@@ -25,7 +25,7 @@ typedef struct tern_synth_opts {
 
 /* The config.json object of a named preset (tiny, e2b, e4b, e4b-moe-like), or loaded from a path. */
 tern_err *tern_synth_config(const char *preset_or_path, json_t **out);
-/* Parses "f32|bf16|q8|q4". */
+/* Parses "f32|bf16|f16|q8|q4". */
 tern_err *tern_synth_parse_dtype(const char *s, tern_synth_dtype *out);
 /* Writes a complete checkpoint for `config` into out_dir (created if needed). */
 tern_err *tern_synth_write(const json_t *config, const tern_synth_opts *opts, const char *out_dir);

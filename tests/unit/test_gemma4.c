@@ -88,7 +88,7 @@ static void test_oracle_parity(void **state) {
 
 /* A random tiny model with a window of 8: sliding, full, PLE and KV-shared layers. The PLE width 16
  * keeps sqrt(P) exact in every dtype, so a model and its f32 twin scale embeddings identically. */
-static const char *tiny_model(const char *name, tern_synth_dtype dt) {
+static const char *tiny_model_q(const char *name, tern_synth_dtype dt, const char *quantization) {
     static char dir[4096];
     const char *cfg_text =
         "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
@@ -99,12 +99,19 @@ static const char *tiny_model(const char *name, tern_synth_dtype dt) {
         "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
     json_t *cfg;
     TU_OK(tern_json_load_buf(cfg_text, strlen(cfg_text), "test config", &cfg));
+    if (quantization) {
+        json_t *q;
+        TU_OK(tern_json_load_buf(quantization, strlen(quantization), "test quantization", &q));
+        json_object_set_new(cfg, "quantization", q);
+    }
     snprintf(dir, sizeof dir, "%s", tu_tmpdir(name));
     tern_synth_opts o = {.dtype = dt, .group = 32, .seed = 11, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
     TU_OK(tern_synth_write(cfg, &o, dir));
     json_decref(cfg);
     return dir;
 }
+
+static const char *tiny_model(const char *name, tern_synth_dtype dt) { return tiny_model_q(name, dt, NULL); }
 
 static void fill_ids(int32_t *ids, int64_t n) {
     uint32_t s = 12345;
@@ -261,12 +268,24 @@ static void test_quantized_twins(void **state) {
     int32_t ids[16];
     fill_ids(ids, n);
     float *ref = malloc(sizeof(float) * (size_t)(n * V)), *q = malloc(sizeof(float) * (size_t)(n * V));
+    /* Groups 32/64/128 and per-module overrides (8-bit embeddings, an unquantized module) as mlx-community
+     * mixed recipes write them; f16 and bf16 float weights. */
     static const struct {
         tern_synth_dtype dt;
-        const char *name;
-    } cases[] = {{TERN_SYNTH_Q8, "twin-q8"}, {TERN_SYNTH_Q4, "twin-q4"}, {TERN_SYNTH_BF16, "twin-bf16"}};
-    for (size_t c = 0; c < 3; c++) {
-        const char *qdir = tiny_model(cases[c].name, cases[c].dt);
+        const char *name, *quantization;
+    } cases[] = {
+        {TERN_SYNTH_Q8, "twin-q8", NULL},
+        {TERN_SYNTH_Q4, "twin-q4", NULL},
+        {TERN_SYNTH_Q8, "twin-q8-g128", "{\"bits\": 8, \"group_size\": 128}"},
+        {TERN_SYNTH_Q4, "twin-q4-mixed",
+         "{\"bits\": 4, \"group_size\": 64, \"language_model.model.embed_tokens\": {\"bits\": 8, \"group_size\": 32},"
+         " \"language_model.model.layers.0.mlp.down_proj\": false,"
+         " \"language_model.model.layers.1.self_attn.q_proj\": {\"bits\": 8, \"group_size\": 64}}"},
+        {TERN_SYNTH_BF16, "twin-bf16", NULL},
+        {TERN_SYNTH_F16, "twin-f16", NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *qdir = tiny_model_q(cases[c].name, cases[c].dt, cases[c].quantization);
         char qdir_copy[4096];
         snprintf(qdir_copy, sizeof qdir_copy, "%s", qdir);
         char twin_name[64];
@@ -274,6 +293,15 @@ static void test_quantized_twins(void **state) {
         const char *fdir = dequantized_twin(qdir_copy, twin_name);
         tern_gemma4 *m;
         TU_OK(tern_gemma4_load(qdir_copy, &m));
+        if (!strcmp(cases[c].name, "twin-q4-mixed")) { /* the overrides took effect */
+            const tern_gemma4_weights *gw = tern_gemma4_weights_of(m);
+            const tern_weight *e = tern_gemma4_find(gw, "embed_tokens"), *d = tern_gemma4_find(gw, "layers.0.mlp.down_proj");
+            const tern_weight *qp = tern_gemma4_find(gw, "layers.1.self_attn.q_proj"), *u = tern_gemma4_find(gw, "layers.1.mlp.up_proj");
+            assert_true(e->fmt == TERN_WF_MLX_AFFINE && e->bits == 8 && e->group == 32);
+            assert_true(d->fmt == TERN_WF_BF16);
+            assert_true(qp->fmt == TERN_WF_MLX_AFFINE && qp->bits == 8 && qp->group == 64);
+            assert_true(u->fmt == TERN_WF_MLX_AFFINE && u->bits == 4 && u->group == 64);
+        }
         run_all(m, TERN_DT_F32, ids, n, q, NULL);
         tern_gemma4_free(m);
         TU_OK(tern_gemma4_load(fdir, &m));
