@@ -7,6 +7,8 @@
 
 #include "core/alloc.h"
 #include "core/half.h"
+#include "tensor/cpu.h"
+#include "tensor/kernels.h"
 #include "tensor/quant_mlx.h"
 
 /* Bytes of one packed/stored row of `w` (for stepping through rows). */
@@ -80,6 +82,17 @@ static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
 
 void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                       float *y) {
+    switch (tern_isa_active()) {
+    case TERN_ISA_AVX512:
+        if (tern_matmul_avx512(pool, w, row0, n_out, x, T, y))
+            return;
+        break;
+    case TERN_ISA_AVX2:
+        if (tern_matmul_avx2(pool, w, row0, n_out, x, T, y))
+            return;
+        break;
+    case TERN_ISA_PORTABLE: break;
+    }
     matmul_job j = {w, row0, tern_weight_cols(w), T, n_out, x, y};
     tern_pool_parallel_for(pool, (size_t)n_out, 16, matmul_range, &j);
 }

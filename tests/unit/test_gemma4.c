@@ -12,6 +12,7 @@
 #include "formats/safetensors.h"
 #include "models/gemma4.h"
 #include "models/gemma4_weights.h"
+#include "tensor/cpu.h"
 #include "tensor/ops.h"
 #include "models/synth.h"
 #include "testutil.h"
@@ -64,6 +65,8 @@ static void test_oracle_parity(void **state) {
     tern_gemma4 *m;
     TU_OK(tern_gemma4_load(tu_testdata("oracle/tiny-v4096-f32"), &m));
     const int64_t V = 4096, H = 128;
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) { /* every dispatch path */
+    tern_isa_set(isa);
     float *logits = malloc(sizeof(float) * (size_t)(n * V)), *hidden = malloc(sizeof(float) * (size_t)(n * H));
     run_all(m, TERN_DT_F32, ids, n, logits, hidden);
     float *gl = read_f32(tu_testdata("oracle/tiny-v4096.f32gguf.logits.bin"), (size_t)(n * V));
@@ -76,13 +79,15 @@ static void test_oracle_parity(void **state) {
         for (int64_t i = 0; i < H; i++)
             dh = fmax(dh, fabs(hidden[p * H + i] - gh[p * H + i]));
     }
-    print_message("oracle: max |dlogit| = %.4f, max |dhidden| = %.4f\n", dl, dh);
+    print_message("oracle on %s: max |dlogit| = %.4f, max |dhidden| = %.4f\n", tern_isa_name(isa), dl, dh);
     assert_true(dl < 0.05);
     assert_true(dh < 0.01); /* hidden std is ~1; the reference's fp16 GELU table moves it by ~0.004 */
     free(logits);
     free(hidden);
     free(gl);
     free(gh);
+    }
+    tern_isa_set(tern_isa_detect());
     tern_gemma4_free(m);
 }
 
@@ -262,7 +267,9 @@ static const char *dequantized_twin(const char *qdir, const char *name) {
 }
 
 /* q8 and q4 models (MLX layout, packed weights read by the kernels) agree with their dequantized f32
- * twins (HF layout, plain f32 weights): the only difference left is f32 summation order. */
+ * twins (HF layout, plain f32 weights). On the portable path both compute in f32 from the same values:
+ * max |dlogit| < 1e-3. The SIMD paths quantize activations for quantized weights (int8 per 32 values
+ * for VNNI, bf16 for the GEMM): stated tolerance mean |dlogit| < 0.03 and max < 0.5 (logit std ~1). */
 static void test_quantized_twins(void **state) {
     const int64_t n = 16, V = 512;
     int32_t ids[16];
@@ -291,6 +298,8 @@ static void test_quantized_twins(void **state) {
         char twin_name[64];
         snprintf(twin_name, sizeof twin_name, "%s-f32", cases[c].name);
         const char *fdir = dequantized_twin(qdir_copy, twin_name);
+        for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
         tern_gemma4 *m;
         TU_OK(tern_gemma4_load(qdir_copy, &m));
         if (!strcmp(cases[c].name, "twin-q4-mixed")) { /* the overrides took effect */
@@ -307,13 +316,19 @@ static void test_quantized_twins(void **state) {
         TU_OK(tern_gemma4_load(fdir, &m));
         run_all(m, TERN_DT_F32, ids, n, ref, NULL);
         tern_gemma4_free(m);
-        double d = 0;
-        for (int64_t i = 0; i < n * V; i++)
+        double d = 0, mean = 0;
+        for (int64_t i = 0; i < n * V; i++) {
             d = fmax(d, fabs(q[i] - ref[i]));
-        print_message("%s vs its dequantized f32 twin: max |dlogit| = %.2g\n", cases[c].name, d);
-        if (d >= 1e-3)
-            fail_msg("%s: max |dlogit| %g >= 1e-3", cases[c].name, d);
+            mean += fabs(q[i] - ref[i]) / (double)(n * V);
+        }
+        print_message("%s vs its dequantized f32 twin on %s: max |dlogit| = %.2g, mean %.2g\n", cases[c].name,
+                      tern_isa_name(isa), d, mean);
+        int simd_quantized = isa == TERN_ISA_AVX512 && cases[c].dt != TERN_SYNTH_F16;
+        if (simd_quantized ? (d >= 0.5 || mean >= 0.03) : d >= 1e-3)
+            fail_msg("%s on %s: max |dlogit| %g, mean %g", cases[c].name, tern_isa_name(isa), d, mean);
+        }
     }
+    tern_isa_set(tern_isa_detect());
     free(ref);
     free(q);
 }

@@ -1,0 +1,71 @@
+/* cpu.c — instruction-set detection and selection. */
+#include "tensor/cpu.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+static unsigned long long xgetbv0(void) {
+    unsigned eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+#endif
+
+tern_isa tern_isa_detect(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return TERN_ISA_PORTABLE;
+    int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave)
+        return TERN_ISA_PORTABLE;
+    unsigned long long xcr0 = xgetbv0();
+    int ymm_os = (xcr0 & 6) == 6, zmm_os = (xcr0 & 0xe6) == 0xe6;
+    unsigned b7 = 0, c7 = 0, d7 = 0, a71 = 0, b71, c71, d71;
+    __cpuid_count(7, 0, a, b7, c7, d7);
+    __cpuid_count(7, 1, a71, b71, c71, d71);
+    int avx2 = (b7 >> 5) & 1;
+    int avx512f = (b7 >> 16) & 1, avx512bw = (b7 >> 30) & 1, avx512vl = (b7 >> 31) & 1;
+    int vnni = (c7 >> 11) & 1, bf16 = (a71 >> 5) & 1;
+    if (zmm_os && avx512f && avx512bw && avx512vl && vnni && bf16 && fma && f16c)
+        return TERN_ISA_AVX512;
+    if (ymm_os && avx2 && fma && f16c)
+        return TERN_ISA_AVX2;
+#endif
+    return TERN_ISA_PORTABLE;
+}
+
+static atomic_int active = -1;
+
+tern_isa tern_isa_active(void) {
+    int a = atomic_load(&active);
+    if (a < 0) {
+        tern_isa best = tern_isa_detect(), want = best;
+        const char *env = getenv("TERN_ISA");
+        if (env && !strcmp(env, "portable"))
+            want = TERN_ISA_PORTABLE;
+        else if (env && !strcmp(env, "avx2"))
+            want = TERN_ISA_AVX2;
+        a = (int)(want < best ? want : best);
+        atomic_store(&active, a);
+    }
+    return (tern_isa)a;
+}
+
+void tern_isa_set(tern_isa isa) {
+    tern_isa best = tern_isa_detect();
+    atomic_store(&active, (int)(isa < best ? isa : best));
+}
+
+const char *tern_isa_name(tern_isa isa) {
+    switch (isa) {
+    case TERN_ISA_PORTABLE: return "portable";
+    case TERN_ISA_AVX2: return "avx2";
+    case TERN_ISA_AVX512: return "avx512";
+    }
+    return "?";
+}

@@ -1,0 +1,21 @@
+/* kernels.h — the per-ISA matrix-product back ends behind tern_matmul_rows (ops.c).
+ * Each returns 1 when it computed Y, or 0 when the weight's format or shape is not one it
+ * handles (the portable path then runs). All compute Y[t][o] = X[t] . W[row0 + o] for t < T. */
+#ifndef TERN_TENSOR_KERNELS_H
+#define TERN_TENSOR_KERNELS_H
+
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "tensor/weight.h"
+
+/* Up to this many tokens, matrix-vector kernels stream each weight row once for all tokens;
+ * above it, weight tiles are converted once and reused across tokens (matrix-matrix). */
+#define TERN_GEMV_MAX_T 8
+
+int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                       float *y);
+int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                     float *y);
+
+#endif

@@ -1,0 +1,408 @@
+/* kernels_avx512.c — AVX-512 matrix products (compiled with AVX-512 flags; called only when cpuid
+ * reports F/BW/VL/VNNI/BF16).
+ *
+ * - MLX affine q4/q8, few tokens (decode): activations are quantized to int8 in blocks of 32 and the
+ *   packed weight bytes feed VPDPBUSD directly (u8 weight codes x s8 activations). With
+ *   w = s*q + b per group: sum w*x = sum_g s_g * d * sum(q*xq) + sum_g b_g * sum_g(x), so the bias
+ *   term costs one short dot per row. q4 bytes hold elements 2i (low nibble) and 2i+1 (high), so
+ *   the activations are laid out even/odd per 128-element block to match.
+ * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations.
+ * - many tokens (prefill), any quantized/bf16 format: a tile of 32 rows is dequantized once into bf16
+ *   pairs interleaved across rows, then each k-pair costs two loads and one VDPBF16PS per token.
+ * - f32/f16 weights: f32 FMA (the parity path keeps f32 precision end to end). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "tensor/kernels.h"
+#include "tensor/ops.h"
+#include "tensor/quant_mlx.h"
+
+#define TILE_ROWS 32
+
+static float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+static __mmask16 tail_mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+static __mmask32 tail_mask32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1); }
+
+/* A row's group scales or biases as f32. */
+static void to_f32(const void *src, tern_dtype dt, int64_t n, float *dst) {
+    if (dt == TERN_DT_F32)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (dt == TERN_DT_BF16)
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, (const uint16_t *)src + i, 2);
+            dst[i] = tern_bf16_to_f32(h);
+        }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, (const uint16_t *)src + i, 2);
+            dst[i] = tern_f16_to_f32(h);
+        }
+}
+
+/* ---- MLX affine, int8 activations (VNNI) ------------------------------------------------------ */
+
+typedef struct qx {
+    int64_t T, in, lanes_blocks; /* lanes_blocks: 128-element (q4) or 64-element (q8) blocks per row */
+    int8_t *q;                   /* [T][in] in weight lane order */
+    float *dlane;                /* [T][lanes_blocks][16] activation scale of each dot-product lane */
+    float *gsum;                 /* [T][in/group] sum of x over each weight group */
+} qx;
+
+static void qx_free(qx *a) {
+    free(a->q);
+    free(a->dlane);
+    free(a->gsum);
+}
+
+static int qx_prepare(qx *a, const float *x, int64_t T, int64_t in, int bits, int group) {
+    int64_t blk = bits == 4 ? 128 : 64, nb = in / blk, ng = in / group;
+    a->T = T;
+    a->in = in;
+    a->lanes_blocks = nb;
+    a->q = malloc((size_t)(T * in));
+    a->dlane = malloc((size_t)(T * nb * 16) * sizeof(float));
+    a->gsum = malloc((size_t)(T * ng + 16) * sizeof(float));
+    float *d = malloc((size_t)(in / 32) * sizeof(float));
+    int8_t *lin = malloc((size_t)in);
+    if (!a->q || !a->dlane || !a->gsum || !d || !lin) {
+        free(d);
+        free(lin);
+        qx_free(a);
+        return 0;
+    }
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = x + t * in;
+        for (int64_t b = 0; b < in / 32; b++) {
+            float amax = 0;
+            for (int k = 0; k < 32; k++)
+                amax = fmaxf(amax, fabsf(xt[b * 32 + k]));
+            float db = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+            d[b] = db;
+            for (int k = 0; k < 32; k++)
+                lin[b * 32 + k] = (int8_t)lrintf(xt[b * 32 + k] * inv);
+        }
+        int8_t *qt = a->q + t * in;
+        float *dl = a->dlane + t * nb * 16;
+        if (bits == 4) {
+            for (int64_t c = 0; c < nb; c++) {
+                for (int l = 0; l < 16; l++)
+                    for (int j = 0; j < 4; j++) {
+                        qt[c * 128 + 4 * l + j] = lin[c * 128 + 8 * l + 2 * j];
+                        qt[c * 128 + 64 + 4 * l + j] = lin[c * 128 + 8 * l + 2 * j + 1];
+                    }
+                for (int l = 0; l < 16; l++)
+                    dl[c * 16 + l] = d[c * 4 + l / 4];
+            }
+        } else {
+            memcpy(qt, lin, (size_t)in);
+            for (int64_t c = 0; c < nb; c++)
+                for (int l = 0; l < 16; l++)
+                    dl[c * 16 + l] = d[c * 2 + l / 8];
+        }
+        for (int64_t g = 0; g < ng; g++) {
+            float s = 0;
+            for (int64_t k = 0; k < group; k++)
+                s += xt[g * group + k];
+            a->gsum[t * ng + g] = s;
+        }
+    }
+    free(d);
+    free(lin);
+    return 1;
+}
+
+typedef struct affine_job {
+    const tern_weight *w;
+    int64_t row0, n_out, T, in;
+    const qx *a;
+    float *y;
+} affine_job;
+
+/* Rows [b, e) of an MLX affine matrix against up to 4 tokens at a time. */
+static void affine_range(void *ctx, size_t b, size_t e, int tid) {
+    const affine_job *j = ctx;
+    const tern_weight *w = j->w;
+    const int bits = w->bits, g = w->group;
+    const int64_t in = j->in, ng = in / g, words = tern_mlx_row_words(in, bits), nb = j->a->lanes_blocks;
+    const int64_t blk = bits == 4 ? 128 : 64, per_lane = bits == 4 ? 8 : 4;
+    float *sb = malloc((size_t)(ng + 16) * sizeof(float)), *bb = malloc((size_t)(ng + 16) * sizeof(float));
+    if (!sb || !bb) {
+        free(sb);
+        free(bb);
+        return;
+    }
+    memset(sb + ng, 0, 16 * sizeof(float));
+    int32_t idx_i[16];
+    for (int l = 0; l < 16; l++)
+        idx_i[l] = (int32_t)((l * per_lane) / g);
+    const __m512i idx = _mm512_loadu_si512(idx_i);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const size_t ss = tern_dtype_size(w->sdtype);
+    for (size_t o = b; o < e; o++) {
+        const int64_t r = j->row0 + (int64_t)o;
+        const uint8_t *qrow = (const uint8_t *)w->data + (size_t)(r * words) * 4;
+        to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb);
+        to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb);
+        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
+            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (int64_t c = 0; c < nb; c++) {
+                const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(sb + (c * blk) / g));
+                if (bits == 4) {
+                    const __m512i W = _mm512_loadu_si512(qrow + c * 64);
+                    const __m512i lo = _mm512_and_si512(W, low4);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+                    for (int t = 0; t < nt; t++) {
+                        const int8_t *xq = j->a->q + (t0 + t) * in + c * 128;
+                        __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq));
+                        ia = _mm512_dpbusd_epi32(ia, hi, _mm512_loadu_si512(xq + 64));
+                        const __m512 dl = _mm512_loadu_ps(j->a->dlane + ((t0 + t) * nb + c) * 16);
+                        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, dl), acc[t]);
+                    }
+                } else {
+                    const __m512i W = _mm512_loadu_si512(qrow + c * 64);
+                    for (int t = 0; t < nt; t++) {
+                        const int8_t *xq = j->a->q + (t0 + t) * in + c * 64;
+                        __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W, _mm512_loadu_si512(xq));
+                        const __m512 dl = _mm512_loadu_ps(j->a->dlane + ((t0 + t) * nb + c) * 16);
+                        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, dl), acc[t]);
+                    }
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                const float *gs = j->a->gsum + (t0 + t) * ng;
+                __m512 bacc = _mm512_setzero_ps();
+                for (int64_t k = 0; k < ng; k += 16) {
+                    __mmask16 m = tail_mask16(ng - k);
+                    bacc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, bb + k), _mm512_maskz_loadu_ps(m, gs + k), bacc);
+                }
+                j->y[(t0 + t) * j->n_out + (int64_t)o] = hsum(acc[t]) + hsum(bacc);
+            }
+        }
+    }
+    free(sb);
+    free(bb);
+}
+
+static int affine_gemv(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                       float *y) {
+    const int64_t in = tern_weight_cols(w);
+    if ((w->bits != 4 && w->bits != 8) || w->group < 32 || in % (w->bits == 4 ? 128 : 64) || in % w->group)
+        return 0;
+    qx a;
+    if (!qx_prepare(&a, x, T, in, w->bits, w->group))
+        return 0;
+    affine_job j = {w, row0, n_out, T, in, &a, y};
+    tern_pool_parallel_for(pool, (size_t)n_out, 8, affine_range, &j);
+    qx_free(&a);
+    return 1;
+}
+
+/* ---- bf16 activations ------------------------------------------------------------------------- */
+
+/* x [T][in] -> bf16 [T][in_pad] (zero padded to a multiple of 32). */
+static uint16_t *to_bf16(const float *x, int64_t T, int64_t in, int64_t in_pad) {
+    uint16_t *xb = calloc((size_t)(T * in_pad), sizeof *xb);
+    if (!xb)
+        return NULL;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t k = 0;
+        for (; k + 16 <= in; k += 16) {
+            __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + t * in + k));
+            _mm256_storeu_si256((__m256i *)(xb + t * in_pad + k), (__m256i)v);
+        }
+        for (; k < in; k++)
+            xb[t * in_pad + k] = tern_f32_to_bf16(x[t * in + k]);
+    }
+    return xb;
+}
+
+typedef struct bf16_job {
+    const tern_weight *w;
+    int64_t row0, n_out, T, in, in_pad;
+    const uint16_t *xb;
+    float *y;
+} bf16_job;
+
+static void bf16_gemv_range(void *ctx, size_t b, size_t e, int tid) {
+    const bf16_job *j = ctx;
+    const int64_t in = j->in;
+    for (size_t o = b; o < e; o++) {
+        const uint16_t *wr = (const uint16_t *)j->w->data + (j->row0 + (int64_t)o) * in;
+        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
+            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (int64_t k = 0; k < in; k += 32) {
+                const __m512i wv = _mm512_maskz_loadu_epi16(tail_mask32(in - k), wr + k);
+                for (int t = 0; t < nt; t++) {
+                    const __m512i xv = _mm512_loadu_si512(j->xb + (t0 + t) * j->in_pad + k);
+                    acc[t] = _mm512_dpbf16_ps(acc[t], (__m512bh)wv, (__m512bh)xv);
+                }
+            }
+            for (int t = 0; t < nt; t++)
+                j->y[(t0 + t) * j->n_out + (int64_t)o] = hsum(acc[t]);
+        }
+    }
+}
+
+/* ---- tiled GEMM over bf16 pairs (many tokens, any format but f32/f16) ------------------------------ */
+
+typedef struct gemm_job {
+    const tern_weight *w;
+    int64_t row0, n_out, T, in, pairs;
+    const uint16_t *xb; /* [T][2*pairs] */
+    float *y;
+} gemm_job;
+
+/* acc[2][nt] over all k-pairs of one 32-row tile for tokens t0..t0+nt. */
+static inline __attribute__((always_inline)) void gemm_micro(const uint16_t *tile, const uint16_t *xb, int64_t xstride,
+                                                             int64_t pairs, int nt, float *y, int64_t ystride,
+                                                             int64_t rows_left) {
+    __m512 a0[8], a1[8];
+    for (int t = 0; t < nt; t++) {
+        a0[t] = _mm512_setzero_ps();
+        a1[t] = _mm512_setzero_ps();
+    }
+    for (int64_t p = 0; p < pairs; p++) {
+        const __m512i w0 = _mm512_loadu_si512(tile + p * 64), w1 = _mm512_loadu_si512(tile + p * 64 + 32);
+        for (int t = 0; t < nt; t++) {
+            int32_t pair;
+            memcpy(&pair, xb + t * xstride + 2 * p, 4);
+            const __m512i xv = _mm512_set1_epi32(pair);
+            a0[t] = _mm512_dpbf16_ps(a0[t], (__m512bh)w0, (__m512bh)xv);
+            a1[t] = _mm512_dpbf16_ps(a1[t], (__m512bh)w1, (__m512bh)xv);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        _mm512_mask_storeu_ps(y + t * ystride, tail_mask16(rows_left), a0[t]);
+        if (rows_left > 16)
+            _mm512_mask_storeu_ps(y + t * ystride + 16, tail_mask16(rows_left - 16), a1[t]);
+    }
+}
+
+static void gemm_range(void *ctx, size_t b, size_t e, int tid) {
+    const gemm_job *j = ctx;
+    const int64_t in = j->in, pairs = j->pairs;
+    uint16_t *tile = malloc((size_t)(pairs * 64) * sizeof *tile);
+    float *row = malloc((size_t)(in + 1) * sizeof *row);
+    if (!tile || !row)
+        goto done;
+    for (size_t o0 = b; o0 < e; o0 += TILE_ROWS) {
+        const int64_t rows = (int64_t)(e - o0) < TILE_ROWS ? (int64_t)(e - o0) : TILE_ROWS;
+        for (int64_t i = 0; i < TILE_ROWS; i++) {
+            if (i < rows) {
+                tern_weight_row(j->w, j->row0 + (int64_t)o0 + i, row);
+                row[in] = 0.0f;
+            } else {
+                memset(row, 0, (size_t)(in + 1) * sizeof *row);
+            }
+            for (int64_t p = 0; p < pairs; p++) {
+                tile[p * 64 + i * 2] = tern_f32_to_bf16(row[2 * p]);
+                tile[p * 64 + i * 2 + 1] = tern_f32_to_bf16(row[2 * p + 1]);
+            }
+        }
+        for (int64_t t0 = 0; t0 < j->T; t0 += 8) {
+            const int nt = j->T - t0 < 8 ? (int)(j->T - t0) : 8;
+            const uint16_t *xb = j->xb + t0 * 2 * pairs;
+            float *y = j->y + t0 * j->n_out + (int64_t)o0;
+            switch (nt) { /* constant trip counts keep the accumulators in registers */
+            case 8: gemm_micro(tile, xb, 2 * pairs, pairs, 8, y, j->n_out, rows); break;
+            case 7: gemm_micro(tile, xb, 2 * pairs, pairs, 7, y, j->n_out, rows); break;
+            case 6: gemm_micro(tile, xb, 2 * pairs, pairs, 6, y, j->n_out, rows); break;
+            case 5: gemm_micro(tile, xb, 2 * pairs, pairs, 5, y, j->n_out, rows); break;
+            case 4: gemm_micro(tile, xb, 2 * pairs, pairs, 4, y, j->n_out, rows); break;
+            case 3: gemm_micro(tile, xb, 2 * pairs, pairs, 3, y, j->n_out, rows); break;
+            case 2: gemm_micro(tile, xb, 2 * pairs, pairs, 2, y, j->n_out, rows); break;
+            default: gemm_micro(tile, xb, 2 * pairs, pairs, 1, y, j->n_out, rows); break;
+            }
+        }
+    }
+done:
+    free(tile);
+    free(row);
+}
+
+/* ---- f32 / f16 weights ---------------------------------------------------------------------------- */
+
+typedef struct f32_job {
+    const tern_weight *w;
+    int64_t row0, n_out, T, in;
+    const float *x;
+    float *y;
+} f32_job;
+
+static void f32_range(void *ctx, size_t b, size_t e, int tid) {
+    const f32_job *j = ctx;
+    const int64_t in = j->in;
+    float *row = j->w->fmt == TERN_WF_F16 ? malloc((size_t)in * sizeof *row) : NULL;
+    if (j->w->fmt == TERN_WF_F16 && !row)
+        return;
+    for (size_t o = b; o < e; o++) {
+        const int64_t r = j->row0 + (int64_t)o;
+        const float *wr;
+        if (row) {
+            const uint16_t *hr = (const uint16_t *)j->w->data + r * in;
+            int64_t k = 0;
+            for (; k + 16 <= in; k += 16)
+                _mm512_storeu_ps(row + k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hr + k))));
+            for (; k < in; k++)
+                row[k] = tern_f16_to_f32(hr[k]);
+            wr = row;
+        } else {
+            wr = (const float *)j->w->data + r * in;
+        }
+        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
+            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (int64_t k = 0; k < in; k += 16) {
+                const __mmask16 m = tail_mask16(in - k);
+                const __m512 wv = _mm512_maskz_loadu_ps(m, wr + k);
+                for (int t = 0; t < nt; t++)
+                    acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, j->x + (t0 + t) * in + k), acc[t]);
+            }
+            for (int t = 0; t < nt; t++)
+                j->y[(t0 + t) * j->n_out + (int64_t)o] = hsum(acc[t]);
+        }
+    }
+    free(row);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------------ */
+
+int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                       float *y) {
+    const int64_t in = tern_weight_cols(w);
+    if (w->fmt == TERN_WF_F32 || w->fmt == TERN_WF_F16) {
+        f32_job j = {w, row0, n_out, T, in, x, y};
+        tern_pool_parallel_for(pool, (size_t)n_out, 8, f32_range, &j);
+        return 1;
+    }
+    if (T <= TERN_GEMV_MAX_T && w->fmt == TERN_WF_MLX_AFFINE && affine_gemv(pool, w, row0, n_out, x, T, y))
+        return 1;
+    if (T <= TERN_GEMV_MAX_T && w->fmt == TERN_WF_BF16) {
+        int64_t in_pad = (in + 31) / 32 * 32;
+        uint16_t *xb = to_bf16(x, T, in, in_pad);
+        if (!xb)
+            return 0;
+        bf16_job j = {w, row0, n_out, T, in, in_pad, xb, y};
+        tern_pool_parallel_for(pool, (size_t)n_out, 8, bf16_gemv_range, &j);
+        free(xb);
+        return 1;
+    }
+    if (T <= TERN_GEMV_MAX_T)
+        return 0; /* e.g. mxfp4 or odd affine shapes: the portable path */
+    int64_t pairs = (in + 1) / 2;
+    uint16_t *xb = to_bf16(x, T, in, 2 * pairs);
+    if (!xb)
+        return 0;
+    gemm_job j = {w, row0, n_out, T, in, pairs, xb, y};
+    tern_pool_parallel_for(pool, (size_t)n_out, TILE_ROWS, gemm_range, &j);
+    free(xb);
+    return 1;
+}

@@ -1,0 +1,166 @@
+/* test_kernels.c — every SIMD matmul path against a float64 reference over the same dequantized
+ * weights: all stored formats, group sizes, odd widths and tails, token counts on both sides of
+ * the GEMV/GEMM switch, expert row offsets. Paths that quantize activations (int8 VNNI, bf16) are
+ * held to a bound relative to sum |w||x|; f32/f16 weights stay f32 end to end and must match tightly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "core/threadpool.h"
+#include "tensor/cpu.h"
+#include "tensor/kernels.h"
+#include "tensor/ops.h"
+#include "tensor/quant_mlx.h"
+#include "testutil.h"
+
+typedef struct owned_weight {
+    tern_weight w;
+    void *data, *scales, *biases;
+} owned_weight;
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+static owned_weight make_weight(tern_wformat fmt, int64_t rows, int64_t in, int bits, int group) {
+    owned_weight o = {0};
+    o.w.fmt = fmt;
+    o.w.ndim = 2;
+    o.w.shape[0] = rows;
+    o.w.shape[1] = in;
+    o.w.bits = bits;
+    o.w.group = group;
+    o.w.sdtype = TERN_DT_BF16;
+    float *x = malloc((size_t)in * sizeof *x);
+    if (fmt == TERN_WF_MLX_AFFINE) {
+        int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
+        o.data = malloc((size_t)(rows * words) * 4);
+        o.scales = malloc((size_t)(rows * ng) * 2);
+        o.biases = malloc((size_t)(rows * ng) * 2);
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t k = 0; k < in; k++)
+                x[k] = frand() * (1.0f + (float)(k % 7)); /* uneven ranges across groups */
+            tern_mlx_quantize_row(x, in, bits, group, TERN_DT_BF16, (uint32_t *)o.data + r * words,
+                                  (uint16_t *)o.scales + r * ng, (uint16_t *)o.biases + r * ng);
+        }
+    } else {
+        size_t es = fmt == TERN_WF_F32 ? 4 : 2;
+        o.data = malloc((size_t)(rows * in) * es);
+        for (int64_t i = 0; i < rows * in; i++) {
+            float v = frand();
+            if (fmt == TERN_WF_F32)
+                ((float *)o.data)[i] = v;
+            else if (fmt == TERN_WF_BF16)
+                ((uint16_t *)o.data)[i] = tern_f32_to_bf16(v);
+            else
+                ((uint16_t *)o.data)[i] = tern_f32_to_f16(v);
+        }
+    }
+    o.w.data = o.data;
+    o.w.scales = o.scales;
+    o.w.biases = o.biases;
+    free(x);
+    return o;
+}
+
+static void free_weight(owned_weight *o) {
+    free(o->data);
+    free(o->scales);
+    free(o->biases);
+}
+
+/* Runs one case on the active ISA; returns the worst error relative to the bound. */
+static double run_case(tern_pool *pool, const owned_weight *o, int64_t row0, int64_t n_out, int64_t T, double rel_tol,
+                       const char *what) {
+    const int64_t in = o->w.shape[1];
+    float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * n_out) * sizeof *y);
+    float *row = malloc((size_t)in * sizeof *row);
+    for (int64_t i = 0; i < T * in; i++)
+        x[i] = frand() * 3.0f;
+    tern_matmul_rows(pool, &o->w, row0, n_out, x, T, y);
+    double worst = 0;
+    for (int64_t r = 0; r < n_out; r++) {
+        tern_weight_row(&o->w, row0 + r, row);
+        for (int64_t t = 0; t < T; t++) {
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < in; k++) {
+                ref += (double)row[k] * x[t * in + k];
+                mag += fabs((double)row[k] * x[t * in + k]);
+            }
+            double err = fabs(y[t * n_out + r] - ref) / (rel_tol * mag + 1e-6);
+            if (err > worst)
+                worst = err;
+            if (err > 1.0)
+                fail_msg("%s isa=%s in=%lld rows=%lld+%lld T=%lld: y[%lld][%lld] = %.6g, reference %.6g (|w||x| %.3g)",
+                         what, tern_isa_name(tern_isa_active()), (long long)in, (long long)row0, (long long)n_out,
+                         (long long)T, (long long)t, (long long)r, y[t * n_out + r], ref, mag);
+        }
+    }
+    free(x);
+    free(y);
+    free(row);
+    return worst;
+}
+
+static void sweep(void **state, tern_wformat fmt, int bits, const int *groups, double rel_tol, const char *what) {
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    static const int64_t ins[] = {32, 64, 96, 128, 192, 256, 384, 1536, 33, 100};
+    static const int64_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 13, 40};
+    static const int64_t outs[] = {1, 7, 16, 33, 70};
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        double worst = 0;
+        for (const int *g = groups; *g; g++)
+            for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++) {
+                int64_t in = ins[ii];
+                if (fmt == TERN_WF_MLX_AFFINE && (in % *g || (in * bits) % 32))
+                    continue;
+                for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
+                    /* A stacked weight: compute a slab starting at row 3 (as experts do). */
+                    owned_weight o = make_weight(fmt, outs[oi] + 5, in, bits, *g);
+                    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+                        worst = fmax(worst, run_case(pool, &o, 3, outs[oi], Ts[ti], rel_tol, what));
+                    free_weight(&o);
+                }
+            }
+        print_message("%s on %s: worst error %.3f of the bound\n", what, tern_isa_name(isa), worst);
+    }
+    tern_isa_set(tern_isa_detect());
+    tern_pool_destroy(pool);
+}
+
+static const int no_group[] = {1, 0};
+static const int groups[] = {32, 64, 128, 0};
+
+static void test_f32(void **state) { sweep(state, TERN_WF_F32, 0, no_group, 1e-5, "f32"); }
+static void test_f16(void **state) { sweep(state, TERN_WF_F16, 0, no_group, 1e-5, "f16"); }
+/* bf16 activations: each product carries a relative error up to 2^-8 (both operands rounded). */
+static void test_bf16(void **state) { sweep(state, TERN_WF_BF16, 0, no_group, 8e-3, "bf16"); }
+/* int8 activations in blocks of 32: relative error per element up to 1/254 of the block's max. */
+static void test_q4(void **state) { sweep(state, TERN_WF_MLX_AFFINE, 4, groups, 2e-2, "q4"); }
+static void test_q8(void **state) { sweep(state, TERN_WF_MLX_AFFINE, 8, groups, 2e-2, "q8"); }
+
+static void test_isa_selection(void **state) {
+    tern_isa best = tern_isa_detect();
+    tern_isa_set(TERN_ISA_PORTABLE);
+    assert_int_equal(tern_isa_active(), TERN_ISA_PORTABLE);
+    tern_isa_set(TERN_ISA_AVX512);
+    assert_int_equal(tern_isa_active(), best); /* capped at what the CPU has */
+    assert_string_equal(tern_isa_name(TERN_ISA_AVX2), "avx2");
+    print_message("this CPU: %s\n", tern_isa_name(best));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
