@@ -9,6 +9,7 @@ static const struct {
     int (*fn)(int argc, char **argv);
     const char *help;
 } verbs[] = {
+    {"bench", cmd_bench, "MODEL_DIR [-p 512] [-n 128] prefill/decode throughput vs. memory bandwidth"},
     {"info", cmd_info, "MODEL_DIR                 architecture, parameters, completeness check"},
     {"logits", cmd_logits, "MODEL_DIR --ids ...       parity interface: logits/hidden for a token sequence"},
     {"run", cmd_run, "MODEL_DIR --ids ... [-n N]  generate (greedy or sampled)"},

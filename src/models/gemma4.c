@@ -228,6 +228,20 @@ void tern_gemma4_free(tern_gemma4 *m) {
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m) { return &m->c; }
 const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
 
+uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) {
+    double total = 0;
+    for (size_t i = 0; i < m->gw->n; i++) {
+        const tern_wspec *s = &m->gw->specs[i];
+        if (s->kind == TERN_WK_NORM || s->kind == TERN_WK_SCALE || !strcmp(s->name, "embed_tokens_per_layer"))
+            continue;
+        double b = (double)tern_weight_bytes(&m->gw->w[i]);
+        if (s->kind == TERN_WK_EXPERTS)
+            b *= (double)m->c.top_k_experts / (double)m->c.num_experts;
+        total += b;
+    }
+    return (uint64_t)total;
+}
+
 tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,
                                 tern_kv **out) {
     int n = tern_gemma4_first_shared(&m->c);

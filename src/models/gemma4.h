@@ -37,6 +37,9 @@ const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m);
 struct tern_gemma4_weights;
 /* The bound weights (spec list and storage of every tensor). */
 const struct tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m);
+/* Bytes of weights one decode step streams: every matrix a matmul reads (the tied LM head included;
+ * the per-layer embedding table excluded, it is only looked up), MoE experts counted at top_k / E. */
+uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m);
 /* A KV cache for this model: n_seq sequences of up to ctx positions; ring layers keep window + chunk
  * slots, where `chunk` bounds both the tokens one row may append per forward and the rollback depth. */
 tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,

@@ -4,6 +4,7 @@
 #ifndef TERN_TENSOR_KERNELS_H
 #define TERN_TENSOR_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/threadpool.h"
@@ -17,5 +18,9 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
                        float *y);
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                      float *y);
+
+/* Sum of n floats streamed from memory (the bandwidth probe's inner loop), per ISA. */
+double tern_read_sum_avx512(const float *p, size_t n);
+double tern_read_sum_avx2(const float *p, size_t n);
 
 #endif

@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "tensor/quant_mlx.h"
+
 const char *tern_wformat_describe(const tern_weight *w, char *buf, int len) {
     switch (w->fmt) {
     case TERN_WF_NONE: snprintf(buf, (size_t)len, "absent"); break;
@@ -13,4 +15,19 @@ const char *tern_wformat_describe(const tern_weight *w, char *buf, int len) {
     case TERN_WF_MXFP4: snprintf(buf, (size_t)len, "mxfp4"); break;
     }
     return buf;
+}
+
+uint64_t tern_weight_bytes(const tern_weight *w) {
+    uint64_t rows = (uint64_t)tern_weight_rows(w), cols = (uint64_t)tern_weight_cols(w);
+    switch (w->fmt) {
+    case TERN_WF_F32: return rows * cols * 4;
+    case TERN_WF_F16:
+    case TERN_WF_BF16: return rows * cols * 2;
+    case TERN_WF_MLX_AFFINE:
+        return rows * ((uint64_t)tern_mlx_row_words((int64_t)cols, w->bits) * 4 +
+                       2 * (cols / (uint64_t)w->group) * tern_dtype_size(w->sdtype));
+    case TERN_WF_MXFP4: return rows * (cols / 2 + cols / 32);
+    case TERN_WF_NONE: return 0;
+    }
+    return 0;
 }

@@ -38,6 +38,8 @@ static inline int64_t tern_weight_rows(const tern_weight *w) {
 }
 static inline int64_t tern_weight_cols(const tern_weight *w) { return w->ndim ? w->shape[w->ndim - 1] : 1; }
 
+/* Bytes the stored weight occupies (data plus scales and biases). */
+uint64_t tern_weight_bytes(const tern_weight *w);
 /* Short name of a format ("bf16", "q4/64", ...) written into buf. */
 const char *tern_wformat_describe(const tern_weight *w, char *buf, int len);
 
