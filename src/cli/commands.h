@@ -3,6 +3,7 @@
 #ifndef TERN_CLI_COMMANDS_H
 #define TERN_CLI_COMMANDS_H
 
+int cmd_audio_features(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

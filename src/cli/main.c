@@ -9,6 +9,7 @@ static const struct {
     int (*fn)(int argc, char **argv);
     const char *help;
 } verbs[] = {
+    {"audio-features", cmd_audio_features, "FILE [--out F.bin]    log-mel features, frame and soft-token counts"},
     {"bench", cmd_bench, "MODEL_DIR [-p 512] [-n 128] prefill/decode throughput vs. memory bandwidth"},
     {"info", cmd_info, "MODEL_DIR                 architecture, parameters, completeness check"},
     {"logits", cmd_logits, "MODEL_DIR --ids ...       parity interface: logits/hidden for a token sequence"},
@@ -19,7 +20,7 @@ static const struct {
 static void usage(FILE *f) {
     fprintf(f, "usage: tern VERB [args]\n\nverbs:\n");
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        fprintf(f, "  %-6s %s\n", verbs[i].name, verbs[i].help);
+        fprintf(f, "  %-15s %s\n", verbs[i].name, verbs[i].help);
     fprintf(f, "\n'tern VERB --help' describes a verb's options.\n");
 }
 

@@ -13,6 +13,7 @@
 #include "formats/model_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
+#include "formats/st_sharded.h"
 #include "models/gemma4_weights.h"
 #include "tensor/quant_mlx.h"
 #include "tokenizer/hf_export.h"
@@ -141,16 +142,7 @@ typedef struct planned {
     int quantized, bits, group; /* MLX affine parameters when quantized */
     tern_st_spec parts[3];
     char names[3][160];
-    uint64_t bytes;
-    int shard;
 } planned;
-
-static uint64_t st_bytes(const tern_st_spec *s) {
-    uint64_t n = tern_dtype_size(s->dtype);
-    for (int i = 0; i < s->ndim; i++)
-        n *= (uint64_t)s->shape[i];
-    return n;
-}
 
 static int nparts(const planned *p) { return p->quantized ? 3 : 1; }
 
@@ -189,7 +181,6 @@ static void plan_tensor(planned *p, const tern_wspec *s, tern_layout layout, con
             st->dtype = k == 0 ? TERN_DT_U32 : TERN_DT_BF16;
             st->shape[s->ndim - 1] = k == 0 ? tern_mlx_row_words(in, p->bits) : in / p->group;
         }
-        p->bytes += st_bytes(st);
     }
 }
 
@@ -215,18 +206,19 @@ static void init_scale(const tern_wspec *s, const tern_gemma4_config *c, float *
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
-typedef struct shard_writer {
-    tern_st_writer *w;
-    unsigned char *buf; /* staging buffer, flushed when full */
+/* Tensor bytes go through a staging buffer so the writer sees large writes. */
+typedef struct stager {
+    tern_sharded_writer *w;
+    unsigned char *buf;
     size_t used, cap;
-} shard_writer;
+} stager;
 
-static tern_err *put(shard_writer *sw, const void *data, size_t len) {
+static tern_err *put(stager *sw, const void *data, size_t len) {
     if (sw->used + len > sw->cap) {
-        TERN_TRY(tern_st_writer_write(sw->w, sw->buf, sw->used));
+        TERN_TRY(tern_sharded_write(sw->w, sw->buf, sw->used));
         sw->used = 0;
         if (len > sw->cap)
-            return tern_st_writer_write(sw->w, data, len);
+            return tern_sharded_write(sw->w, data, len);
     }
     memcpy(sw->buf + sw->used, data, len);
     sw->used += len;
@@ -235,7 +227,7 @@ static tern_err *put(shard_writer *sw, const void *data, size_t len) {
 
 /* Writes a tensor's values (`scales_pass` 0), or for a quantized tensor in the second pass its scales
  * and biases: they are regenerated from the same seed rather than held, so memory stays bounded. */
-static tern_err *write_tensor(shard_writer *sw, const planned *p, const tern_gemma4_config *c,
+static tern_err *write_tensor(stager *sw, const planned *p, const tern_gemma4_config *c,
                               const tern_synth_opts *o, int scales_pass) {
     const tern_wspec *s = p->spec;
     int64_t in = s->shape[s->ndim - 1], rows = 1;
@@ -284,41 +276,36 @@ static tern_err *write_tensor(shard_writer *sw, const planned *p, const tern_gem
     return err;
 }
 
-static tern_err *write_shard(const char *path, planned *plan, size_t n, int shard, const tern_gemma4_config *c,
-                             const tern_synth_opts *o, const char *format) {
-    size_t count = 0;
-    for (size_t i = 0; i < n; i++)
-        if (plan[i].shard == shard)
-            count += (size_t)nparts(&plan[i]);
-    tern_st_spec *specs = malloc((count ? count : 1) * sizeof *specs);
+/* Writes every planned tensor: 4-byte elements first (f32, packed u32), then 2-byte ones (bf16/f16
+ * tensors, scales, biases), so every tensor's data stays aligned to its element size. */
+static tern_err *write_weights(const char *dir, planned *plan, size_t n, const tern_gemma4_config *c,
+                               const tern_synth_opts *o, const char *format) {
+    tern_st_spec *specs = malloc((3 * n + 1) * sizeof *specs);
     if (!specs)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    /* 4-byte elements first (f32, packed u32), then 2-byte ones (bf16 tensors, scales, biases): every
-     * tensor's data stays aligned to its element size. */
     size_t k = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < n; i++)
-            for (int j = 0; j < nparts(&plan[i]) && plan[i].shard == shard; j++)
+            for (int j = 0; j < nparts(&plan[i]); j++)
                 if ((tern_dtype_size(plan[i].parts[j].dtype) == 4) == (pass == 0))
                     specs[k++] = plan[i].parts[j];
-    const char *meta[] = {"format", format, NULL};
-    shard_writer sw = {0};
+    stager sw = {0};
     sw.cap = 4u << 20;
     sw.buf = malloc(sw.cap);
-    tern_err *err = sw.buf ? tern_st_writer_open(path, specs, count, meta, &sw.w)
+    tern_err *err = sw.buf ? tern_sharded_open(dir, specs, k, o->shard_bytes, format, &sw.w)
                            : tern_errf(TERN_ENOMEM, "out of memory");
     free(specs);
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < n && !err; i++) {
             int wide = tern_dtype_size(plan[i].parts[0].dtype) == 4;
-            if (plan[i].shard != shard || (!wide && pass == 0) || (wide && pass == 1 && !plan[i].quantized))
+            if ((!wide && pass == 0) || (wide && pass == 1 && !plan[i].quantized))
                 continue;
-            err = tern_err_wrap(write_tensor(&sw, &plan[i], c, o, pass == 1 && plan[i].quantized), "%s", path);
+            err = tern_err_wrap(write_tensor(&sw, &plan[i], c, o, pass == 1 && plan[i].quantized), "%s", dir);
         }
     if (!err && sw.used)
-        err = tern_st_writer_write(sw.w, sw.buf, sw.used);
+        err = tern_sharded_write(sw.w, sw.buf, sw.used);
     if (sw.w) {
-        tern_err *ce = tern_st_writer_close(sw.w);
+        tern_err *ce = tern_sharded_close(sw.w);
         if (!err)
             err = ce;
         else
@@ -326,23 +313,6 @@ static tern_err *write_shard(const char *path, planned *plan, size_t n, int shar
     }
     free(sw.buf);
     return err;
-}
-
-static tern_err *write_index(const char *dir, const planned *plan, size_t n, int nshards, uint64_t total) {
-    json_t *root = json_object(), *map = json_object();
-    json_object_set_new(root, "metadata", json_pack("{s:I}", "total_size", (json_int_t)total));
-    for (size_t i = 0; i < n; i++) {
-        char file[64];
-        snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", plan[i].shard + 1, nshards);
-        for (int j = 0; j < nparts(&plan[i]); j++)
-            json_object_set_new(map, plan[i].names[j], json_string(file));
-    }
-    json_object_set_new(root, "weight_map", map);
-    char *path = tern_path_join(dir, "model.safetensors.index.json");
-    tern_err *e = path ? tern_json_save_file(root, path) : tern_errf(TERN_ENOMEM, "out of memory");
-    free(path);
-    json_decref(root);
-    return e;
 }
 
 static tern_err *write_json(const char *dir, const char *name, json_t *v) {
@@ -392,33 +362,10 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
         err = tern_gemma4_specs(&c, layout, &specs, &n);
     if (!err && !(plan = calloc(n, sizeof *plan)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
-    /* Plan shards: greedy in order, a new shard when the next tensor would pass the limit. */
-    uint64_t total = 0, in_shard = 0;
-    int shard = 0;
-    uint64_t limit = o->shard_bytes ? o->shard_bytes : (4ull << 30);
-    for (size_t i = 0; i < n && !err; i++) {
+    for (size_t i = 0; i < n && !err; i++)
         plan_tensor(&plan[i], &specs[i], layout, o, qc);
-        if (in_shard && in_shard + plan[i].bytes > limit) {
-            shard++;
-            in_shard = 0;
-        }
-        plan[i].shard = shard;
-        in_shard += plan[i].bytes;
-        total += plan[i].bytes;
-    }
-    int nshards = shard + 1;
-    for (int s = 0; s < nshards && !err; s++) {
-        char file[64];
-        if (nshards == 1)
-            snprintf(file, sizeof file, "model.safetensors");
-        else
-            snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, nshards);
-        char *path = tern_path_join(out_dir, file);
-        err = path ? write_shard(path, plan, n, s, &c, o, quant ? "mlx" : "pt") : tern_errf(TERN_ENOMEM, "oom");
-        free(path);
-    }
-    if (!err && nshards > 1)
-        err = write_index(out_dir, plan, n, nshards, total);
+    if (!err)
+        err = write_weights(out_dir, plan, n, &c, o, quant ? "mlx" : "pt");
     if (!err)
         err = write_json(out_dir, "config.json", json_incref(config));
     if (!err)
