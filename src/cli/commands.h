@@ -9,5 +9,6 @@ int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

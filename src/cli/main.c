@@ -13,6 +13,7 @@ static const struct {
     {"bench", cmd_bench, "MODEL_DIR [-p 512] [-n 128] prefill/decode throughput vs. memory bandwidth"},
     {"info", cmd_info, "MODEL_DIR                 architecture, parameters, completeness check"},
     {"logits", cmd_logits, "MODEL_DIR --ids ...       parity interface: logits/hidden for a token sequence"},
+    {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},
     {"run", cmd_run, "MODEL_DIR --ids ... [-n N]  generate (greedy or sampled)"},
     {"synth", cmd_synth, "--preset P --dtype D OUT  write a synthetic checkpoint (HF/MLX layout)"},
 };

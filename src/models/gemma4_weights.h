@@ -46,7 +46,6 @@ const char *tern_layout_name(tern_layout layout);
 /* Full stored name of a spec's tensor (prefix + name + ".weight" if suffixed) into buf. */
 void tern_wspec_full_name(const tern_wspec *s, tern_layout layout, const char *part, char *buf, size_t len);
 
-#endif
 
 /* ---- binding a checkpoint -------------------------------------------------------------------- */
 
@@ -74,3 +73,5 @@ tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const struct tern_quant_
 const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name);
 /* Frees; NULL is fine. */
 void tern_gemma4_weights_free(tern_gemma4_weights *w);
+
+#endif

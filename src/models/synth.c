@@ -13,7 +13,7 @@
 #include "formats/model_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
-#include "formats/st_sharded.h"
+#include "models/ckpt_write.h"
 #include "models/gemma4_weights.h"
 #include "tensor/quant_mlx.h"
 #include "tokenizer/hf_export.h"
@@ -134,55 +134,7 @@ static float normal01(uint64_t *s) {
     return (u - 2.0f) * 1.7320508f;
 }
 
-/* ---- what gets stored ----------------------------------------------------------------------- */
-
-/* One logical tensor of the architecture and how it is stored (1 tensor, or 3 when quantized). */
-typedef struct planned {
-    const tern_wspec *spec;
-    int quantized, bits, group; /* MLX affine parameters when quantized */
-    tern_st_spec parts[3];
-    char names[3][160];
-} planned;
-
-static int nparts(const planned *p) { return p->quantized ? 3 : 1; }
-
-static int quantizable_shape(int bits, int group, int64_t in) {
-    tern_err *e = tern_mlx_check(bits, group, in);
-    int ok = e == NULL;
-    tern_err_free(e);
-    return ok;
-}
-
-/* Plans one tensor: quantized (as the quantization config says for its module, when its width
- * allows) or stored in the float dtype. */
-static void plan_tensor(planned *p, const tern_wspec *s, tern_layout layout, const tern_synth_opts *o,
-                        const tern_quant_config *qc) {
-    memset(p, 0, sizeof *p);
-    p->spec = s;
-    int quantizable = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EMBED || s->kind == TERN_WK_EXPERTS;
-    int64_t in = s->shape[s->ndim - 1];
-    char module[160];
-    snprintf(module, sizeof module, "%s%s", tern_layout_prefix(layout), s->name);
-    tern_quant_params qp = tern_quant_config_lookup(qc, module);
-    p->bits = qp.bits;
-    p->group = qp.group_size;
-    p->quantized = qp.quantized && qp.mode == TERN_QMODE_AFFINE && quantizable && s->suffix &&
-                   quantizable_shape(qp.bits, qp.group_size, in);
-    tern_dtype fdt = o->dtype == TERN_SYNTH_F32 ? TERN_DT_F32 : o->dtype == TERN_SYNTH_F16 ? TERN_DT_F16 : TERN_DT_BF16;
-    static const char *parts[3] = {"weight", "scales", "biases"};
-    for (int k = 0; k < nparts(p); k++) {
-        tern_st_spec *st = &p->parts[k];
-        tern_wspec_full_name(s, layout, p->quantized ? parts[k] : NULL, p->names[k], sizeof p->names[k]);
-        st->name = p->names[k];
-        st->ndim = s->ndim;
-        memcpy(st->shape, s->shape, sizeof s->shape);
-        st->dtype = fdt;
-        if (p->quantized) {
-            st->dtype = k == 0 ? TERN_DT_U32 : TERN_DT_BF16;
-            st->shape[s->ndim - 1] = k == 0 ? tern_mlx_row_words(in, p->bits) : in / p->group;
-        }
-    }
-}
+/* ---- values ------------------------------------------------------------------------------------ */
 
 /* Mean and spread of a tensor's values: linear N(0, 1/sqrt(in)); embeddings scaled so that
  * the looked-up vector times sqrt(its width) is ~N(0, 1); norms and scales near 1. */
@@ -204,115 +156,22 @@ static void init_scale(const tern_wspec *s, const tern_gemma4_config *c, float *
     }
 }
 
-/* ---- writing ---------------------------------------------------------------------------------- */
+typedef struct synth_rows {
+    const tern_out_tensor *ts;
+    const tern_gemma4_config *c;
+    uint64_t seed;
+} synth_rows;
 
-/* Tensor bytes go through a staging buffer so the writer sees large writes. */
-typedef struct stager {
-    tern_sharded_writer *w;
-    unsigned char *buf;
-    size_t used, cap;
-} stager;
-
-static tern_err *put(stager *sw, const void *data, size_t len) {
-    if (sw->used + len > sw->cap) {
-        TERN_TRY(tern_sharded_write(sw->w, sw->buf, sw->used));
-        sw->used = 0;
-        if (len > sw->cap)
-            return tern_sharded_write(sw->w, data, len);
-    }
-    memcpy(sw->buf + sw->used, data, len);
-    sw->used += len;
-    return NULL;
-}
-
-/* Writes a tensor's values (`scales_pass` 0), or for a quantized tensor in the second pass its scales
- * and biases: they are regenerated from the same seed rather than held, so memory stays bounded. */
-static tern_err *write_tensor(stager *sw, const planned *p, const tern_gemma4_config *c,
-                              const tern_synth_opts *o, int scales_pass) {
-    const tern_wspec *s = p->spec;
-    int64_t in = s->shape[s->ndim - 1], rows = 1;
-    for (int i = 0; i + 1 < s->ndim; i++)
-        rows *= s->shape[i];
+/* Row `row` of tensor `index`: a pure function of (seed, tensor name, row), so any row can be made again. */
+static tern_err *synth_row(void *ctx, size_t index, int64_t row, float *out) {
+    const synth_rows *sr = ctx;
+    const tern_wspec *s = sr->ts[index].spec;
     float mean, std;
-    init_scale(s, c, &mean, &std);
-    uint64_t base = hash_name(s->name, o->seed);
-    const int bits = p->bits, group = p->group;
-    int64_t words = p->quantized ? tern_mlx_row_words(in, bits) : 0, groups = p->quantized ? in / group : 0;
-    float *x = malloc((size_t)in * sizeof *x);
-    uint16_t *h = malloc((size_t)in * sizeof *h);
-    uint32_t *q = p->quantized ? malloc((size_t)words * 4) : NULL;
-    uint16_t *scales = p->quantized ? malloc((size_t)(rows * groups) * 2) : NULL;
-    uint16_t *biases = p->quantized ? malloc((size_t)(rows * groups) * 2) : NULL;
-    tern_err *err = NULL;
-    if (!x || !h || (p->quantized && (!q || !scales || !biases)))
-        err = tern_errf(TERN_ENOMEM, "out of memory generating %s", s->name);
-    for (int64_t r = 0; r < rows && !err; r++) {
-        uint64_t st = base + (uint64_t)r * 0x632be59bd9b4e019ull;
-        for (int64_t k = 0; k < in; k++)
-            x[k] = mean + std * normal01(&st);
-        if (p->quantized) {
-            tern_mlx_quantize_row(x, in, bits, group, TERN_DT_BF16, q, scales + r * groups, biases + r * groups);
-            if (!scales_pass)
-                err = put(sw, q, (size_t)words * 4);
-        } else if (p->parts[0].dtype == TERN_DT_F32) {
-            err = put(sw, x, (size_t)in * 4);
-        } else if (p->parts[0].dtype == TERN_DT_F16) {
-            tern_f32_to_f16_row(x, h, (size_t)in);
-            err = put(sw, h, (size_t)in * 2);
-        } else {
-            tern_f32_to_bf16_row(x, h, (size_t)in);
-            err = put(sw, h, (size_t)in * 2);
-        }
-    }
-    if (!err && p->quantized && scales_pass)
-        err = put(sw, scales, (size_t)(rows * groups) * 2);
-    if (!err && p->quantized && scales_pass)
-        err = put(sw, biases, (size_t)(rows * groups) * 2);
-    free(x);
-    free(h);
-    free(q);
-    free(scales);
-    free(biases);
-    return err;
-}
-
-/* Writes every planned tensor: 4-byte elements first (f32, packed u32), then 2-byte ones (bf16/f16
- * tensors, scales, biases), so every tensor's data stays aligned to its element size. */
-static tern_err *write_weights(const char *dir, planned *plan, size_t n, const tern_gemma4_config *c,
-                               const tern_synth_opts *o, const char *format) {
-    tern_st_spec *specs = malloc((3 * n + 1) * sizeof *specs);
-    if (!specs)
-        return tern_errf(TERN_ENOMEM, "out of memory");
-    size_t k = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++)
-            for (int j = 0; j < nparts(&plan[i]); j++)
-                if ((tern_dtype_size(plan[i].parts[j].dtype) == 4) == (pass == 0))
-                    specs[k++] = plan[i].parts[j];
-    stager sw = {0};
-    sw.cap = 4u << 20;
-    sw.buf = malloc(sw.cap);
-    tern_err *err = sw.buf ? tern_sharded_open(dir, specs, k, o->shard_bytes, format, &sw.w)
-                           : tern_errf(TERN_ENOMEM, "out of memory");
-    free(specs);
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n && !err; i++) {
-            int wide = tern_dtype_size(plan[i].parts[0].dtype) == 4;
-            if ((!wide && pass == 0) || (wide && pass == 1 && !plan[i].quantized))
-                continue;
-            err = tern_err_wrap(write_tensor(&sw, &plan[i], c, o, pass == 1 && plan[i].quantized), "%s", dir);
-        }
-    if (!err && sw.used)
-        err = tern_sharded_write(sw.w, sw.buf, sw.used);
-    if (sw.w) {
-        tern_err *ce = tern_sharded_close(sw.w);
-        if (!err)
-            err = ce;
-        else
-            tern_err_free(ce);
-    }
-    free(sw.buf);
-    return err;
+    init_scale(s, sr->c, &mean, &std);
+    uint64_t st = hash_name(s->name, sr->seed) + (uint64_t)row * 0x632be59bd9b4e019ull;
+    for (int64_t k = 0; k < s->shape[s->ndim - 1]; k++)
+        out[k] = mean + std * normal01(&st);
+    return NULL;
 }
 
 static tern_err *write_json(const char *dir, const char *name, json_t *v) {
@@ -350,7 +209,7 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     tern_gemma4_config c;
     tern_quant_config *qc = NULL;
     tern_wspec *specs = NULL;
-    planned *plan = NULL;
+    tern_out_tensor *plan = NULL;
     size_t n = 0;
     tern_err *err = tern_gemma4_config_parse(config, &c);
     if (!err)
@@ -362,10 +221,12 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
         err = tern_gemma4_specs(&c, layout, &specs, &n);
     if (!err && !(plan = calloc(n, sizeof *plan)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
+    tern_dtype fdt = o->dtype == TERN_SYNTH_F32 ? TERN_DT_F32 : o->dtype == TERN_SYNTH_F16 ? TERN_DT_F16 : TERN_DT_BF16;
     for (size_t i = 0; i < n && !err; i++)
-        plan_tensor(&plan[i], &specs[i], layout, o, qc);
+        tern_ckpt_plan(&plan[i], &specs[i], layout, qc, fdt, TERN_DT_BF16);
+    synth_rows sr = {plan, &c, o->seed};
     if (!err)
-        err = write_weights(out_dir, plan, n, &c, o, quant ? "mlx" : "pt");
+        err = tern_ckpt_write(out_dir, plan, n, NULL, 0, synth_row, &sr, o->shard_bytes, quant ? "mlx" : "pt");
     if (!err)
         err = write_json(out_dir, "config.json", json_incref(config));
     if (!err)
