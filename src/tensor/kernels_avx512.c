@@ -124,13 +124,63 @@ typedef struct affine_job {
     float *y;
 } affine_job;
 
-/* Rows [b, e) of an MLX affine matrix against up to 4 tokens at a time. */
+/* bf16/f16/f32 group scales -> f32, 16 at a time where the dtype allows. */
+static void scales_to_f32(const void *src, tern_dtype dt, int64_t n, float *dst) {
+    if (dt != TERN_DT_BF16) {
+        to_f32(src, dt, n, dst);
+        return;
+    }
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + i)));
+        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    }
+    to_f32((const uint16_t *)src + i, dt, n - i, dst + i);
+}
+
+/* One row against NT tokens (NT a compile-time constant at every call: the accumulators stay in
+ * registers). out[t] = sum_g s_g * (d . int dot) over the row, without the bias term. */
+static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow, const float *sb, const qx *a,
+                                                              int64_t t0, const int NT, const int bits, int gshift,
+                                                              __m512i idx, float *out) {
+    const int64_t in = a->in, nb = a->lanes_blocks, blk = bits == 4 ? 128 : 64;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const int8_t *xq[4];
+    const float *dl[4];
+    for (int t = 0; t < NT; t++) {
+        xq[t] = a->q + (t0 + t) * in;
+        dl[t] = a->dlane + (t0 + t) * nb * 16;
+    }
+    for (int64_t c = 0; c < nb; c++) {
+        const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(sb + ((c * blk) >> gshift)));
+        const __m512i W = _mm512_loadu_si512(qrow + c * 64);
+        if (bits == 4) {
+            const __m512i lo = _mm512_and_si512(W, low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+            for (int t = 0; t < NT; t++) {
+                __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq[t] + c * 128));
+                ia = _mm512_dpbusd_epi32(ia, hi, _mm512_loadu_si512(xq[t] + c * 128 + 64));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, _mm512_loadu_ps(dl[t] + c * 16)), acc[t]);
+            }
+        } else {
+            for (int t = 0; t < NT; t++) {
+                __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W, _mm512_loadu_si512(xq[t] + c * 64));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, _mm512_loadu_ps(dl[t] + c * 16)), acc[t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[t] = hsum(acc[t]);
+}
+
+/* Rows [b, e) of an MLX affine matrix against all tokens, 4 at a time. */
 static void affine_range(void *ctx, size_t b, size_t e, int tid) {
     const affine_job *j = ctx;
     const tern_weight *w = j->w;
     const int bits = w->bits, g = w->group;
-    const int64_t in = j->in, ng = in / g, words = tern_mlx_row_words(in, bits), nb = j->a->lanes_blocks;
-    const int64_t blk = bits == 4 ? 128 : 64, per_lane = bits == 4 ? 8 : 4;
+    const int64_t in = j->in, ng = in / g, words = tern_mlx_row_words(in, bits);
+    const int64_t per_lane = bits == 4 ? 8 : 4;
     float *sb = malloc((size_t)(ng + 16) * sizeof(float)), *bb = malloc((size_t)(ng + 16) * sizeof(float));
     if (!sb || !bb) {
         free(sb);
@@ -142,39 +192,34 @@ static void affine_range(void *ctx, size_t b, size_t e, int tid) {
     for (int l = 0; l < 16; l++)
         idx_i[l] = (int32_t)((l * per_lane) / g);
     const __m512i idx = _mm512_loadu_si512(idx_i);
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
     const size_t ss = tern_dtype_size(w->sdtype);
+    int gs = 0; /* log2 of the group size (a power of two, checked by the caller) */
+    while ((1 << gs) < g)
+        gs++;
     for (size_t o = b; o < e; o++) {
         const int64_t r = j->row0 + (int64_t)o;
         const uint8_t *qrow = (const uint8_t *)w->data + (size_t)(r * words) * 4;
-        to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb);
-        to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb);
+        if (o + 1 < e) /* the next row's codes start streaming while this one computes */
+            _mm_prefetch((const char *)(qrow + words * 4), _MM_HINT_T0);
+        scales_to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb);
+        scales_to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb);
         for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
+            float dots[4];
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
-            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-            for (int64_t c = 0; c < nb; c++) {
-                const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(sb + (c * blk) / g));
-                if (bits == 4) {
-                    const __m512i W = _mm512_loadu_si512(qrow + c * 64);
-                    const __m512i lo = _mm512_and_si512(W, low4);
-                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
-                    for (int t = 0; t < nt; t++) {
-                        const int8_t *xq = j->a->q + (t0 + t) * in + c * 128;
-                        __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq));
-                        ia = _mm512_dpbusd_epi32(ia, hi, _mm512_loadu_si512(xq + 64));
-                        const __m512 dl = _mm512_loadu_ps(j->a->dlane + ((t0 + t) * nb + c) * 16);
-                        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, dl), acc[t]);
-                    }
-                } else {
-                    const __m512i W = _mm512_loadu_si512(qrow + c * 64);
-                    for (int t = 0; t < nt; t++) {
-                        const int8_t *xq = j->a->q + (t0 + t) * in + c * 64;
-                        __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W, _mm512_loadu_si512(xq));
-                        const __m512 dl = _mm512_loadu_ps(j->a->dlane + ((t0 + t) * nb + c) * 16);
-                        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, dl), acc[t]);
-                    }
+            if (bits == 4)
+                switch (nt) {
+                case 1: affine_row(qrow, sb, j->a, t0, 1, 4, gs, idx, dots); break;
+                case 2: affine_row(qrow, sb, j->a, t0, 2, 4, gs, idx, dots); break;
+                case 3: affine_row(qrow, sb, j->a, t0, 3, 4, gs, idx, dots); break;
+                default: affine_row(qrow, sb, j->a, t0, 4, 4, gs, idx, dots); break;
                 }
-            }
+            else
+                switch (nt) {
+                case 1: affine_row(qrow, sb, j->a, t0, 1, 8, gs, idx, dots); break;
+                case 2: affine_row(qrow, sb, j->a, t0, 2, 8, gs, idx, dots); break;
+                case 3: affine_row(qrow, sb, j->a, t0, 3, 8, gs, idx, dots); break;
+                default: affine_row(qrow, sb, j->a, t0, 4, 8, gs, idx, dots); break;
+                }
             for (int t = 0; t < nt; t++) {
                 const float *gs = j->a->gsum + (t0 + t) * ng;
                 __m512 bacc = _mm512_setzero_ps();
@@ -182,7 +227,7 @@ static void affine_range(void *ctx, size_t b, size_t e, int tid) {
                     __mmask16 m = tail_mask16(ng - k);
                     bacc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, bb + k), _mm512_maskz_loadu_ps(m, gs + k), bacc);
                 }
-                j->y[(t0 + t) * j->n_out + (int64_t)o] = hsum(acc[t]) + hsum(bacc);
+                j->y[(t0 + t) * j->n_out + (int64_t)o] = dots[t] + hsum(bacc);
             }
         }
     }
@@ -193,7 +238,8 @@ static void affine_range(void *ctx, size_t b, size_t e, int tid) {
 static int affine_gemv(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                        float *y) {
     const int64_t in = tern_weight_cols(w);
-    if ((w->bits != 4 && w->bits != 8) || w->group < 32 || in % (w->bits == 4 ? 128 : 64) || in % w->group)
+    if ((w->bits != 4 && w->bits != 8) || w->group < 32 || (w->group & (w->group - 1)) ||
+        in % (w->bits == 4 ? 128 : 64) || in % w->group)
         return 0;
     qx a;
     if (!qx_prepare(&a, x, T, in, w->bits, w->group))
