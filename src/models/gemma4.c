@@ -592,10 +592,8 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
         if (logits && n_out) {
             tern_matmul(pool, m->embed, F.xn, n_out, logits);
-            float cap = (float)c->final_logit_softcapping;
-            if (cap > 0)
-                for (int64_t i = 0; i < n_out * c->vocab_size; i++)
-                    logits[i] = cap * tanhf(logits[i] / cap);
+            if (c->final_logit_softcapping > 0)
+                tern_softcap(logits, n_out * c->vocab_size, (float)c->final_logit_softcapping);
         }
         for (int r = 0; r < b->n_rows && !err; r++)
             err = tern_kv_set_len(kv, b->seq[r], F.seq_end[b->seq[r]]);

@@ -23,4 +23,8 @@ int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_
 double tern_read_sum_avx512(const float *p, size_t n);
 double tern_read_sum_avx2(const float *p, size_t n);
 
+/* gelu_tanh in place, and cap * tanh(x / cap) in place (vectorised tanh, |error| ~1e-7). */
+void tern_gelu_tanh_avx512(float *x, int64_t n);
+void tern_softcap_avx512(float *x, int64_t n, float cap);
+
 #endif

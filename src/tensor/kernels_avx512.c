@@ -467,3 +467,51 @@ double tern_read_sum_avx512(const float *p, size_t n) {
         s += p[i];
     return s;
 }
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+/* exp(x) for x in [-87, 88]: 2^n * p(r) with n = round(x / ln 2), r = x - n ln 2 (two-part ln 2), p a degree-6
+ * Taylor polynomial; relative error ~1e-7. */
+static inline __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* tanh(u) = sign(u) (1 - 2 / (exp(2|u|) + 1)). */
+static inline __m512 tanh512(__m512 u) {
+    const __m512 a = _mm512_abs_ps(u);
+    const __m512 e = exp512(_mm512_add_ps(a, a));
+    const __m512 t = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32((int)0x80000000u))));
+}
+
+void tern_gelu_tanh_avx512(float *x, int64_t n) {
+    const __m512 k = _mm512_set1_ps(0.7978845608028654f), c = _mm512_set1_ps(0.044715f), h = _mm512_set1_ps(0.5f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512 u = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(c, v), _mm512_mul_ps(v, v), v));
+        const __m512 g = _mm512_mul_ps(_mm512_mul_ps(h, v), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh512(u)));
+        _mm512_mask_storeu_ps(x + i, m, g);
+    }
+}
+
+void tern_softcap_avx512(float *x, int64_t n, float cap) {
+    const __m512 c = _mm512_set1_ps(cap), ic = _mm512_set1_ps(1.0f / cap);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(c, tanh512(_mm512_mul_ps(v, ic))));
+    }
+}

@@ -128,11 +128,24 @@ void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos) {
 }
 
 void tern_gelu_tanh(float *x, int64_t n) {
+    if (tern_isa_active() == TERN_ISA_AVX512) {
+        tern_gelu_tanh_avx512(x, n);
+        return;
+    }
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
     }
+}
+
+void tern_softcap(float *x, int64_t n, float cap) {
+    if (tern_isa_active() == TERN_ISA_AVX512) {
+        tern_softcap_avx512(x, n, cap);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        x[i] = cap * tanhf(x[i] / cap);
 }
 
 void tern_softmax(float *x, int64_t n) {

@@ -25,6 +25,8 @@ void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y
 void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos);
 /* gelu with the tanh approximation, in place. */
 void tern_gelu_tanh(float *x, int64_t n);
+/* x = cap * tanh(x / cap) in place (the final logit soft-cap). */
+void tern_softcap(float *x, int64_t n, float cap);
 /* Numerically stable softmax in place. */
 void tern_softmax(float *x, int64_t n);
 

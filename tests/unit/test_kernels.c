@@ -147,6 +147,29 @@ static void test_bf16(void **state) { sweep(state, TERN_WF_BF16, 0, no_group, 8e
 static void test_q4(void **state) { sweep(state, TERN_WF_MLX_AFFINE, 4, groups, 2e-2, "q4"); }
 static void test_q8(void **state) { sweep(state, TERN_WF_MLX_AFFINE, 8, groups, 2e-2, "q8"); }
 
+/* The vectorised gelu_tanh and soft-cap against libm over a wide range, on every path. */
+static void test_activations(void **state) {
+    const int64_t n = 20001;
+    float *x = malloc((size_t)n * sizeof *x), *g = malloc((size_t)n * sizeof *g), *c = malloc((size_t)n * sizeof *c);
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = g[i] = c[i] = (float)(i - n / 2) * 0.003f; /* -30 .. 30 */
+        tern_gelu_tanh(g, n);
+        tern_softcap(c, n, 30.0f);
+        for (int64_t i = 0; i < n; i++) {
+            double v = x[i], gr = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+            if (fabs(g[i] - gr) > 2e-6 * (1 + fabs(gr)) || fabs(c[i] - 30 * tanh(v / 30)) > 1e-5) /* a few ulp of values up to 30 */
+                fail_msg("%s: x=%g gelu %g (want %g) softcap %g (want %g)", tern_isa_name(isa), v, g[i], gr, c[i],
+                         30 * tanh(v / 30));
+        }
+    }
+    tern_isa_set(tern_isa_detect());
+    free(x);
+    free(g);
+    free(c);
+}
+
 static void test_isa_selection(void **state) {
     tern_isa best = tern_isa_detect();
     tern_isa_set(TERN_ISA_PORTABLE);
@@ -159,7 +182,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
