@@ -1,8 +1,15 @@
-/* kv_cache.c — K/V storage (see kv_cache.h). */
+/* kv_cache.c — K/V storage (see kv_cache.h).
+ *
+ * Each layer's K and V live in one anonymous mapping: the kernel hands out zero pages on first
+ * touch, so a cache sized for n_seq x ctx positions costs address space, not memory, until
+ * positions are written; tern_kv_release returns a finished sequence's pages. The serving
+ * engine's memory budget counts what rows actually reserve, and this makes that count real. */
 #include "kv/kv_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/half.h"
@@ -12,6 +19,7 @@ typedef struct kv_layer {
     int64_t slots;   /* per sequence */
     int64_t row;     /* elements per position: kv_heads * head_dim */
     unsigned char *k, *v; /* [n_seq][slots][row] */
+    size_t map_bytes;     /* bytes of each of the k and v mappings */
 } kv_layer;
 
 struct tern_kv {
@@ -23,6 +31,17 @@ struct tern_kv {
     int64_t *len; /* [n_seq] */
     uint64_t bytes;
 };
+
+/* n zero bytes from the kernel, committed on first touch (page aligned, so also 64-byte aligned). */
+static unsigned char *map_zeroed(size_t n) {
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap(unsigned char *p, size_t n) {
+    if (p)
+        munmap(p, n ? n : 1);
+}
 
 tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_seq, int64_t ctx, int64_t window,
                          int64_t extra, tern_dtype dtype, tern_kv **out) {
@@ -56,8 +75,9 @@ tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_s
             tern_kv_free(kv);
             return tern_errf(TERN_ENOMEM, "KV cache size overflows");
         }
-        L->k = tern_aligned_calloc(n, 1);
-        L->v = tern_aligned_calloc(n, 1);
+        L->k = map_zeroed(n);
+        L->v = L->k ? map_zeroed(n) : NULL;
+        L->map_bytes = n;
         if (!L->k || !L->v) {
             tern_kv_free(kv);
             return tern_errf(TERN_ENOMEM, "cannot allocate %.1f MiB of KV cache", 2.0 * (double)n / (1 << 20));
@@ -72,8 +92,8 @@ void tern_kv_free(tern_kv *kv) {
     if (!kv)
         return;
     for (int l = 0; kv->layers && l < kv->n_layers; l++) {
-        tern_aligned_free(kv->layers[l].k);
-        tern_aligned_free(kv->layers[l].v);
+        unmap(kv->layers[l].k, kv->layers[l].map_bytes);
+        unmap(kv->layers[l].v, kv->layers[l].map_bytes);
     }
     free(kv->layers);
     free(kv->len);
@@ -119,6 +139,8 @@ int tern_kv_holds(const tern_kv *kv, int layer, int64_t len, int64_t pos) {
 
 int64_t tern_kv_len(const tern_kv *kv, int seq) { return kv->len[seq]; }
 
+const void *tern_kv_rows(const tern_kv *kv, int layer, int seq, int value) { return slot_ptr(kv, layer, seq, 0, value); }
+
 tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len) {
     if (seq < 0 || seq >= kv->n_seq)
         return tern_errf(TERN_EINVAL, "KV sequence %d out of range", seq);
@@ -132,4 +154,66 @@ tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len) {
                                  (long long)(kv->len[seq] - len), (long long)kv->extra);
     kv->len[seq] = len;
     return NULL;
+}
+
+/* ---- access for the serving engine and the prefix cache ----------------------------------- */
+
+int tern_kv_n_layers(const tern_kv *kv) { return kv->n_layers; }
+int tern_kv_is_ring(const tern_kv *kv, int layer) { return kv->layers[layer].slots < kv->ctx; }
+int64_t tern_kv_extra(const tern_kv *kv) { return kv->extra; }
+tern_dtype tern_kv_dtype(const tern_kv *kv) { return kv->dtype; }
+size_t tern_kv_row_bytes(const tern_kv *kv, int layer) { return (size_t)kv->layers[layer].row * kv->esize; }
+
+void tern_kv_export_pos(const tern_kv *kv, int layer, int seq, int64_t pos, void *k, void *v) {
+    size_t n = tern_kv_row_bytes(kv, layer);
+    memcpy(k, slot_ptr(kv, layer, seq, pos, 0), n);
+    memcpy(v, slot_ptr(kv, layer, seq, pos, 1), n);
+}
+
+void tern_kv_import_pos(tern_kv *kv, int layer, int seq, int64_t pos, const void *k, const void *v) {
+    size_t n = tern_kv_row_bytes(kv, layer);
+    memcpy(slot_ptr(kv, layer, seq, pos, 0), k, n);
+    memcpy(slot_ptr(kv, layer, seq, pos, 1), v, n);
+}
+
+tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len) {
+    if (dst < 0 || dst >= kv->n_seq || src < 0 || src >= kv->n_seq)
+        return tern_errf(TERN_EINVAL, "KV copy: sequence %d or %d out of range [0, %d)", dst, src, kv->n_seq);
+    if (len < 0 || len > kv->len[src])
+        return tern_errf(TERN_EINVAL, "KV copy: length %lld exceeds the %lld positions of sequence %d",
+                         (long long)len, (long long)kv->len[src], src);
+    if (dst == src)
+        return tern_kv_set_len(kv, dst, len);
+    for (int l = 0; l < kv->n_layers; l++) {
+        const kv_layer *L = &kv->layers[l];
+        int64_t first = len > L->slots ? len - L->slots : 0; /* a ring holds only its last `slots` positions */
+        size_t row = (size_t)L->row * kv->esize;
+        for (int64_t p = first; p < len; p++) {
+            memcpy(slot_ptr(kv, l, dst, p, 0), slot_ptr(kv, l, src, p, 0), row);
+            memcpy(slot_ptr(kv, l, dst, p, 1), slot_ptr(kv, l, src, p, 1), row);
+        }
+    }
+    kv->len[dst] = len;
+    return NULL;
+}
+
+/* Hands the whole pages inside [p, p + n) back to the kernel; they read as zeros afterwards. */
+static void discard_pages(unsigned char *p, size_t n) {
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    uintptr_t b = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1), e = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
+    if (e > b)
+        madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
+void tern_kv_release(tern_kv *kv, int seq) {
+    if (seq < 0 || seq >= kv->n_seq)
+        return;
+    for (int l = 0; l < kv->n_layers; l++) {
+        const kv_layer *L = &kv->layers[l];
+        size_t n = (size_t)L->slots * (size_t)L->row * kv->esize;
+        discard_pages(L->k + (size_t)seq * n, n);
+        discard_pages(L->v + (size_t)seq * n, n);
+    }
+    kv->len[seq] = 0;
 }

@@ -4,10 +4,15 @@
  * of `window + extra` slots (slot = position % capacity). The `extra` slots are what make
  * chunked prefill and rollback safe: writing a chunk of up to `extra` positions, or
  * truncating back up to `extra` positions, never needs a slot the ring already reused.
- * Elements are stored as bf16 (the default) or f32 and read back as f32. */
+ * Elements are stored as bf16 (the default) or f32 and read back as f32.
+ *
+ * Storage is reserved address space: memory is committed as positions are written, and
+ * tern_kv_release gives a sequence's pages back, so n_seq x ctx can exceed what any one
+ * moment uses (the serving engine's budget bounds that). */
 #ifndef TERN_KV_KV_CACHE_H
 #define TERN_KV_KV_CACHE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -42,7 +47,32 @@ void tern_kv_read(const tern_kv *kv, int layer, int seq, int64_t pos, int value,
 int tern_kv_holds(const tern_kv *kv, int layer, int64_t len, int64_t pos);
 /* Number of positions written to a sequence (its next position). */
 int64_t tern_kv_len(const tern_kv *kv, int seq);
+/* Raw storage of one sequence in one layer: [slots][kv_heads * head_dim] elements of tern_kv_dtype, position
+ * p at slot p % slots (for kernels that read K or V in place). */
+const void *tern_kv_rows(const tern_kv *kv, int layer, int seq, int value);
 /* Sets a sequence's length: after writing (grow), or to roll back by at most `extra` positions. */
 tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);
+
+
+/* ---- for the serving engine and the prefix cache: raw positions, copies, memory ---------- */
+
+/* Number of cache-owning layers. */
+int tern_kv_n_layers(const tern_kv *kv);
+/* 1 if the layer is a ring (holds fewer slots than ctx). */
+int tern_kv_is_ring(const tern_kv *kv, int layer);
+/* The `extra` ring slots: the most tokens one row may append per forward (minus one) and the rollback depth. */
+int64_t tern_kv_extra(const tern_kv *kv);
+/* Storage dtype (bf16 or f32). */
+tern_dtype tern_kv_dtype(const tern_kv *kv);
+/* Bytes of K (or of V) stored for one position of one layer: kv_heads * head_dim * element size. */
+size_t tern_kv_row_bytes(const tern_kv *kv, int layer);
+/* Copies the stored bytes of K and V at `pos` (which must be held) into k and v (row_bytes each). */
+void tern_kv_export_pos(const tern_kv *kv, int layer, int seq, int64_t pos, void *k, void *v);
+/* Stores raw K and V bytes (as exported, same dtype) at `pos`; the caller sets the length afterwards. */
+void tern_kv_import_pos(tern_kv *kv, int layer, int seq, int64_t pos, const void *k, const void *v);
+/* Makes sequence dst hold src's positions [0, len) (what src still holds of them) and sets dst's length to len. */
+tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len);
+/* Resets a sequence to length 0 and returns its pages to the operating system. */
+void tern_kv_release(tern_kv *kv, int seq);
 
 #endif

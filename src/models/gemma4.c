@@ -16,6 +16,7 @@
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
+#include "tensor/attention.h"
 #include "tensor/ops.h"
 
 /* ---- weights ------------------------------------------------------------------------------ */
@@ -289,46 +290,20 @@ static void attn_range(void *ctx, size_t b, size_t e, int tid) {
     fwd *F = j->F;
     const layer_weights *L = j->L;
     const tern_gemma4_config *c = &F->m->c;
-    const int64_t hd = L->hd, kvh = L->kvh, nH = j->nH, group = nH / kvh;
-    float *krow = malloc((size_t)(kvh * hd) * sizeof *krow);
-    float *scores = malloc((size_t)(nH * (F->kv ? tern_kv_ctx(F->kv) : 1)) * sizeof *scores);
-    if (!krow || !scores)
-        goto done;
+    float *scores = malloc((size_t)(j->nH * tern_kv_ctx(F->kv)) * sizeof *scores);
+    if (!scores)
+        return;
     for (size_t t = b; t < e; t++) {
         int seq = F->tok_seq[t];
         int64_t p = F->tok_pos[t];
         int64_t start = L->type == TERN_LAYER_SLIDING ? p - c->sliding_window + 1 : 0;
-        if (start < 0)
-            start = 0;
-        int64_t n = p - start + 1;
-        const float *q = F->q + (int64_t)t * nH * hd;
-        for (int64_t jp = 0; jp < n; jp++) {
-            tern_kv_read(F->kv, L->cache, seq, start + jp, 0, krow);
-            for (int64_t h = 0; h < nH; h++) {
-                const float *kh = krow + (h / group) * hd, *qh = q + h * hd;
-                float s = 0;
-                for (int64_t d = 0; d < hd; d++)
-                    s += qh[d] * kh[d];
-                scores[h * n + jp] = s; /* scale 1.0: q_norm/k_norm carry it */
-            }
-        }
-        for (int64_t h = 0; h < nH; h++)
-            tern_softmax(scores + h * n, n);
-        float *o = F->attn + (int64_t)t * nH * hd;
-        memset(o, 0, (size_t)(nH * hd) * sizeof *o);
-        for (int64_t jp = 0; jp < n; jp++) {
-            tern_kv_read(F->kv, L->cache, seq, start + jp, 1, krow);
-            for (int64_t h = 0; h < nH; h++) {
-                const float *vh = krow + (h / group) * hd;
-                float p_ = scores[h * n + jp];
-                float *oh = o + h * hd;
-                for (int64_t d = 0; d < hd; d++)
-                    oh[d] += p_ * vh[d];
-            }
-        }
+        tern_attn_args a = {
+            .q = F->q + (int64_t)t * j->nH * L->hd, .n_heads = j->nH, .kv_heads = L->kvh, .head_dim = L->hd,
+            .k = tern_kv_rows(F->kv, L->cache, seq, 0), .v = tern_kv_rows(F->kv, L->cache, seq, 1),
+            .dtype = tern_kv_dtype(F->kv), .slots = tern_kv_slots(F->kv, L->cache), .start = start < 0 ? 0 : start,
+            .end = p, .scores = scores, .out = F->attn + (int64_t)t * j->nH * L->hd};
+        tern_attend(&a);
     }
-done:
-    free(krow);
     free(scores);
 }
 

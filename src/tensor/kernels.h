@@ -27,4 +27,8 @@ double tern_read_sum_avx2(const float *p, size_t n);
 void tern_gelu_tanh_avx512(float *x, int64_t n);
 void tern_softcap_avx512(float *x, int64_t n, float cap);
 
+struct tern_attn_args;
+/* Attention of one query token (see attention.h); head_dim a multiple of 16, at most 16 heads per KV head. */
+void tern_attend_avx512(const struct tern_attn_args *a);
+
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "tensor/attention.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "tensor/quant_mlx.h"
@@ -513,5 +514,52 @@ void tern_softcap_avx512(float *x, int64_t n, float cap) {
         const __mmask16 m = tail_mask16(n - i);
         const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(c, tanh512(_mm512_mul_ps(v, ic))));
+    }
+}
+
+/* ---- attention -------------------------------------------------------------------------------------- */
+
+static inline __m512 load16(const void *base, tern_dtype dt, int64_t i) {
+    if (dt == TERN_DT_F32)
+        return _mm512_loadu_ps((const float *)base + i);
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+void tern_attend_avx512(const tern_attn_args *a) {
+    const int64_t hd = a->head_dim, group = a->n_heads / a->kv_heads, row = a->kv_heads * hd;
+    const int64_t n = a->end - a->start + 1;
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t slot = (a->start + j) % a->slots;
+        for (int64_t g = 0; g < a->kv_heads; g++) {
+            const int64_t off = slot * row + g * hd;
+            __m512 acc[16];
+            for (int64_t h = 0; h < group; h++)
+                acc[h] = _mm512_setzero_ps();
+            for (int64_t d = 0; d < hd; d += 16) {
+                const __m512 kv = load16(a->k, a->dtype, off + d);
+                for (int64_t h = 0; h < group; h++)
+                    acc[h] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(a->q + (g * group + h) * hd + d), acc[h]);
+            }
+            for (int64_t h = 0; h < group; h++)
+                a->scores[(g * group + h) * n + j] = hsum(acc[h]);
+        }
+    }
+    for (int64_t h = 0; h < a->n_heads; h++)
+        tern_softmax(a->scores + h * n, n);
+    memset(a->out, 0, (size_t)(a->n_heads * hd) * sizeof(float));
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t slot = (a->start + j) % a->slots;
+        for (int64_t g = 0; g < a->kv_heads; g++) {
+            const int64_t off = slot * row + g * hd;
+            for (int64_t d = 0; d < hd; d += 16) {
+                const __m512 vv = load16(a->v, a->dtype, off + d);
+                for (int64_t h = 0; h < group; h++) {
+                    float *o = a->out + (g * group + h) * hd + d;
+                    _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_set1_ps(a->scores[(g * group + h) * n + j]), vv,
+                                                        _mm512_loadu_ps(o)));
+                }
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@
 
 #include "core/half.h"
 #include "core/threadpool.h"
+#include "tensor/attention.h"
 #include "tensor/cpu.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
@@ -170,6 +171,51 @@ static void test_activations(void **state) {
     free(c);
 }
 
+/* Attention on the active ISA against the portable path: head dims 32..512, 1..8 query heads per KV head,
+ * bf16 and f32 caches, runs of positions that wrap around the ring. */
+static void test_attention(void **state) {
+    static const int64_t hds[] = {32, 64, 128, 256, 512};
+    static const int64_t groups[] = {1, 2, 4, 8};
+    for (size_t hi = 0; hi < 5; hi++)
+        for (size_t gi = 0; gi < 4; gi++)
+            for (int f32 = 0; f32 < 2; f32++) {
+                const int64_t hd = hds[hi], kvh = 2, nH = kvh * groups[gi], slots = 24, row = kvh * hd;
+                float *q = malloc((size_t)(nH * hd) * sizeof *q), *o1 = malloc((size_t)(nH * hd) * sizeof *o1);
+                float *o2 = malloc((size_t)(nH * hd) * sizeof *o2), *sc = malloc((size_t)(nH * slots) * sizeof *sc);
+                void *k = malloc((size_t)(slots * row) * 4), *v = malloc((size_t)(slots * row) * 4);
+                for (int64_t i = 0; i < nH * hd; i++)
+                    q[i] = frand() * 0.5f;
+                for (int64_t i = 0; i < slots * row; i++) {
+                    float a = frand(), b = frand();
+                    if (f32) {
+                        ((float *)k)[i] = a;
+                        ((float *)v)[i] = b;
+                    } else {
+                        ((uint16_t *)k)[i] = tern_f32_to_bf16(a);
+                        ((uint16_t *)v)[i] = tern_f32_to_bf16(b);
+                    }
+                }
+                static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}};
+                for (int r = 0; r < 4; r++) {
+                    tern_attn_args a = {q, nH, kvh, hd, k, v, f32 ? TERN_DT_F32 : TERN_DT_BF16, slots, runs[r][0],
+                                        runs[r][1], sc, o1};
+                    tern_attend_portable(&a);
+                    a.out = o2;
+                    tern_attend(&a);
+                    for (int64_t i = 0; i < nH * hd; i++)
+                        if (fabsf(o1[i] - o2[i]) > 1e-5f)
+                            fail_msg("hd %lld group %lld %s run %d: out[%lld] %g vs portable %g", (long long)hd,
+                                     (long long)groups[gi], f32 ? "f32" : "bf16", r, (long long)i, o2[i], o1[i]);
+                }
+                free(q);
+                free(o1);
+                free(o2);
+                free(sc);
+                free(k);
+                free(v);
+            }
+}
+
 static void test_isa_selection(void **state) {
     tern_isa best = tern_isa_detect();
     tern_isa_set(TERN_ISA_PORTABLE);
@@ -182,7 +228,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_attention), cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
