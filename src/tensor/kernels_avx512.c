@@ -21,8 +21,6 @@
 #include "tensor/ops.h"
 #include "tensor/quant_mlx.h"
 
-#define TILE_ROWS 32
-
 static float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 static __mmask16 tail_mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
@@ -298,81 +296,119 @@ static void bf16_gemv_range(void *ctx, size_t b, size_t e, int tid) {
     }
 }
 
-/* ---- tiled GEMM over bf16 pairs (many tokens, any format but f32/f16) ------------------------------ */
+/* ---- tiled GEMM over bf16 rows (many tokens, any format but f32/f16) ------------------------------------ */
 
 typedef struct gemm_job {
     const tern_weight *w;
-    int64_t row0, n_out, T, in, pairs;
-    const uint16_t *xb; /* [T][2*pairs] */
+    int64_t row0, n_out, T, in, kpad; /* kpad: row length padded to 32 */
+    int64_t tile_rows;
+    const uint16_t *xb;               /* [T][kpad] */
     float *y;
 } gemm_job;
 
-/* acc[2][nt] over all k-pairs of one 32-row tile for tokens t0..t0+nt. */
-static inline __attribute__((always_inline)) void gemm_micro(const uint16_t *tile, const uint16_t *xb, int64_t xstride,
-                                                             int64_t pairs, int nt, float *y, int64_t ystride,
-                                                             int64_t rows_left) {
-    __m512 a0[8], a1[8];
-    for (int t = 0; t < nt; t++) {
-        a0[t] = _mm512_setzero_ps();
-        a1[t] = _mm512_setzero_ps();
+/* Row r of w as bf16 into out[kpad] (zero padded). MLX affine q4/q8 rows are dequantized with SIMD:
+ * nibbles/bytes -> int32 -> s*q + b in f32 -> bf16, 16 values at a time. */
+static void row_to_bf16(const tern_weight *w, int64_t r, int64_t in, int64_t kpad, uint16_t *out, float *scratch) {
+    memset(out + in, 0, (size_t)(kpad - in) * sizeof *out);
+    if (w->fmt == TERN_WF_BF16) {
+        memcpy(out, (const uint16_t *)w->data + r * in, (size_t)in * sizeof *out);
+        return;
     }
-    for (int64_t p = 0; p < pairs; p++) {
-        const __m512i w0 = _mm512_loadu_si512(tile + p * 64), w1 = _mm512_loadu_si512(tile + p * 64 + 32);
-        for (int t = 0; t < nt; t++) {
-            int32_t pair;
-            memcpy(&pair, xb + t * xstride + 2 * p, 4);
-            const __m512i xv = _mm512_set1_epi32(pair);
-            a0[t] = _mm512_dpbf16_ps(a0[t], (__m512bh)w0, (__m512bh)xv);
-            a1[t] = _mm512_dpbf16_ps(a1[t], (__m512bh)w1, (__m512bh)xv);
+    const int bits = w->bits, g = w->group;
+    if (w->fmt == TERN_WF_MLX_AFFINE && (bits == 4 || bits == 8) && g >= 16 && !(g & (g - 1)) && in % 128 == 0) {
+        const int64_t ng = in / g, words = tern_mlx_row_words(in, bits);
+        const size_t ss = tern_dtype_size(w->sdtype);
+        float *sb = scratch, *bb = scratch + ng;
+        scales_to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb);
+        scales_to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb);
+        const uint8_t *q = (const uint8_t *)w->data + (size_t)(r * words) * 4;
+        for (int64_t k = 0; k < in; k += 16) {
+            __m128i codes;
+            if (bits == 8) {
+                codes = _mm_loadu_si128((const __m128i *)(q + k));
+            } else { /* 8 bytes hold 16 nibbles, element 2i in the low nibble of byte i */
+                __m128i b8 = _mm_loadl_epi64((const __m128i *)(q + k / 2));
+                __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(0x0f));
+                __m128i hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(0x0f));
+                codes = _mm_unpacklo_epi8(lo, hi);
+            }
+            const int64_t gi = k / g;
+            __m512 v = _mm512_fmadd_ps(_mm512_set1_ps(sb[gi]), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(codes)),
+                                       _mm512_set1_ps(bb[gi]));
+            _mm256_storeu_si256((__m256i *)(out + k), (__m256i)_mm512_cvtneps_pbh(v));
+        }
+        return;
+    }
+    tern_weight_row(w, r, scratch);
+    for (int64_t k = 0; k < in; k++)
+        out[k] = tern_f32_to_bf16(scratch[k]);
+}
+
+/* y[t][r] for NR rows x NT tokens (compile-time constants at every call): dot products along k. */
+static inline __attribute__((always_inline)) void gemm_dot(const uint16_t *W, const uint16_t *X, int64_t kpad,
+                                                           const int NR, const int NT, float *y, int64_t ystride) {
+    __m512 acc[4][4];
+    for (int r = 0; r < NR; r++)
+        for (int t = 0; t < NT; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kpad; k += 32) {
+        __m512i wv[4];
+        for (int r = 0; r < NR; r++)
+            wv[r] = _mm512_loadu_si512(W + r * kpad + k);
+        for (int t = 0; t < NT; t++) {
+            const __m512i xv = _mm512_loadu_si512(X + t * kpad + k);
+            for (int r = 0; r < NR; r++)
+                acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv[r], (__m512bh)xv);
         }
     }
-    for (int t = 0; t < nt; t++) {
-        _mm512_mask_storeu_ps(y + t * ystride, tail_mask16(rows_left), a0[t]);
-        if (rows_left > 16)
-            _mm512_mask_storeu_ps(y + t * ystride + 16, tail_mask16(rows_left - 16), a1[t]);
-    }
+    for (int t = 0; t < NT; t++)
+        for (int r = 0; r < NR; r++)
+            y[t * ystride + r] = hsum(acc[r][t]);
 }
+
+#define GEMM_CASE(nr, nt) gemm_dot(tile + i * kpad, xb, kpad, nr, nt, y, j->n_out)
 
 static void gemm_range(void *ctx, size_t b, size_t e, int tid) {
     const gemm_job *j = ctx;
-    const int64_t in = j->in, pairs = j->pairs;
-    uint16_t *tile = malloc((size_t)(pairs * 64) * sizeof *tile);
-    float *row = malloc((size_t)(in + 1) * sizeof *row);
-    if (!tile || !row)
+    const int64_t in = j->in, kpad = j->kpad;
+    uint16_t *tile = malloc((size_t)(j->tile_rows * kpad) * sizeof *tile);
+    float *scratch = malloc((size_t)(in + 32) * sizeof *scratch);
+    if (!tile || !scratch)
         goto done;
-    for (size_t o0 = b; o0 < e; o0 += TILE_ROWS) {
-        const int64_t rows = (int64_t)(e - o0) < TILE_ROWS ? (int64_t)(e - o0) : TILE_ROWS;
-        for (int64_t i = 0; i < TILE_ROWS; i++) {
-            if (i < rows) {
-                tern_weight_row(j->w, j->row0 + (int64_t)o0 + i, row);
-                row[in] = 0.0f;
-            } else {
-                memset(row, 0, (size_t)(in + 1) * sizeof *row);
-            }
-            for (int64_t p = 0; p < pairs; p++) {
-                tile[p * 64 + i * 2] = tern_f32_to_bf16(row[2 * p]);
-                tile[p * 64 + i * 2 + 1] = tern_f32_to_bf16(row[2 * p + 1]);
-            }
-        }
-        for (int64_t t0 = 0; t0 < j->T; t0 += 8) {
-            const int nt = j->T - t0 < 8 ? (int)(j->T - t0) : 8;
-            const uint16_t *xb = j->xb + t0 * 2 * pairs;
-            float *y = j->y + t0 * j->n_out + (int64_t)o0;
-            switch (nt) { /* constant trip counts keep the accumulators in registers */
-            case 8: gemm_micro(tile, xb, 2 * pairs, pairs, 8, y, j->n_out, rows); break;
-            case 7: gemm_micro(tile, xb, 2 * pairs, pairs, 7, y, j->n_out, rows); break;
-            case 6: gemm_micro(tile, xb, 2 * pairs, pairs, 6, y, j->n_out, rows); break;
-            case 5: gemm_micro(tile, xb, 2 * pairs, pairs, 5, y, j->n_out, rows); break;
-            case 4: gemm_micro(tile, xb, 2 * pairs, pairs, 4, y, j->n_out, rows); break;
-            case 3: gemm_micro(tile, xb, 2 * pairs, pairs, 3, y, j->n_out, rows); break;
-            case 2: gemm_micro(tile, xb, 2 * pairs, pairs, 2, y, j->n_out, rows); break;
-            default: gemm_micro(tile, xb, 2 * pairs, pairs, 1, y, j->n_out, rows); break;
+    for (size_t o0 = b; o0 < e; o0 += (size_t)j->tile_rows) {
+        const int64_t rows = (int64_t)(e - o0) < j->tile_rows ? (int64_t)(e - o0) : j->tile_rows;
+        for (int64_t i = 0; i < rows; i++)
+            row_to_bf16(j->w, j->row0 + (int64_t)o0 + i, in, kpad, tile + i * kpad, scratch);
+        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
+            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
+            const uint16_t *xb = j->xb + t0 * kpad;
+            for (int64_t i = 0; i < rows; i += 4) {
+                const int nr = rows - i < 4 ? (int)(rows - i) : 4;
+                float *y = j->y + t0 * j->n_out + (int64_t)o0 + i;
+                switch (nr * 4 + nt) {
+                case 4 * 4 + 4: GEMM_CASE(4, 4); break;
+                case 4 * 4 + 3: GEMM_CASE(4, 3); break;
+                case 4 * 4 + 2: GEMM_CASE(4, 2); break;
+                case 4 * 4 + 1: GEMM_CASE(4, 1); break;
+                case 3 * 4 + 4: GEMM_CASE(3, 4); break;
+                case 3 * 4 + 3: GEMM_CASE(3, 3); break;
+                case 3 * 4 + 2: GEMM_CASE(3, 2); break;
+                case 3 * 4 + 1: GEMM_CASE(3, 1); break;
+                case 2 * 4 + 4: GEMM_CASE(2, 4); break;
+                case 2 * 4 + 3: GEMM_CASE(2, 3); break;
+                case 2 * 4 + 2: GEMM_CASE(2, 2); break;
+                case 2 * 4 + 1: GEMM_CASE(2, 1); break;
+                case 1 * 4 + 4: GEMM_CASE(1, 4); break;
+                case 1 * 4 + 3: GEMM_CASE(1, 3); break;
+                case 1 * 4 + 2: GEMM_CASE(1, 2); break;
+                default: GEMM_CASE(1, 1); break;
+                }
             }
         }
     }
 done:
     free(tile);
-    free(row);
+    free(scratch);
 }
 
 /* ---- f32 / f16 weights ---------------------------------------------------------------------------- */
@@ -444,12 +480,15 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
     }
     if (T <= TERN_GEMV_MAX_T)
         return 0; /* e.g. mxfp4 or odd affine shapes: the portable path */
-    int64_t pairs = (in + 1) / 2;
-    uint16_t *xb = to_bf16(x, T, in, 2 * pairs);
+    const int64_t kpad = (in + 31) / 32 * 32;
+    uint16_t *xb = to_bf16(x, T, in, kpad);
     if (!xb)
         return 0;
-    gemm_job j = {w, row0, n_out, T, in, pairs, xb, y};
-    tern_pool_parallel_for(pool, (size_t)n_out, TILE_ROWS, gemm_range, &j);
+    /* A tile of weight rows stays within ~256 KB (L2) while every group of 4 tokens streams over it. */
+    int64_t tile_rows = (256 << 10) / (kpad * 2);
+    tile_rows = tile_rows < 4 ? 4 : tile_rows > 64 ? 64 : tile_rows / 4 * 4;
+    gemm_job j = {w, row0, n_out, T, in, kpad, tile_rows, xb, y};
+    tern_pool_parallel_for(pool, (size_t)n_out, (size_t)tile_rows, gemm_range, &j);
     free(xb);
     return 1;
 }
