@@ -1,11 +1,13 @@
 /* fuzz_gguf.c — fuzz target for the GGUF reader: parse arbitrary bytes, then touch every key, the first and
  * last element of every array (and of nested arrays), and every tensor's data, so an accessor that trusted
- * an unvalidated length would read out of bounds under the sanitizers. */
+ * an unvalidated length would read out of bounds under the sanitizers. Files that carry tokenizer.ggml.*
+ * metadata are also loaded as tokenizers and used once. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 static void touch_array(const tern_gguf_array *a, int depth) {
     if (a->count == 0 || depth > TERN_GGUF_MAX_NESTING)
@@ -78,6 +80,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (tern_gguf_find_tensor(g, t->name) != t)
             __builtin_trap(); /* every tensor must be found by its own name */
     }
-    tern_gguf_close(g);
+    tern_tokenizer *tok;
+    e = tern_tokenizer_from_gguf(g, &tok);
+    tern_gguf_close(g); /* the tokenizer must not point into the file */
+    if (e) {
+        tern_err_free(e);
+        return 0;
+    }
+    tern_tokens ids = {0};
+    static const char text[] = "ab a\n<s> \xc3\xa9\xff";
+    if (!tern_tokenize(tok, text, sizeof text - 1, 1, 1, &ids)) {
+        char *out;
+        for (size_t i = 0; i < ids.n; i++)
+            if (ids.ids[i] < 0 || (size_t)ids.ids[i] >= tern_tokenizer_vocab_size(tok))
+                __builtin_trap();
+        if (!tern_detokenize(tok, ids.ids, ids.n, 1, &out, NULL))
+            free(out);
+    }
+    tern_tokens_free(&ids);
+    tern_tokenizer_free(tok);
     return 0;
 }

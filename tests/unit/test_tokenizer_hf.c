@@ -1,0 +1,481 @@
+/* test_tokenizer_hf.c — tokenizers from Hugging Face tokenizer.json: the oracle model's tokenizer against ids
+ * computed by Hugging Face's own tokenizers.js, the gemma-4 and llama-bpe GGUF vocabularies rewritten as
+ * tokenizer.json (Gemma-style and Llama-3-style declarations) against the shared test vectors, every
+ * pipeline piece (split behaviors, Metaspace, ByteLevel, Digits, added-token stripping, unknown fusing,
+ * templates, tokenizer_config overrides), and declarations that must be refused with a clear message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "formats/gguf.h"
+#include "testutil.h"
+#include "tokenizer/tokenizer.h"
+
+static void expect_ids(const tern_tokenizer *t, const char *text, int add_special, int parse_special,
+                       const tern_token *want, size_t n_want) {
+    tern_tokens got = {0};
+    TU_OK(tern_tokenize(t, text, strlen(text), add_special, parse_special, &got));
+    if (got.n != n_want || (n_want && memcmp(got.ids, want, n_want * sizeof *want))) {
+        print_error("text [%s]: expected %zu ids, got %zu:", text, n_want, got.n);
+        for (size_t i = 0; i < got.n; i++)
+            print_error(" %d", got.ids[i]);
+        print_error("\n");
+        tern_tokens_free(&got);
+        fail();
+    }
+    tern_tokens_free(&got);
+}
+
+#define EXPECT(t, text, add, parse, ...)                                                      \
+    do {                                                                                      \
+        static const tern_token want_[] = {__VA_ARGS__};                                      \
+        expect_ids((t), (text), (add), (parse), want_, sizeof want_ / sizeof want_[0]);       \
+    } while (0)
+#define EXPECT_NONE(t, text, add, parse) expect_ids((t), (text), (add), (parse), NULL, 0)
+
+static void expect_decode(const tern_tokenizer *t, const tern_token *ids, size_t n, int render, const char *want) {
+    char *text;
+    size_t len;
+    TU_OK(tern_detokenize(t, ids, n, render, &text, &len));
+    assert_int_equal(len, strlen(want));
+    assert_string_equal(text, want);
+    free(text);
+}
+
+/* ---- the oracle model's tokenizer ------------------------------------------------------------------ */
+
+static void test_oracle_tiny(void **state) {
+    tern_tokenizer *t;
+    TU_OK(tern_tokenizer_load(tu_testdata("oracle/tiny-v4096-f32"), &t));
+    assert_int_equal(tern_tokenizer_vocab_size(t), 4096);
+    assert_int_equal(tern_tokenizer_bos(t), 2);
+    assert_int_equal(tern_tokenizer_eos(t), 106); /* tokenizer_config.json: eos_token "<end_of_turn>" */
+    assert_int_equal(tern_tokenizer_pad(t), 0);
+    assert_true(tern_tokenizer_adds_bos(t));
+    assert_true(tern_tokenizer_is_eog(t, 106));
+    assert_true(tern_tokenizer_is_special(t, 105));
+    assert_false(tern_tokenizer_is_special(t, 6)); /* <unused0>: added, not special */
+    /* Expected ids from @huggingface/tokenizers (tokens.js) 0.2.0 on this tokenizer.json/tokenizer_config.json,
+     * encode(text, {add_special_tokens}) — which always parses added tokens, hence parse_special here. The
+     * vocabulary is cut to 4096 ids, so most text goes through byte fallback (space = ▁ = E2 96 81). */
+    EXPECT(t, "Hello world", 0, 1, 310, 339, 346, 346, 349, 464, 388, 367, 357, 349, 352, 346, 338);
+    EXPECT(t, "Hello world", 1, 1, 2, 310, 339, 346, 346, 349, 464, 388, 367, 357, 349, 352, 346, 338);
+    EXPECT(t, " leading space", 0, 1, 464, 388, 367, 346, 339, 335, 338, 343, 348, 341, 464, 388, 367, 353, 350, 335,
+           337, 339);
+    EXPECT(t, "two  spaces\n\nnewlines\n\n\n", 0, 1, 354, 357, 349, 464, 388, 367, 464, 388, 367, 353, 350, 335, 337,
+           339, 353, 108, 348, 339, 357, 346, 343, 348, 339, 353, 109);
+    EXPECT(t, "<start_of_turn>user\nhi<end_of_turn>", 1, 1, 2, 105, 355, 353, 339, 352, 107, 342, 343, 106);
+    EXPECT(t, "<unused0> and <mask>", 0, 1, 6, 464, 388, 367, 335, 348, 338, 464, 388, 367, 4);
+    EXPECT(t, "\xc3\xa9\xf0\x9f\x98\x80 mixed \xc3\xbcn\xc3\xaf" "c\xc3\xb6" "d\xc3\xa9", 0, 1, 433, 407, 478, 397, 390,
+           366, 464, 388, 367, 347, 343, 358, 339, 338, 464, 388, 367, 433, 426, 348, 433, 413, 337, 433, 420, 338, 433,
+           407);
+    EXPECT(t, "</div></span><b>", 0, 1, 235, 231, 200);
+    EXPECT(t, "\t tab", 0, 1, 247, 464, 388, 367, 354, 335, 336);
+    EXPECT_NONE(t, "", 0, 1);
+    /* Non-special added tokens match without parse_special; special ones then stay text. */
+    EXPECT(t, "<unused0>", 0, 0, 6);
+    tern_tokens ids = {0};
+    TU_OK(tern_tokenize(t, "<start_of_turn>", 15, 0, 0, &ids));
+    assert_true(ids.n > 1);
+    tern_tokens_free(&ids);
+    /* Decoding as tokenizers.js does: the decoder's ▁ -> ' ' applies to vocabulary pieces, so ▁ spelled in
+     * byte-fallback bytes stays ▁. */
+    static const tern_token hello[] = {2, 310, 339, 346, 346, 349, 464, 388, 367, 357, 349, 352, 346, 338};
+    expect_decode(t, hello, 14, 0, "Hello\xe2\x96\x81world");
+    expect_decode(t, hello, 14, 1, "<bos>Hello\xe2\x96\x81world");
+    tern_tokenizer_free(t);
+}
+
+/* ---- GGUF vocabularies rewritten as tokenizer.json --------------------------------------------------- */
+
+static void jstr(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Writes dir/tokenizer.json for a GGUF vocabulary, declared the way the published models declare theirs:
+ * Gemma (Replace ' ' -> ▁, Split ' ' MergedWithPrevious, byte fallback) or Llama 3 (Split regex + ByteLevel,
+ * ignore_merges). Control tokens become special added tokens, user-defined ones non-special. */
+static void gguf_to_json(const char *gguf_path, int gemma_style, const char *dir) {
+    tern_gguf *g;
+    TU_OK(tern_gguf_open(gguf_path, &g));
+    tern_gguf_array toks, types, merges;
+    TU_OK(tern_gguf_get_array(g, "tokenizer.ggml.tokens", &toks));
+    TU_OK(tern_gguf_get_array(g, "tokenizer.ggml.token_type", &types));
+    TU_OK(tern_gguf_get_array(g, "tokenizer.ggml.merges", &merges));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"version\":\"1.0\",\"added_tokens\":[", f);
+    int first = 1;
+    for (uint64_t i = 0; i < toks.count; i++) {
+        int64_t ty;
+        tern_gguf_str s;
+        TU_OK(tern_gguf_array_i64(&types, i, &ty));
+        if (ty != 3 && ty != 4)
+            continue;
+        TU_OK(tern_gguf_array_str(&toks, i, &s));
+        fprintf(f, "%s{\"id\":%llu,\"content\":", first ? "" : ",", (unsigned long long)i);
+        jstr(f, s.ptr, s.len);
+        fprintf(f, ",\"special\":%s,\"lstrip\":false,\"rstrip\":false,\"normalized\":false}", ty == 3 ? "true" : "false");
+        first = 0;
+    }
+    fputs("],", f);
+    if (gemma_style)
+        fputs("\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"},"
+              "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"MergedWithPrevious\","
+              "\"invert\":false},"
+              "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<bos>\","
+              "\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<bos>\":{\"id\":"
+              "\"<bos>\",\"ids\":[2],\"tokens\":[\"<bos>\"]}}},"
+              "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
+              "\"\xe2\x96\x81\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}]},"
+              "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"byte_fallback\":true,"
+              "\"ignore_merges\":false,\"vocab\":{",
+              f);
+    else
+        fputs("\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+              "\"pattern\":{\"Regex\":\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}|"
+              " ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":"
+              "\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
+              "\"use_regex\":false}]},"
+              "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":"
+              "\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<|begin_of_text|>\",\"type_id\":0}},"
+              "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<|begin_of_text|>\":{\"id\":"
+              "\"<|begin_of_text|>\",\"ids\":[128000],\"tokens\":[\"<|begin_of_text|>\"]}}}]},"
+              "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,\"use_regex\":true},"
+              "\"model\":{\"type\":\"BPE\",\"unk_token\":null,\"fuse_unk\":false,\"byte_fallback\":false,"
+              "\"ignore_merges\":true,\"vocab\":{",
+              f);
+    for (uint64_t i = 0; i < toks.count; i++) {
+        tern_gguf_str s;
+        TU_OK(tern_gguf_array_str(&toks, i, &s));
+        if (i)
+            fputc(',', f);
+        jstr(f, s.ptr, s.len);
+        fprintf(f, ":%llu", (unsigned long long)i);
+    }
+    fputs("},\"merges\":[", f);
+    for (uint64_t i = 0; i < merges.count; i++) {
+        tern_gguf_str s;
+        TU_OK(tern_gguf_array_str(&merges, i, &s));
+        const char *sp = memchr(s.ptr + 1, ' ', s.len - 1);
+        assert_non_null(sp);
+        fputs(i ? ",[" : "[", f);
+        jstr(f, s.ptr, (size_t)(sp - s.ptr));
+        fputc(',', f);
+        jstr(f, sp + 1, s.len - (size_t)(sp - s.ptr) - 1);
+        fputc(']', f);
+    }
+    fputs("]}}\n", f);
+    assert_int_equal(fclose(f), 0);
+    tern_gguf_close(g);
+}
+
+/* The shared vectors (no BOS, special text not parsed), as in test_tokenizer.c. */
+static void run_vectors(const tern_tokenizer *t, const char *name) {
+    char rel[256], *inp, *out;
+    size_t inp_len, out_len;
+    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", name);
+    TU_OK(tern_read_file(tu_testdata(rel), 1 << 24, &inp, &inp_len));
+    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.out", name);
+    TU_OK(tern_read_file(tu_testdata(rel), 1 << 24, &out, &out_len));
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    size_t pos = 0;
+    char *line = out;
+    int cases = 0;
+    while (pos < inp_len) {
+        const char *hit = memmem(inp + pos, inp_len - pos, sep, sizeof sep - 1);
+        size_t end = hit ? (size_t)(hit - inp) : inp_len;
+        char *eol = strchr(line, '\n');
+        if (eol)
+            *eol = 0;
+        tern_tokens got = {0};
+        TU_OK(tern_tokenize(t, inp + pos, end - pos, 0, 0, &got));
+        char have[65536];
+        size_t hl = 0;
+        have[0] = 0;
+        for (size_t i = 0; i < got.n && hl < sizeof have - 16; i++)
+            hl += (size_t)snprintf(have + hl, sizeof have - hl, " %d", got.ids[i]);
+        const char *want = line;
+        if (strcmp(have + (hl && *want != ' '), want)) {
+            print_error("%s case %d [%.*s]: want '%s' got '%s'\n", name, cases, (int)(end - pos), inp + pos, want, have);
+            fail();
+        }
+        tern_tokens_free(&got);
+        cases++;
+        line = eol ? eol + 1 : line + strlen(line);
+        if (!hit)
+            break;
+        pos = end + sizeof sep - 1;
+    }
+    assert_int_equal(cases, 46);
+    free(inp);
+    free(out);
+}
+
+static void test_gemma4_as_tokenizer_json(void **state) {
+    const char *dir = tu_tmpdir("tok-gemma-json");
+    char d[4096];
+    snprintf(d, sizeof d, "%s", dir);
+    gguf_to_json(tu_testdata("vocab/ggml-vocab-gemma-4.gguf"), 1, d);
+    tern_tokenizer *t;
+    TU_OK(tern_tokenizer_load(d, &t));
+    assert_int_equal(tern_tokenizer_vocab_size(t), 262144);
+    run_vectors(t, "gemma-4");
+    EXPECT(t, "<bos><|turn>user\nWhat is 2+2?<turn|>\n", 0, 1, 2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862,
+           236778, 236881, 106, 107);
+    EXPECT(t, "Hi", 1, 0, 2, 10979);
+    tern_tokenizer_free(t);
+}
+
+static void test_llama3_as_tokenizer_json(void **state) {
+    const char *dir = tu_tmpdir("tok-llama3-json");
+    char d[4096];
+    snprintf(d, sizeof d, "%s", dir);
+    gguf_to_json(tu_testdata("vocab/ggml-vocab-llama-bpe.gguf"), 0, d);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", d);
+    tern_tokenizer *t;
+    TU_OK(tern_tokenizer_load(path, &t)); /* a tokenizer.json path works as well as its directory */
+    run_vectors(t, "llama-bpe");
+    EXPECT(t, "Hello world", 1, 0, 128000, 9906, 1917);
+    static const tern_token ids[] = {128000, 9906, 1917};
+    expect_decode(t, ids, 3, 1, "<|begin_of_text|>Hello world");
+    tern_tokenizer_free(t);
+}
+
+/* ---- pipeline pieces on a hand-made vocabulary ------------------------------------------------------ */
+
+static const char *VOCAB =
+    "{\"a\":0,\"b\":1,\"-\":2,\"ab\":3,\"a-\":4,\"-b\":5,\"a-b\":6,\"--\":7,\"\xe2\x96\x81\":8,\"\xe2\x96\x81" "a\":9,"
+    "\"<unk>\":10,\"<s>\":11,\"</s>\":12,\"1\":13,\"12\":14,\"2\":15,\"<0x7A>\":16,\"<tool>\":17,\" \":18}";
+static const char *MERGES =
+    "[[\"a\",\"-\"],[\"-\",\"b\"],[\"a-\",\"b\"],[\"a\",\"b\"],[\"-\",\"-\"],[\"\xe2\x96\x81\",\"a\"],\"1 2\"]";
+
+/* Builds a tokenizer.json around VOCAB/MERGES with the given declarations (NULL = null) and loads it. */
+static tern_err *make(const char *model_extra, const char *added, const char *norm, const char *pre, const char *post,
+                      const char *dec, const char *config, tern_tokenizer **out) {
+    size_t cap = 8192;
+    char *json = malloc(cap);
+    int n = snprintf(json, cap,
+                     "{\"version\":\"1.0\",\"added_tokens\":%s,\"normalizer\":%s,\"pre_tokenizer\":%s,"
+                     "\"post_processor\":%s,\"decoder\":%s,\"model\":{\"type\":\"BPE\",%s\"vocab\":%s,\"merges\":%s}}",
+                     added ? added : "[]", norm ? norm : "null", pre ? pre : "null", post ? post : "null",
+                     dec ? dec : "null", model_extra ? model_extra : "", VOCAB, MERGES);
+    assert_true(n > 0 && (size_t)n < cap);
+    tern_err *e = tern_tokenizer_load_hf_buf(json, (size_t)n, config, config ? strlen(config) : 0, "t.json", out);
+    free(json);
+    return e;
+}
+
+static tern_tokenizer *make_ok(const char *model_extra, const char *added, const char *norm, const char *pre,
+                               const char *post, const char *dec, const char *config) {
+    tern_tokenizer *t = NULL;
+    TU_OK(make(model_extra, added, norm, pre, post, dec, config, &t));
+    return t;
+}
+
+static tern_tokenizer *with_split(const char *behavior, const char *invert) {
+    char pre[256];
+    snprintf(pre, sizeof pre, "{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"%s\",\"invert\":%s}",
+             behavior, invert);
+    return make_ok(NULL, NULL, NULL, pre, NULL, NULL, NULL);
+}
+
+static void test_split_behaviors(void **state) {
+    tern_tokenizer *t = make_ok(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    EXPECT(t, "a-b", 0, 0, 6); /* a- (rank 0), then a-b (rank 2) */
+    EXPECT(t, "ab-", 0, 0, 3, 2); /* a- never forms: ab (rank 3) is the only pair... after "a","b","-": (b,-) none */
+    tern_tokenizer_free(t);
+    t = with_split("Isolated", "false");
+    EXPECT(t, "a-b", 0, 0, 0, 2, 1);
+    EXPECT(t, "a--b", 0, 0, 0, 2, 2, 1);
+    tern_tokenizer_free(t);
+    t = with_split("Removed", "false");
+    EXPECT(t, "a-b", 0, 0, 0, 1);
+    tern_tokenizer_free(t);
+    t = with_split("Removed", "true"); /* inverted: the '-' are kept, the rest dropped */
+    EXPECT(t, "a-b-", 0, 0, 2, 2);
+    tern_tokenizer_free(t);
+    t = with_split("MergedWithPrevious", "false");
+    EXPECT(t, "a-b", 0, 0, 4, 1);
+    EXPECT(t, "a--b", 0, 0, 4, 2, 1); /* a second delimiter in a row stands alone */
+    tern_tokenizer_free(t);
+    t = with_split("MergedWithNext", "false");
+    EXPECT(t, "a-b", 0, 0, 0, 5);
+    EXPECT(t, "-b-", 0, 0, 5, 2);
+    tern_tokenizer_free(t);
+    t = with_split("Contiguous", "false");
+    EXPECT(t, "a--b", 0, 0, 0, 7, 1);
+    tern_tokenizer_free(t);
+    /* Regex patterns and Digits. */
+    t = make_ok(NULL, NULL, NULL, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\d\"},\"behavior\":\"Isolated\"}", NULL,
+                NULL, NULL);
+    EXPECT(t, "12", 0, 0, 13, 15);
+    tern_tokenizer_free(t);
+    t = make_ok(NULL, NULL, NULL, "{\"type\":\"Digits\",\"individual_digits\":false}", NULL, NULL, NULL);
+    EXPECT(t, "12", 0, 0, 14);
+    tern_tokenizer_free(t);
+    t = make_ok(NULL, NULL, NULL,
+                "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":\"Digits\","
+                "\"individual_digits\":true}]}",
+                NULL, NULL, NULL);
+    EXPECT(t, " 12  ab ", 0, 0, 13, 15, 3);
+    tern_tokenizer_free(t);
+}
+
+static void test_metaspace_and_normalizers(void **state) {
+    /* Metaspace: spaces -> ▁, ▁ prepended, split before each ▁; the decoder takes the prefix off again. */
+    tern_tokenizer *t = make_ok(NULL, NULL, NULL,
+                                "{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"always\","
+                                "\"split\":true}",
+                                NULL, "{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"always\"}",
+                                NULL);
+    EXPECT(t, "a a", 0, 0, 9, 9);
+    static const tern_token aa[] = {9, 9};
+    expect_decode(t, aa, 2, 0, "a a");
+    tern_tokenizer_free(t);
+    /* Llama-2 style: Prepend ▁ + Replace, decoder Replace/ByteFallback/Fuse/Strip. */
+    t = make_ok("\"byte_fallback\":true,\"unk_token\":\"<unk>\",",
+                NULL,
+                "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"
+                "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]}",
+                NULL, NULL,
+                "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xe2\x96\x81\"},"
+                "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \","
+                "\"start\":1,\"stop\":0}]}",
+                NULL);
+    EXPECT(t, "a z", 0, 0, 9, 8, 16); /* ▁a ▁ <0x7A> */
+    static const tern_token ids[] = {9, 8, 16};
+    expect_decode(t, ids, 3, 0, "a z");
+    EXPECT(t, "y", 0, 0, 8, 10); /* no byte token for 'y': <unk> */
+    tern_tokenizer_free(t);
+    /* A regex Replace normalizer and NFC (accepted as a no-op). */
+    t = make_ok(NULL, NULL,
+                "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Replace\",\"pattern\":{\"Regex\":"
+                "\"[0-9]+\"},\"content\":\"-\"}]}",
+                NULL, NULL, NULL, NULL);
+    EXPECT(t, "a123b", 0, 0, 6);
+    tern_tokenizer_free(t);
+}
+
+static void test_bytelevel(void **state) {
+    static const char json[] =
+        "{\"added_tokens\":[],\"normalizer\":null,"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true},"
+        "\"decoder\":{\"type\":\"ByteLevel\"},\"post_processor\":null,"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"\xc4\xa0\":2,\"\xc4\xa0" "a\":3,\"ab\":4,\"\xc4\x8a\":5},"
+        "\"merges\":[\"\xc4\xa0 a\",\"a b\"]}}";
+    tern_tokenizer *t;
+    TU_OK(tern_tokenizer_load_hf_buf(json, strlen(json), NULL, 0, "bl.json", &t));
+    /* " a ab\n" after the prefix space: " a" | " ab" | "\n" -> Ġa | Ġa b | Ċ */
+    EXPECT(t, "a ab\n", 0, 0, 3, 3, 1, 5);
+    static const tern_token ids[] = {3, 3, 1, 5};
+    expect_decode(t, ids, 4, 0, " a ab\n");
+    tern_tokenizer_free(t);
+}
+
+static void test_added_tokens_and_templates(void **state) {
+    static const char added[] =
+        "[{\"id\":11,\"content\":\"<s>\",\"special\":true},{\"id\":12,\"content\":\"</s>\",\"special\":true},"
+        "{\"id\":17,\"content\":\"<tool>\",\"special\":false,\"lstrip\":true,\"rstrip\":true},"
+        "{\"id\":10,\"content\":\"<unk>\",\"special\":true}]";
+    static const char tmpl[] =
+        "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":"
+        "{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":"
+        "{\"id\":\"<s>\",\"ids\":[11]},\"</s>\":{\"id\":\"</s>\",\"ids\":[12]}}}";
+    tern_tokenizer *t = make_ok("\"unk_token\":\"<unk>\",\"fuse_unk\":true,", added, NULL, NULL, tmpl, NULL, NULL);
+    EXPECT(t, "ab", 1, 0, 11, 3, 12);
+    EXPECT(t, "a <tool> b", 0, 0, 0, 17, 1); /* the spaces around <tool> are swallowed */
+    EXPECT(t, "<s>a", 0, 1, 11, 0);
+    EXPECT(t, "xyz", 0, 0, 10); /* three unknown characters fuse into one <unk> */
+    assert_int_equal(tern_tokenizer_bos(t), 11);
+    assert_int_equal(tern_tokenizer_eos(t), 12);
+    assert_true(tern_tokenizer_is_special(t, 10));
+    tern_tokenizer_free(t);
+    /* tokenizer_config.json overrides the template: no EOS, and names BOS/EOS itself. */
+    t = make_ok("\"unk_token\":\"<unk>\",", added, NULL, NULL, tmpl, NULL,
+                "{\"add_bos_token\":true,\"add_eos_token\":false,\"bos_token\":{\"content\":\"<s>\"},\"eos_token\":\"</s>\"}");
+    EXPECT(t, "ab", 1, 0, 11, 3);
+    EXPECT(t, "xy", 0, 0, 10, 10); /* without fuse_unk, one <unk> each */
+    assert_false(tern_tokenizer_adds_eos(t));
+    tern_tokenizer_free(t);
+    /* RobertaProcessing: cls/sep around the text. */
+    t = make_ok(NULL, added, NULL, NULL, "{\"type\":\"RobertaProcessing\",\"cls\":[\"<s>\",11],\"sep\":[\"</s>\",12]}", NULL,
+                NULL);
+    EXPECT(t, "a", 1, 0, 11, 0, 12);
+    tern_tokenizer_free(t);
+}
+
+static void test_refused_declarations(void **state) {
+    tern_tokenizer *t = (tern_tokenizer *)1;
+    TU_FAILS_WITH(make(NULL, NULL, "{\"type\":\"NFKC\"}", NULL, NULL, NULL, NULL, &t),
+                  "t.json: normalizer: normalizer type 'NFKC' is not supported");
+    assert_null(t);
+    TU_FAILS_WITH(make(NULL, NULL, NULL, "{\"type\":\"BertPreTokenizer\"}", NULL, NULL, NULL, &t),
+                  "pre_tokenizer type 'BertPreTokenizer' is not supported");
+    TU_FAILS_WITH(make(NULL, NULL, NULL, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a\"},\"behavior\":\"Isolated\"}", NULL,
+                       NULL, NULL, &t),
+                  "regex /(a/: missing closing parenthesis");
+    TU_FAILS_WITH(make(NULL, NULL, NULL, "{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"Sideways\"}",
+                       NULL, NULL, NULL, &t),
+                  "unknown behavior 'Sideways'");
+    TU_FAILS_WITH(make(NULL, NULL, NULL, NULL, NULL, "{\"type\":\"WordPiece\"}", NULL, &t),
+                  "decoder type 'WordPiece' is not supported");
+    TU_FAILS_WITH(make(NULL, NULL, NULL, NULL,
+                       "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<nope>\"}}]}", NULL, NULL,
+                       &t),
+                  "special token '<nope>' is not in the vocabulary");
+    TU_FAILS_WITH(make(NULL, NULL, NULL, NULL, NULL, NULL, "[1,2]", &t), "tokenizer_config.json: expected a JSON object");
+    TU_FAILS_WITH(make(NULL, NULL, NULL, NULL, NULL, NULL, "{bad", &t), "tokenizer_config.json: invalid JSON at line 1");
+
+    static const char unigram[] = "{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(unigram, strlen(unigram), NULL, 0, "u.json", &t),
+                  "u.json: model type 'Unigram' is not supported (only BPE is)");
+    static const char bad_merge[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a q\"]}}";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(bad_merge, strlen(bad_merge), NULL, 0, "m.json", &t),
+                  "model.merges[0]: 'a' + 'q' names a token missing from the vocabulary");
+    static const char no_result[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[[\"a\",\"b\"]]}}";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(no_result, strlen(no_result), NULL, 0, "m.json", &t),
+                  "model.merges[0]: the merged token 'ab' is missing from the vocabulary");
+    static const char huge_id[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":2000000000},\"merges\":[]}}";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(huge_id, strlen(huge_id), NULL, 0, "h.json", &t),
+                  "largest id 2000000000 for 1 tokens");
+    static const char neg_id[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1}}}";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(neg_id, strlen(neg_id), NULL, 0, "n.json", &t),
+                  "model.vocab['a']: expected a non-negative integer id");
+    static const char not_json[] = "{\"model\": [";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(not_json, strlen(not_json), NULL, 0, "x.json", &t), "x.json: invalid JSON at line 1");
+    static const char no_model[] = "{}";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(no_model, 2, NULL, 0, "e.json", &t), "e.json: missing \"model\" object");
+    static const char suffix[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"end_of_word_suffix\":\"</w>\"}}";
+    TU_FAILS_WITH(tern_tokenizer_load_hf_buf(suffix, strlen(suffix), NULL, 0, "s.json", &t),
+                  "continuing_subword_prefix/end_of_word_suffix is not supported");
+    assert_null(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oracle_tiny),
+        cmocka_unit_test(test_gemma4_as_tokenizer_json),
+        cmocka_unit_test(test_llama3_as_tokenizer_json),
+        cmocka_unit_test(test_split_behaviors),
+        cmocka_unit_test(test_metaspace_and_normalizers),
+        cmocka_unit_test(test_bytelevel),
+        cmocka_unit_test(test_added_tokens_and_templates),
+        cmocka_unit_test(test_refused_declarations),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
