@@ -26,24 +26,6 @@ static float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 static __mmask16 tail_mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 static __mmask32 tail_mask32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1); }
 
-/* A row's group scales or biases as f32. */
-static void to_f32(const void *src, tern_dtype dt, int64_t n, float *dst) {
-    if (dt == TERN_DT_F32)
-        memcpy(dst, src, (size_t)n * sizeof(float));
-    else if (dt == TERN_DT_BF16)
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, (const uint16_t *)src + i, 2);
-            dst[i] = tern_bf16_to_f32(h);
-        }
-    else
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, (const uint16_t *)src + i, 2);
-            dst[i] = tern_f16_to_f32(h);
-        }
-}
-
 /* ---- MLX affine, int8 activations (VNNI) ------------------------------------------------------ */
 
 typedef struct qx {
@@ -123,33 +105,42 @@ typedef struct affine_job {
     float *y;
 } affine_job;
 
-/* bf16/f16/f32 group scales -> f32, 16 at a time where the dtype allows. */
+/* bf16/f16/f32 group scales -> f32, 16 at a time (masked at the end: rows have few groups). */
 static void scales_to_f32(const void *src, tern_dtype dt, int64_t n, float *dst) {
-    if (dt != TERN_DT_BF16) {
-        to_f32(src, dt, n, dst);
-        return;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        __m512 v;
+        if (dt == TERN_DT_F32) {
+            v = _mm512_maskz_loadu_ps(m, (const float *)src + i);
+        } else {
+            const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)src + i);
+            v = dt == TERN_DT_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                                   : _mm512_cvtph_ps(h);
+        }
+        _mm512_mask_storeu_ps(dst + i, m, v);
     }
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + i)));
-        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
-    }
-    to_f32((const uint16_t *)src + i, dt, n - i, dst + i);
 }
 
 /* One row against NT tokens (NT a compile-time constant at every call: the accumulators stay in
  * registers). out[t] = sum_g s_g * (d . int dot) over the row, without the bias term. */
-static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow, const float *sb, const qx *a,
-                                                              int64_t t0, const int NT, const int bits, int gshift,
-                                                              __m512i idx, float *out) {
-    const int64_t in = a->in, nb = a->lanes_blocks, blk = bits == 4 ? 128 : 64;
+static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow, const float *sb, const float *bb,
+                                                              const qx *a, int64_t t0, const int NT, const int bits,
+                                                              int gshift, __m512i idx, float *out) {
+    const int64_t in = a->in, nb = a->lanes_blocks, blk = bits == 4 ? 128 : 64, ng = in >> gshift;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 acc[4];
     const int8_t *xq[4];
     const float *dl[4];
     for (int t = 0; t < NT; t++) {
         xq[t] = a->q + (t0 + t) * in;
         dl[t] = a->dlane + (t0 + t) * nb * 16;
+        /* The bias term sum_g b_g * sum_g(x) starts the accumulator: one horizontal sum per row and token. */
+        const float *gs = a->gsum + (t0 + t) * ng;
+        acc[t] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < ng; k += 16) {
+            const __mmask16 m = tail_mask16(ng - k);
+            acc[t] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, bb + k), _mm512_maskz_loadu_ps(m, gs + k), acc[t]);
+        }
     }
     for (int64_t c = 0; c < nb; c++) {
         const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(sb + ((c * blk) >> gshift)));
@@ -207,27 +198,20 @@ static void affine_range(void *ctx, size_t b, size_t e, int tid) {
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
             if (bits == 4)
                 switch (nt) {
-                case 1: affine_row(qrow, sb, j->a, t0, 1, 4, gs, idx, dots); break;
-                case 2: affine_row(qrow, sb, j->a, t0, 2, 4, gs, idx, dots); break;
-                case 3: affine_row(qrow, sb, j->a, t0, 3, 4, gs, idx, dots); break;
-                default: affine_row(qrow, sb, j->a, t0, 4, 4, gs, idx, dots); break;
+                case 1: affine_row(qrow, sb, bb, j->a, t0, 1, 4, gs, idx, dots); break;
+                case 2: affine_row(qrow, sb, bb, j->a, t0, 2, 4, gs, idx, dots); break;
+                case 3: affine_row(qrow, sb, bb, j->a, t0, 3, 4, gs, idx, dots); break;
+                default: affine_row(qrow, sb, bb, j->a, t0, 4, 4, gs, idx, dots); break;
                 }
             else
                 switch (nt) {
-                case 1: affine_row(qrow, sb, j->a, t0, 1, 8, gs, idx, dots); break;
-                case 2: affine_row(qrow, sb, j->a, t0, 2, 8, gs, idx, dots); break;
-                case 3: affine_row(qrow, sb, j->a, t0, 3, 8, gs, idx, dots); break;
-                default: affine_row(qrow, sb, j->a, t0, 4, 8, gs, idx, dots); break;
+                case 1: affine_row(qrow, sb, bb, j->a, t0, 1, 8, gs, idx, dots); break;
+                case 2: affine_row(qrow, sb, bb, j->a, t0, 2, 8, gs, idx, dots); break;
+                case 3: affine_row(qrow, sb, bb, j->a, t0, 3, 8, gs, idx, dots); break;
+                default: affine_row(qrow, sb, bb, j->a, t0, 4, 8, gs, idx, dots); break;
                 }
-            for (int t = 0; t < nt; t++) {
-                const float *gs = j->a->gsum + (t0 + t) * ng;
-                __m512 bacc = _mm512_setzero_ps();
-                for (int64_t k = 0; k < ng; k += 16) {
-                    __mmask16 m = tail_mask16(ng - k);
-                    bacc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, bb + k), _mm512_maskz_loadu_ps(m, gs + k), bacc);
-                }
-                j->y[(t0 + t) * j->n_out + (int64_t)o] = dots[t] + hsum(bacc);
-            }
+            for (int t = 0; t < nt; t++)
+                j->y[(t0 + t) * j->n_out + (int64_t)o] = dots[t];
         }
     }
     free(sb);
