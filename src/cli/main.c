@@ -16,6 +16,7 @@ static const struct {
     {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},
     {"run", cmd_run, "MODEL_DIR --ids ... [-n N]  generate (greedy or sampled)"},
     {"synth", cmd_synth, "--preset P --dtype D OUT  write a synthetic checkpoint (HF/MLX layout)"},
+    {"template", cmd_template, "TEMPLATE CONTEXT.json     render a chat template (Jinja) with a JSON context"},
     {"tokenize", cmd_tokenize, "(MODEL_DIR | --vocab F) < text  print token ids (--add-special, --parse-special)"},
     {"detokenize", cmd_detokenize, "(MODEL_DIR | --vocab F) --ids 1,2,3  print the text of token ids"},
 };
