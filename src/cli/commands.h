@@ -5,6 +5,7 @@
 
 int cmd_audio_features(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_fit(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

@@ -11,6 +11,7 @@ static const struct {
 } verbs[] = {
     {"audio-features", cmd_audio_features, "FILE [--out F.bin]    log-mel features, frame and soft-token counts"},
     {"bench", cmd_bench, "MODEL_DIR [-p 512] [-n 128] prefill/decode throughput vs. memory bandwidth"},
+    {"fit", cmd_fit, "MODEL_DIR [--ctx N] [--parallel N] [--budget GB]  what fits in memory"},
     {"info", cmd_info, "MODEL_DIR                 architecture, parameters, completeness check"},
     {"logits", cmd_logits, "MODEL_DIR --ids ...       parity interface: logits/hidden for a token sequence"},
     {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},

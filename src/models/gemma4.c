@@ -559,6 +559,8 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         /* Outputs: the final-normed hidden state of the selected tokens, then tied logits with soft-cap. */
         int64_t n_out = 0;
         for (int r = 0, t0 = 0; r < b->n_rows; t0 += (int)b->n_tok[r], r++) {
+            if (b->row_out && !b->row_out[r])
+                continue;
             int64_t first = b->out == TERN_OUT_ALL ? t0 : t0 + b->n_tok[r] - 1;
             for (int64_t t = first; t < t0 + b->n_tok[r] && b->out != TERN_OUT_NONE; t++, n_out++)
                 tern_rmsnorm(F.x + t * H, m->final_norm, H, (float)c->rms_norm_eps, F.xn + n_out * H);

@@ -26,6 +26,7 @@ typedef struct tern_batch {
     const float *embeds;     /* NULL, or [sum n_tok][H] soft-token embeddings */
     const uint8_t *is_embed; /* NULL, or [sum n_tok]: 1 = take embeds[t] instead of the id's embedding */
     tern_out_mode out;       /* which positions get logits/hidden: last of each row, or all */
+    const uint8_t *row_out;  /* NULL, or [n_rows]: 0 = this row gets no output (a prompt chunk before its last) */
 } tern_batch;
 
 /* Loads MODEL_DIR (config.json + safetensors); refuses a checkpoint with missing or mis-shaped tensors. */
@@ -44,8 +45,9 @@ uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m);
  * slots, where `chunk` bounds both the tokens one row may append per forward and the rollback depth. */
 tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,
                                 tern_kv **out);
-/* Runs the batch; logits is [n_out][V] (or NULL), hidden is [n_out][H] (or NULL), where n_out is n_rows
- * (TERN_OUT_LAST) or sum n_tok (TERN_OUT_ALL). Advances each row's KV sequence by its n_tok. */
+/* Runs the batch; logits is [n_out][V] (or NULL), hidden is [n_out][H] (or NULL), where n_out counts the rows
+ * (TERN_OUT_LAST) or tokens (TERN_OUT_ALL) of the rows with output, in row order. Advances each row's KV
+ * sequence by its n_tok. */
 tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
                               float *hidden);
 

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "sample/topk.h"
+
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void tern_rng_seed(tern_rng *r, uint64_t seed) {
@@ -38,58 +40,74 @@ int32_t tern_argmax(const float *logits, int64_t n) {
     return (int32_t)best;
 }
 
-/* Orders candidate indices by value descending (ties: lower index first). */
-static int by_value_desc(const void *a, const void *b, void *keys) {
-    const float *sort_keys = keys;
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    if (sort_keys[i] != sort_keys[j])
-        return sort_keys[i] > sort_keys[j] ? -1 : 1;
-    return i < j ? -1 : 1;
+/* The sorted prefix of candidates in `idx`, grown (by ranking again with a larger k) as a walk needs more. */
+typedef struct ranked {
+    const float *keys;
+    int32_t *idx;
+    int64_t n, sorted;
+} ranked;
+
+/* Makes sure idx[0, i] is in order; returns the candidate at rank i. */
+static int32_t rank_at(ranked *r, int64_t i) {
+    if (i >= r->sorted) {
+        int64_t k = r->sorted * 8 > i + 1 ? r->sorted * 8 : i + 1;
+        r->sorted = tern_rank_top(r->keys, r->n, k < 64 ? 64 : k, r->idx);
+    }
+    return r->idx[i];
 }
 
 int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx) {
-    if (p->temperature <= 0.0f)
+    if (p->temperature <= 0.0f || n <= 1)
         return tern_argmax(logits, n);
-    /* Candidates: all, or the top_k largest, ordered by logit. */
     float mx = logits[tern_argmax(logits, n)];
+    if (!(mx > -INFINITY)) /* nothing is possible (all banned): fall back to the first token */
+        return 0;
+    /* work = (logit - max) / T: the largest is 0, so exp() never overflows; NaN counts as impossible. */
+    double total = 0;
     for (int64_t i = 0; i < n; i++) {
-        work[i] = (logits[i] - mx) / p->temperature;
-        idx[i] = (int32_t)i;
+        float w = (logits[i] - mx) / p->temperature;
+        work[i] = w == w ? w : -INFINITY;
     }
-    qsort_r(idx, (size_t)n, sizeof *idx, by_value_desc, work);
-    int64_t m = n;
-    if (p->top_k > 0 && p->top_k < m)
-        m = p->top_k;
-    double sum = 0;
-    for (int64_t i = 0; i < m; i++)
-        sum += exp((double)work[idx[i]]);
-    if (p->top_p < 1.0f) { /* smallest prefix whose probability reaches top_p (at least one) */
+    ranked r = {work, idx, n, 0};
+    int64_t m = p->top_k > 0 && p->top_k < n ? p->top_k : n; /* candidates kept so far: ranks [0, m) */
+    if (m < n)
+        for (int64_t i = 0; i < m; i++)
+            total += (double)expf(work[rank_at(&r, i)]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            total += (double)expf(work[i]);
+    if (p->top_p < 1.0f) { /* the smallest prefix whose probability reaches top_p (at least one) */
         double acc = 0;
-        int64_t keep = m;
         for (int64_t i = 0; i < m; i++) {
-            acc += exp((double)work[idx[i]]) / sum;
+            acc += (double)expf(work[rank_at(&r, i)]) / total;
             if (acc >= p->top_p) {
-                keep = i + 1;
+                m = i + 1;
                 break;
             }
         }
-        m = keep;
     }
-    if (p->min_p > 0.0f) { /* drop tokens below min_p times the top probability */
-        double top = exp((double)work[idx[0]]);
+    if (p->min_p > 0.0f) { /* drop tokens below min_p times the top probability (exp(0) = 1) */
         int64_t keep = 1;
-        while (keep < m && exp((double)work[idx[keep]]) >= p->min_p * top)
+        while (keep < m && (double)expf(work[rank_at(&r, keep)]) >= p->min_p)
             keep++;
         m = keep;
     }
-    sum = 0;
-    for (int64_t i = 0; i < m; i++)
-        sum += exp((double)work[idx[i]]);
+    double sum = 0;
+    if (m == n)
+        sum = total;
+    else
+        for (int64_t i = 0; i < m; i++)
+            sum += (double)expf(work[rank_at(&r, i)]);
     double u = tern_rng_uniform(rng) * sum, acc = 0;
     for (int64_t i = 0; i < m; i++) {
-        acc += exp((double)work[idx[i]]);
+        int32_t t = rank_at(&r, i);
+        acc += (double)expf(work[t]);
         if (u < acc)
-            return idx[i];
+            return t;
     }
-    return idx[m - 1];
+    /* Rounding left u at the very top: take the last candidate with any probability. */
+    for (int64_t i = m - 1; i > 0; i--)
+        if (work[rank_at(&r, i)] > -INFINITY)
+            return rank_at(&r, i);
+    return rank_at(&r, 0);
 }

@@ -26,7 +26,9 @@ double tern_rng_uniform(tern_rng *r);
 tern_sampling tern_sampling_greedy(void);
 /* Index of the largest logit (lowest index on ties). */
 int32_t tern_argmax(const float *logits, int64_t n);
-/* Picks a token. Processing order (as Hugging Face applies it): temperature, top-k, top-p, min-p.
+/* Picks a token. Processing order (as Hugging Face applies it): temperature, top-k, top-p, min-p;
+ * the draw walks the kept candidates from the most likely down (ties: lower id first). Candidates
+ * are ranked only as deep as the walk goes (topk.h), so a typical call costs O(n), not a sort.
  * `work` must hold n floats and `idx` n ints; logits are not modified. */
 int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx);
 

@@ -1,14 +1,15 @@
 /* kernels_avx512.c — AVX-512 matrix products (compiled with AVX-512 flags; called only when cpuid
  * reports F/BW/VL/VNNI/BF16).
  *
- * - MLX affine q4/q8, few tokens (decode): activations are quantized to int8 in blocks of 32 and the
- *   packed weight bytes feed VPDPBUSD directly (u8 weight codes x s8 activations). With
+ * - MLX affine q4/q8 (any number of tokens): activations are quantized to int8 with a scale per
+ *   dot-product lane (8 or 4 values) and the packed weight bytes feed VPDPBUSD directly (u8 weight
+ *   codes x s8 activations). With
  *   w = s*q + b per group: sum w*x = sum_g s_g * d * sum(q*xq) + sum_g b_g * sum_g(x), so the bias
  *   term costs one short dot per row. q4 bytes hold elements 2i (low nibble) and 2i+1 (high), so
  *   the activations are laid out even/odd per 128-element block to match.
  * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations.
- * - many tokens (prefill), any quantized/bf16 format: a tile of 32 rows is dequantized once into bf16
- *   pairs interleaved across rows, then each k-pair costs two loads and one VDPBF16PS per token.
+ * - bf16 weights, many tokens (prefill): tiles of rows in L2, 4x4 register blocks of VDPBF16PS dot products
+ *   summed in the same order as the GEMV, so results do not depend on the batch.
  * - f32/f16 weights: f32 FMA (the parity path keeps f32 precision end to end). */
 #include <immintrin.h>
 #include <math.h>
@@ -41,51 +42,45 @@ static void qx_free(qx *a) {
     free(a->gsum);
 }
 
+/* Quantizes activations with one scale per dot-product lane: the elements a lane of VPDPBUSD sums (8 for
+ * q4, 4 for q8) share a scale, so a block's outlier costs precision only to its few neighbours, and the
+ * per-lane scale vector the kernel needs anyway carries it at no extra cost. */
 static int qx_prepare(qx *a, const float *x, int64_t T, int64_t in, int bits, int group) {
-    int64_t blk = bits == 4 ? 128 : 64, nb = in / blk, ng = in / group;
+    const int64_t blk = bits == 4 ? 128 : 64, nb = in / blk, ng = in / group, E = bits == 4 ? 8 : 4;
     a->T = T;
     a->in = in;
     a->lanes_blocks = nb;
     a->q = malloc((size_t)(T * in));
     a->dlane = malloc((size_t)(T * nb * 16) * sizeof(float));
     a->gsum = malloc((size_t)(T * ng + 16) * sizeof(float));
-    float *d = malloc((size_t)(in / 32) * sizeof(float));
     int8_t *lin = malloc((size_t)in);
-    if (!a->q || !a->dlane || !a->gsum || !d || !lin) {
-        free(d);
+    if (!a->q || !a->dlane || !a->gsum || !lin) {
         free(lin);
         qx_free(a);
         return 0;
     }
     for (int64_t t = 0; t < T; t++) {
         const float *xt = x + t * in;
-        for (int64_t b = 0; b < in / 32; b++) {
+        float *dl = a->dlane + t * nb * 16; /* lane l of block c covers elements (c*16 + l)*E .. +E */
+        for (int64_t lane = 0; lane < in / E; lane++) {
             float amax = 0;
-            for (int k = 0; k < 32; k++)
-                amax = fmaxf(amax, fabsf(xt[b * 32 + k]));
-            float db = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-            d[b] = db;
-            for (int k = 0; k < 32; k++)
-                lin[b * 32 + k] = (int8_t)lrintf(xt[b * 32 + k] * inv);
+            for (int64_t k = 0; k < E; k++)
+                amax = fmaxf(amax, fabsf(xt[lane * E + k]));
+            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            dl[lane] = amax / 127.0f;
+            for (int64_t k = 0; k < E; k++)
+                lin[lane * E + k] = (int8_t)lrintf(xt[lane * E + k] * inv);
         }
         int8_t *qt = a->q + t * in;
-        float *dl = a->dlane + t * nb * 16;
-        if (bits == 4) {
-            for (int64_t c = 0; c < nb; c++) {
+        if (bits == 4) /* per 128-block: even elements (low nibbles) then odd ones (high nibbles), by lane */
+            for (int64_t c = 0; c < nb; c++)
                 for (int l = 0; l < 16; l++)
                     for (int j = 0; j < 4; j++) {
                         qt[c * 128 + 4 * l + j] = lin[c * 128 + 8 * l + 2 * j];
                         qt[c * 128 + 64 + 4 * l + j] = lin[c * 128 + 8 * l + 2 * j + 1];
                     }
-                for (int l = 0; l < 16; l++)
-                    dl[c * 16 + l] = d[c * 4 + l / 4];
-            }
-        } else {
+        else
             memcpy(qt, lin, (size_t)in);
-            for (int64_t c = 0; c < nb; c++)
-                for (int l = 0; l < 16; l++)
-                    dl[c * 16 + l] = d[c * 2 + l / 8];
-        }
         for (int64_t g = 0; g < ng; g++) {
             float s = 0;
             for (int64_t k = 0; k < group; k++)
@@ -93,7 +88,6 @@ static int qx_prepare(qx *a, const float *x, int64_t T, int64_t in, int bits, in
             a->gsum[t * ng + g] = s;
         }
     }
-    free(d);
     free(lin);
     return 1;
 }
@@ -164,20 +158,24 @@ static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow
         out[t] = hsum(acc[t]);
 }
 
-/* Rows [b, e) of an MLX affine matrix against all tokens, 4 at a time. */
+#define AFFINE_TILE 16
+
+/* Rows [b, e) of an MLX affine matrix against all tokens. Rows go in tiles of 16 (their codes stay in L1)
+ * and tokens in groups of 4 (one token's int8 activations serve the whole tile); every output is computed
+ * by the same affine_row arithmetic whatever T is, so a row's result does not depend on its batch. */
 static void affine_range(void *ctx, size_t b, size_t e, int tid) {
     const affine_job *j = ctx;
     const tern_weight *w = j->w;
     const int bits = w->bits, g = w->group;
-    const int64_t in = j->in, ng = in / g, words = tern_mlx_row_words(in, bits);
+    const int64_t in = j->in, ng = in / g, words = tern_mlx_row_words(in, bits), stride = ng + 16;
     const int64_t per_lane = bits == 4 ? 8 : 4;
-    float *sb = malloc((size_t)(ng + 16) * sizeof(float)), *bb = malloc((size_t)(ng + 16) * sizeof(float));
+    float *sb = calloc((size_t)(AFFINE_TILE * stride), sizeof(float));
+    float *bb = calloc((size_t)(AFFINE_TILE * stride), sizeof(float));
     if (!sb || !bb) {
         free(sb);
         free(bb);
         return;
     }
-    memset(sb + ng, 0, 16 * sizeof(float));
     int32_t idx_i[16];
     for (int l = 0; l < 16; l++)
         idx_i[l] = (int32_t)((l * per_lane) / g);
@@ -186,32 +184,39 @@ static void affine_range(void *ctx, size_t b, size_t e, int tid) {
     int gs = 0; /* log2 of the group size (a power of two, checked by the caller) */
     while ((1 << gs) < g)
         gs++;
-    for (size_t o = b; o < e; o++) {
-        const int64_t r = j->row0 + (int64_t)o;
-        const uint8_t *qrow = (const uint8_t *)w->data + (size_t)(r * words) * 4;
-        if (o + 1 < e) /* the next row's codes start streaming while this one computes */
-            _mm_prefetch((const char *)(qrow + words * 4), _MM_HINT_T0);
-        scales_to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb);
-        scales_to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb);
+    for (size_t o0 = b; o0 < e; o0 += AFFINE_TILE) {
+        const int64_t rows = (int64_t)(e - o0) < AFFINE_TILE ? (int64_t)(e - o0) : AFFINE_TILE;
+        for (int64_t i = 0; i < rows; i++) {
+            const int64_t r = j->row0 + (int64_t)o0 + i;
+            scales_to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb + i * stride);
+            scales_to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb + i * stride);
+        }
         for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
-            float dots[4];
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
-            if (bits == 4)
-                switch (nt) {
-                case 1: affine_row(qrow, sb, bb, j->a, t0, 1, 4, gs, idx, dots); break;
-                case 2: affine_row(qrow, sb, bb, j->a, t0, 2, 4, gs, idx, dots); break;
-                case 3: affine_row(qrow, sb, bb, j->a, t0, 3, 4, gs, idx, dots); break;
-                default: affine_row(qrow, sb, bb, j->a, t0, 4, 4, gs, idx, dots); break;
-                }
-            else
-                switch (nt) {
-                case 1: affine_row(qrow, sb, bb, j->a, t0, 1, 8, gs, idx, dots); break;
-                case 2: affine_row(qrow, sb, bb, j->a, t0, 2, 8, gs, idx, dots); break;
-                case 3: affine_row(qrow, sb, bb, j->a, t0, 3, 8, gs, idx, dots); break;
-                default: affine_row(qrow, sb, bb, j->a, t0, 4, 8, gs, idx, dots); break;
-                }
-            for (int t = 0; t < nt; t++)
-                j->y[(t0 + t) * j->n_out + (int64_t)o] = dots[t];
+            for (int64_t i = 0; i < rows; i++) {
+                const int64_t r = j->row0 + (int64_t)o0 + i;
+                const uint8_t *qrow = (const uint8_t *)w->data + (size_t)(r * words) * 4;
+                const float *si = sb + i * stride, *bi = bb + i * stride;
+                if (i + 1 < rows && t0 == 0) /* the next row's codes start streaming while this one computes */
+                    _mm_prefetch((const char *)(qrow + words * 4), _MM_HINT_T0);
+                float dots[4];
+                if (bits == 4)
+                    switch (nt) {
+                    case 1: affine_row(qrow, si, bi, j->a, t0, 1, 4, gs, idx, dots); break;
+                    case 2: affine_row(qrow, si, bi, j->a, t0, 2, 4, gs, idx, dots); break;
+                    case 3: affine_row(qrow, si, bi, j->a, t0, 3, 4, gs, idx, dots); break;
+                    default: affine_row(qrow, si, bi, j->a, t0, 4, 4, gs, idx, dots); break;
+                    }
+                else
+                    switch (nt) {
+                    case 1: affine_row(qrow, si, bi, j->a, t0, 1, 8, gs, idx, dots); break;
+                    case 2: affine_row(qrow, si, bi, j->a, t0, 2, 8, gs, idx, dots); break;
+                    case 3: affine_row(qrow, si, bi, j->a, t0, 3, 8, gs, idx, dots); break;
+                    default: affine_row(qrow, si, bi, j->a, t0, 4, 8, gs, idx, dots); break;
+                    }
+                for (int t = 0; t < nt; t++)
+                    j->y[(t0 + t) * j->n_out + (int64_t)o0 + i] = dots[t];
+            }
         }
     }
     free(sb);
@@ -228,7 +233,7 @@ static int affine_gemv(tern_pool *pool, const tern_weight *w, int64_t row0, int6
     if (!qx_prepare(&a, x, T, in, w->bits, w->group))
         return 0;
     affine_job j = {w, row0, n_out, T, in, &a, y};
-    tern_pool_parallel_for(pool, (size_t)n_out, 8, affine_range, &j);
+    tern_pool_parallel_for(pool, (size_t)n_out, AFFINE_TILE, affine_range, &j);
     qx_free(&a);
     return 1;
 }
@@ -450,8 +455,10 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
         tern_pool_parallel_for(pool, (size_t)n_out, 8, f32_range, &j);
         return 1;
     }
-    if (T <= TERN_GEMV_MAX_T && w->fmt == TERN_WF_MLX_AFFINE && affine_gemv(pool, w, row0, n_out, x, T, y))
-        return 1;
+    /* MLX affine weights take the int8 path at every T, or the portable path when their shape does not fit it:
+     * one arithmetic per format keeps a row's result independent of what else is in its batch. */
+    if (w->fmt == TERN_WF_MLX_AFFINE)
+        return affine_gemv(pool, w, row0, n_out, x, T, y);
     if (T <= TERN_GEMV_MAX_T && w->fmt == TERN_WF_BF16) {
         int64_t in_pad = (in + 31) / 32 * 32;
         uint16_t *xb = to_bf16(x, T, in, in_pad);

@@ -268,8 +268,9 @@ static const char *dequantized_twin(const char *qdir, const char *name) {
 
 /* q8 and q4 models (MLX layout, packed weights read by the kernels) agree with their dequantized f32
  * twins (HF layout, plain f32 weights). On the portable path both compute in f32 from the same values:
- * max |dlogit| < 1e-3. The SIMD paths quantize activations for quantized weights (int8 per 32 values
- * for VNNI, bf16 for the GEMM): stated tolerance mean |dlogit| < 0.03 and max < 0.5 (logit std ~1). */
+ * max |dlogit| < 1e-3. The AVX-512 path rounds activations (int8 with a scale per 8 or 4 values for MLX q4/q8,
+ * bf16 for bf16 weights), which this random 6-layer model amplifies: stated tolerance mean |dlogit| < 0.1 and
+ * max < 1.0 (logit std ~1). */
 static void test_quantized_twins(void **state) {
     const int64_t n = 16, V = 512;
     int32_t ids[16];
@@ -324,7 +325,7 @@ static void test_quantized_twins(void **state) {
         print_message("%s vs its dequantized f32 twin on %s: max |dlogit| = %.2g, mean %.2g\n", cases[c].name,
                       tern_isa_name(isa), d, mean);
         int simd_quantized = isa == TERN_ISA_AVX512 && cases[c].dt != TERN_SYNTH_F16;
-        if (simd_quantized ? (d >= 0.5 || mean >= 0.03) : d >= 1e-3)
+        if (simd_quantized ? (d >= 1.0 || mean >= 0.1) : d >= 1e-3)
             fail_msg("%s on %s: max |dlogit| %g, mean %g", cases[c].name, tern_isa_name(isa), d, mean);
         }
     }

@@ -216,6 +216,47 @@ static void test_attention(void **state) {
             }
 }
 
+/* A token's output must not depend on the other tokens of its batch (the engine's "batched == solo"):
+ * Y over T tokens equals T single-token products bit for bit, for every format and path. */
+static void test_batch_independence(void **state) {
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    static const struct {
+        tern_wformat fmt;
+        int bits, group;
+        int64_t in;
+    } cases[] = {{TERN_WF_F32, 0, 1, 96},      {TERN_WF_F16, 0, 1, 1536},   {TERN_WF_BF16, 0, 1, 100},
+                 {TERN_WF_BF16, 0, 1, 1536},   {TERN_WF_MLX_AFFINE, 4, 64, 1536}, {TERN_WF_MLX_AFFINE, 8, 32, 256},
+                 {TERN_WF_MLX_AFFINE, 4, 32, 96}, {TERN_WF_MLX_AFFINE, 8, 128, 384}};
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int64_t in = cases[c].in, rows = 37, T = 40;
+            owned_weight o = make_weight(cases[c].fmt, rows, in, cases[c].bits, cases[c].group);
+            float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * rows) * sizeof *y);
+            float *y1 = malloc((size_t)rows * sizeof *y1);
+            for (int64_t i = 0; i < T * in; i++)
+                x[i] = frand();
+            static const int64_t Ts[] = {2, 9, 40};
+            for (int ti = 0; ti < 3; ti++) {
+                tern_matmul_rows(pool, &o.w, 0, rows, x, Ts[ti], y);
+                for (int64_t t = 0; t < Ts[ti]; t++) {
+                    tern_matmul_rows(pool, &o.w, 0, rows, x + t * in, 1, y1);
+                    if (memcmp(y1, y + t * rows, (size_t)rows * sizeof *y1))
+                        fail_msg("%s case %zu: token %lld of %lld differs from the same token alone",
+                                 tern_isa_name(isa), c, (long long)t, (long long)Ts[ti]);
+                }
+            }
+            free(x);
+            free(y);
+            free(y1);
+            free_weight(&o);
+        }
+    }
+    tern_isa_set(tern_isa_detect());
+    tern_pool_destroy(pool);
+}
+
 static void test_isa_selection(void **state) {
     tern_isa best = tern_isa_detect();
     tern_isa_set(TERN_ISA_PORTABLE);
@@ -228,7 +269,8 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_attention), cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence),
+        cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,256 @@
+/* tern.h — the public C API of libtern: load a model, run a serving engine, submit requests and
+ * read their token events. The HTTP server and `tern run` use this and nothing else.
+ *
+ *   tern_model_load ─▶ tern_engine_create ─▶ tern_engine_submit ─▶ events ─▶ tern_engine_destroy
+ *
+ * Threads. An engine owns one thread that runs the model: it admits queued requests when a row
+ * and enough KV memory are free, prefills prompts in chunks between decode steps (continuous
+ * batching: rows join and leave between steps), and decodes all active rows in one batched
+ * forward per step. Submit, cancel, metrics and stream reads only take short locks; no model work
+ * ever happens on the caller's thread except tokenizing a text prompt.
+ *
+ * Errors are values (`tern_err *`, NULL on success; see core/status.h): read the message with
+ * tern_err_msg, the kind with err->code, free with tern_err_free. Submit fails fast with
+ * TERN_EOVERLOAD when the wait queue is full (HTTP 429) and with TERN_EINVAL when a request
+ * can never run (prompt longer than the context or than the KV budget; bad parameters).
+ *
+ * Events. Each request produces TERN_EV_TOKEN events (one per generated token) and exactly one
+ * final TERN_EV_DONE event (finish reason, usage, timings), delivered either to a callback on the
+ * engine thread or into a pollable stream. Text in events is complete UTF-8; text that might be
+ * the start of a stop string is held back until it is known not to be one. */
+#ifndef TERN_TERN_H
+#define TERN_TERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== models ================================================================================ */
+
+typedef struct tern_model tern_model;
+
+typedef struct tern_model_opts {
+    const char *model_dir;          /* config.json + *.safetensors (required) */
+    const char *tokenizer_path;     /* NULL: model_dir (tokenizer.json [+ tokenizer_config.json]); or a file */
+    const char *chat_template_path; /* NULL: found in model_dir if present (chat_template.jinja, ...) */
+} tern_model_opts;
+
+typedef struct tern_model_info {
+    const char *dir;
+    int64_t vocab_size, n_layers, hidden_size, sliding_window;
+    int64_t ctx_train;                 /* max_position_embeddings */
+    uint64_t weights_bytes;            /* text-decoder tensors as stored */
+    uint64_t kv_full_bytes_per_token;  /* bf16 K+V over full-attention layers */
+    uint64_t kv_sliding_bytes_per_token; /* bf16 K+V over sliding layers (saturates at the window) */
+} tern_model_info;
+
+/* Loads weights (mmapped), tokenizer and chat template; errors name the file at fault. */
+tern_err *tern_model_load(const tern_model_opts *o, tern_model **out);
+/* Frees the model; every engine using it must be destroyed first. NULL is fine. */
+void tern_model_free(tern_model *m);
+/* Sizes and memory figures of the model. */
+void tern_model_get_info(const tern_model *m, tern_model_info *out);
+/* The chat template source (NUL-terminated) and where it came from, or NULL when the model has none. */
+const char *tern_model_chat_template(const tern_model *m, const char **origin);
+/* Tokenizes len bytes of text into a malloc'd array (*ids, *n; free with tern_free). add_special adds the
+ * BOS the tokenizer's config asks for; parse_special turns special-token text ("<start_of_turn>") into ids. */
+tern_err *tern_model_tokenize(const tern_model *m, const char *text, size_t len, int add_special, int parse_special,
+                              int32_t **ids, size_t *n);
+/* Decodes ids into a malloc'd NUL-terminated string (free with tern_free); special tokens only if render_special. */
+tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids, size_t n, int render_special, char **text,
+                                size_t *len);
+/* The bytes one token decodes to on its own (malloc'd, free with tern_free), or NULL for an id out of range. */
+char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len);
+/* 1 if the token ends generation by default (EOS or an end-of-turn token). */
+int tern_model_is_eog(const tern_model *m, int32_t id);
+/* The BOS id, or -1. */
+int32_t tern_model_bos(const tern_model *m);
+/* Frees memory returned by this API. */
+void tern_free(void *p);
+
+/* ==== engines ================================================================================ */
+
+typedef struct tern_engine tern_engine;
+
+typedef struct tern_engine_opts {
+    int parallel;              /* rows decoded together (--parallel); default 4 */
+    int64_t ctx;               /* positions per request, prompt + generated; default min(ctx_train, 8192) */
+    uint64_t kv_budget_bytes;  /* KV memory for all rows; 0 = parallel x ctx, capped by free memory */
+    int64_t prefix_cache_bytes; /* prefix cache cap; < 0 = default (half the budget, within free memory), 0 = off */
+    int prefix_block;          /* tokens per prefix-cache block; default 64 */
+    int max_queue;             /* requests waiting for a row before submit says TERN_EOVERLOAD; default 64 */
+    int threads;               /* kernel threads; 0 = one per core */
+    int prefill_chunk;         /* most prompt tokens one row feeds per step; default 256 */
+    int step_tokens;           /* most tokens in one forward (decode rows first, then prefill chunks); default 512 */
+    int kv_f32;                /* 1: keep K/V in f32 instead of bf16 */
+} tern_engine_opts;
+
+/* Fills the defaults (all fields 0 / -1 as documented above). */
+void tern_engine_opts_default(tern_engine_opts *o);
+/* Creates an engine over `m` (which must outlive it) and starts its thread. Errors when the budget cannot
+ * hold even one position, or a value is out of range. */
+tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engine **out);
+/* Stops the engine: queued and running requests finish with TERN_FINISH_CANCELLED (their DONE events are
+ * delivered before this returns), then the thread is joined. Streams stay readable until freed. NULL is fine. */
+void tern_engine_destroy(tern_engine *e);
+
+/* ==== requests =============================================================================== */
+
+typedef struct tern_logit_bias {
+    int32_t token;
+    float bias; /* added to the logit; -INFINITY bans the token */
+} tern_logit_bias;
+
+typedef struct tern_sampling_params {
+    float temperature;        /* 0 = greedy */
+    int top_k;                /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off (CTRL: divide positive logits of seen tokens, multiply negative) */
+    float presence_penalty;   /* 0 = off; subtracted once from each seen token */
+    float frequency_penalty;  /* 0 = off; subtracted per occurrence */
+    int64_t penalty_last_n;   /* context tokens (prompt included) the penalties see; -1 = all; default 64 */
+    const tern_logit_bias *logit_bias; /* copied at submit */
+    int n_logit_bias;
+    uint64_t seed;            /* used when has_seed; otherwise the engine picks one */
+    int has_seed;
+} tern_sampling_params;
+
+typedef struct tern_request {
+    /* The prompt: token ids, or text to tokenize (exactly one of the two). */
+    const int32_t *prompt_ids;
+    size_t n_prompt_ids;
+    const char *prompt_text;
+    size_t prompt_text_len;
+    int add_special;          /* text prompts: add BOS as the tokenizer config asks */
+    int parse_special;        /* text prompts: special-token text becomes special tokens (rendered chat templates) */
+    tern_sampling_params sampling;
+    int64_t max_tokens;       /* 0 = as many as fit; always clamped to what the context and the budget hold */
+    const int32_t *stop_ids;  /* extra token ids that end generation (copied) */
+    int n_stop_ids;
+    const char *const *stop_strings; /* end generation when the text contains one; excluded from output (copied) */
+    int n_stop_strings;
+    int ignore_eos;           /* 1: EOS / end-of-turn tokens do not end generation */
+    int logprobs;             /* 1: report each chosen token's logprob */
+    int top_logprobs;         /* 0..20 most likely alternatives per token (implies logprobs) */
+    int render_special;       /* 1: special tokens appear in the event text */
+} tern_request;
+
+#define TERN_MAX_STOP_STRINGS 16
+#define TERN_MAX_STOP_STRING_BYTES 1024
+#define TERN_MAX_STOP_IDS 64
+#define TERN_MAX_LOGIT_BIAS 1024
+
+/* The defaults: greedy, no penalties (window 64), no stops beyond EOS, max_tokens 0, no logprobs. */
+void tern_request_default(tern_request *r);
+
+typedef enum tern_event_kind { TERN_EV_TOKEN = 1, TERN_EV_DONE = 2 } tern_event_kind;
+
+typedef enum tern_finish {
+    TERN_FINISH_NONE = 0,  /* (token events) */
+    TERN_FINISH_STOP,      /* EOS / end-of-turn / stop id / stop string */
+    TERN_FINISH_LENGTH,    /* max_tokens (after clamping) reached */
+    TERN_FINISH_CANCELLED, /* cancelled, stream freed, or engine destroyed */
+    TERN_FINISH_ERROR      /* the model failed; `error` says why */
+} tern_finish;
+
+typedef struct tern_usage {
+    int64_t prompt_tokens;
+    int64_t cached_tokens;     /* prompt tokens whose K/V came from the prefix cache */
+    int64_t completion_tokens; /* tokens generated (a stop token counts) */
+    int64_t max_tokens;        /* the effective max_tokens after clamping */
+} tern_usage;
+
+typedef struct tern_timings {
+    double queue_s;   /* submit -> admitted to a row */
+    double prefill_s; /* admitted -> first token */
+    double ttft_s;    /* submit -> first token */
+    double decode_s;  /* first token -> finish */
+} tern_timings;
+
+typedef struct tern_event {
+    tern_event_kind kind;
+    uint64_t request_id;
+    double time_s;            /* monotonic seconds when the engine produced the event */
+    /* TOKEN */
+    int32_t token;            /* the generated id */
+    int64_t index;            /* 0-based position among generated tokens */
+    const char *text;         /* text released by this event (TOKEN or DONE), NUL-terminated, maybe empty */
+    size_t text_len;
+    int has_logprob;
+    float logprob;            /* log-softmax of the model's raw logits */
+    int n_top;
+    const int32_t *top_ids;   /* [n_top] most likely first */
+    const float *top_logprobs;
+    /* DONE */
+    tern_finish finish;
+    int32_t stop_token;       /* the id that stopped generation (STOP by token), else -1 */
+    int stop_string;          /* index into stop_strings (STOP by string), else -1 */
+    const char *error;        /* FINISH_ERROR: message */
+    tern_usage usage;
+    tern_timings timings;
+} tern_event;
+
+/* Called on the engine thread; pointers are valid during the call only. It must return quickly (copy
+ * and hand off) and may call tern_engine_cancel, but not destroy the engine. */
+typedef void (*tern_event_fn)(const tern_event *ev, void *user);
+
+typedef struct tern_stream tern_stream;
+
+/* Queues a request. With `cb`, events go to cb(ev, user) and `stream` must be NULL; without, *stream receives
+ * a pollable stream (free it with tern_stream_free). *id (may be NULL) receives the request id.
+ * Fails with TERN_EOVERLOAD when max_queue requests are already waiting, TERN_EINVAL when the request can
+ * never run (message says why: prompt beyond the context or the KV budget, bad parameter, unknown token). */
+tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_fn cb, void *user,
+                             tern_stream **stream, uint64_t *id);
+/* Cancels a request: it leaves the queue or its row at the next step and ends with TERN_FINISH_CANCELLED.
+ * Returns 1 if the request was still queued or running, 0 otherwise. */
+int tern_engine_cancel(tern_engine *e, uint64_t id);
+
+/* Waits up to timeout_ms (< 0: forever) for the next event. Returns 1 with *ev filled (its pointers stay
+ * valid until the next call or tern_stream_free), 0 on timeout, -1 once the DONE event has been read. */
+int tern_stream_next(tern_stream *s, tern_event *ev, int timeout_ms);
+/* The request id of a stream. */
+uint64_t tern_stream_id(const tern_stream *s);
+/* Asks for cancellation (the DONE event still arrives). */
+void tern_stream_cancel(tern_stream *s);
+/* Cancels the request if unfinished and frees the stream; NULL is fine. */
+void tern_stream_free(tern_stream *s);
+
+/* ==== metrics ================================================================================ */
+
+typedef struct tern_metrics {
+    /* configuration */
+    int parallel;
+    int64_t ctx;
+    uint64_t kv_budget_bytes;
+    uint64_t prefix_cache_cap_bytes;
+    int max_queue;
+    /* now */
+    int queue_depth;          /* requests waiting for a row */
+    int active_rows;          /* rows prefilling or decoding */
+    int prefilling_rows;
+    uint64_t kv_bytes_in_use; /* reserved by admitted requests */
+    uint64_t kv_bytes_peak;
+    uint64_t prefix_cache_bytes, prefix_cache_blocks;
+    /* totals since creation */
+    uint64_t requests_submitted, requests_rejected, requests_overloaded;
+    uint64_t requests_finished[5]; /* by tern_finish */
+    uint64_t prompt_tokens, cached_tokens, tokens_generated;
+    uint64_t steps, step_rows;     /* forwards run, and rows summed over them (mean batch = step_rows / steps) */
+    uint64_t prefix_lookups, prefix_hits, prefix_evictions;
+} tern_metrics;
+
+/* A consistent snapshot of the engine's counters. */
+void tern_engine_metrics(tern_engine *e, tern_metrics *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

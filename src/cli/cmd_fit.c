@@ -1,0 +1,111 @@
+/* cmd_fit.c — `tern fit MODEL_DIR [--ctx N] [--parallel N] [--budget GIB]`: what fits in memory.
+ * Weights bytes, KV bytes per token (sliding layers stop growing at their ring of window + chunk
+ * positions), the KV a request of --ctx positions needs, and what a budget holds. The report
+ * depends only on the checkpoint and the flags, never on the machine, so it can be diffed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/fileio.h"
+#include "engine/fit.h"
+#include "formats/model_config.h"
+
+static const char *usage =
+    "usage: tern fit MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv bf16|f32]\n"
+    "Reports weights and KV-cache memory: bytes per token, per request of --ctx positions (default\n"
+    "min(trained context, 8192)), for --parallel rows (default 4), and what a KV budget of --budget GiB\n"
+    "holds (default: exactly what the rows need). --chunk is the engine's prefill chunk (default 256):\n"
+    "sliding layers keep window + chunk positions.\n";
+
+/* Bytes in the largest binary unit that keeps the number >= 1 (two decimals); rotates over 4 buffers. */
+static const char *human(uint64_t b) {
+    static char buf[4][32];
+    static int next;
+    char *out = buf[next++ & 3];
+    const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, 32, "%llu bytes", (unsigned long long)b);
+    else
+        snprintf(out, 32, "%.2f %s", v, units[u]);
+    return out;
+}
+
+static void print_plan(const char *dir, const tern_fit_plan *p, const char *kv_name) {
+    printf("model:        %s\n", dir);
+    printf("weights:      %s text decoder", human(p->weights_bytes));
+    if (p->other_bytes)
+        printf(" (+ %s of other tensors the text path never reads)", human(p->other_bytes));
+    printf("\n");
+    printf("kv per token: %llu bytes in full layers + %llu bytes in sliding layers (%s); sliding layers stop "
+           "growing at %lld positions (window %lld + chunk %lld)\n",
+           (unsigned long long)p->cost.full_per_pos, (unsigned long long)p->cost.ring_per_pos, kv_name,
+           (long long)p->cost.ring_slots, (long long)p->window, (long long)p->chunk);
+    printf("per request:  %lld positions -> %s of KV\n", (long long)p->ctx, human(p->per_request));
+    printf("all rows:     %d x %s = %s\n", p->parallel, human(p->per_request), human(p->all_rows));
+    printf("budget:       %s%s\n", human(p->budget), p->budget_given ? "" : " (what the rows need)");
+    printf("fits:         %lld of %d rows at %lld positions at once; all %d rows at up to %lld positions each; "
+           "one request alone up to %lld positions\n",
+           (long long)p->rows_at_ctx, p->parallel, (long long)p->ctx, p->parallel, (long long)p->ctx_per_row,
+           (long long)p->max_one_request);
+    if (p->ctx_train > 0 && p->ctx > p->ctx_train)
+        printf("warning:      --ctx %lld exceeds the trained context of %lld\n", (long long)p->ctx,
+               (long long)p->ctx_train);
+    printf("total:        %s (weights + KV budget; the prefix cache and activations come on top)\n",
+           human(p->total));
+}
+
+int cmd_fit(int argc, char **argv) {
+    tern_opt opts[] = {{"ctx", 1, 0},   {"parallel", 1, 0}, {"budget", 1, 0}, {"chunk", 1, 0},
+                       {"kv", 1, 0},    {"help", 0, 0},     {0, 0, 0}};
+    const char *pos[1];
+    int np = tern_args_parse("fit", argc, argv, opts, pos, 1);
+    if (np < 0)
+        return 2;
+    if (tern_args_get(opts, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    int64_t ctx, parallel, chunk;
+    const char *kv = tern_args_get(opts, "kv"), *budget_s = tern_args_get(opts, "budget");
+    double budget_gib = 0;
+    if (budget_s) {
+        char *end;
+        budget_gib = strtod(budget_s, &end);
+        if (end == budget_s || *end || !(budget_gib > 0) || budget_gib > 1e6) {
+            fprintf(stderr, "tern fit: --budget must be a number of GiB > 0, got '%s'\n", budget_s);
+            return 2;
+        }
+    }
+    if (np != 1 || tern_args_int("fit", opts, "ctx", 0, 1, 1 << 24, &ctx) ||
+        tern_args_int("fit", opts, "parallel", 4, 1, 4096, &parallel) ||
+        tern_args_int("fit", opts, "chunk", 256, 1, 1 << 16, &chunk) || (kv && strcmp(kv, "bf16") && strcmp(kv, "f32"))) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    tern_gemma4_config c;
+    uint64_t text = 0, other = 0;
+    tern_fit_plan plan;
+    char *cfg_path = tern_path_join(pos[0], "config.json");
+    tern_err *err = cfg_path ? tern_gemma4_config_load(cfg_path, &c) : tern_errf(TERN_ENOMEM, "out of memory");
+    free(cfg_path);
+    if (!err)
+        err = tern_fit_weights(pos[0], &c, &text, &other);
+    if (!err)
+        err = tern_fit_compute(&c, text, other, ctx, (int)parallel, (uint64_t)(budget_gib * 1024.0 * 1024.0 * 1024.0),
+                               kv && !strcmp(kv, "f32") ? 4 : 2, chunk, &plan);
+    if (err) {
+        fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
+        tern_err_free(err);
+        return 1;
+    }
+    print_plan(pos[0], &plan, kv ? kv : "bf16");
+    return 0;
+}

@@ -1,0 +1,155 @@
+/* engine_internal.h — the serving engine's structures, shared by its files:
+ *   model_api.c  the model (weights + tokenizer + template)
+ *   channel.c    how one request's events reach its consumer (callback or pollable stream)
+ *   request.c    validating and copying a submitted request; admission arithmetic
+ *   engine.c     create / destroy / submit / cancel / metrics: the parts other threads call
+ *   scheduler.c  the engine thread: admit, prefill in chunks, decode in one batch, sample, emit
+ *
+ * Ownership and locking. `mu` guards the wait queue, the budget, each row's `req` pointer (so
+ * cancel can find running requests) and the counters; the engine thread takes it briefly once
+ * per step and never runs the model while holding it. Everything else about a row belongs to
+ * the engine thread alone. A request's channel is shared with its consumer and reference
+ * counted; its cancel flag is atomic. */
+#ifndef TERN_ENGINE_INTERNAL_H
+#define TERN_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "engine/kv_budget.h"
+#include "engine/stop_text.h"
+#include "kv/prefix_cache.h"
+#include "models/gemma4.h"
+#include "sample/chain.h"
+#include "tern/tern.h"
+#include "tokenizer/tokenizer.h"
+
+struct tern_model {
+    tern_gemma4 *g;
+    tern_tokenizer *tok;
+    char *chat_template, *template_origin; /* NULL when the model has none */
+    char *dir;
+    uint64_t weights_bytes, other_bytes;
+};
+
+/* ---- channel: a request's events on their way to the consumer ------------------------------- */
+
+typedef struct ev_node ev_node;
+
+typedef struct channel {
+    atomic_int refs;
+    atomic_int cancelled;
+    uint64_t id;
+    tern_event_fn cb; /* callback mode, else queue mode */
+    void *user;
+    pthread_mutex_t mu; /* queue mode */
+    pthread_cond_t cv;
+    ev_node *head, *tail;
+    ev_node *current; /* the event handed out last (freed on the next read) */
+    int done_read; /* the DONE event was handed out */
+    int closed;    /* the consumer freed its stream */
+} channel;
+
+/* Wraps a queue-mode channel as the consumer's stream (adds a reference); NULL on OOM. */
+tern_stream *stream_wrap(channel *ch);
+
+/* A channel with one reference (the engine's); cb NULL = queue mode. */
+channel *channel_new(uint64_t id, tern_event_fn cb, void *user);
+/* Adds a reference (the consumer's stream). */
+void channel_ref(channel *ch);
+/* Drops a reference; the last one frees. */
+void channel_unref(channel *ch);
+/* Delivers an event: calls the callback, or deep-copies it into the queue. Returns 0, or -1 on OOM
+ * (the event is lost, and for a DONE event the consumer is woken anyway). */
+int channel_emit(channel *ch, const tern_event *ev);
+
+/* ---- requests --------------------------------------------------------------------------------- */
+
+typedef struct eng_request {
+    uint64_t id;
+    int32_t *prompt;
+    int64_t n_prompt;
+    tern_chain_params sp; /* sp.bias points into `bias` */
+    tern_bias *bias;
+    int32_t *stop_ids;
+    int n_stop_ids;
+    char **stops;
+    size_t *stop_lens;
+    int n_stops;
+    int64_t max_tokens; /* after clamping */
+    uint64_t reserve;   /* KV bytes reserved while admitted */
+    int ignore_eos, render_special;
+    channel *ch;
+    double t_submit, t_admit, t_first;
+    struct eng_request *next; /* wait queue */
+} eng_request;
+
+/* Frees a request and drops its channel reference; NULL is fine. */
+void request_free(eng_request *r);
+
+/* ---- rows ------------------------------------------------------------------------------------- */
+
+typedef enum { ROW_FREE = 0, ROW_ADMITTED, ROW_PREFILL, ROW_DECODE } row_phase;
+
+typedef struct eng_row {
+    int seq;                 /* KV sequence (= row index) */
+    row_phase phase;
+    eng_request *req;        /* guarded by mu (cancel reads it) */
+    uint64_t admit_order;    /* prefill goes first-admitted first */
+    int32_t *toks;           /* prompt then generated tokens; toks[0, n_past) are in the KV */
+    int64_t n_toks, cap_toks;
+    int64_t n_past, n_gen, cached;
+    tern_chain *chain;
+    tern_detok_stream *detok;
+    tern_stop_text stop;
+    tern_pc_cursor *cursor;
+    char *final;             /* text released with DONE */
+    size_t n_final, cap_final;
+    /* this step */
+    int64_t feed;            /* tokens fed in this step's forward */
+    int out;                 /* its logits row, or -1 */
+    int32_t chosen;
+    tern_logprobs lp;
+} eng_row;
+
+struct tern_engine {
+    tern_model *model;
+    tern_gemma4 *g;
+    const tern_gemma4_config *cfg;
+    int64_t vocab;
+    tern_engine_opts o; /* resolved */
+    tern_pool *pool;
+    tern_kv *kv;
+    tern_kv_cost cost;
+    tern_prefix_cache *pc; /* NULL when off */
+    eng_row *rows;         /* [parallel] */
+    float *logits;         /* [parallel][vocab] */
+    int *b_seq, *b_row;    /* batch scratch [parallel] */
+    int64_t *b_ntok;
+    int32_t *b_ids;        /* [step_tokens] */
+    int *ready;            /* rows sampling this step */
+    int n_ready;
+    pthread_t thread;
+    int thread_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    eng_request *q_head, *q_tail;
+    int q_len;
+    int stopping;
+    tern_budget budget;
+    uint64_t next_id, admit_counter, seed_state;
+    tern_metrics m; /* counters (configuration fields filled at create) */
+};
+
+/* The engine thread's body (scheduler.c). */
+void *engine_thread_main(void *arg);
+/* Ends every row and queued request with `finish` (used by destroy after the thread stopped). */
+void engine_finish_all(tern_engine *e, tern_finish finish);
+
+/* Validates a submitted request against the engine and copies it (request.c); rejects with TERN_EINVAL. */
+tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out);
+
+#endif

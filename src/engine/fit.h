@@ -1,0 +1,42 @@
+/* fit.h — what fits in memory: weights bytes, KV bytes per token (sliding layers saturating at
+ * their ring), and the budget arithmetic behind `tern fit` and the engine's defaults.
+ * Everything here is deterministic given its inputs; only tern_mem_available reads the machine. */
+#ifndef TERN_ENGINE_FIT_H
+#define TERN_ENGINE_FIT_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/kv_budget.h"
+#include "formats/model_config.h"
+
+typedef struct tern_fit_plan {
+    uint64_t weights_bytes;     /* text-decoder tensors as stored (mmapped, paged in as used) */
+    uint64_t other_bytes;       /* tensors the text path never reads (audio/vision towers) */
+    tern_kv_cost cost;          /* per-position KV costs at the chosen dtype and chunk */
+    int64_t window, chunk, ctx_train;
+    int64_t ctx;                /* positions per request */
+    int parallel;
+    uint64_t per_request;       /* KV bytes of one request at ctx */
+    uint64_t all_rows;          /* parallel x per_request */
+    uint64_t budget;            /* the budget planned with (given, or all_rows) */
+    int budget_given;
+    int64_t rows_at_ctx;        /* full-context requests the budget holds at once (capped at parallel) */
+    int64_t ctx_per_row;        /* the context every one of `parallel` rows could have within the budget */
+    int64_t max_one_request;    /* the longest single request the budget holds (capped at ctx_train) */
+    uint64_t total;             /* weights + budget */
+} tern_fit_plan;
+
+/* Sums the stored bytes of the text decoder's tensors in MODEL_DIR and of everything else. */
+tern_err *tern_fit_weights(const char *model_dir, const tern_gemma4_config *c, uint64_t *text_bytes,
+                           uint64_t *other_bytes);
+/* Plans `parallel` rows of `ctx` positions (0 = min(ctx_train, 8192)) with KV elements of elem_bytes and
+ * `chunk` extra ring slots, in `budget` bytes (0 = exactly what the rows need). */
+tern_err *tern_fit_compute(const tern_gemma4_config *c, uint64_t weights, uint64_t other, int64_t ctx, int parallel,
+                           uint64_t budget, int elem_bytes, int64_t chunk, tern_fit_plan *out);
+/* The default context: min(ctx_train, 8192). */
+int64_t tern_fit_default_ctx(const tern_gemma4_config *c);
+/* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */
+uint64_t tern_mem_available(void);
+
+#endif

@@ -1,0 +1,117 @@
+/* model_api.c — the model half of the public API (tern.h): weights + tokenizer + chat template. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/jinja.h"
+#include "core/fileio.h"
+#include "engine/engine_internal.h"
+#include "engine/fit.h"
+
+tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
+    *out = NULL;
+    if (!o || !o->model_dir)
+        return tern_errf(TERN_EINVAL, "tern_model_load: no model directory given");
+    tern_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->dir = strdup(o->model_dir))) {
+        free(m);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    tern_err *err = tern_gemma4_load(o->model_dir, &m->g);
+    if (!err)
+        err = tern_tokenizer_load(o->tokenizer_path ? o->tokenizer_path : o->model_dir, &m->tok);
+    if (!err) {
+        const tern_gemma4_config *c = tern_gemma4_config_of(m->g);
+        if ((int64_t)tern_tokenizer_vocab_size(m->tok) > c->vocab_size)
+            err = tern_errf(TERN_EFORMAT, "%s: the tokenizer has %zu tokens but the model only %lld",
+                            o->tokenizer_path ? o->tokenizer_path : o->model_dir, tern_tokenizer_vocab_size(m->tok),
+                            (long long)c->vocab_size);
+    }
+    if (!err && o->chat_template_path) {
+        size_t len;
+        err = tern_read_file(o->chat_template_path, 16u << 20, &m->chat_template, &len);
+        if (!err && !(m->template_origin = strdup(o->chat_template_path)))
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+    } else if (!err) {
+        tern_err *e = tern_chat_template_load(o->model_dir, &m->chat_template, NULL, &m->template_origin);
+        if (e && e->code != TERN_ENOTFOUND)
+            err = e; /* a template that is present but broken is worth hearing about */
+        else
+            tern_err_free(e);
+    }
+    if (!err)
+        err = tern_fit_weights(o->model_dir, tern_gemma4_config_of(m->g), &m->weights_bytes, &m->other_bytes);
+    if (err) {
+        tern_model_free(m);
+        return err;
+    }
+    *out = m;
+    return NULL;
+}
+
+void tern_model_free(tern_model *m) {
+    if (!m)
+        return;
+    tern_gemma4_free(m->g);
+    tern_tokenizer_free(m->tok);
+    free(m->chat_template);
+    free(m->template_origin);
+    free(m->dir);
+    free(m);
+}
+
+void tern_model_get_info(const tern_model *m, tern_model_info *out) {
+    const tern_gemma4_config *c = tern_gemma4_config_of(m->g);
+    memset(out, 0, sizeof *out);
+    out->dir = m->dir;
+    out->vocab_size = c->vocab_size;
+    out->n_layers = c->num_hidden_layers;
+    out->hidden_size = c->hidden_size;
+    out->sliding_window = c->sliding_window;
+    out->ctx_train = c->max_position_embeddings;
+    out->weights_bytes = m->weights_bytes;
+    int64_t full = tern_gemma4_kv_bytes_per_token(c, 2, 0), all = tern_gemma4_kv_bytes_per_token(c, 2, 1);
+    out->kv_full_bytes_per_token = (uint64_t)full;
+    out->kv_sliding_bytes_per_token = (uint64_t)(all - full);
+}
+
+const char *tern_model_chat_template(const tern_model *m, const char **origin) {
+    if (origin)
+        *origin = m->template_origin;
+    return m->chat_template;
+}
+
+tern_err *tern_model_tokenize(const tern_model *m, const char *text, size_t len, int add_special, int parse_special,
+                              int32_t **ids, size_t *n) {
+    tern_tokens t = {0};
+    *ids = NULL;
+    *n = 0;
+    tern_err *err = tern_tokenize(m->tok, text, len, add_special, parse_special, &t);
+    if (err) {
+        tern_tokens_free(&t);
+        return err;
+    }
+    *ids = t.ids;
+    *n = t.n;
+    return NULL;
+}
+
+tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids, size_t n, int render_special, char **text,
+                                size_t *len) {
+    return tern_detokenize(m->tok, ids, n, render_special, text, len);
+}
+
+char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len) {
+    return tern_tokenizer_token_piece(m->tok, id, len);
+}
+
+int tern_model_is_eog(const tern_model *m, int32_t id) {
+    const tern_gemma4_config *c = tern_gemma4_config_of(m->g);
+    for (int k = 0; k < c->n_eos; k++)
+        if (id == c->eos_token_ids[k])
+            return 1;
+    return id >= 0 && (size_t)id < tern_tokenizer_vocab_size(m->tok) && tern_tokenizer_is_eog(m->tok, id);
+}
+
+int32_t tern_model_bos(const tern_model *m) { return tern_tokenizer_bos(m->tok); }
+
+void tern_free(void *p) { free(p); }

@@ -1,0 +1,195 @@
+/* request.c — turning a submitted tern_request into the engine's own copy: every field validated
+ * (errors say which and why), the prompt tokenized, and the admission arithmetic done up front:
+ * a prompt that can never fit is rejected here, max_tokens is clamped to what the context and
+ * the KV budget hold, and the bytes to reserve at admission are fixed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+
+void request_free(eng_request *r) {
+    if (!r)
+        return;
+    free(r->prompt);
+    free(r->bias);
+    free(r->stop_ids);
+    for (int i = 0; i < r->n_stops; i++)
+        free(r->stops[i]);
+    free(r->stops);
+    free(r->stop_lens);
+    if (r->ch)
+        channel_unref(r->ch);
+    free(r);
+}
+
+/* 1 if s[0, n) is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF). */
+static int utf8_valid(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!k || i + k > n)
+            return 0;
+        uint32_t cp = k == 1 ? c : k == 2 ? c & 0x1f : k == 3 ? c & 0x0f : c & 0x07;
+        for (size_t j = 1; j < k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if ((k == 2 && cp < 0x80) || (k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += k;
+    }
+    return 1;
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static tern_err *take_prompt(tern_engine *e, const tern_request *r, eng_request *q) {
+    int has_ids = r->prompt_ids != NULL || r->n_prompt_ids > 0, has_text = r->prompt_text != NULL;
+    if (has_ids == has_text)
+        return tern_errf(TERN_EINVAL, "a request needs exactly one prompt: token ids or text");
+    if (has_text) {
+        tern_tokens t = {0};
+        tern_err *err = tern_tokenize(e->model->tok, r->prompt_text, r->prompt_text_len, r->add_special,
+                                      r->parse_special, &t);
+        if (err) {
+            tern_tokens_free(&t);
+            return tern_err_wrap(err, "prompt");
+        }
+        q->prompt = t.ids;
+        q->n_prompt = (int64_t)t.n;
+    } else {
+        if (!r->prompt_ids)
+            return tern_errf(TERN_EINVAL, "prompt: %zu token ids but no array", r->n_prompt_ids);
+        if (r->n_prompt_ids > (size_t)INT32_MAX)
+            return tern_errf(TERN_EINVAL, "prompt: %zu token ids is too many", r->n_prompt_ids);
+        q->prompt = malloc((r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *q->prompt);
+        if (!q->prompt)
+            return tern_errf(TERN_ENOMEM, "out of memory for a prompt of %zu tokens", r->n_prompt_ids);
+        if (r->n_prompt_ids)
+            memcpy(q->prompt, r->prompt_ids, r->n_prompt_ids * sizeof *q->prompt);
+        q->n_prompt = (int64_t)r->n_prompt_ids;
+        for (int64_t i = 0; i < q->n_prompt; i++)
+            if (q->prompt[i] < 0 || q->prompt[i] >= e->vocab)
+                return tern_errf(TERN_EINVAL, "prompt: token %lld is id %d, outside the vocabulary [0, %lld)",
+                                 (long long)i, q->prompt[i], (long long)e->vocab);
+    }
+    if (q->n_prompt < 1)
+        return tern_errf(TERN_EINVAL, "the prompt is empty (no tokens)");
+    return NULL;
+}
+
+static tern_err *take_sampling(tern_engine *e, const tern_request *r, eng_request *q) {
+    const tern_sampling_params *s = &r->sampling;
+    tern_chain_params *p = &q->sp;
+    *p = tern_chain_defaults();
+    p->s.temperature = s->temperature;
+    p->s.top_k = s->top_k;
+    p->s.top_p = s->top_p;
+    p->s.min_p = s->min_p;
+    p->pen.repeat = s->repetition_penalty;
+    p->pen.presence = s->presence_penalty;
+    p->pen.frequency = s->frequency_penalty;
+    p->penalty_last_n = s->penalty_last_n;
+    p->seed = s->seed;
+    p->logprobs = r->logprobs || r->top_logprobs > 0;
+    p->top_logprobs = r->top_logprobs;
+    if (s->n_logit_bias < 0 || s->n_logit_bias > TERN_MAX_LOGIT_BIAS || (s->n_logit_bias && !s->logit_bias))
+        return tern_errf(TERN_EINVAL, "logit_bias: %d entries (at most %d)", s->n_logit_bias, TERN_MAX_LOGIT_BIAS);
+    if (s->n_logit_bias) {
+        if (!(q->bias = malloc((size_t)s->n_logit_bias * sizeof *q->bias)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        for (int i = 0; i < s->n_logit_bias; i++) {
+            q->bias[i].id = s->logit_bias[i].token;
+            q->bias[i].value = s->logit_bias[i].bias;
+        }
+    }
+    p->bias = q->bias;
+    p->n_bias = s->n_logit_bias;
+    return tern_chain_params_check(p, e->vocab);
+}
+
+static tern_err *take_stops(tern_engine *e, const tern_request *r, eng_request *q) {
+    if (r->n_stop_ids < 0 || r->n_stop_ids > TERN_MAX_STOP_IDS || (r->n_stop_ids && !r->stop_ids))
+        return tern_errf(TERN_EINVAL, "stop ids: %d given, at most %d", r->n_stop_ids, TERN_MAX_STOP_IDS);
+    if (r->n_stop_ids) {
+        if (!(q->stop_ids = malloc((size_t)r->n_stop_ids * sizeof *q->stop_ids)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        memcpy(q->stop_ids, r->stop_ids, (size_t)r->n_stop_ids * sizeof *q->stop_ids);
+        q->n_stop_ids = r->n_stop_ids;
+        for (int i = 0; i < r->n_stop_ids; i++)
+            if (q->stop_ids[i] < 0 || q->stop_ids[i] >= e->vocab)
+                return tern_errf(TERN_EINVAL, "stop id %d is outside the vocabulary [0, %lld)", q->stop_ids[i],
+                                 (long long)e->vocab);
+    }
+    if (r->n_stop_strings < 0 || r->n_stop_strings > TERN_MAX_STOP_STRINGS || (r->n_stop_strings && !r->stop_strings))
+        return tern_errf(TERN_EINVAL, "stop: %d strings given, at most %d", r->n_stop_strings, TERN_MAX_STOP_STRINGS);
+    if (!r->n_stop_strings)
+        return NULL;
+    q->stops = calloc((size_t)r->n_stop_strings, sizeof *q->stops);
+    q->stop_lens = calloc((size_t)r->n_stop_strings, sizeof *q->stop_lens);
+    if (!q->stops || !q->stop_lens)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    for (int i = 0; i < r->n_stop_strings; i++) {
+        const char *s = r->stop_strings[i];
+        size_t n = s ? strnlen(s, TERN_MAX_STOP_STRING_BYTES + 1) : 0;
+        if (n == 0 || n > TERN_MAX_STOP_STRING_BYTES)
+            return tern_errf(TERN_EINVAL, "stop string %d must have 1 to %d bytes", i, TERN_MAX_STOP_STRING_BYTES);
+        if (!utf8_valid((const unsigned char *)s, n))
+            return tern_errf(TERN_EINVAL, "stop string %d is not valid UTF-8", i);
+        if (!(q->stops[i] = strdup(s)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        q->stop_lens[i] = n;
+        q->n_stops = i + 1;
+    }
+    return NULL;
+}
+
+/* Rejects a prompt that can never run; clamps max_tokens; fixes the reservation. */
+static tern_err *fit(tern_engine *e, const tern_request *r, eng_request *q) {
+    const int64_t ctx = e->o.ctx, n = q->n_prompt;
+    if (r->max_tokens < 0)
+        return tern_errf(TERN_EINVAL, "max_tokens must be >= 0 (0 = as many as fit), got %lld", (long long)r->max_tokens);
+    if (n + 1 > ctx)
+        return tern_errf(TERN_EINVAL,
+                         "the prompt has %lld tokens but a request may hold %lld (prompt + at least one generated "
+                         "token); shorten it or raise --ctx",
+                         (long long)n, (long long)ctx);
+    uint64_t need = tern_kv_cost_bytes(&e->cost, n + 1);
+    if (need > e->budget.total)
+        return tern_errf(TERN_EINVAL,
+                         "the prompt has %lld tokens, which need %.1f MiB of KV cache, but the KV budget is %.1f MiB; "
+                         "shorten it or raise the budget",
+                         (long long)n, mib(need), mib(e->budget.total));
+    int64_t positions = tern_kv_cost_max_positions(&e->cost, e->budget.total, ctx), room = positions - n;
+    q->max_tokens = r->max_tokens == 0 || r->max_tokens > room ? room : r->max_tokens;
+    q->reserve = tern_kv_cost_bytes(&e->cost, n + q->max_tokens);
+    return NULL;
+}
+
+tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out) {
+    *out = NULL;
+    if (!r)
+        return tern_errf(TERN_EINVAL, "no request");
+    if (r->top_logprobs < 0 || r->top_logprobs > TERN_MAX_TOP_LOGPROBS)
+        return tern_errf(TERN_EINVAL, "top_logprobs must be in [0, %d], got %d", TERN_MAX_TOP_LOGPROBS, r->top_logprobs);
+    eng_request *q = calloc(1, sizeof *q);
+    if (!q)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    q->ignore_eos = r->ignore_eos;
+    q->render_special = r->render_special;
+    tern_err *err = take_prompt(e, r, q);
+    if (!err)
+        err = take_sampling(e, r, q);
+    if (!err)
+        err = take_stops(e, r, q);
+    if (!err)
+        err = fit(e, r, q);
+    if (err) {
+        request_free(q);
+        return err;
+    }
+    *out = q;
+    return NULL;
+}

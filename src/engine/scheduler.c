@@ -1,0 +1,446 @@
+/* scheduler.c — the engine thread: one loop of
+ *
+ *   admit    queued requests take free rows while the KV budget holds their whole reservation
+ *            (first come, first served: the head waits rather than being overtaken);
+ *   start    a new row restores the longest cached prefix of its prompt (prefix_cache.h);
+ *   step     one forward over every active row: each decoding row feeds its last token, then
+ *            prefilling rows (first admitted first) feed prompt chunks of up to prefill_chunk
+ *            tokens while the step's token budget lasts — so a long prompt joins the batch a
+ *            chunk at a time and never stalls the rows already decoding;
+ *   sample   rows whose prompt is done choose a token (in parallel, each with its own chain);
+ *   emit     token text goes through the streaming detokenizer and the stop-string matcher,
+ *            then to the request's channel; finished and cancelled rows leave and free their
+ *            KV memory and reservation before their DONE event is delivered.
+ *
+ * Per-row state (tokens, KV length, sampler, detokenizer, stop matcher, prefix-cache cursor)
+ * lives in the row, so rows come and go between steps without disturbing each other, and a
+ * row's result depends only on its own inputs. A future verifier (speculative decoding) feeds
+ * several tokens per row, takes logits for all of them, accepts a prefix with
+ * tern_chain_accept, rolls the KV back with tern_kv_set_len, and hands the cursor only the
+ * committed length. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "engine/engine_internal.h"
+
+/* ---- events ------------------------------------------------------------------------------------ */
+
+static void fill_done(tern_event *ev, const eng_request *q, const eng_row *w, tern_finish finish, double now) {
+    memset(ev, 0, sizeof *ev);
+    ev->kind = TERN_EV_DONE;
+    ev->request_id = q->id;
+    ev->time_s = now;
+    ev->token = -1;
+    ev->text = "";
+    ev->finish = finish;
+    ev->stop_token = -1;
+    ev->stop_string = -1;
+    ev->usage.prompt_tokens = q->n_prompt;
+    ev->usage.cached_tokens = w ? w->cached : 0;
+    ev->usage.completion_tokens = w ? w->n_gen : 0;
+    ev->usage.max_tokens = q->max_tokens;
+    double admit = q->t_admit > 0 ? q->t_admit : now;
+    ev->timings.queue_s = admit - q->t_submit;
+    if (q->t_first > 0) {
+        ev->timings.prefill_s = q->t_first - admit;
+        ev->timings.ttft_s = q->t_first - q->t_submit;
+        ev->timings.decode_s = now - q->t_first;
+    }
+}
+
+/* A request that never reached a row (cancelled while queued, or the engine stopped). */
+static void finish_queued(tern_engine *e, eng_request *q, tern_finish finish) {
+    tern_event ev;
+    fill_done(&ev, q, NULL, finish, tern_now_s());
+    pthread_mutex_lock(&e->mu);
+    e->m.requests_finished[finish]++;
+    e->m.prompt_tokens += (uint64_t)q->n_prompt;
+    pthread_mutex_unlock(&e->mu);
+    channel_emit(q->ch, &ev);
+    request_free(q);
+}
+
+/* Appends to the row's final-text buffer; 0 or -1 on OOM. */
+static int final_append(eng_row *w, const char *s, size_t n) {
+    if (w->n_final + n + 1 > w->cap_final) {
+        size_t cap = w->cap_final ? w->cap_final : 64;
+        while (cap < w->n_final + n + 1)
+            cap *= 2;
+        char *nb = realloc(w->final, cap);
+        if (!nb)
+            return -1;
+        w->final = nb;
+        w->cap_final = cap;
+    }
+    if (n)
+        memcpy(w->final + w->n_final, s, n);
+    w->n_final += n;
+    w->final[w->n_final] = 0;
+    return 0;
+}
+
+/* Generation ended without a stop string: what the detokenizer and the matcher held back is real output
+ * (unless the detokenizer's last bytes complete a stop string after all, which turns the finish into one). */
+static void release_held_text(eng_row *w, tern_finish *finish, int *stop_string, int32_t *stop_token) {
+    const char *tail = "", *out;
+    size_t tail_len = 0, out_len;
+    int idx = -1;
+    w->n_final = 0;
+    if (w->detok)
+        tern_detok_stream_flush(w->detok, &tail, &tail_len);
+    tern_err *err = tern_stop_text_push(&w->stop, tail, tail_len, &out, &out_len, &idx);
+    if (!err && !final_append(w, out, out_len) && idx < 0)
+        err = tern_stop_text_flush(&w->stop, &out, &out_len);
+    if (!err && idx < 0)
+        final_append(w, out, out_len);
+    if (idx >= 0) {
+        *finish = TERN_FINISH_STOP;
+        *stop_string = idx;
+        *stop_token = -1;
+    }
+    tern_err_free(err); /* out of memory: the held-back text is lost, the request still ends */
+}
+
+/* Ends a row's request: releases its KV memory and reservation (so metrics read after DONE already show
+ * them free), then delivers DONE. */
+static void finish_row(tern_engine *e, eng_row *w, tern_finish finish, int32_t stop_token, int stop_string,
+                       const char *error) {
+    eng_request *q = w->req;
+    w->n_final = 0;
+    if (finish == TERN_FINISH_LENGTH || (finish == TERN_FINISH_STOP && stop_string < 0))
+        release_held_text(w, &finish, &stop_string, &stop_token);
+    tern_event ev;
+    fill_done(&ev, q, w, finish, tern_now_s());
+    ev.text = w->n_final ? w->final : "";
+    ev.text_len = w->n_final;
+    ev.stop_token = stop_token;
+    ev.stop_string = stop_string;
+    ev.error = error;
+    if (w->cursor)
+        tern_pc_cursor_end(w->cursor);
+    tern_kv_release(e->kv, w->seq);
+    pthread_mutex_lock(&e->mu);
+    tern_budget_release(&e->budget, q->reserve);
+    w->req = NULL;
+    e->m.requests_finished[finish]++;
+    e->m.prompt_tokens += (uint64_t)q->n_prompt;
+    e->m.cached_tokens += (uint64_t)w->cached;
+    e->m.active_rows--;
+    if (w->phase != ROW_DECODE)
+        e->m.prefilling_rows--;
+    pthread_mutex_unlock(&e->mu);
+    w->phase = ROW_FREE;
+    channel_emit(q->ch, &ev);
+    tern_detok_stream_free(w->detok);
+    w->detok = NULL;
+    tern_stop_text_reset(&w->stop);
+    request_free(q);
+}
+
+/* ---- starting a row ------------------------------------------------------------------------- */
+
+/* Prepares an admitted row: tokens, sampler, detokenizer, stop matcher, and the cached prefix. */
+static tern_err *start_row(tern_engine *e, eng_row *w) {
+    eng_request *q = w->req;
+    int64_t need = q->n_prompt + q->max_tokens + 1;
+    if (need > w->cap_toks) {
+        int32_t *nt = realloc(w->toks, (size_t)need * sizeof *nt);
+        if (!nt)
+            return tern_errf(TERN_ENOMEM, "out of memory for %lld tokens", (long long)need);
+        w->toks = nt;
+        w->cap_toks = need;
+    }
+    memcpy(w->toks, q->prompt, (size_t)q->n_prompt * sizeof *w->toks);
+    w->n_toks = q->n_prompt;
+    w->n_past = w->n_gen = w->cached = 0;
+    TERN_TRY(tern_kv_set_len(e->kv, w->seq, 0)); /* released when its last request finished */
+    TERN_TRY(tern_chain_start(w->chain, &q->sp, q->prompt, q->n_prompt));
+    TERN_TRY(tern_detok_stream_new(e->model->tok, q->render_special, &w->detok));
+    tern_stop_text_init(&w->stop, (const char *const *)q->stops, q->stop_lens, q->n_stops);
+    if (e->pc) {
+        /* At least the last prompt token must run through the model: its logits choose the first token. */
+        const tern_pc_node *tail = NULL;
+        int64_t got = tern_prefix_cache_match(e->pc, q->prompt, q->n_prompt - 1, &tail);
+        if (got) {
+            TERN_TRY(tern_prefix_cache_restore(e->pc, tail, e->kv, w->seq));
+            w->n_past = w->cached = got;
+        }
+        tern_pc_cursor_begin(w->cursor, tail, got);
+    }
+    w->phase = ROW_PREFILL;
+    return NULL;
+}
+
+/* ---- one step -------------------------------------------------------------------------------- */
+
+typedef struct sample_job {
+    tern_engine *e;
+} sample_job;
+
+static void sample_range(void *ctx, size_t b, size_t end, int tid) {
+    tern_engine *e = ((sample_job *)ctx)->e;
+    for (size_t i = b; i < end; i++) {
+        eng_row *w = &e->rows[e->ready[i]];
+        w->chosen = tern_chain_choose(w->chain, e->logits + (size_t)w->out * (size_t)e->vocab, &w->lp);
+    }
+}
+
+static int is_stop_token(const tern_engine *e, const eng_request *q, int32_t tok) {
+    for (int i = 0; i < q->n_stop_ids; i++)
+        if (q->stop_ids[i] == tok)
+            return 1;
+    return !q->ignore_eos && tern_model_is_eog(e->model, tok);
+}
+
+/* The row chose w->chosen: record it, emit its event, and finish the row if it is done. */
+static void take_token(tern_engine *e, eng_row *w) {
+    eng_request *q = w->req;
+    int32_t tok = w->chosen;
+    double now = tern_now_s();
+    if (w->n_gen == 0) {
+        q->t_first = now;
+        w->phase = ROW_DECODE;
+        pthread_mutex_lock(&e->mu);
+        e->m.prefilling_rows--;
+        pthread_mutex_unlock(&e->mu);
+    }
+    tern_chain_accept(w->chain, tok);
+    w->toks[w->n_toks++] = tok;
+    w->n_gen++;
+    if (is_stop_token(e, q, tok)) {
+        finish_row(e, w, TERN_FINISH_STOP, tok, -1, NULL);
+        return;
+    }
+    const char *piece = "", *text = "";
+    size_t piece_len = 0, text_len = 0;
+    int stop = -1;
+    tern_err *err = tern_detok_stream_push(w->detok, tok, &piece, &piece_len);
+    if (!err)
+        err = tern_stop_text_push(&w->stop, piece, piece_len, &text, &text_len, &stop);
+    if (err) {
+        finish_row(e, w, TERN_FINISH_ERROR, -1, -1, tern_err_msg(err));
+        tern_err_free(err);
+        return;
+    }
+    tern_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = TERN_EV_TOKEN;
+    ev.request_id = q->id;
+    ev.time_s = now;
+    ev.token = tok;
+    ev.index = w->n_gen - 1;
+    ev.text = text;
+    ev.text_len = text_len;
+    ev.has_logprob = q->sp.logprobs;
+    ev.logprob = w->lp.chosen;
+    ev.n_top = q->sp.top_logprobs ? w->lp.n_top : 0;
+    ev.top_ids = w->lp.top_ids;
+    ev.top_logprobs = w->lp.top;
+    ev.stop_token = -1;
+    ev.stop_string = -1;
+    channel_emit(q->ch, &ev);
+    if (stop >= 0)
+        finish_row(e, w, TERN_FINISH_STOP, -1, stop, NULL);
+    else if (w->n_gen >= q->max_tokens)
+        finish_row(e, w, TERN_FINISH_LENGTH, -1, -1, NULL);
+}
+
+/* Rows in prefill, first admitted first. */
+static int prefill_order(tern_engine *e, int *order) {
+    int n = 0;
+    for (int r = 0; r < e->o.parallel; r++)
+        if (e->rows[r].phase == ROW_PREFILL) {
+            int j = n++;
+            for (; j > 0 && e->rows[order[j - 1]].admit_order > e->rows[r].admit_order; j--)
+                order[j] = order[j - 1];
+            order[j] = r;
+        }
+    return n;
+}
+
+static void step(tern_engine *e) {
+    const int P = e->o.parallel;
+    int n = 0, order[256];
+    int64_t T = 0;
+    for (int r = 0; r < P; r++) { /* decoding rows: one token each */
+        eng_row *w = &e->rows[r];
+        if (w->phase != ROW_DECODE)
+            continue;
+        e->b_seq[n] = w->seq;
+        e->b_ntok[n] = 1;
+        e->b_row[n] = r;
+        e->b_ids[T++] = w->toks[w->n_past];
+        n++;
+    }
+    int np = prefill_order(e, order);
+    for (int i = 0; i < np && T < e->o.step_tokens; i++) { /* then prompt chunks while the step has room */
+        eng_row *w = &e->rows[order[i]];
+        int64_t cnt = w->n_toks - w->n_past;
+        if (cnt > e->o.prefill_chunk)
+            cnt = e->o.prefill_chunk;
+        if (cnt > e->o.step_tokens - T)
+            cnt = e->o.step_tokens - T;
+        e->b_seq[n] = w->seq;
+        e->b_ntok[n] = cnt;
+        e->b_row[n] = order[i];
+        memcpy(e->b_ids + T, w->toks + w->n_past, (size_t)cnt * sizeof *e->b_ids);
+        T += cnt;
+        n++;
+    }
+    if (n == 0)
+        return;
+    /* Only rows whose prompt is complete after this step (and decoding rows) need logits. */
+    uint8_t want[256];
+    for (int i = 0; i < n; i++) {
+        const eng_row *w = &e->rows[e->b_row[i]];
+        want[i] = w->n_past + e->b_ntok[i] == w->n_toks;
+    }
+    tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .out = TERN_OUT_LAST,
+                    .row_out = want};
+    tern_err *err = tern_gemma4_forward(e->g, e->kv, e->pool, &b, e->logits, NULL);
+    if (err) {
+        TLOG_ERROR("engine: forward over %d rows failed: %s", n, tern_err_msg(err));
+        for (int i = 0; i < n; i++)
+            finish_row(e, &e->rows[e->b_row[i]], TERN_FINISH_ERROR, -1, -1, tern_err_msg(err));
+        tern_err_free(err);
+        return;
+    }
+    e->n_ready = 0;
+    for (int i = 0, k = 0; i < n; i++) {
+        eng_row *w = &e->rows[e->b_row[i]];
+        w->n_past += e->b_ntok[i];
+        if (w->cursor)
+            tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->toks, w->n_past);
+        w->out = -1;
+        if (want[i]) { /* prompt done (or a decode step): its logits (k-th output) choose the next token */
+            w->out = k++;
+            e->ready[e->n_ready++] = e->b_row[i];
+        }
+    }
+    sample_job job = {e};
+    if (e->n_ready > 1)
+        tern_pool_parallel_for(e->pool, (size_t)e->n_ready, 1, sample_range, &job);
+    else if (e->n_ready == 1)
+        sample_range(&job, 0, 1, 0);
+    pthread_mutex_lock(&e->mu); /* counted before any DONE goes out, so metrics read after it add up */
+    e->m.steps++;
+    e->m.step_rows += (uint64_t)n;
+    e->m.tokens_generated += (uint64_t)e->n_ready;
+    if (e->pc) {
+        tern_prefix_cache_stats st;
+        tern_prefix_cache_stats_get(e->pc, &st);
+        e->m.prefix_cache_bytes = st.bytes;
+        e->m.prefix_cache_blocks = st.blocks;
+        e->m.prefix_lookups = st.lookups;
+        e->m.prefix_hits = st.hits;
+        e->m.prefix_evictions = st.evicted;
+    }
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < e->n_ready; i++)
+        take_token(e, &e->rows[e->ready[i]]);
+}
+
+/* ---- the loop --------------------------------------------------------------------------------- */
+
+/* Under mu: unlinks cancelled requests from the wait queue into *dropped. */
+static void take_cancelled(tern_engine *e, eng_request **dropped) {
+    for (eng_request **pp = &e->q_head; *pp;) {
+        eng_request *q = *pp;
+        if (!atomic_load(&q->ch->cancelled)) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        e->q_len--;
+        q->next = *dropped;
+        *dropped = q;
+    }
+    e->q_tail = NULL;
+    for (eng_request *q = e->q_head; q; q = q->next)
+        e->q_tail = q;
+}
+
+/* Under mu: moves queue heads into free rows while their reservations fit. */
+static void admit(tern_engine *e) {
+    double now = tern_now_s();
+    while (e->q_head) {
+        int r = 0;
+        while (r < e->o.parallel && e->rows[r].phase != ROW_FREE)
+            r++;
+        if (r == e->o.parallel || !tern_budget_reserve(&e->budget, e->q_head->reserve))
+            return;
+        eng_request *q = e->q_head;
+        e->q_head = q->next;
+        if (!e->q_head)
+            e->q_tail = NULL;
+        e->q_len--;
+        q->next = NULL;
+        q->t_admit = now;
+        eng_row *w = &e->rows[r];
+        w->req = q;
+        w->phase = ROW_ADMITTED;
+        w->admit_order = ++e->admit_counter;
+        e->m.active_rows++;
+        e->m.prefilling_rows++;
+    }
+}
+
+void *engine_thread_main(void *arg) {
+    tern_engine *e = arg;
+    for (;;) {
+        eng_request *dropped = NULL;
+        pthread_mutex_lock(&e->mu);
+        for (;;) {
+            if (e->stopping) {
+                pthread_mutex_unlock(&e->mu);
+                return NULL;
+            }
+            take_cancelled(e, &dropped);
+            admit(e);
+            if (e->m.active_rows > 0 || dropped)
+                break;
+            pthread_cond_wait(&e->cv, &e->mu);
+        }
+        pthread_mutex_unlock(&e->mu);
+        while (dropped) {
+            eng_request *q = dropped;
+            dropped = q->next;
+            finish_queued(e, q, TERN_FINISH_CANCELLED);
+        }
+        for (int r = 0; r < e->o.parallel; r++) {
+            eng_row *w = &e->rows[r];
+            if (w->phase == ROW_FREE)
+                continue;
+            if (atomic_load(&w->req->ch->cancelled)) {
+                finish_row(e, w, TERN_FINISH_CANCELLED, -1, -1, NULL);
+                continue;
+            }
+            if (w->phase == ROW_ADMITTED) {
+                tern_err *err = start_row(e, w);
+                if (err) {
+                    finish_row(e, w, TERN_FINISH_ERROR, -1, -1, tern_err_msg(err));
+                    tern_err_free(err);
+                }
+            }
+        }
+        step(e);
+    }
+}
+
+void engine_finish_all(tern_engine *e, tern_finish finish) {
+    for (int r = 0; e->rows && r < e->o.parallel; r++)
+        if (e->rows[r].phase != ROW_FREE)
+            finish_row(e, &e->rows[r], finish, -1, -1, NULL);
+    pthread_mutex_lock(&e->mu);
+    eng_request *q = e->q_head;
+    e->q_head = e->q_tail = NULL;
+    e->q_len = 0;
+    pthread_mutex_unlock(&e->mu);
+    while (q) {
+        eng_request *next = q->next;
+        finish_queued(e, q, finish);
+        q = next;
+    }
+}

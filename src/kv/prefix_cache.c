@@ -1,0 +1,331 @@
+/* prefix_cache.c — the block tree of cached K/V (see prefix_cache.h for the design). */
+#include "kv/prefix_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct tern_pc_node {
+    tern_pc_node *parent;      /* NULL for a first block */
+    tern_pc_node *hnext;       /* next in the hash bucket */
+    tern_pc_node *prev, *next; /* list of all nodes (eviction scan) */
+    uint64_t hash;
+    int64_t depth;             /* blocks from the root: this block covers [(depth-1)*block, depth*block) */
+    int n_children, pins;
+    uint64_t stamp;            /* last use (a lookup through it, or its commit) */
+    int32_t *ids;              /* [block] */
+    unsigned char *data;       /* block_bytes: per layer K [block][row] then V [block][row] */
+};
+
+struct tern_prefix_cache {
+    int64_t block;
+    uint64_t cap, block_bytes;
+    int n_layers;
+    tern_dtype dtype;
+    size_t *row; /* [n_layers] bytes of K (= of V) per position */
+    size_t *off; /* [n_layers] offset of the layer's K in a block's data */
+    tern_pc_node **buckets;
+    size_t n_buckets;
+    tern_pc_node *all;
+    uint64_t clock;
+    tern_prefix_cache_stats st;
+};
+
+struct tern_pc_cursor {
+    tern_prefix_cache *pc;
+    tern_pc_node *parent;   /* last committed block of the captured sequence (pinned), NULL at the root */
+    int active;
+    int64_t pos;            /* next position to capture */
+    unsigned char *pending; /* block_bytes, the block being filled */
+};
+
+static uint64_t hash_block(const tern_pc_node *parent, const int32_t *ids, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)(uintptr_t)parent;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= (uint32_t)ids[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t cap_bytes, tern_prefix_cache **out) {
+    *out = NULL;
+    if (block <= 0 || block > (1 << 20))
+        return tern_errf(TERN_EINVAL, "prefix cache: block of %lld tokens out of range [1, 1048576]", (long long)block);
+    tern_prefix_cache *pc = calloc(1, sizeof *pc);
+    int n = tern_kv_n_layers(kv);
+    if (pc) {
+        pc->row = calloc((size_t)(n ? n : 1), sizeof *pc->row);
+        pc->off = calloc((size_t)(n ? n : 1), sizeof *pc->off);
+        pc->n_buckets = 256;
+        pc->buckets = calloc(pc->n_buckets, sizeof *pc->buckets);
+    }
+    if (!pc || !pc->row || !pc->off || !pc->buckets) {
+        tern_prefix_cache_free(pc);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    pc->block = block;
+    pc->cap = cap_bytes;
+    pc->n_layers = n;
+    pc->dtype = tern_kv_dtype(kv);
+    uint64_t bytes = 0;
+    for (int l = 0; l < n; l++) {
+        pc->row[l] = tern_kv_row_bytes(kv, l);
+        pc->off[l] = (size_t)bytes;
+        bytes += 2 * (uint64_t)block * pc->row[l];
+    }
+    pc->block_bytes = bytes ? bytes : 1;
+    pc->st.cap = cap_bytes;
+    pc->st.block_bytes = pc->block_bytes;
+    *out = pc;
+    return NULL;
+}
+
+static void node_free(tern_pc_node *n) {
+    if (!n)
+        return;
+    free(n->ids);
+    free(n->data);
+    free(n);
+}
+
+void tern_prefix_cache_free(tern_prefix_cache *pc) {
+    if (!pc)
+        return;
+    for (tern_pc_node *n = pc->all, *next; n; n = next) {
+        next = n->next;
+        node_free(n);
+    }
+    free(pc->buckets);
+    free(pc->row);
+    free(pc->off);
+    free(pc);
+}
+
+int64_t tern_prefix_cache_block(const tern_prefix_cache *pc) { return pc->block; }
+
+void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_stats *out) { *out = pc->st; }
+
+static tern_pc_node *find_child(const tern_prefix_cache *pc, const tern_pc_node *parent, const int32_t *ids,
+                                uint64_t h) {
+    for (tern_pc_node *n = pc->buckets[h & (pc->n_buckets - 1)]; n; n = n->hnext)
+        if (n->hash == h && n->parent == parent && !memcmp(n->ids, ids, (size_t)pc->block * sizeof *ids))
+            return n;
+    return NULL;
+}
+
+int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail) {
+    *tail = NULL;
+    pc->st.lookups++;
+    if (!pc->all)
+        return 0;
+    uint64_t stamp = ++pc->clock;
+    tern_pc_node *cur = NULL;
+    int64_t got = 0;
+    while (got + pc->block <= n) {
+        tern_pc_node *c = find_child(pc, cur, ids + got, hash_block(cur, ids + got, pc->block));
+        if (!c)
+            break;
+        c->stamp = stamp;
+        cur = c;
+        got += pc->block;
+    }
+    if (got) {
+        pc->st.hits++;
+        pc->st.hit_tokens += (uint64_t)got;
+    }
+    *tail = cur;
+    return got;
+}
+
+tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, tern_kv *kv, int seq) {
+    if (!tail)
+        return NULL;
+    if (tern_kv_n_layers(kv) != pc->n_layers || tern_kv_dtype(kv) != pc->dtype)
+        return tern_errf(TERN_EINVAL, "prefix cache: the KV cache has a different shape than the cached blocks");
+    for (int l = 0; l < pc->n_layers; l++)
+        if (tern_kv_row_bytes(kv, l) != pc->row[l])
+            return tern_errf(TERN_EINVAL, "prefix cache: layer %d rows differ from the cached blocks", l);
+    if (seq < 0 || seq >= tern_kv_n_seq(kv) || tern_kv_len(kv, seq) != 0)
+        return tern_errf(TERN_EINVAL, "prefix cache: sequence %d is not empty", seq);
+    const int64_t B = tail->depth * pc->block, blk = pc->block;
+    if (B > tern_kv_ctx(kv))
+        return tern_errf(TERN_EINVAL, "prefix cache: %lld cached tokens exceed the context of %lld", (long long)B,
+                         (long long)tern_kv_ctx(kv));
+    for (const tern_pc_node *n = tail; n; n = n->parent) {
+        int64_t p0 = (n->depth - 1) * blk;
+        for (int l = 0; l < pc->n_layers; l++) {
+            int64_t slots = tern_kv_slots(kv, l), first = B > slots ? B - slots : 0; /* what a ring still holds */
+            if (p0 + blk <= first)
+                continue;
+            const unsigned char *k = n->data + pc->off[l], *v = k + (size_t)blk * pc->row[l];
+            for (int64_t i = first > p0 ? first - p0 : 0; i < blk; i++)
+                tern_kv_import_pos(kv, l, seq, p0 + i, k + (size_t)i * pc->row[l], v + (size_t)i * pc->row[l]);
+        }
+    }
+    return tern_kv_set_len(kv, seq, B);
+}
+
+/* ---- eviction and insertion ------------------------------------------------------------------ */
+
+static void unlink_node(tern_prefix_cache *pc, tern_pc_node *n) {
+    tern_pc_node **pp = &pc->buckets[n->hash & (pc->n_buckets - 1)];
+    while (*pp != n)
+        pp = &(*pp)->hnext;
+    *pp = n->hnext;
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        pc->all = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    if (n->parent)
+        n->parent->n_children--;
+    pc->st.bytes -= pc->block_bytes;
+    pc->st.blocks--;
+}
+
+/* Evicts the least recently used leaf nobody is extending (deepest first on ties); 0 if there is none. */
+static int evict_one(tern_prefix_cache *pc) {
+    tern_pc_node *best = NULL;
+    for (tern_pc_node *n = pc->all; n; n = n->next)
+        if (!n->n_children && !n->pins &&
+            (!best || n->stamp < best->stamp || (n->stamp == best->stamp && n->depth > best->depth)))
+            best = n;
+    if (!best)
+        return 0;
+    unlink_node(pc, best);
+    node_free(best);
+    pc->st.evicted++;
+    return 1;
+}
+
+static void grow_buckets(tern_prefix_cache *pc) {
+    size_t nb = pc->n_buckets * 2;
+    tern_pc_node **b = calloc(nb, sizeof *b);
+    if (!b)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < pc->n_buckets; i++)
+        for (tern_pc_node *n = pc->buckets[i], *next; n; n = next) {
+            next = n->hnext;
+            n->hnext = b[n->hash & (nb - 1)];
+            b[n->hash & (nb - 1)] = n;
+        }
+    free(pc->buckets);
+    pc->buckets = b;
+    pc->n_buckets = nb;
+}
+
+static void pin(tern_pc_node *n) {
+    if (n)
+        n->pins++;
+}
+
+static void unpin(tern_pc_node *n) {
+    if (n)
+        n->pins--;
+}
+
+/* The cursor's pending block (tokens ids[block]) is complete: find or insert it, and move on. */
+static void commit(tern_pc_cursor *c, const int32_t *ids) {
+    tern_prefix_cache *pc = c->pc;
+    uint64_t h = hash_block(c->parent, ids, pc->block);
+    tern_pc_node *n = find_child(pc, c->parent, ids, h);
+    if (!n) {
+        while (pc->st.bytes + pc->block_bytes > pc->cap)
+            if (!evict_one(pc))
+                break;
+        if (pc->st.bytes + pc->block_bytes > pc->cap || !(n = calloc(1, sizeof *n)) ||
+            !(n->ids = malloc((size_t)pc->block * sizeof *n->ids))) {
+            free(n);
+            tern_pc_cursor_end(c); /* no room: this sequence stops adding blocks */
+            return;
+        }
+        memcpy(n->ids, ids, (size_t)pc->block * sizeof *ids);
+        n->data = c->pending;
+        c->pending = NULL;
+        n->parent = c->parent;
+        n->depth = c->parent ? c->parent->depth + 1 : 1;
+        n->hash = h;
+        n->hnext = pc->buckets[h & (pc->n_buckets - 1)];
+        pc->buckets[h & (pc->n_buckets - 1)] = n;
+        n->next = pc->all;
+        if (pc->all)
+            pc->all->prev = n;
+        pc->all = n;
+        if (n->parent)
+            n->parent->n_children++;
+        pc->st.bytes += pc->block_bytes;
+        pc->st.blocks++;
+        pc->st.inserted++;
+        if (pc->st.blocks > 2 * pc->n_buckets)
+            grow_buckets(pc);
+    }
+    n->stamp = ++pc->clock;
+    pin(n);
+    unpin(c->parent);
+    c->parent = n;
+}
+
+/* ---- cursors ---------------------------------------------------------------------------------- */
+
+tern_err *tern_pc_cursor_new(tern_prefix_cache *pc, tern_pc_cursor **out) {
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    (*out)->pc = pc;
+    return NULL;
+}
+
+void tern_pc_cursor_free(tern_pc_cursor *c) {
+    if (!c)
+        return;
+    tern_pc_cursor_end(c);
+    free(c->pending);
+    free(c);
+}
+
+void tern_pc_cursor_begin(tern_pc_cursor *c, const tern_pc_node *tail, int64_t pos) {
+    tern_pc_cursor_end(c);
+    tern_prefix_cache *pc = c->pc;
+    if (pc->cap < pc->block_bytes || pos != (tail ? tail->depth * pc->block : 0))
+        return;
+    c->parent = (tern_pc_node *)tail; /* the cache owns its nodes; cursors only pin them */
+    pin(c->parent);
+    c->pos = pos;
+    c->active = 1;
+}
+
+void tern_pc_cursor_capture(tern_pc_cursor *c, const tern_kv *kv, int seq, const int32_t *ids, int64_t len) {
+    tern_prefix_cache *pc = c->pc;
+    const int64_t blk = pc->block, kv_len = tern_kv_len(kv, seq);
+    if (len > kv_len)
+        len = kv_len;
+    while (c->active && c->pos < len) {
+        if (!c->pending && !(c->pending = malloc((size_t)pc->block_bytes))) {
+            tern_pc_cursor_end(c);
+            return;
+        }
+        int64_t p = c->pos, i = p % blk;
+        for (int l = 0; l < pc->n_layers; l++) {
+            if (!tern_kv_holds(kv, l, kv_len, p)) { /* captured too late: the ring moved on */
+                tern_pc_cursor_end(c);
+                return;
+            }
+            unsigned char *k = c->pending + pc->off[l], *v = k + (size_t)blk * pc->row[l];
+            tern_kv_export_pos(kv, l, seq, p, k + (size_t)i * pc->row[l], v + (size_t)i * pc->row[l]);
+        }
+        c->pos++;
+        if (c->pos % blk == 0)
+            commit(c, ids + c->pos - blk);
+    }
+}
+
+void tern_pc_cursor_end(tern_pc_cursor *c) {
+    if (!c)
+        return;
+    unpin(c->parent);
+    c->parent = NULL;
+    c->active = 0;
+    c->pos = 0;
+}

@@ -1,0 +1,78 @@
+/* prefix_cache.h — reusing computed K/V across requests that share a prompt prefix.
+ *
+ * Design. The cache is a tree of fixed-size blocks of `block` tokens: a block is identified by
+ * its parent block and its own token ids (so a block stands for the whole prefix up to its end),
+ * and holds the K and V bytes of its positions for EVERY cache-owning layer — full and sliding
+ * alike — copied out of a sequence as the positions are written. Resuming a new prompt at a
+ * block boundary B then needs nothing else:
+ *   - full layers get positions [0, B) from the chain of blocks;
+ *   - ring (sliding) layers get the last min(B, slots) positions, exactly what a ring that had
+ *     computed the prefix itself would still hold (older positions would already be overwritten).
+ * The alternative — snapshotting whole rings at each boundary — costs window x sliding bytes per
+ * boundary (about 16x a block's own bytes for Gemma 4 at window 512, block 64); storing each
+ * block's sliding positions once costs them once, whatever boundary is resumed later.
+ *
+ * Capture happens through a cursor per live sequence: after each forward the engine hands it the
+ * sequence's committed length and tokens, and the cursor copies the new positions into its
+ * pending block while they are certainly still in the ring, committing the block into the tree
+ * when it fills (a block already in the tree is just touched). Generated tokens are captured too,
+ * so a follow-up turn that repeats the conversation so far hits the cache.
+ *
+ * Memory: committed blocks count against a byte cap; when a new block would exceed it, the least
+ * recently used leaf that no cursor is extending is evicted (leaves only, so every cached block
+ * stays reachable from the root). A lookup touches its whole chain. Match and restore copy bytes;
+ * they never alias a live sequence, so the source sequence may be reused or released freely.
+ *
+ * Not thread-safe: the engine thread owns it. */
+#ifndef TERN_KV_PREFIX_CACHE_H
+#define TERN_KV_PREFIX_CACHE_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "kv/kv_cache.h"
+
+typedef struct tern_prefix_cache tern_prefix_cache;
+typedef struct tern_pc_node tern_pc_node;
+typedef struct tern_pc_cursor tern_pc_cursor;
+
+typedef struct tern_prefix_cache_stats {
+    uint64_t bytes;       /* held by committed blocks */
+    uint64_t cap;         /* the byte cap */
+    uint64_t block_bytes; /* one block, all layers, K and V */
+    uint64_t blocks;      /* committed blocks */
+    uint64_t lookups, hits, hit_tokens; /* matches asked for; with >= 1 block; tokens matched */
+    uint64_t inserted, evicted;
+} tern_prefix_cache_stats;
+
+/* A cache for sequences of `kv`'s shape (layers, row sizes, dtype), blocks of `block` tokens, at most
+ * cap_bytes of committed blocks. A cap below one block gives a cache that never holds anything. */
+tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t cap_bytes, tern_prefix_cache **out);
+/* Frees the cache; every cursor must have been freed first. NULL is fine. */
+void tern_prefix_cache_free(tern_prefix_cache *pc);
+/* Tokens per block. */
+int64_t tern_prefix_cache_block(const tern_prefix_cache *pc);
+/* Current counters. */
+void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_stats *out);
+/* The longest chain of cached blocks spelling ids[0, n): returns the tokens it covers (a multiple of
+ * the block size, <= n) and its last block in *tail (NULL when nothing matched). Marks the chain used. */
+int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail);
+/* Writes the chain ending at `tail` into sequence `seq` of kv (which must have the cache's shape and
+ * length 0) and sets the sequence's length to the chain's token count. */
+tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, tern_kv *kv, int seq);
+
+/* A cursor with room for one pending block. */
+tern_err *tern_pc_cursor_new(tern_prefix_cache *pc, tern_pc_cursor **out);
+/* Ends any capture and frees; NULL is fine. */
+void tern_pc_cursor_free(tern_pc_cursor *c);
+/* Starts capturing a sequence whose first `pos` positions are the chain ending at `tail` (pos 0 and
+ * tail NULL for a cold start). The tail is pinned (kept from eviction) until the capture ends. */
+void tern_pc_cursor_begin(tern_pc_cursor *c, const tern_pc_node *tail, int64_t pos);
+/* Copies positions [captured, len) of `seq` (ids[0, len) are its tokens) and commits every block that
+ * fills. Call after each forward with the committed length; the positions must still be held by the
+ * rings, which is always true right after the forward that wrote them. */
+void tern_pc_cursor_capture(tern_pc_cursor *c, const tern_kv *kv, int seq, const int32_t *ids, int64_t len);
+/* Stops capturing: unpins the chain and drops the partial block. */
+void tern_pc_cursor_end(tern_pc_cursor *c);
+
+#endif

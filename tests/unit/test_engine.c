@@ -1,0 +1,849 @@
+/* test_engine.c — the serving engine end to end on a small synthetic model (vocabulary 512, sliding
+ * window 8): batched greedy equals solo greedy for 8 requests of different lengths joining at
+ * different times; seeded sampling reproduces inside any batch; prefix-cache hits give the same
+ * tokens and logprobs as cold prefills and count cached_tokens; cancelling frees the row and the
+ * budget; admission rejects, clamps and overloads as specified; stop strings split across tokens
+ * and stop ids end generation; text prompts, callbacks and shutdown.
+ *
+ * Bit-exact batch invariance needs kernels whose result for one token does not depend on how many
+ * tokens share the forward (the GEMV path for few tokens and the GEMM path for many must reduce
+ * each output in the same order). Batched == solo and seeded sampling inside a mixed batch are
+ * checked on an f32 and a bf16 model, whose matmuls take different kernel paths. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json_util.h"
+#include "core/threadpool.h"
+#include "engine/kv_budget.h"
+#include "models/gemma4.h"
+#include "models/synth.h"
+#include "sample/sampler.h"
+#include "tern/tern.h"
+#include "testutil.h"
+
+#define WAIT_MS 120000 /* a hang fails the test instead of blocking forever */
+
+static tern_model *model, *model_bf16;
+static char model_dir[4096], model_dir_bf16[4096];
+
+static tern_err *make_model(const char *name, tern_synth_dtype dt, char *dir, tern_model **out) {
+    const char *cfg_text =
+        "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
+        " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
+        " \"global_head_dim\": 32, \"hidden_size_per_layer_input\": 16, \"num_kv_shared_layers\": 2,"
+        " \"use_double_wide_mlp\": true, \"sliding_window\": 8,"
+        " \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\","
+        "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
+    json_t *cfg;
+    TERN_TRY(tern_json_load_buf(cfg_text, strlen(cfg_text), "cfg", &cfg));
+    snprintf(dir, 4096, "%s", tu_tmpdir(name));
+    tern_synth_opts o = {.dtype = dt, .seed = 7, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
+    tern_err *e = tern_synth_write(cfg, &o, dir);
+    json_decref(cfg);
+    tern_model_opts mo = {.model_dir = dir};
+    return e ? e : tern_model_load(&mo, out);
+}
+
+static int setup(void **state) {
+    tern_err *e = make_model("engine_model", TERN_SYNTH_F32, model_dir, &model);
+    if (!e)
+        e = make_model("engine_model_bf16", TERN_SYNTH_BF16, model_dir_bf16, &model_bf16);
+    if (e) {
+        print_error("%s\n", tern_err_msg(e));
+        tern_err_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    tern_model_free(model);
+    tern_model_free(model_bf16);
+    return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+typedef struct result {
+    int32_t toks[1024];
+    float lp[1024];
+    int32_t top0[1024];
+    int n_top[1024];
+    size_t text_off[1024]; /* text length after each token event */
+    int n;
+    char text[16384];
+    size_t text_len;
+    tern_event done; /* pointers cleared */
+    int finished;
+    int bad_order; /* an event came out of order (checked on the test thread: callbacks must not assert) */
+} result;
+
+static void take(result *r, const tern_event *ev) {
+    if (r->text_len + ev->text_len < sizeof r->text) {
+        memcpy(r->text + r->text_len, ev->text, ev->text_len);
+        r->text_len += ev->text_len;
+        r->text[r->text_len] = 0;
+    }
+    if (r->finished || r->n >= 1024)
+        r->bad_order = 1;
+    if (ev->kind == TERN_EV_TOKEN && r->n < 1024) {
+        r->bad_order |= ev->index != r->n;
+        r->toks[r->n] = ev->token;
+        r->lp[r->n] = ev->logprob;
+        r->n_top[r->n] = ev->n_top;
+        r->top0[r->n] = ev->n_top ? ev->top_ids[0] : -1;
+        r->text_off[r->n] = r->text_len;
+        r->n++;
+    } else {
+        r->done = *ev;
+        r->done.text = NULL;
+        r->done.error = NULL;
+        r->done.top_ids = NULL;
+        r->done.top_logprobs = NULL;
+        r->finished = 1;
+    }
+}
+
+/* Reads one event into r; returns its kind. */
+static int read_one(tern_stream *s, result *r) {
+    tern_event ev;
+    int rc = tern_stream_next(s, &ev, WAIT_MS);
+    assert_int_equal(rc, 1);
+    take(r, &ev);
+    return ev.kind;
+}
+
+static void drain(tern_stream *s, result *r) {
+    while (!r->finished)
+        read_one(s, r);
+    tern_event ev;
+    assert_int_equal(tern_stream_next(s, &ev, 0), -1);
+    assert_false(r->bad_order);
+}
+
+/* A callback consumer that can hold the engine thread still at a chosen token, so a test can look at
+ * (and act on) the engine mid-request without racing it. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t pause_at; /* token index to hold at, -1 = never */
+    int paused, open;
+    result r;
+} gate;
+
+static void gate_init(gate *g, int64_t pause_at) {
+    memset(g, 0, sizeof *g);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->pause_at = pause_at;
+}
+
+static void gate_destroy(gate *g) {
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+}
+
+static void gate_cb(const tern_event *ev, void *user) {
+    gate *g = user;
+    pthread_mutex_lock(&g->mu);
+    take(&g->r, ev);
+    if (ev->kind == TERN_EV_TOKEN && ev->index == g->pause_at) {
+        g->paused = 1;
+        pthread_cond_broadcast(&g->cv);
+        while (!g->open)
+            pthread_cond_wait(&g->cv, &g->mu);
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_wait_paused(gate *g) {
+    pthread_mutex_lock(&g->mu);
+    while (!g->paused)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(gate *g) {
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_wait_done(gate *g) {
+    pthread_mutex_lock(&g->mu);
+    while (!g->r.finished)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    assert_false(g->r.bad_order);
+}
+
+static tern_engine *make_engine_on(tern_model *mdl, int parallel, int64_t ctx, uint64_t budget, int64_t pc_bytes, int chunk, int step,
+                                int max_queue) {
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.parallel = parallel;
+    o.ctx = ctx;
+    o.kv_budget_bytes = budget;
+    o.prefix_cache_bytes = pc_bytes;
+    o.prefix_block = 16;
+    o.prefill_chunk = chunk;
+    o.step_tokens = step;
+    o.max_queue = max_queue;
+    o.threads = 2;
+    tern_engine *e;
+    TU_OK(tern_engine_create(mdl, &o, &e));
+    return e;
+}
+
+static tern_engine *make_engine(int parallel, int64_t ctx, uint64_t budget, int64_t pc_bytes, int chunk, int step,
+                                int max_queue) {
+    return make_engine_on(model, parallel, ctx, budget, pc_bytes, chunk, step, max_queue);
+}
+
+static void fill_ids(int32_t *ids, int64_t n, uint32_t s) {
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = 2 + (int32_t)((s >> 8) % 500);
+    }
+}
+
+static tern_request greedy_request(const int32_t *ids, size_t n, int64_t max_tokens) {
+    tern_request r;
+    tern_request_default(&r);
+    r.prompt_ids = ids;
+    r.n_prompt_ids = n;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = 1;
+    return r;
+}
+
+static tern_stream *submit(tern_engine *e, const tern_request *r) {
+    tern_stream *s;
+    TU_OK(tern_engine_submit(e, r, NULL, NULL, &s, NULL));
+    return s;
+}
+
+/* Greedy continuation computed straight from the model: one forward over the whole prompt, then one
+ * token at a time — no engine, no batching, no chunking. */
+static void ref_greedy_in(const char *dir, const int32_t *prompt, int64_t n, int64_t gen, int32_t *out) {
+    tern_gemma4 *g;
+    tern_pool *pool;
+    tern_kv *kv;
+    TU_OK(tern_gemma4_load(dir, &g));
+    TU_OK(tern_pool_create(1, &pool));
+    TU_OK(tern_gemma4_kv_create(g, 1, n + gen, n, TERN_DT_BF16, &kv));
+    int64_t V = tern_gemma4_config_of(g)->vocab_size;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    int seq = 0;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = prompt, .out = TERN_OUT_LAST};
+    TU_OK(tern_gemma4_forward(g, kv, pool, &b, logits, NULL));
+    for (int64_t i = 0; i < gen; i++) {
+        out[i] = tern_argmax(logits, V);
+        int64_t one = 1;
+        tern_batch d = {.n_rows = 1, .seq = &seq, .n_tok = &one, .ids = &out[i], .out = TERN_OUT_LAST};
+        if (i + 1 < gen)
+            TU_OK(tern_gemma4_forward(g, kv, pool, &d, logits, NULL));
+    }
+    free(logits);
+    tern_kv_free(kv);
+    tern_pool_destroy(pool);
+    tern_gemma4_free(g);
+}
+
+static void ref_greedy(const int32_t *prompt, int64_t n, int64_t gen, int32_t *out) {
+    ref_greedy_in(model_dir, prompt, n, gen, out);
+}
+
+/* Waits until the engine has no active rows (after a stream was dropped without reading). */
+static void wait_idle(tern_engine *e) {
+    tern_metrics m;
+    for (int i = 0; i < 20000; i++) {
+        tern_engine_metrics(e, &m);
+        if (m.active_rows == 0 && m.queue_depth == 0)
+            return;
+        usleep(1000);
+    }
+    fail_msg("engine did not become idle");
+}
+
+/* ---- batched == solo ------------------------------------------------------------------------------ */
+
+static void batched_equals_solo(tern_model *mdl, const char *dir) {
+    enum { N = 8 };
+    int32_t prompts[N][96], ref[N][64];
+    int64_t len[N], gen[N];
+    for (int k = 0; k < N; k++) {
+        len[k] = 3 + 11 * k; /* 3 .. 80 tokens */
+        gen[k] = 12 + 5 * k; /* 12 .. 47 tokens */
+        fill_ids(prompts[k], len[k], 100 + (uint32_t)k);
+        ref_greedy_in(dir, prompts[k], len[k], gen[k], ref[k]);
+    }
+    /* Two shapes: everyone fits (8 rows, prompts prefilled 8 tokens a step), and 3 rows with a queue
+     * (rows leave and new ones take their place mid-flight, 5-token prefill chunks). */
+    const int cfg[2][3] = {{8, 8, 20}, {3, 5, 12}};
+    for (int c = 0; c < 2; c++) {
+        tern_engine *e = make_engine_on(mdl, cfg[c][0], 160, 0, -1, cfg[c][1], cfg[c][2], 16);
+        static result res[N];
+        memset(res, 0, sizeof res);
+        tern_stream *s[N];
+        for (int k = 0; k < N; k++) {
+            if (k > 0) /* join while the previous request is decoding */
+                while (res[k - 1].n < 2 && !res[k - 1].finished)
+                    read_one(s[k - 1], &res[k - 1]);
+            tern_request r = greedy_request(prompts[k], (size_t)len[k], gen[k]);
+            s[k] = submit(e, &r);
+        }
+        for (int k = 0; k < N; k++) {
+            drain(s[k], &res[k]);
+            tern_stream_free(s[k]);
+            assert_int_equal(res[k].done.finish, TERN_FINISH_LENGTH);
+            assert_int_equal(res[k].n, gen[k]);
+            assert_int_equal(res[k].done.usage.completion_tokens, gen[k]);
+            assert_int_equal(res[k].done.usage.prompt_tokens, len[k]);
+            assert_memory_equal(res[k].toks, ref[k], (size_t)gen[k] * sizeof(int32_t));
+        }
+        tern_metrics m;
+        tern_engine_metrics(e, &m);
+        assert_true(m.step_rows > m.steps); /* rows really shared forwards */
+        assert_int_equal(m.requests_finished[TERN_FINISH_LENGTH], N);
+        uint64_t total = 0;
+        for (int k = 0; k < N; k++)
+            total += (uint64_t)gen[k];
+        assert_int_equal(m.tokens_generated, total);
+        assert_int_equal(m.kv_bytes_in_use, 0);
+        tern_engine_destroy(e);
+    }
+}
+
+static void test_batched_equals_solo(void **state) { batched_equals_solo(model, model_dir); }
+static void test_batched_equals_solo_bf16(void **state) { batched_equals_solo(model_bf16, model_dir_bf16); }
+
+/* ---- seeded sampling --------------------------------------------------------------------------- */
+
+static tern_request sampled_request(const int32_t *ids, size_t n, uint64_t seed) {
+    tern_request r = greedy_request(ids, n, 30);
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_k = 50;
+    r.sampling.top_p = 0.95f;
+    r.sampling.repetition_penalty = 1.1f;
+    r.sampling.presence_penalty = 0.2f;
+    r.sampling.seed = seed;
+    r.sampling.has_seed = 1;
+    return r;
+}
+
+static void seeded_sampling(tern_model *mdl, const char *dir) {
+    int32_t p[20], q[33];
+    fill_ids(p, 20, 5);
+    fill_ids(q, 33, 6);
+    static result solo, again, mixed, other, busy[3];
+    memset(&solo, 0, sizeof solo);
+    memset(&again, 0, sizeof again);
+    memset(&mixed, 0, sizeof mixed);
+    memset(&other, 0, sizeof other);
+    memset(busy, 0, sizeof busy);
+    tern_engine *e = make_engine_on(mdl, 1, 128, 0, 0, 16, 32, 8);
+    tern_request r = sampled_request(p, 20, 1234);
+    tern_stream *s = submit(e, &r);
+    drain(s, &solo);
+    tern_stream_free(s);
+    s = submit(e, &r);
+    drain(s, &again);
+    tern_stream_free(s);
+    tern_engine_destroy(e);
+    assert_int_equal(solo.n, 30);
+    assert_memory_equal(solo.toks, again.toks, 30 * sizeof(int32_t));
+
+    /* The same request inside a busy batch (other rows decoding and prefilling around it). */
+    e = make_engine_on(mdl, 4, 128, 0, -1, 4, 12, 8);
+    tern_stream *b[3];
+    for (int i = 0; i < 3; i++) {
+        tern_request g = i == 1 ? sampled_request(q, 33, 99) : greedy_request(q, 33 - (size_t)i * 7, 40);
+        b[i] = submit(e, &g);
+    }
+    read_one(b[0], &busy[0]);
+    s = submit(e, &r);
+    drain(s, &mixed);
+    tern_stream_free(s);
+    tern_request r2 = sampled_request(p, 20, 1235);
+    s = submit(e, &r2);
+    drain(s, &other);
+    tern_stream_free(s);
+    for (int i = 0; i < 3; i++) {
+        drain(b[i], &busy[i]);
+        tern_stream_free(b[i]);
+    }
+    tern_engine_destroy(e);
+    assert_memory_equal(solo.toks, mixed.toks, 30 * sizeof(int32_t));
+    assert_memory_not_equal(solo.toks, other.toks, 30 * sizeof(int32_t)); /* another seed, other draws */
+    int greedy_like = 1;
+    int32_t ref[30];
+    ref_greedy_in(dir, p, 20, 30, ref);
+    greedy_like = !memcmp(ref, solo.toks, sizeof ref);
+    assert_false(greedy_like); /* it really sampled */
+}
+
+static void test_seeded_sampling(void **state) { seeded_sampling(model, model_dir); }
+static void test_seeded_sampling_bf16(void **state) { seeded_sampling(model_bf16, model_dir_bf16); }
+
+/* ---- prefix cache ------------------------------------------------------------------------------- */
+
+static void test_prefix_cache_hits(void **state) {
+    int32_t P[120];
+    fill_ids(P, 70, 77);
+    static result a, b, c, c_cold, d, d_cold;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    memset(&c_cold, 0, sizeof c_cold);
+    memset(&d, 0, sizeof d);
+    memset(&d_cold, 0, sizeof d_cold);
+    tern_engine *e = make_engine(2, 160, 0, 32 << 20, 16, 40, 8);
+    tern_engine *cold = make_engine(2, 160, 0, 0, 16, 40, 8); /* no prefix cache */
+    tern_request r = greedy_request(P, 70, 20);
+    r.top_logprobs = 5;
+    tern_stream *s = submit(e, &r);
+    drain(s, &a);
+    tern_stream_free(s);
+    assert_int_equal(a.done.usage.cached_tokens, 0);
+    /* The same prompt: 64 of its 70 tokens come from the cache; same tokens, same logprobs. */
+    s = submit(e, &r);
+    drain(s, &b);
+    tern_stream_free(s);
+    assert_int_equal(b.done.usage.cached_tokens, 64);
+    assert_int_equal(b.n, 20);
+    assert_memory_equal(a.toks, b.toks, 20 * sizeof(int32_t));
+    assert_memory_equal(a.lp, b.lp, 20 * sizeof(float));
+    assert_memory_equal(a.top0, b.top0, 20 * sizeof(int32_t));
+    /* A prompt sharing 50 tokens: 48 cached (whole blocks), and it matches a cold engine exactly. */
+    int32_t C[60];
+    memcpy(C, P, 50 * sizeof *C);
+    fill_ids(C + 50, 10, 78);
+    tern_request rc = greedy_request(C, 60, 15);
+    rc.top_logprobs = 5;
+    s = submit(e, &rc);
+    drain(s, &c);
+    tern_stream_free(s);
+    s = submit(cold, &rc);
+    drain(s, &c_cold);
+    tern_stream_free(s);
+    assert_int_equal(c.done.usage.cached_tokens, 48);
+    assert_int_equal(c_cold.done.usage.cached_tokens, 0);
+    assert_memory_equal(c.toks, c_cold.toks, 15 * sizeof(int32_t));
+    assert_memory_equal(c.lp, c_cold.lp, 15 * sizeof(float));
+    /* A follow-up turn (prompt + answer + more): generated tokens were cached too, so the hit goes
+     * past the first prompt (70 prompt + 19 fed answer tokens = 89 positions: 5 blocks). */
+    memcpy(P + 70, a.toks, 20 * sizeof *P);
+    fill_ids(P + 90, 6, 79);
+    tern_request rd = greedy_request(P, 96, 10);
+    rd.top_logprobs = 5;
+    s = submit(e, &rd);
+    drain(s, &d);
+    tern_stream_free(s);
+    s = submit(cold, &rd);
+    drain(s, &d_cold);
+    tern_stream_free(s);
+    assert_int_equal(d.done.usage.cached_tokens, 80);
+    assert_memory_equal(d.toks, d_cold.toks, 10 * sizeof(int32_t));
+    assert_memory_equal(d.lp, d_cold.lp, 10 * sizeof(float));
+    tern_metrics m;
+    tern_engine_metrics(e, &m);
+    assert_int_equal(m.cached_tokens, 64 + 48 + 80);
+    assert_int_equal(m.prefix_hits, 3);
+    assert_true(m.prefix_cache_blocks > 0 && m.prefix_cache_bytes > 0);
+    assert_true(m.prefix_cache_bytes <= m.prefix_cache_cap_bytes);
+    tern_engine_destroy(e);
+    tern_engine_destroy(cold);
+}
+
+/* ---- cancellation ------------------------------------------------------------------------------- */
+
+static void test_cancel_frees_memory(void **state) {
+    int32_t p[30];
+    fill_ids(p, 30, 31);
+    tern_engine *e = make_engine(1, 256, 0, -1, 16, 32, 4);
+    tern_metrics m0, m;
+    tern_engine_metrics(e, &m0);
+    assert_int_equal(m0.kv_bytes_in_use, 0);
+    static result b;
+    memset(&b, 0, sizeof b);
+    tern_request r = greedy_request(p, 30, 0); /* as many as fit: would run for 226 tokens */
+    gate ga;
+    gate_init(&ga, 2); /* the engine holds still after A's third token */
+    uint64_t id_a, id_b;
+    tern_stream *sb;
+    TU_OK(tern_engine_submit(e, &r, gate_cb, &ga, NULL, &id_a));
+    gate_wait_paused(&ga);
+    TU_OK(tern_engine_submit(e, &r, NULL, NULL, &sb, &id_b)); /* waits: the only row is busy */
+    tern_engine_metrics(e, &m);
+    assert_true(m.kv_bytes_in_use > 0);
+    assert_int_equal(m.active_rows, 1);
+    assert_int_equal(m.queue_depth, 1);
+    assert_int_equal(tern_engine_cancel(e, id_b), 1); /* cancelled while queued */
+    assert_int_equal(tern_engine_cancel(e, id_a), 1); /* cancelled mid-decode */
+    gate_open(&ga);
+    drain(sb, &b);
+    assert_int_equal(b.done.finish, TERN_FINISH_CANCELLED);
+    assert_int_equal(b.done.usage.completion_tokens, 0);
+    assert_int_equal(b.n, 0);
+    gate_wait_done(&ga);
+    assert_int_equal(ga.r.done.finish, TERN_FINISH_CANCELLED);
+    assert_int_equal(ga.r.done.usage.completion_tokens, 3); /* freed at the very next step */
+    tern_engine_metrics(e, &m); /* DONE is delivered after the row and its memory are freed */
+    assert_int_equal(m.kv_bytes_in_use, m0.kv_bytes_in_use);
+    assert_int_equal(m.active_rows, 0);
+    assert_int_equal(m.prefilling_rows, 0);
+    assert_int_equal(m.queue_depth, 0);
+    assert_int_equal(m.requests_finished[TERN_FINISH_CANCELLED], 2);
+    assert_int_equal(tern_engine_cancel(e, id_a), 0); /* already gone */
+    assert_int_equal(tern_engine_cancel(e, 999999), 0);
+    tern_stream_free(sb);
+    gate_destroy(&ga);
+    /* A consumer that walks away (frees its stream unread) cancels too. */
+    tern_stream *sc = submit(e, &r);
+    tern_stream_free(sc);
+    wait_idle(e);
+    tern_engine_metrics(e, &m);
+    assert_int_equal(m.kv_bytes_in_use, 0);
+    assert_int_equal(m.requests_finished[TERN_FINISH_CANCELLED], 3);
+    /* The row is reusable: a new request runs to its end. */
+    static result c;
+    memset(&c, 0, sizeof c);
+    tern_request rc = greedy_request(p, 30, 5);
+    tern_stream *s = submit(e, &rc);
+    drain(s, &c);
+    tern_stream_free(s);
+    assert_int_equal(c.done.finish, TERN_FINISH_LENGTH);
+    int32_t ref[5];
+    ref_greedy(p, 30, 5, ref);
+    assert_memory_equal(c.toks, ref, sizeof ref);
+    tern_engine_destroy(e);
+}
+
+/* ---- admission ------------------------------------------------------------------------------------ */
+
+static void test_admission(void **state) {
+    tern_model_info mi;
+    tern_model_get_info(model, &mi);
+    const int chunk = 16;
+    tern_kv_cost cost = {mi.kv_full_bytes_per_token, mi.kv_sliding_bytes_per_token, mi.sliding_window + chunk};
+    uint64_t budget = tern_kv_cost_bytes(&cost, 40);
+    tern_engine *e = make_engine(1, 64, budget, 0, chunk, 32, 1);
+    tern_metrics m;
+    tern_engine_metrics(e, &m);
+    assert_int_equal(m.kv_budget_bytes, budget);
+    int32_t p[80];
+    fill_ids(p, 80, 9);
+    tern_stream *s = NULL;
+    tern_request r = greedy_request(p, 64, 1);
+    tern_err *err = tern_engine_submit(e, &r, NULL, NULL, &s, NULL);
+    assert_non_null(err);
+    assert_int_equal(err->code, TERN_EINVAL);
+    TU_FAILS_WITH(err, "the prompt has 64 tokens but a request may hold 64");
+    assert_null(s);
+    r = greedy_request(p, 45, 1);
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "KV budget");
+    /* Clamping: 40 positions fit, the prompt takes 30, so 10 tokens at most. */
+    const int64_t asked[] = {0, 4, 1000}, got[] = {10, 4, 10};
+    for (int i = 0; i < 3; i++) {
+        static result res;
+        memset(&res, 0, sizeof res);
+        r = greedy_request(p, 30, asked[i]);
+        s = submit(e, &r);
+        drain(s, &res);
+        tern_stream_free(s);
+        assert_int_equal(res.done.usage.max_tokens, got[i]);
+        assert_int_equal(res.done.usage.completion_tokens, got[i]);
+        assert_int_equal(res.done.finish, TERN_FINISH_LENGTH);
+    }
+    /* Bad requests say what is wrong. */
+    r = greedy_request(p, 10, 1);
+    r.sampling.temperature = -1;
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "temperature");
+    r = greedy_request(p, 10, 1);
+    const char *empty[] = {""};
+    r.stop_strings = empty;
+    r.n_stop_strings = 1;
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "stop string 0");
+    r = greedy_request(p, 10, 1);
+    r.prompt_text = "hello";
+    r.prompt_text_len = 5;
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "exactly one prompt");
+    int32_t bad[2] = {5, 512};
+    r = greedy_request(bad, 2, 1);
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "outside the vocabulary");
+    r = greedy_request(p, 0, 1);
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "empty");
+    r = greedy_request(p, 10, -1);
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "max_tokens");
+    r = greedy_request(p, 10, 1);
+    r.top_logprobs = 21;
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &s, NULL), "top_logprobs");
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, NULL, NULL), "callback or a stream");
+    tern_engine_metrics(e, &m);
+    assert_int_equal(m.requests_rejected, 9);
+
+    /* Overload: one row busy, one request waiting (max_queue 1), the next is refused at once. */
+    static result b;
+    memset(&b, 0, sizeof b);
+    r = greedy_request(p, 20, 0);
+    gate ga;
+    gate_init(&ga, 0);
+    TU_OK(tern_engine_submit(e, &r, gate_cb, &ga, NULL, NULL));
+    gate_wait_paused(&ga);
+    tern_stream *sb = submit(e, &r);
+    err = tern_engine_submit(e, &r, NULL, NULL, &s, NULL);
+    assert_non_null(err);
+    assert_int_equal(err->code, TERN_EOVERLOAD);
+    TU_FAILS_WITH(err, "busy");
+    tern_engine_metrics(e, &m);
+    assert_int_equal(m.requests_overloaded, 1);
+    assert_int_equal(m.queue_depth, 1);
+    gate_open(&ga);
+    gate_wait_done(&ga);
+    drain(sb, &b);
+    assert_int_equal(b.done.finish, TERN_FINISH_LENGTH); /* it ran once the row was free */
+    tern_stream_free(sb);
+    gate_destroy(&ga);
+    tern_engine_destroy(e);
+
+    /* The budget holds one full request: a second waits (rows are free) until the first leaves. */
+    e = make_engine(2, 64, tern_kv_cost_bytes(&cost, 64), 0, chunk, 32, 4);
+    memset(&b, 0, sizeof b);
+    r = greedy_request(p, 20, 0); /* reserves all 64 positions */
+    gate_init(&ga, 0);
+    TU_OK(tern_engine_submit(e, &r, gate_cb, &ga, NULL, NULL));
+    gate_wait_paused(&ga);
+    tern_request small = greedy_request(p, 5, 3);
+    sb = submit(e, &small);
+    tern_engine_metrics(e, &m);
+    assert_int_equal(m.active_rows, 1);
+    assert_int_equal(m.queue_depth, 1);
+    assert_int_equal(m.kv_bytes_in_use, tern_kv_cost_bytes(&cost, 64));
+    gate_open(&ga);
+    gate_wait_done(&ga);
+    drain(sb, &b);
+    assert_int_equal(ga.r.done.finish, TERN_FINISH_LENGTH);
+    assert_int_equal(ga.r.n, 44);
+    assert_int_equal(b.done.finish, TERN_FINISH_LENGTH);
+    assert_int_equal(b.n, 3);
+    tern_stream_free(sb);
+    gate_destroy(&ga);
+    tern_engine_metrics(e, &m);
+    assert_int_equal(m.kv_bytes_peak, tern_kv_cost_bytes(&cost, 64)); /* never over-committed */
+    tern_engine_destroy(e);
+}
+
+/* ---- stops ---------------------------------------------------------------------------------------- */
+
+static void test_stops(void **state) {
+    int32_t p[20];
+    fill_ids(p, 20, 21);
+    tern_engine *e = make_engine(2, 128, 0, 0, 16, 32, 4);
+    static result full, cut, by_id, eos;
+    memset(&full, 0, sizeof full);
+    memset(&cut, 0, sizeof cut);
+    memset(&by_id, 0, sizeof by_id);
+    memset(&eos, 0, sizeof eos);
+    tern_request r = greedy_request(p, 20, 60);
+    tern_stream *s = submit(e, &r);
+    drain(s, &full);
+    tern_stream_free(s);
+    assert_int_equal(full.n, 60);
+    /* A stop string made of the last byte of one token's text and the first byte of the next. */
+    int at = -1;
+    for (int i = 1; i + 1 < full.n && at < 0; i++) {
+        size_t end = full.text_off[i], prev = full.text_off[i - 1], next = full.text_off[i + 1];
+        if (end > prev && next > end && (unsigned char)full.text[end - 1] < 0x80 &&
+            (unsigned char)full.text[end] < 0x80 && full.text[end - 1] && full.text[end])
+            at = i;
+    }
+    assert_true(at > 0);
+    char stop[3] = {full.text[full.text_off[at] - 1], full.text[full.text_off[at]], 0};
+    const char *first = strstr(full.text, stop);
+    assert_non_null(first);
+    size_t expect = (size_t)(first - full.text);
+    const char *stops[] = {"never appears \x01", stop};
+    r.stop_strings = stops;
+    r.n_stop_strings = 2;
+    s = submit(e, &r);
+    drain(s, &cut);
+    tern_stream_free(s);
+    assert_int_equal(cut.done.finish, TERN_FINISH_STOP);
+    assert_int_equal(cut.done.stop_string, 1);
+    assert_int_equal(cut.done.stop_token, -1);
+    assert_int_equal(cut.text_len, expect); /* the streamed text stops right before the stop string */
+    assert_memory_equal(cut.text, full.text, expect);
+    assert_memory_equal(cut.toks, full.toks, (size_t)cut.n * sizeof(int32_t));
+    assert_true(cut.n < full.n);
+    /* A stop id: the first token that did not occur before position 3 ends generation, unemitted. */
+    int j = 3;
+    for (;; j++) {
+        int seen = 0;
+        for (int i = 0; i < j; i++)
+            seen |= full.toks[i] == full.toks[j];
+        if (!seen)
+            break;
+    }
+    r = greedy_request(p, 20, 60);
+    r.stop_ids = &full.toks[j];
+    r.n_stop_ids = 1;
+    s = submit(e, &r);
+    drain(s, &by_id);
+    tern_stream_free(s);
+    assert_int_equal(by_id.done.finish, TERN_FINISH_STOP);
+    assert_int_equal(by_id.done.stop_token, full.toks[j]);
+    assert_int_equal(by_id.n, j);
+    assert_int_equal(by_id.done.usage.completion_tokens, j + 1);
+    /* EOS ends generation unless ignore_eos: force it with a logit bias. */
+    r = greedy_request(p, 20, 60);
+    r.ignore_eos = 0;
+    tern_logit_bias force = {1, 100.0f}; /* <eos> */
+    r.sampling.logit_bias = &force;
+    r.sampling.n_logit_bias = 1;
+    s = submit(e, &r);
+    drain(s, &eos);
+    tern_stream_free(s);
+    assert_int_equal(eos.done.finish, TERN_FINISH_STOP);
+    assert_int_equal(eos.done.stop_token, 1);
+    assert_int_equal(eos.n, 0);
+    tern_engine_destroy(e);
+}
+
+/* ---- text prompts, logprobs, callbacks, shutdown --------------------------------------------------- */
+
+typedef struct cb_state {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    result r[4];
+    int done;
+} cb_state;
+
+static void on_event(const tern_event *ev, void *user) {
+    cb_state *st = user;
+    pthread_mutex_lock(&st->mu);
+    result *r = &st->r[ev->request_id % 4];
+    if (ev->kind == TERN_EV_TOKEN) {
+        if (r->n < 1024)
+            r->toks[r->n++] = ev->token;
+    } else {
+        r->done = *ev;
+        r->finished = 1;
+        st->done++;
+        pthread_cond_broadcast(&st->cv);
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void *destroy_thread(void *arg) {
+    tern_engine_destroy(arg);
+    return NULL;
+}
+
+static void test_text_callbacks_shutdown(void **state) {
+    tern_engine *e = make_engine(2, 128, 0, -1, 16, 32, 8);
+    static result by_text, by_ids;
+    memset(&by_text, 0, sizeof by_text);
+    memset(&by_ids, 0, sizeof by_ids);
+    const char *text = "the cat is on the mat";
+    int32_t *ids;
+    size_t n;
+    TU_OK(tern_model_tokenize(model, text, strlen(text), 1, 0, &ids, &n));
+    assert_true(n > 3);
+    assert_int_equal(ids[0], tern_model_bos(model));
+    tern_request r = greedy_request(NULL, 0, 12);
+    r.prompt_text = text;
+    r.prompt_text_len = strlen(text);
+    r.add_special = 1;
+    r.top_logprobs = 3;
+    tern_stream *s = submit(e, &r);
+    drain(s, &by_text);
+    tern_stream_free(s);
+    r = greedy_request(ids, n, 12);
+    s = submit(e, &r);
+    drain(s, &by_ids);
+    tern_stream_free(s);
+    assert_int_equal(by_text.done.usage.prompt_tokens, (int64_t)n);
+    assert_memory_equal(by_text.toks, by_ids.toks, 12 * sizeof(int32_t));
+    for (int i = 0; i < 12; i++) { /* greedy: the chosen token is the most likely one */
+        assert_int_equal(by_text.n_top[i], 3);
+        assert_int_equal(by_text.top0[i], by_text.toks[i]);
+        assert_true(by_text.lp[i] <= 0.0f);
+    }
+    char *decoded;
+    size_t dlen;
+    TU_OK(tern_model_detokenize(model, by_ids.toks, 12, 0, &decoded, &dlen));
+    assert_int_equal(dlen, by_ids.text_len); /* the streamed pieces add up to the whole decode */
+    assert_memory_equal(decoded, by_ids.text, dlen);
+    tern_free(decoded);
+
+    /* Callback mode gives the same tokens. */
+    cb_state st = {.done = 0};
+    pthread_mutex_init(&st.mu, NULL);
+    pthread_cond_init(&st.cv, NULL);
+    uint64_t id;
+    TU_OK(tern_engine_submit(e, &r, on_event, &st, NULL, &id));
+    pthread_mutex_lock(&st.mu);
+    while (st.done < 1)
+        pthread_cond_wait(&st.cv, &st.mu);
+    pthread_mutex_unlock(&st.mu);
+    assert_int_equal(st.r[id % 4].n, 12);
+    assert_memory_equal(st.r[id % 4].toks, by_ids.toks, 12 * sizeof(int32_t));
+
+    /* Destroying the engine ends running and queued requests with CANCELLED before it returns. The
+     * first request holds the engine thread still while the engine is told to stop. */
+    memset(st.r, 0, sizeof st.r);
+    st.done = 0;
+    tern_request longr = greedy_request(ids, n, 0);
+    gate gd;
+    gate_init(&gd, 0);
+    TU_OK(tern_engine_submit(e, &longr, gate_cb, &gd, NULL, NULL));
+    gate_wait_paused(&gd);
+    for (int i = 0; i < 2; i++) /* one takes the second row, one waits in the queue */
+        TU_OK(tern_engine_submit(e, &longr, on_event, &st, NULL, NULL));
+    tern_stream *left;
+    TU_OK(tern_engine_submit(e, &longr, NULL, NULL, &left, NULL));
+    pthread_t killer;
+    assert_int_equal(pthread_create(&killer, NULL, destroy_thread, e), 0);
+    for (;;) { /* once submit says "shutting down", the engine will stop at its next step */
+        tern_err *err = tern_engine_submit(e, &longr, on_event, &st, NULL, NULL);
+        int code = err ? err->code : TERN_OK;
+        tern_err_free(err);
+        if (code == TERN_ECANCELLED)
+            break;
+        assert_true(code == TERN_OK || code == TERN_EOVERLOAD); /* not stopping yet */
+        usleep(100);
+    }
+    gate_open(&gd);
+    pthread_join(killer, NULL);
+    assert_int_equal(gd.r.done.finish, TERN_FINISH_CANCELLED);
+    assert_true(st.done >= 2);
+    for (int i = 0; i < 4; i++)
+        if (st.r[i].finished)
+            assert_int_equal(st.r[i].done.finish, TERN_FINISH_CANCELLED);
+    gate_destroy(&gd);
+    static result l;
+    memset(&l, 0, sizeof l);
+    drain(left, &l); /* the stream outlives the engine */
+    assert_int_equal(l.done.finish, TERN_FINISH_CANCELLED);
+    tern_stream_free(left);
+    tern_free(ids);
+    pthread_mutex_destroy(&st.mu);
+    pthread_cond_destroy(&st.cv);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batched_equals_solo), cmocka_unit_test(test_batched_equals_solo_bf16),
+        cmocka_unit_test(test_seeded_sampling),     cmocka_unit_test(test_seeded_sampling_bf16),
+        cmocka_unit_test(test_prefix_cache_hits),   cmocka_unit_test(test_cancel_frees_memory),
+        cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
+        cmocka_unit_test(test_text_callbacks_shutdown),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

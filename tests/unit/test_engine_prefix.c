@@ -1,0 +1,357 @@
+/* test_engine_prefix.c — the KV memory pieces under the engine: copying, exporting and releasing
+ * sequences; the prefix cache (a hit gives exactly the logits of a cold prefill, across sliding
+ * layers whose window is far shorter than the reused prefix; LRU eviction of leaves under the byte
+ * cap; pinned chains survive); and the KV cost arithmetic that admission relies on. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json_util.h"
+#include "core/threadpool.h"
+#include "engine/fit.h"
+#include "engine/kv_budget.h"
+#include "models/gemma4_weights.h"
+#include "kv/prefix_cache.h"
+#include "sample/sampler.h"
+#include "models/gemma4.h"
+#include "models/synth.h"
+#include "testutil.h"
+
+static tern_pool *pool;
+static tern_gemma4 *model;
+static char model_dir[4096];
+static int64_t V;
+
+/* A random tiny model: window 8, sliding + full + KV-shared layers, vocabulary 512. */
+static int setup(void **state) {
+    const char *cfg_text =
+        "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
+        " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
+        " \"global_head_dim\": 32, \"hidden_size_per_layer_input\": 16, \"num_kv_shared_layers\": 2,"
+        " \"use_double_wide_mlp\": true, \"sliding_window\": 8,"
+        " \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\","
+        "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
+    json_t *cfg;
+    if (tern_json_load_buf(cfg_text, strlen(cfg_text), "cfg", &cfg))
+        return -1;
+    char *dir = model_dir;
+    snprintf(model_dir, sizeof model_dir, "%s", tu_tmpdir("engine_prefix_model"));
+    tern_synth_opts o = {.dtype = TERN_SYNTH_F32, .seed = 5, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
+    tern_err *e = tern_synth_write(cfg, &o, dir);
+    json_decref(cfg);
+    if (!e)
+        e = tern_gemma4_load(dir, &model);
+    if (!e)
+        e = tern_pool_create(2, &pool);
+    if (e) {
+        print_error("%s\n", tern_err_msg(e));
+        tern_err_free(e);
+        return -1;
+    }
+    V = tern_gemma4_config_of(model)->vocab_size;
+    return 0;
+}
+
+static int teardown(void **state) {
+    tern_gemma4_free(model);
+    tern_pool_destroy(pool);
+    return 0;
+}
+
+static void fill_ids(int32_t *ids, int64_t n, uint32_t s) {
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = 2 + (int32_t)((s >> 8) % 500);
+    }
+}
+
+/* Appends ids to `seq` in chunks of `chunk`; the logits of the last token go to `last` (may be NULL);
+ * the cursor (may be NULL) captures after every forward, as the engine does. */
+static void prefill(tern_kv *kv, int seq, const int32_t *ids, int64_t n, int64_t chunk, float *last,
+                    tern_pc_cursor *cur, const int32_t *all_ids) {
+    float *logits = malloc((size_t)V * sizeof *logits);
+    for (int64_t t = 0; t < n; t += chunk) {
+        int64_t cnt = n - t < chunk ? n - t : chunk;
+        tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_LAST};
+        TU_OK(tern_gemma4_forward(model, kv, pool, &b, logits, NULL));
+        if (cur)
+            tern_pc_cursor_capture(cur, kv, seq, all_ids, tern_kv_len(kv, seq));
+    }
+    if (last)
+        memcpy(last, logits, (size_t)V * sizeof *logits);
+    free(logits);
+}
+
+static void test_kv_copy_export_release(void **state) {
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(model, 3, 64, 16, TERN_DT_F32, &kv));
+    int32_t ids[41];
+    fill_ids(ids, 41, 3);
+    prefill(kv, 0, ids, 40, 16, NULL, NULL, NULL);
+    TU_OK(tern_kv_copy_seq(kv, 1, 0, 40));
+    assert_int_equal(tern_kv_len(kv, 1), 40);
+    /* Both sequences continue identically. */
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    prefill(kv, 0, ids + 40, 1, 1, a, NULL, NULL);
+    prefill(kv, 1, ids + 40, 1, 1, b, NULL, NULL);
+    assert_memory_equal(a, b, (size_t)V * sizeof *a);
+    /* Raw export/import round-trips one position's bytes. */
+    size_t rb = tern_kv_row_bytes(kv, 0);
+    assert_int_equal(rb, 2 * 16 * 4); /* 2 KV heads x 16 dims x f32 */
+    unsigned char *k = malloc(rb), *v = malloc(rb);
+    float *x = malloc(rb), *y = malloc(rb);
+    tern_kv_export_pos(kv, 0, 0, 40, k, v);
+    tern_kv_import_pos(kv, 0, 2, 40, k, v);
+    TU_OK(tern_kv_set_len(kv, 2, 41));
+    tern_kv_read(kv, 0, 0, 40, 1, x);
+    tern_kv_read(kv, 0, 2, 40, 1, y);
+    assert_memory_equal(x, y, rb);
+    assert_true(tern_kv_is_ring(kv, 0));
+    assert_false(tern_kv_is_ring(kv, 2));
+    assert_int_equal(tern_kv_extra(kv), 16);
+    /* Release resets the length; the sequence is reusable from scratch. */
+    tern_kv_release(kv, 0);
+    assert_int_equal(tern_kv_len(kv, 0), 0);
+    prefill(kv, 0, ids, 41, 16, a, NULL, NULL);
+    assert_memory_equal(a, b, (size_t)V * sizeof *a);
+    TU_FAILS_WITH(tern_kv_copy_seq(kv, 1, 0, 42), "exceeds the 41 positions");
+    TU_FAILS_WITH(tern_kv_copy_seq(kv, 5, 0, 1), "out of range");
+    free(a);
+    free(b);
+    free(k);
+    free(v);
+    free(x);
+    free(y);
+    tern_kv_free(kv);
+}
+
+static void test_prefix_hit_same_logits(void **state) {
+    const int64_t blk = 16, chunk = 16;
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(model, 4, 160, chunk, TERN_DT_BF16, &kv));
+    tern_prefix_cache *pc;
+    TU_OK(tern_prefix_cache_create(kv, blk, 64u << 20, &pc));
+    tern_pc_cursor *cur;
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    int32_t A[100], B[103];
+    fill_ids(A, 100, 11);
+    memcpy(B, A, 83 * sizeof *B); /* B shares 83 tokens with A, then goes its own way */
+    fill_ids(B + 83, 20, 12);
+    float *a_last = malloc((size_t)V * sizeof(float)), *hot = malloc((size_t)V * sizeof(float)),
+          *cold = malloc((size_t)V * sizeof(float));
+
+    /* Cold A through sequence 0, captured block by block. */
+    tern_pc_cursor_begin(cur, NULL, 0);
+    prefill(kv, 0, A, 100, chunk, a_last, cur, A);
+    tern_pc_cursor_end(cur);
+    tern_prefix_cache_stats st;
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.blocks, 6); /* 96 of 100 tokens in whole blocks */
+    assert_int_equal(st.block_bytes, 16 * tern_gemma4_kv_bytes_per_token(tern_gemma4_config_of(model), 2, 1));
+
+    /* B hits the 5 blocks it shares (80 tokens), far beyond the sliding window of 8. */
+    const tern_pc_node *tail;
+    assert_int_equal(tern_prefix_cache_match(pc, B, 102, &tail), 80);
+    TU_OK(tern_prefix_cache_restore(pc, tail, kv, 1));
+    assert_int_equal(tern_kv_len(kv, 1), 80);
+    prefill(kv, 1, B + 80, 23, chunk, hot, NULL, NULL);
+    prefill(kv, 2, B, 103, chunk, cold, NULL, NULL);
+    assert_memory_equal(hot, cold, (size_t)V * sizeof(float)); /* the same logits, bit for bit */
+    /* ...and the two sequences keep agreeing while decoding. */
+    for (int step = 0; step < 12; step++) {
+        int32_t ta = tern_argmax(hot, V), tb = tern_argmax(cold, V);
+        assert_int_equal(ta, tb);
+        prefill(kv, 1, &ta, 1, 1, hot, NULL, NULL);
+        prefill(kv, 2, &tb, 1, 1, cold, NULL, NULL);
+        assert_memory_equal(hot, cold, (size_t)V * sizeof(float));
+    }
+
+    /* A again: 96 cached, the last 4 computed: the logits A had. */
+    tern_kv_release(kv, 3);
+    assert_int_equal(tern_prefix_cache_match(pc, A, 99, &tail), 96);
+    TU_OK(tern_prefix_cache_restore(pc, tail, kv, 3));
+    prefill(kv, 3, A + 96, 4, chunk, hot, NULL, NULL);
+    assert_memory_equal(hot, a_last, (size_t)V * sizeof(float));
+    /* Matching never exceeds what was asked for, and a miss is a miss. */
+    assert_int_equal(tern_prefix_cache_match(pc, A, 31, &tail), 16);
+    int32_t other[40];
+    fill_ids(other, 40, 99);
+    assert_int_equal(tern_prefix_cache_match(pc, other, 40, &tail), 0);
+    assert_null(tail);
+    TU_FAILS_WITH(tern_prefix_cache_restore(pc, (tern_prefix_cache_match(pc, A, 40, &tail), tail), kv, 3),
+                  "not empty");
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_true(st.hits >= 3);
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_free(pc);
+    tern_kv_free(kv);
+    free(a_last);
+    free(hot);
+    free(cold);
+}
+
+/* Writes n positions of recognisable values into `seq` of a model-free cache, capturing each one as it
+ * is written (a ring of 8 slots would have forgotten the early ones by the end). */
+static void write_positions(tern_kv *kv, int seq, int64_t n, float base, tern_pc_cursor *cur, const int32_t *ids) {
+    float k[8], v[8];
+    for (int64_t p = 0; p < n; p++) {
+        for (int i = 0; i < 8; i++) {
+            k[i] = base + (float)p;
+            v[i] = -base - (float)p;
+        }
+        for (int l = 0; l < tern_kv_n_layers(kv); l++)
+            tern_kv_write(kv, l, seq, p, k, v);
+        TU_OK(tern_kv_set_len(kv, seq, p + 1));
+        tern_pc_cursor_capture(cur, kv, seq, ids, p + 1);
+    }
+}
+
+static void test_prefix_lru(void **state) {
+    tern_kv_layer_desc d[2] = {{1, 8, 1}, {1, 8, 0}}; /* a ring and a full layer */
+    tern_kv *kv;
+    TU_OK(tern_kv_create(d, 2, 2, 64, 4, 4, TERN_DT_F32, &kv));
+    const uint64_t block_bytes = 4 * 2 * 2 * 8 * 4; /* block 4 x 2 layers x K,V x 8 floats */
+    tern_prefix_cache *pc;
+    TU_OK(tern_prefix_cache_create(kv, 4, 4 * block_bytes, &pc)); /* room for 4 blocks */
+    tern_pc_cursor *cur;
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    int32_t X[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, Y[12] = {21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+    const tern_pc_node *tail;
+
+    tern_pc_cursor_begin(cur, NULL, 0);
+    write_positions(kv, 0, 12, 100, cur, X);
+    tern_pc_cursor_end(cur);
+    tern_kv_release(kv, 0);
+    tern_pc_cursor_begin(cur, NULL, 0);
+    write_positions(kv, 0, 12, 200, cur, Y); /* 6 blocks into room for 4: X's leaves go first */
+    tern_prefix_cache_stats st;
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.blocks, 4);
+    assert_int_equal(st.evicted, 2);
+    assert_int_equal(st.bytes, 4 * block_bytes);
+    assert_int_equal(tern_prefix_cache_match(pc, X, 12, &tail), 4);
+    assert_int_equal(tern_prefix_cache_match(pc, Y, 12, &tail), 12);
+
+    /* Restored values are the captured ones: full layer from position 0, ring only its last slots. */
+    tern_kv_release(kv, 1);
+    TU_OK(tern_prefix_cache_restore(pc, tail, kv, 1));
+    float out[8];
+    tern_kv_read(kv, 1, 1, 0, 0, out);
+    assert_float_equal(out[0], 200.0f, 0);
+    tern_kv_read(kv, 0, 1, 11, 1, out);
+    assert_float_equal(out[3], -211.0f, 0);
+    assert_int_equal(tern_kv_slots(kv, 0), 8);
+
+    /* The cursor still extends Y (its tail is pinned). A new chain Z needs room: X's remaining block is
+     * the only evictable leaf, so Z gets one block and then stops adding. */
+    int32_t Z[8] = {41, 42, 43, 44, 45, 46, 47, 48};
+    tern_pc_cursor *cz;
+    TU_OK(tern_pc_cursor_new(pc, &cz));
+    tern_pc_cursor_begin(cz, NULL, 0);
+    tern_kv_release(kv, 1);
+    write_positions(kv, 1, 8, 300, cz, Z);
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.blocks, 4);
+    assert_int_equal(tern_prefix_cache_match(pc, X, 12, &tail), 0);
+    assert_int_equal(tern_prefix_cache_match(pc, Z, 8, &tail), 4);
+    assert_int_equal(tern_prefix_cache_match(pc, Y, 12, &tail), 12);
+    tern_pc_cursor_free(cz);
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_free(pc);
+
+    /* A cap below one block: nothing is ever kept. */
+    TU_OK(tern_prefix_cache_create(kv, 4, block_bytes - 1, &pc));
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    tern_pc_cursor_begin(cur, NULL, 0);
+    tern_kv_release(kv, 1);
+    write_positions(kv, 1, 8, 300, cur, Z);
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.blocks, 0);
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_free(pc);
+    TU_FAILS_WITH(tern_prefix_cache_create(kv, 0, 1000, &pc), "block");
+    tern_kv_free(kv);
+}
+
+static void test_kv_cost(void **state) {
+    tern_kv_cost c = {.full_per_pos = 100, .ring_per_pos = 10, .ring_slots = 50};
+    assert_int_equal(tern_kv_cost_bytes(&c, 0), 0);
+    assert_int_equal(tern_kv_cost_bytes(&c, 20), 20 * 110);
+    assert_int_equal(tern_kv_cost_bytes(&c, 1000), 1000 * 100 + 50 * 10); /* rings saturate */
+    assert_int_equal(tern_kv_cost_max_positions(&c, 20 * 110, 1 << 20), 20);
+    assert_int_equal(tern_kv_cost_max_positions(&c, 20 * 110 + 109, 1 << 20), 20);
+    assert_int_equal(tern_kv_cost_max_positions(&c, 1000 * 100 + 500, 1 << 20), 1000);
+    assert_int_equal(tern_kv_cost_max_positions(&c, 1000 * 100 + 500, 300), 300);
+    assert_int_equal(tern_kv_cost_max_positions(&c, 109, 1 << 20), 0);
+    assert_true(tern_kv_cost_bytes(&c, INT64_MAX) == UINT64_MAX); /* saturates, never wraps */
+    /* The model's own numbers: the same as the allocated cache reports. */
+    tern_kv_cost fc, kc;
+    tern_kv_cost_from_config(tern_gemma4_config_of(model), 2, 16, &fc);
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(model, 1, 256, 16, TERN_DT_BF16, &kv));
+    tern_kv_cost_from_kv(kv, &kc);
+    assert_int_equal(fc.full_per_pos, kc.full_per_pos);
+    assert_int_equal(fc.ring_per_pos, kc.ring_per_pos);
+    assert_int_equal(fc.ring_slots, 8 + 16);
+    assert_int_equal(kc.ring_slots, 8 + 16);
+    /* layers 0,1,3 sliding (2 heads x 16), layers 2 full (2 x 32); 4,5 share: K+V bf16 */
+    assert_int_equal(fc.ring_per_pos, 3 * 2 * 2 * 16 * 2);
+    assert_int_equal(fc.full_per_pos, 1 * 2 * 2 * 32 * 2);
+    tern_kv_free(kv);
+    tern_budget b = {.total = 1000};
+    assert_true(tern_budget_reserve(&b, 600));
+    assert_false(tern_budget_reserve(&b, 401));
+    assert_true(tern_budget_reserve(&b, 400));
+    tern_budget_release(&b, 600);
+    assert_int_equal(b.used, 400);
+    assert_int_equal(b.peak, 1000);
+}
+
+/* `tern fit` arithmetic: weights from the checkpoint, KV per request with rings saturating, budgets. */
+static void test_fit(void **state) {
+    const tern_gemma4_config *c = tern_gemma4_config_of(model);
+    uint64_t text, other;
+    TU_OK(tern_fit_weights(model_dir, c, &text, &other));
+    tern_wspec *specs;
+    size_t n;
+    TU_OK(tern_gemma4_specs(c, TERN_LAYOUT_HF, &specs, &n));
+    uint64_t params = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t e = 1;
+        for (int d = 0; d < specs[i].ndim; d++)
+            e *= (uint64_t)specs[i].shape[d];
+        params += e;
+    }
+    free(specs);
+    assert_int_equal(text, params * 4); /* an f32 checkpoint: 4 bytes per parameter */
+    assert_int_equal(other, 0);
+    tern_fit_plan p;
+    /* ring = window 8 + chunk 16 = 24 slots; full 256 B/token, sliding 384 B/token (bf16) */
+    TU_OK(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, &p));
+    assert_int_equal(p.per_request, 100 * 256 + 24 * 384);
+    assert_int_equal(p.all_rows, 3 * p.per_request);
+    assert_int_equal(p.budget, p.all_rows);
+    assert_int_equal(p.rows_at_ctx, 3);
+    assert_int_equal(p.ctx_per_row, 100);
+    assert_int_equal(p.total, text + p.budget);
+    TU_OK(tern_fit_compute(c, text, other, 100, 3, 2 * p.per_request + 10, 2, 16, &p));
+    assert_int_equal(p.rows_at_ctx, 2);
+    assert_true(p.ctx_per_row < 100 && p.ctx_per_row > 50);
+    assert_int_equal(p.max_one_request, (2 * (100 * 256 + 24 * 384) + 10 - 24 * 384) / 256);
+    TU_OK(tern_fit_compute(c, text, other, 0, 1, 0, 4, 16, &p)); /* f32 KV doubles the bytes */
+    assert_int_equal(p.ctx, tern_fit_default_ctx(c));
+    assert_int_equal(p.cost.full_per_pos, 512);
+    TU_FAILS_WITH(tern_fit_compute(c, text, other, 100, 0, 0, 2, 16, &p), "--parallel");
+    TU_FAILS_WITH(tern_fit_weights("/nonexistent-dir", c, &text, &other), "/nonexistent-dir");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv_copy_export_release),
+        cmocka_unit_test(test_prefix_hit_same_logits),
+        cmocka_unit_test(test_prefix_lru),
+        cmocka_unit_test(test_kv_cost),
+        cmocka_unit_test(test_fit),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,331 @@
+/* test_sampling.c — the sampling pipeline: partial selection against a full sort, the fast sampler
+ * against a straightforward full-sort reference (same seed, same token), penalties and logit bias
+ * with known values, logprobs, and a seeded chain reproducing its draws. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sample/chain.h"
+#include "sample/logprobs.h"
+#include "sample/penalties.h"
+#include "sample/sampler.h"
+#include "sample/topk.h"
+#include "testutil.h"
+
+static uint32_t lcg(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+/* Random keys with many exact ties (values on a coarse grid) so the index tie-break matters. */
+static void random_keys(float *x, int64_t n, uint32_t seed, int coarse) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t r = lcg(&seed);
+        x[i] = coarse ? (float)(r % 37) * 0.25f - 4.0f : (float)r / (float)(1u << 24) * 16.0f - 8.0f;
+    }
+}
+
+static const float *g_keys;
+static int ref_cmp(const void *a, const void *b) {
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    int ni = isnan(g_keys[i]), nj = isnan(g_keys[j]);
+    if (ni != nj) /* NaN ranks last */
+        return ni ? 1 : -1;
+    if (!ni && g_keys[i] != g_keys[j])
+        return g_keys[i] > g_keys[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static int32_t *ref_order(const float *x, int64_t n) {
+    int32_t *o = malloc((size_t)n * sizeof *o);
+    for (int64_t i = 0; i < n; i++)
+        o[i] = (int32_t)i;
+    g_keys = x;
+    qsort(o, (size_t)n, sizeof *o, ref_cmp);
+    return o;
+}
+
+static void test_rank_matches_sort(void **state) {
+    const int64_t n = 3000;
+    float *x = malloc((size_t)n * sizeof *x);
+    int32_t *idx = malloc((size_t)n * sizeof *idx);
+    for (int kind = 0; kind < 4; kind++) {
+        random_keys(x, n, 99 + (uint32_t)kind, kind == 1);
+        if (kind == 2) /* a peaked distribution with a long flat tail, -inf and NaN entries */
+            for (int64_t i = 0; i < n; i += 97) {
+                x[i] += 20.0f;
+                x[i + 1] = -INFINITY;
+                x[i + 2] = NAN;
+            }
+        if (kind == 3) /* everything within a hair: one bucket */
+            for (int64_t i = 0; i < n; i++)
+                x[i] = 1.0f + (float)(i % 7) * 1e-7f;
+        int32_t *ref = ref_order(x, n);
+        int64_t ks[] = {1, 2, 7, 40, 64, 1000, n - 1, n};
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            int64_t g = tern_rank_top(x, n, ks[t], idx);
+            assert_true(g >= ks[t] && g <= n);
+            assert_memory_equal(idx, ref, (size_t)g * sizeof *idx);
+        }
+        int32_t few[20];
+        assert_int_equal(tern_top_few(x, n, 20, few), 20);
+        assert_memory_equal(few, ref, sizeof few);
+        assert_int_equal(tern_top_few(x, 3, 20, few), 3);
+        free(ref);
+    }
+    /* Already-sorted and reverse-sorted inputs. */
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)i;
+    assert_true(tern_rank_top(x, n, 5, idx) >= 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(idx[i], n - 1 - i);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)-i;
+    assert_true(tern_rank_top(x, n, 5, idx) >= 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(idx[i], i);
+    assert_int_equal(tern_rank_top(x, n, 0, idx), 0);
+    free(x);
+    free(idx);
+}
+
+/* The textbook sampler: sort everything, then temperature, top-k, top-p, min-p, draw in order. */
+static int32_t ref_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng) {
+    if (p->temperature <= 0)
+        return tern_argmax(logits, n);
+    float mx = logits[tern_argmax(logits, n)];
+    float *w = malloc((size_t)n * sizeof *w);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = (logits[i] - mx) / p->temperature;
+    int32_t *o = ref_order(w, n);
+    int64_t m = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    double total = 0;
+    if (m < n)
+        for (int64_t i = 0; i < m; i++)
+            total += (double)expf(w[o[i]]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            total += (double)expf(w[i]);
+    if (p->top_p < 1) {
+        double acc = 0;
+        for (int64_t i = 0; i < m; i++) {
+            acc += (double)expf(w[o[i]]) / total;
+            if (acc >= p->top_p) {
+                m = i + 1;
+                break;
+            }
+        }
+    }
+    if (p->min_p > 0) {
+        int64_t keep = 1;
+        while (keep < m && (double)expf(w[o[keep]]) >= p->min_p)
+            keep++;
+        m = keep;
+    }
+    double sum = 0;
+    if (m == n)
+        sum = total;
+    else
+        for (int64_t i = 0; i < m; i++)
+            sum += (double)expf(w[o[i]]);
+    double u = tern_rng_uniform(rng) * sum, acc = 0;
+    int32_t pick = o[m - 1];
+    for (int64_t i = 0; i < m; i++) {
+        acc += (double)expf(w[o[i]]);
+        if (u < acc) {
+            pick = o[i];
+            break;
+        }
+    }
+    free(w);
+    free(o);
+    return pick;
+}
+
+static void test_sample_matches_reference(void **state) {
+    const int64_t n = 2048;
+    float *x = malloc((size_t)n * sizeof *x), *work = malloc((size_t)n * sizeof *work);
+    int32_t *idx = malloc((size_t)n * sizeof *idx);
+    const tern_sampling cases[] = {
+        {1.0f, 0, 1.0f, 0.0f},  {0.7f, 40, 1.0f, 0.0f}, {1.0f, 0, 0.9f, 0.0f}, {1.5f, 0, 0.5f, 0.0f},
+        {1.0f, 0, 1.0f, 0.05f}, {0.8f, 50, 0.95f, 0.02f}, {2.0f, 1, 1.0f, 0.0f}, {1.0f, 0, 1.0f, 0.9f},
+    };
+    int differs_from_greedy = 0;
+    for (int v = 0; v < 12; v++) {
+        random_keys(x, n, 1000 + (uint32_t)v, v % 3 == 0);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            tern_rng a, b;
+            tern_rng_seed(&a, 5 + v);
+            tern_rng_seed(&b, 5 + v);
+            for (int draw = 0; draw < 8; draw++) {
+                int32_t fast = tern_sample(x, n, &cases[c], &a, work, idx);
+                int32_t slow = ref_sample(x, n, &cases[c], &b);
+                assert_int_equal(fast, slow);
+                differs_from_greedy |= fast != tern_argmax(x, n);
+            }
+        }
+    }
+    assert_true(differs_from_greedy); /* the draws are really random, not argmax in disguise */
+    /* Greedy: the largest logit, the lowest index on ties. */
+    float t[5] = {1, 3, 3, -2, 0};
+    tern_sampling g = tern_sampling_greedy();
+    tern_rng r;
+    tern_rng_seed(&r, 1);
+    assert_int_equal(tern_sample(t, 5, &g, &r, work, idx), 1);
+    /* top_k 1 is greedy whatever the temperature. */
+    tern_sampling k1 = {5.0f, 1, 1.0f, 0.0f};
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(tern_sample(t, 5, &k1, &r, work, idx), 1);
+    /* A banned (-inf) token is never drawn, even at a high temperature. */
+    float banned[3] = {-INFINITY, 0.0f, -INFINITY};
+    tern_sampling hot = {10.0f, 0, 1.0f, 0.0f};
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(tern_sample(banned, 3, &hot, &r, work, idx), 1);
+    free(x);
+    free(work);
+    free(idx);
+}
+
+static void test_penalties(void **state) {
+    tern_penalty_window w;
+    TU_OK(tern_penalty_window_init(&w, 16, 3));
+    int32_t ctx[] = {5, 5, 7, 9};
+    for (int i = 0; i < 4; i++)
+        tern_penalty_window_accept(&w, ctx[i]);
+    assert_int_equal(tern_penalty_window_count(&w, 5), 1); /* the first 5 left the window of 3 */
+    assert_int_equal(tern_penalty_window_count(&w, 7), 1);
+    assert_int_equal(tern_penalty_window_count(&w, 3), 0);
+    float l[16] = {0};
+    l[5] = 4.0f;
+    l[7] = -1.0f;
+    l[9] = 0.5f;
+    l[3] = 2.0f;
+    tern_penalties p = {2.0f, 0.5f, 0.25f};
+    tern_penalties_apply(&w, &p, l);
+    assert_float_equal(l[5], 4.0f / 2 - 0.5f - 0.25f, 1e-6);
+    assert_float_equal(l[7], -1.0f * 2 - 0.5f - 0.25f, 1e-6);
+    assert_float_equal(l[9], 0.5f / 2 - 0.75f, 1e-6);
+    assert_float_equal(l[3], 2.0f, 0); /* not in the window */
+    tern_penalty_window_accept(&w, 9);  /* window is now 7 9 9 */
+    assert_int_equal(tern_penalty_window_count(&w, 5), 0);
+    assert_int_equal(tern_penalty_window_count(&w, 9), 2);
+    float f[16] = {0};
+    tern_penalties freq = {1.0f, 0.0f, 1.0f};
+    tern_penalties_apply(&w, &freq, f);
+    assert_float_equal(f[9], -2.0f, 1e-6);
+    assert_float_equal(f[7], -1.0f, 1e-6);
+    tern_penalty_window_clear(&w);
+    assert_int_equal(tern_penalty_window_count(&w, 9), 0);
+    tern_penalty_window_free(&w);
+    /* The whole context (-1): counts never drop. */
+    TU_OK(tern_penalty_window_init(&w, 16, -1));
+    for (int i = 0; i < 100; i++)
+        tern_penalty_window_accept(&w, 4);
+    tern_penalty_window_accept(&w, 99); /* out of the vocabulary: ignored */
+    assert_int_equal(tern_penalty_window_count(&w, 4), 100);
+    tern_penalty_window_free(&w);
+    /* Logit bias. */
+    float b[4] = {0, 0, 0, 0};
+    tern_bias bias[] = {{1, 2.5f}, {3, -INFINITY}, {7, 1.0f}};
+    tern_logit_bias_apply(bias, 3, b, 4);
+    assert_float_equal(b[1], 2.5f, 0);
+    assert_true(isinf(b[3]) && b[3] < 0);
+}
+
+static void test_logprobs(void **state) {
+    float l[4] = {1.0f, 2.0f, 3.0f, 2.0f};
+    double lse = 3.0 + log(1.0 + 2.0 * exp(-1.0) + exp(-2.0));
+    assert_float_equal(tern_logsumexp(l, 4), lse, 1e-6);
+    tern_logprobs lp;
+    tern_logprobs_compute(l, 4, 1, 3, &lp);
+    assert_float_equal(lp.chosen, 2.0 - lse, 1e-6);
+    assert_int_equal(lp.n_top, 3);
+    assert_int_equal(lp.top_ids[0], 2);
+    assert_int_equal(lp.top_ids[1], 1); /* tie with 3: the lower id first */
+    assert_int_equal(lp.top_ids[2], 3);
+    assert_float_equal(lp.top[0], 3.0 - lse, 1e-6);
+    tern_logprobs_compute(l, 4, 0, 50, &lp); /* clamped to the vocabulary */
+    assert_int_equal(lp.n_top, 4);
+}
+
+static void test_chain(void **state) {
+    const int64_t V = 600;
+    float *x = malloc((size_t)V * sizeof *x);
+    random_keys(x, V, 77, 0);
+    tern_chain *a, *b;
+    TU_OK(tern_chain_new(V, &a));
+    TU_OK(tern_chain_new(V, &b));
+    tern_chain_params p = tern_chain_defaults();
+    p.s.temperature = 1.0f;
+    p.s.top_k = 100;
+    p.seed = 42;
+    int32_t first[50];
+    TU_OK(tern_chain_start(a, &p, NULL, 0));
+    for (int i = 0; i < 50; i++)
+        first[i] = tern_chain_choose(a, x, NULL);
+    /* Same seed: the same draws, in a chain that did other work before. */
+    tern_chain_params other = p;
+    other.seed = 43;
+    TU_OK(tern_chain_start(b, &other, NULL, 0));
+    int same = 1;
+    for (int i = 0; i < 50; i++)
+        same &= tern_chain_choose(b, x, NULL) == first[i];
+    assert_false(same); /* another seed draws differently */
+    TU_OK(tern_chain_start(b, &p, NULL, 0));
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(tern_chain_choose(b, x, NULL), first[i]);
+
+    /* Greedy with a repetition penalty over the prompt window (a chain over 8 tokens). */
+    tern_chain_free(a);
+    TU_OK(tern_chain_new(8, &a));
+    float l[8] = {0, 0, 0, 2.0f, 1.9f, 0, 0, 0};
+    tern_chain_params g = tern_chain_defaults();
+    g.pen.repeat = 1.2f;
+    g.penalty_last_n = 2;
+    int32_t ctx[] = {3, 0, 1};
+    TU_OK(tern_chain_start(a, &g, ctx, 1)); /* window holds 3 */
+    assert_int_equal(tern_chain_choose(a, l, NULL), 4);
+    TU_OK(tern_chain_start(a, &g, ctx, 3)); /* window of 2 holds 0 1: 3 is no longer penalised */
+    assert_int_equal(tern_chain_choose(a, l, NULL), 3);
+    tern_chain_accept(a, 3);
+    assert_int_equal(tern_chain_choose(a, l, NULL), 4);
+    /* Logit bias bans the argmax; logprobs still describe the raw distribution. */
+    tern_bias ban = {3, -INFINITY};
+    tern_chain_params gb = tern_chain_defaults();
+    gb.bias = &ban;
+    gb.n_bias = 1;
+    gb.logprobs = 1;
+    gb.top_logprobs = 2;
+    TU_OK(tern_chain_start(a, &gb, NULL, 0));
+    tern_logprobs lp;
+    assert_int_equal(tern_chain_choose(a, l, &lp), 4);
+    assert_int_equal(lp.top_ids[0], 3);
+    assert_float_equal(lp.chosen, 1.9 - tern_logsumexp(l, 8), 1e-6);
+    /* Bad parameters are named. */
+    tern_chain_params bad = tern_chain_defaults();
+    bad.s.top_p = 0.0f;
+    TU_FAILS_WITH(tern_chain_start(a, &bad, NULL, 0), "top_p");
+    bad = tern_chain_defaults();
+    tern_bias out_of_range = {8, 1.0f};
+    bad.bias = &out_of_range;
+    bad.n_bias = 1;
+    TU_FAILS_WITH(tern_chain_start(a, &bad, NULL, 0), "logit_bias");
+    bad = tern_chain_defaults();
+    bad.s.temperature = NAN;
+    TU_FAILS_WITH(tern_chain_params_check(&bad, V), "temperature");
+    bad = tern_chain_defaults();
+    bad.top_logprobs = 21;
+    TU_FAILS_WITH(tern_chain_params_check(&bad, V), "top_logprobs");
+    tern_chain_free(a);
+    tern_chain_free(b);
+    free(x);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rank_matches_sort), cmocka_unit_test(test_sample_matches_reference),
+        cmocka_unit_test(test_penalties),         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_chain),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
