@@ -292,13 +292,14 @@ static void step(tern_engine *e) {
     if (n == 0)
         return;
     /* Only rows whose prompt is complete after this step (and decoding rows) need logits. */
-    uint8_t want[256];
+    uint8_t want[256], prefill[256];
     for (int i = 0; i < n; i++) {
         const eng_row *w = &e->rows[e->b_row[i]];
         want[i] = w->n_past + e->b_ntok[i] == w->n_toks;
+        prefill[i] = w->phase == ROW_PREFILL;
     }
     tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .out = TERN_OUT_LAST,
-                    .row_out = want};
+                    .row_out = want, .row_prefill = prefill};
     tern_err *err = tern_gemma4_forward(e->g, e->kv, e->pool, &b, e->logits, NULL);
     if (err) {
         TLOG_ERROR("engine: forward over %d rows failed: %s", n, tern_err_msg(err));

@@ -269,6 +269,7 @@ typedef struct fwd {
     int64_t T;
     int *tok_seq;     /* [T] */
     int64_t *tok_pos; /* [T] */
+    uint8_t *tok_kind; /* [T] tern_mm_kind: prompt tokens take the throughput kernels, generated ones the latency kernels */
     int64_t *seq_end; /* [n_seq] length of each sequence after this forward */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
 } fwd;
@@ -277,6 +278,20 @@ static void rmsnorm_rows(float *x, const float *w, int64_t rows, int64_t n, floa
     for (int64_t r = 0; r < rows; r++)
         tern_rmsnorm(x + r * n, w, n, eps, y + r * n);
 }
+
+/* y = x W^T for n tokens of the given kinds, one product per run of tokens of the same kind. */
+static void mm_runs(tern_pool *pool, const tern_weight *w, const float *x, float *y, const uint8_t *kind, int64_t n) {
+    const int64_t in = tern_weight_cols(w), out = tern_weight_rows(w);
+    for (int64_t t0 = 0; t0 < n;) {
+        int64_t t1 = t0 + 1;
+        while (t1 < n && kind[t1] == kind[t0])
+            t1++;
+        tern_matmul(pool, w, x + t0 * in, t1 - t0, y + t0 * out, (tern_mm_kind)kind[t0]);
+        t0 = t1;
+    }
+}
+
+static void mm(fwd *F, const tern_weight *w, const float *x, float *y) { mm_runs(F->pool, w, x, y, F->tok_kind, F->T); }
 
 typedef struct attn_job {
     fwd *F;
@@ -314,7 +329,7 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     const float eps = (float)c->rms_norm_eps;
     const float *inv_freq = m->inv_freq[L->type];
     rmsnorm_rows(F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
-    tern_matmul(F->pool, L->q, F->xn, T, F->q);
+    mm(F, L->q, F->xn, F->q);
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < nH; h++) {
             float *qh = F->q + (t * nH + h) * hd;
@@ -322,11 +337,11 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
             tern_rope(qh, hd, inv_freq, F->tok_pos[t]);
         }
     if (L->owns_cache) {
-        tern_matmul(F->pool, L->k, F->xn, T, F->k);
+        mm(F, L->k, F->xn, F->k);
         if (L->k_eq_v)
             memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
         else
-            tern_matmul(F->pool, L->v, F->xn, T, F->v);
+            mm(F, L->v, F->xn, F->v);
         for (int64_t t = 0; t < T; t++) {
             for (int64_t h = 0; h < kvh; h++) {
                 float *kh = F->k + (t * kvh + h) * hd, *vh = F->v + (t * kvh + h) * hd;
@@ -339,22 +354,22 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     }
     attn_job j = {F, L, nH};
     tern_pool_parallel_for(F->pool, (size_t)T, 1, attn_range, &j);
-    tern_matmul(F->pool, L->o, F->attn, T, F->a);
+    mm(F, L->o, F->attn, F->a);
 }
 
 /* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]. */
 static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out) {
     const int64_t T = F->T, ffn = L->ffn;
-    tern_matmul(F->pool, L->gate, xn, T, F->g);
-    tern_matmul(F->pool, L->up, xn, T, F->u);
+    mm(F, L->gate, xn, F->g);
+    mm(F, L->up, xn, F->u);
     tern_gelu_tanh(F->g, T * ffn);
     for (int64_t i = 0; i < T * ffn; i++)
         F->g[i] *= F->u[i];
-    tern_matmul(F->pool, L->down, F->g, T, out);
+    mm(F, L->down, F->g, out);
 }
 
 /* The MoE block of one token: router over x, experts over y = pre_ff2(x); result into out [H]. */
-static void moe_token(fwd *F, const layer_weights *L, const float *x, const float *y, float *out) {
+static void moe_token(fwd *F, const layer_weights *L, const float *x, const float *y, float *out, tern_mm_kind kind) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size, K = c->top_k_experts;
     float *r = F->tmp, *logits = F->tmp + H, *gu = F->tmp + H + E, *h = gu + 2 * I, *d = h + I;
@@ -362,7 +377,7 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
     const float inv_sqrt_h = 1.0f / sqrtf((float)H);
     for (int64_t i = 0; i < H; i++)
         r[i] *= L->router_scale[i] * inv_sqrt_h;
-    tern_matmul(NULL, L->router, r, 1, logits);
+    tern_matmul(NULL, L->router, r, 1, logits, kind);
     tern_softmax(logits, E);
     int idx[64];
     float w[64], wsum = 0;
@@ -384,17 +399,17 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
         int e = idx[k];
         float wk = w[k] / wsum * L->per_expert_scale[e];
         if (L->exp_gate_up) { /* HF: [E, 2I, H], gate rows first */
-            tern_matmul_rows(F->pool, L->exp_gate_up, (int64_t)e * 2 * I, 2 * I, y, 1, gu);
+            tern_matmul_rows(F->pool, L->exp_gate_up, (int64_t)e * 2 * I, 2 * I, y, 1, gu, kind);
         } else {
-            tern_matmul_rows(F->pool, L->exp_gate, (int64_t)e * I, I, y, 1, gu);
-            tern_matmul_rows(F->pool, L->exp_up, (int64_t)e * I, I, y, 1, gu + I);
+            tern_matmul_rows(F->pool, L->exp_gate, (int64_t)e * I, I, y, 1, gu, kind);
+            tern_matmul_rows(F->pool, L->exp_up, (int64_t)e * I, I, y, 1, gu + I, kind);
         }
         for (int64_t i = 0; i < I; i++)
             h[i] = gu[i];
         tern_gelu_tanh(h, I);
         for (int64_t i = 0; i < I; i++)
             h[i] *= gu[I + i];
-        tern_matmul_rows(F->pool, L->exp_down, (int64_t)e * H, H, h, 1, d);
+        tern_matmul_rows(F->pool, L->exp_down, (int64_t)e * H, H, h, 1, d, kind);
         for (int64_t i = 0; i < H; i++)
             out[i] += wk * d[i];
     }
@@ -411,7 +426,7 @@ static void feed_forward(fwd *F, const layer_weights *L) {
         rmsnorm_rows(F->x, L->pre_ff2_norm, T, H, eps, F->xn);
         for (int64_t t = 0; t < T; t++) {
             float *mo = F->moe + t * H;
-            moe_token(F, L, F->x + t * H, F->xn + t * H, mo);
+            moe_token(F, L, F->x + t * H, F->xn + t * H, mo, (tern_mm_kind)F->tok_kind[t]);
             tern_rmsnorm(mo, L->post_ff2_norm, H, eps, mo);
             for (int64_t i = 0; i < H; i++)
                 F->f[t * H + i] += mo[i];
@@ -425,12 +440,12 @@ static void feed_forward(fwd *F, const layer_weights *L) {
 static void per_layer_input(fwd *F, const layer_weights *L, int layer) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->T, H = c->hidden_size, P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
-    tern_matmul(F->pool, L->pl_gate, F->x, T, F->g);
+    mm(F, L->pl_gate, F->x, F->g);
     tern_gelu_tanh(F->g, T * P);
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < P; i++)
             F->g[t * P + i] *= F->pli[(t * N + layer) * P + i];
-    tern_matmul(F->pool, L->pl_proj, F->g, T, F->a);
+    mm(F, L->pl_proj, F->g, F->a);
     rmsnorm_rows(F->a, L->pl_norm, T, H, (float)c->rms_norm_eps, F->a);
     for (int64_t i = 0; i < T * H; i++)
         F->x[i] += F->a[i];
@@ -453,7 +468,7 @@ static void embed(fwd *F, const tern_batch *b) {
     }
     if (P <= 0)
         return;
-    tern_matmul(F->pool, m->ple_proj, F->x, T, F->pli);
+    mm(F, m->ple_proj, F->x, F->pli);
     const float inv_sqrt_h = 1.0f / sqrtf((float)H), inv_sqrt2 = 0.70710678118654752f;
     float *tok = F->tmp;
     for (int64_t t = 0; t < T; t++) {
@@ -523,10 +538,11 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     fwd F = {.m = m, .kv = kv, .pool = pool, .T = T};
     F.tok_seq = malloc((size_t)T * sizeof *F.tok_seq);
     F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
+    F.tok_kind = malloc((size_t)T * sizeof *F.tok_kind);
     F.seq_end = calloc((size_t)tern_kv_n_seq(kv), sizeof *F.seq_end);
     float **bufs[] = {&F.x, &F.xn, &F.q, &F.k, &F.v, &F.attn, &F.a, &F.g, &F.u, &F.f, &F.moe, &F.pli, &F.tmp};
     int64_t widths[] = {H, H, qw, kw, kw, qw, H, ffn, ffn, H, H, N * P, 0};
-    int oom = !F.tok_seq || !F.tok_pos || !F.seq_end;
+    int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.seq_end;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         size_t n = i == 12 ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
         *bufs[i] = tern_aligned_calloc(n, sizeof(float));
@@ -537,9 +553,11 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         int64_t t = 0;
         for (int r = 0; r < b->n_rows; r++) {
             int64_t len = tern_kv_len(kv, b->seq[r]);
+            int prefill = b->row_prefill ? b->row_prefill[r] : b->n_tok[r] > 1;
             for (int64_t i = 0; i < b->n_tok[r]; i++, t++) {
                 F.tok_seq[t] = b->seq[r];
                 F.tok_pos[t] = len + i;
+                F.tok_kind[t] = prefill ? TERN_MM_PREFILL : TERN_MM_DECODE;
             }
             F.seq_end[b->seq[r]] = len + b->n_tok[r];
         }
@@ -562,13 +580,15 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             if (b->row_out && !b->row_out[r])
                 continue;
             int64_t first = b->out == TERN_OUT_ALL ? t0 : t0 + b->n_tok[r] - 1;
-            for (int64_t t = first; t < t0 + b->n_tok[r] && b->out != TERN_OUT_NONE; t++, n_out++)
+            for (int64_t t = first; t < t0 + b->n_tok[r] && b->out != TERN_OUT_NONE; t++, n_out++) {
                 tern_rmsnorm(F.x + t * H, m->final_norm, H, (float)c->rms_norm_eps, F.xn + n_out * H);
+                F.tok_kind[n_out] = F.tok_kind[t]; /* n_out <= t: entries already read are reused */
+            }
         }
         if (hidden)
             memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
         if (logits && n_out) {
-            tern_matmul(pool, m->embed, F.xn, n_out, logits);
+            mm_runs(pool, m->embed, F.xn, logits, F.tok_kind, n_out);
             if (c->final_logit_softcapping > 0)
                 tern_softcap(logits, n_out * c->vocab_size, (float)c->final_logit_softcapping);
         }
@@ -579,6 +599,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         tern_aligned_free(*bufs[i]);
     free(F.tok_seq);
     free(F.tok_pos);
+    free(F.tok_kind);
     free(F.seq_end);
     return err;
 }

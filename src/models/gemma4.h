@@ -27,6 +27,9 @@ typedef struct tern_batch {
     const uint8_t *is_embed; /* NULL, or [sum n_tok]: 1 = take embeds[t] instead of the id's embedding */
     tern_out_mode out;       /* which positions get logits/hidden: last of each row, or all */
     const uint8_t *row_out;  /* NULL, or [n_rows]: 0 = this row gets no output (a prompt chunk before its last) */
+    const uint8_t *row_prefill; /* NULL, or [n_rows]: 1 = prompt tokens, 0 = generated tokens (which kernels serve
+                                 * them; NULL: rows of more than one token are prompt). A row's results depend
+                                 * only on this, never on the other rows of the batch. */
 } tern_batch;
 
 /* Loads MODEL_DIR (config.json + safetensors); refuses a checkpoint with missing or mis-shaped tensors. */

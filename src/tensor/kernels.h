@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/threadpool.h"
+#include "tensor/ops.h"
 #include "tensor/weight.h"
 
 /* Up to this many tokens, matrix-vector kernels stream each weight row once for all tokens;
@@ -15,7 +16,7 @@
 #define TERN_GEMV_MAX_T 8
 
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                       float *y);
+                       float *y, tern_mm_kind kind);
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                      float *y);
 

@@ -448,16 +448,16 @@ static void f32_range(void *ctx, size_t b, size_t e, int tid) {
 /* ---- dispatch ------------------------------------------------------------------------------------ */
 
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                       float *y) {
+                       float *y, tern_mm_kind kind) {
     const int64_t in = tern_weight_cols(w);
     if (w->fmt == TERN_WF_F32 || w->fmt == TERN_WF_F16) {
         f32_job j = {w, row0, n_out, T, in, x, y};
         tern_pool_parallel_for(pool, (size_t)n_out, 8, f32_range, &j);
         return 1;
     }
-    /* MLX affine weights take the int8 path at every T, or the portable path when their shape does not fit it:
-     * one arithmetic per format keeps a row's result independent of what else is in its batch. */
-    if (w->fmt == TERN_WF_MLX_AFFINE)
+    /* Generated tokens on MLX affine weights: the int8 path (or the portable one when the shape does not fit
+     * it), at every T; prompt tokens go to the tiled bf16 GEMM below, also at every T. */
+    if (w->fmt == TERN_WF_MLX_AFFINE && kind == TERN_MM_DECODE)
         return affine_gemv(pool, w, row0, n_out, x, T, y);
     if (T <= TERN_GEMV_MAX_T && w->fmt == TERN_WF_BF16) {
         int64_t in_pad = (in + 31) / 32 * 32;
@@ -469,8 +469,8 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
         free(xb);
         return 1;
     }
-    if (T <= TERN_GEMV_MAX_T)
-        return 0; /* e.g. mxfp4 or odd affine shapes: the portable path */
+    if (w->fmt == TERN_WF_MXFP4 && kind == TERN_MM_DECODE)
+        return 0; /* the portable path, at every T */
     const int64_t kpad = (in + 31) / 32 * 32;
     uint16_t *xb = to_bf16(x, T, in, kpad);
     if (!xb)

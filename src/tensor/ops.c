@@ -81,10 +81,10 @@ static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                      float *y) {
+                      float *y, tern_mm_kind kind) {
     switch (tern_isa_active()) {
     case TERN_ISA_AVX512:
-        if (tern_matmul_avx512(pool, w, row0, n_out, x, T, y))
+        if (tern_matmul_avx512(pool, w, row0, n_out, x, T, y, kind))
             return;
         break;
     case TERN_ISA_AVX2:
@@ -97,8 +97,8 @@ void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64
     tern_pool_parallel_for(pool, (size_t)n_out, 16, matmul_range, &j);
 }
 
-void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y) {
-    tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y);
+void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind) {
+    tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y, kind);
 }
 
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {

@@ -10,14 +10,20 @@
 #include "core/threadpool.h"
 #include "tensor/weight.h"
 
+/* Which tokens a product serves. Generated tokens (DECODE) take the latency path (for MLX q4/q8 weights:
+ * int8 activations, weights streamed once at memory speed); prompt tokens (PREFILL) take the throughput
+ * path (weight tiles converted once to bf16 and reused across tokens). Each kind computes a token the
+ * same way whatever else is in the batch, so the choice depends only on the token's role. */
+typedef enum tern_mm_kind { TERN_MM_DECODE = 0, TERN_MM_PREFILL = 1 } tern_mm_kind;
+
 /* Writes logical row `row` of `w` (flattened over all leading dims) as f32 into out[cols]. */
 void tern_weight_row(const tern_weight *w, int64_t row, float *out);
 /* Y[t][o] = sum_k X[t][k] * W[row0 + o][k] for t < T, o < n_out: rows [row0, row0 + n_out) of w
  * (row0 selects an expert slab of a stacked [E, out, in] weight). X is [T][in], Y is [T][n_out]. */
 void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                      float *y);
+                      float *y, tern_mm_kind kind);
 /* Y = X W^T over all rows of a 2-D weight: X [T][in], Y [T][out]. */
-void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y);
+void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind);
 
 /* y = x * (mean(x^2) + eps)^-1/2 * w  (w may be NULL: the scale-free variant). In place allowed. */
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);

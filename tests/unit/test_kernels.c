@@ -77,14 +77,14 @@ static void free_weight(owned_weight *o) {
 }
 
 /* Runs one case on the active ISA; returns the worst error relative to the bound. */
-static double run_case(tern_pool *pool, const owned_weight *o, int64_t row0, int64_t n_out, int64_t T, double rel_tol,
-                       const char *what) {
+static double run_case(tern_pool *pool, const owned_weight *o, int64_t row0, int64_t n_out, int64_t T,
+                       tern_mm_kind kind, double rel_tol, const char *what) {
     const int64_t in = o->w.shape[1];
     float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * n_out) * sizeof *y);
     float *row = malloc((size_t)in * sizeof *row);
     for (int64_t i = 0; i < T * in; i++)
         x[i] = frand() * 3.0f;
-    tern_matmul_rows(pool, &o->w, row0, n_out, x, T, y);
+    tern_matmul_rows(pool, &o->w, row0, n_out, x, T, y, kind);
     double worst = 0;
     for (int64_t r = 0; r < n_out; r++) {
         tern_weight_row(&o->w, row0 + r, row);
@@ -127,7 +127,8 @@ static void sweep(void **state, tern_wformat fmt, int bits, const int *groups, d
                     /* A stacked weight: compute a slab starting at row 3 (as experts do). */
                     owned_weight o = make_weight(fmt, outs[oi] + 5, in, bits, *g);
                     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
-                        worst = fmax(worst, run_case(pool, &o, 3, outs[oi], Ts[ti], rel_tol, what));
+                        for (int kind = 0; kind < 2; kind++)
+                            worst = fmax(worst, run_case(pool, &o, 3, outs[oi], Ts[ti], (tern_mm_kind)kind, rel_tol, what));
                     free_weight(&o);
                 }
             }
@@ -217,7 +218,7 @@ static void test_attention(void **state) {
 }
 
 /* A token's output must not depend on the other tokens of its batch (the engine's "batched == solo"):
- * Y over T tokens equals T single-token products bit for bit, for every format and path. */
+ * Y over T tokens equals T single-token products bit for bit, for every format, path and kind. */
 static void test_batch_independence(void **state) {
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
@@ -238,15 +239,16 @@ static void test_batch_independence(void **state) {
             for (int64_t i = 0; i < T * in; i++)
                 x[i] = frand();
             static const int64_t Ts[] = {2, 9, 40};
-            for (int ti = 0; ti < 3; ti++) {
-                tern_matmul_rows(pool, &o.w, 0, rows, x, Ts[ti], y);
-                for (int64_t t = 0; t < Ts[ti]; t++) {
-                    tern_matmul_rows(pool, &o.w, 0, rows, x + t * in, 1, y1);
-                    if (memcmp(y1, y + t * rows, (size_t)rows * sizeof *y1))
-                        fail_msg("%s case %zu: token %lld of %lld differs from the same token alone",
-                                 tern_isa_name(isa), c, (long long)t, (long long)Ts[ti]);
+            for (int kind = 0; kind < 2; kind++)
+                for (int ti = 0; ti < 3; ti++) {
+                    tern_matmul_rows(pool, &o.w, 0, rows, x, Ts[ti], y, (tern_mm_kind)kind);
+                    for (int64_t t = 0; t < Ts[ti]; t++) {
+                        tern_matmul_rows(pool, &o.w, 0, rows, x + t * in, 1, y1, (tern_mm_kind)kind);
+                        if (memcmp(y1, y + t * rows, (size_t)rows * sizeof *y1))
+                            fail_msg("%s case %zu kind %d: token %lld of %lld differs from the same token alone",
+                                     tern_isa_name(isa), c, kind, (long long)t, (long long)Ts[ti]);
+                    }
                 }
-            }
             free(x);
             free(y);
             free(y1);
