@@ -293,6 +293,21 @@ static void mm_runs(tern_pool *pool, const tern_weight *w, const float *x, float
 
 static void mm(fwd *F, const tern_weight *w, const float *x, float *y) { mm_runs(F->pool, w, x, y, F->tok_kind, F->T); }
 
+/* Several products of the same input (q/k/v, gate/up): grouped per run of tokens of one kind. */
+static void mm_group(fwd *F, const tern_weight *const *ws, int n, const float *x, float *const *ys) {
+    const int64_t in = tern_weight_cols(ws[0]);
+    for (int64_t t0 = 0; t0 < F->T;) {
+        int64_t t1 = t0 + 1;
+        while (t1 < F->T && F->tok_kind[t1] == F->tok_kind[t0])
+            t1++;
+        float *yt[4];
+        for (int i = 0; i < n; i++)
+            yt[i] = ys[i] + t0 * tern_weight_rows(ws[i]);
+        tern_matmul_group(F->pool, ws, n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)F->tok_kind[t0]);
+        t0 = t1;
+    }
+}
+
 typedef struct attn_job {
     fwd *F;
     const layer_weights *L;
@@ -329,7 +344,13 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     const float eps = (float)c->rms_norm_eps;
     const float *inv_freq = m->inv_freq[L->type];
     rmsnorm_rows(F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
-    mm(F, L->q, F->xn, F->q);
+    if (L->owns_cache) { /* q, k and v read the same normed input */
+        const tern_weight *ws[3] = {L->q, L->k, L->v};
+        float *ys[3] = {F->q, F->k, F->v};
+        mm_group(F, ws, L->k_eq_v ? 2 : 3, F->xn, ys);
+    } else {
+        mm(F, L->q, F->xn, F->q);
+    }
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < nH; h++) {
             float *qh = F->q + (t * nH + h) * hd;
@@ -337,11 +358,8 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
             tern_rope(qh, hd, inv_freq, F->tok_pos[t]);
         }
     if (L->owns_cache) {
-        mm(F, L->k, F->xn, F->k);
         if (L->k_eq_v)
             memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
-        else
-            mm(F, L->v, F->xn, F->v);
         for (int64_t t = 0; t < T; t++) {
             for (int64_t h = 0; h < kvh; h++) {
                 float *kh = F->k + (t * kvh + h) * hd, *vh = F->v + (t * kvh + h) * hd;
@@ -360,8 +378,9 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
 /* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]. */
 static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out) {
     const int64_t T = F->T, ffn = L->ffn;
-    mm(F, L->gate, xn, F->g);
-    mm(F, L->up, xn, F->u);
+    const tern_weight *ws[2] = {L->gate, L->up};
+    float *ys[2] = {F->g, F->u};
+    mm_group(F, ws, 2, xn, ys);
     tern_gelu_tanh(F->g, T * ffn);
     for (int64_t i = 0; i < T * ffn; i++)
         F->g[i] *= F->u[i];

@@ -17,6 +17,9 @@
 
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                        float *y, tern_mm_kind kind);
+/* Several matrices sharing one input in one region (MLX affine decode only; 0 = not handled). */
+int tern_matmul_group_avx512(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
+                             float *const *ys, tern_mm_kind kind);
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                      float *y);
 

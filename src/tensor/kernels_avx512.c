@@ -62,14 +62,29 @@ static int qx_prepare(qx *a, const float *x, int64_t T, int64_t in, int bits, in
     for (int64_t t = 0; t < T; t++) {
         const float *xt = x + t * in;
         float *dl = a->dlane + t * nb * 16; /* lane l of block c covers elements (c*16 + l)*E .. +E */
+        const __m256 abs8 = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
         for (int64_t lane = 0; lane < in / E; lane++) {
-            float amax = 0;
-            for (int64_t k = 0; k < E; k++)
-                amax = fmaxf(amax, fabsf(xt[lane * E + k]));
+            float amax;
+            if (E == 8) {
+                const __m256 v = _mm256_and_ps(_mm256_loadu_ps(xt + lane * 8), abs8);
+                __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+                m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+                amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+            } else {
+                const __m128 v = _mm_and_ps(_mm_loadu_ps(xt + lane * 4), _mm256_castps256_ps128(abs8));
+                const __m128 m = _mm_max_ps(v, _mm_movehl_ps(v, v));
+                amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+            }
             const float inv = amax > 0 ? 127.0f / amax : 0.0f;
             dl[lane] = amax / 127.0f;
-            for (int64_t k = 0; k < E; k++)
-                lin[lane * E + k] = (int8_t)lrintf(xt[lane * E + k] * inv);
+            if (E == 8) {
+                const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xt + lane * 8), _mm256_set1_ps(inv)));
+                _mm_storel_epi64((__m128i *)(lin + lane * 8), _mm256_cvtsepi32_epi8(q));
+            } else {
+                const __m128i q = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(xt + lane * 4), _mm_set1_ps(inv)));
+                const int32_t packed = _mm_cvtsi128_si32(_mm_cvtsepi32_epi8(q));
+                memcpy(lin + lane * 4, &packed, 4);
+            }
         }
         int8_t *qt = a->q + t * in;
         if (bits == 4) /* per 128-block: even elements (low nibbles) then odd ones (high nibbles), by lane */
@@ -92,11 +107,18 @@ static int qx_prepare(qx *a, const float *x, int64_t T, int64_t in, int bits, in
     return 1;
 }
 
+#define AFFINE_MAX_PARTS 4
+
+/* Up to 4 matrices sharing one input (q/k/v, gate/up) run as one parallel region over their rows laid end
+ * to end: one activation quantization, one wake-up, and the threads balance over all the rows. */
 typedef struct affine_job {
-    const tern_weight *w;
-    int64_t row0, n_out, T, in;
+    int n;
+    const tern_weight *w[AFFINE_MAX_PARTS];
+    float *y[AFFINE_MAX_PARTS];
+    int64_t n_out[AFFINE_MAX_PARTS];
+    int64_t start[AFFINE_MAX_PARTS + 1]; /* first virtual row of each part */
+    int64_t row0, T, in;
     const qx *a;
-    float *y;
 } affine_job;
 
 /* bf16/f16/f32 group scales -> f32, 16 at a time (masked at the end: rows have few groups). */
@@ -114,6 +136,12 @@ static void scales_to_f32(const void *src, tern_dtype dt, int64_t n, float *dst)
         _mm512_mask_storeu_ps(dst + i, m, v);
     }
 }
+
+/* Bytes ahead of the current block that the row loop asks the memory system for: decode streams weights once,
+ * and a single stream's hardware prefetch alone leaves the cores waiting on DRAM latency. */
+#ifndef AFFINE_PREFETCH
+#define AFFINE_PREFETCH 2048
+#endif
 
 /* One row against NT tokens (NT a compile-time constant at every call: the accumulators stay in
  * registers). out[t] = sum_g s_g * (d . int dot) over the row, without the bias term. */
@@ -138,6 +166,7 @@ static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow
     }
     for (int64_t c = 0; c < nb; c++) {
         const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(sb + ((c * blk) >> gshift)));
+        _mm_prefetch((const char *)(qrow + c * 64 + AFFINE_PREFETCH), _MM_HINT_T0);
         const __m512i W = _mm512_loadu_si512(qrow + c * 64);
         if (bits == 4) {
             const __m512i lo = _mm512_and_si512(W, low4);
@@ -160,12 +189,13 @@ static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow
 
 #define AFFINE_TILE 16
 
-/* Rows [b, e) of an MLX affine matrix against all tokens. Rows go in tiles of 16 (their codes stay in L1)
+/* Rows [b, e) of one MLX affine matrix against all tokens. Rows go in tiles of 16 (their codes stay in L1)
  * and tokens in groups of 4 (one token's int8 activations serve the whole tile); every output is computed
  * by the same affine_row arithmetic whatever T is, so a row's result does not depend on its batch. */
-static void affine_range(void *ctx, size_t b, size_t e, int tid) {
-    const affine_job *j = ctx;
-    const tern_weight *w = j->w;
+static void affine_part(const affine_job *j, int part, size_t b, size_t e) {
+    const tern_weight *w = j->w[part];
+    float *y = j->y[part];
+    const int64_t n_out = j->n_out[part];
     const int bits = w->bits, g = w->group;
     const int64_t in = j->in, ng = in / g, words = tern_mlx_row_words(in, bits), stride = ng + 16;
     const int64_t per_lane = bits == 4 ? 8 : 4;
@@ -215,7 +245,7 @@ static void affine_range(void *ctx, size_t b, size_t e, int tid) {
                     default: affine_row(qrow, si, bi, j->a, t0, 4, 8, gs, idx, dots); break;
                     }
                 for (int t = 0; t < nt; t++)
-                    j->y[(t0 + t) * j->n_out + (int64_t)o0 + i] = dots[t];
+                    y[(t0 + t) * n_out + (int64_t)o0 + i] = dots[t];
             }
         }
     }
@@ -223,19 +253,60 @@ static void affine_range(void *ctx, size_t b, size_t e, int tid) {
     free(bb);
 }
 
-static int affine_gemv(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                       float *y) {
+/* Virtual rows [b, e) of the job: the pieces that fall in each part. */
+static void affine_range(void *ctx, size_t b, size_t e, int tid) {
+    const affine_job *j = ctx;
+    for (int p = 0; p < j->n; p++) {
+        int64_t lo = (int64_t)b > j->start[p] ? (int64_t)b : j->start[p];
+        int64_t hi = (int64_t)e < j->start[p + 1] ? (int64_t)e : j->start[p + 1];
+        if (lo < hi)
+            affine_part(j, p, (size_t)(lo - j->start[p]), (size_t)(hi - j->start[p]));
+    }
+}
+
+static int affine_shape_ok(const tern_weight *w) {
     const int64_t in = tern_weight_cols(w);
-    if ((w->bits != 4 && w->bits != 8) || w->group < 32 || (w->group & (w->group - 1)) ||
-        in % (w->bits == 4 ? 128 : 64) || in % w->group)
-        return 0;
+    return w->fmt == TERN_WF_MLX_AFFINE && (w->bits == 4 || w->bits == 8) && w->group >= 32 &&
+           !(w->group & (w->group - 1)) && in % (w->bits == 4 ? 128 : 64) == 0 && in % w->group == 0;
+}
+
+/* n matrices (same bits, group and width) against the same T tokens, as one parallel region. */
+static int affine_gemv_parts(tern_pool *pool, const tern_weight *const *ws, const int64_t *row0s, const int64_t *n_outs,
+                             int n, const float *x, int64_t T, float *const *ys) {
+    const tern_weight *w = ws[0];
+    const int64_t in = tern_weight_cols(w);
+    affine_job j = {.n = n, .row0 = row0s[0], .T = T, .in = in};
+    for (int p = 0; p < n; p++) {
+        if (!affine_shape_ok(ws[p]) || ws[p]->bits != w->bits || ws[p]->group != w->group ||
+            tern_weight_cols(ws[p]) != in || row0s[p] != row0s[0])
+            return 0;
+        j.w[p] = ws[p];
+        j.y[p] = ys[p];
+        j.n_out[p] = n_outs[p];
+        j.start[p + 1] = j.start[p] + n_outs[p];
+    }
     qx a;
     if (!qx_prepare(&a, x, T, in, w->bits, w->group))
         return 0;
-    affine_job j = {w, row0, n_out, T, in, &a, y};
-    tern_pool_parallel_for(pool, (size_t)n_out, AFFINE_TILE, affine_range, &j);
+    j.a = &a;
+    tern_pool_parallel_for(pool, (size_t)j.start[n], AFFINE_TILE, affine_range, &j);
     qx_free(&a);
     return 1;
+}
+
+static int affine_gemv(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                       float *y) {
+    return affine_gemv_parts(pool, &w, &row0, &n_out, 1, x, T, &y);
+}
+
+int tern_matmul_group_avx512(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
+                             float *const *ys, tern_mm_kind kind) {
+    if (kind != TERN_MM_DECODE || n < 1 || n > AFFINE_MAX_PARTS)
+        return 0;
+    int64_t row0s[AFFINE_MAX_PARTS] = {0}, n_outs[AFFINE_MAX_PARTS];
+    for (int p = 0; p < n; p++)
+        n_outs[p] = tern_weight_rows(ws[p]);
+    return affine_gemv_parts(pool, ws, row0s, n_outs, n, x, T, ys);
 }
 
 /* ---- bf16 activations ------------------------------------------------------------------------- */

@@ -101,6 +101,14 @@ void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t 
     tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y, kind);
 }
 
+void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
+                       float *const *ys, tern_mm_kind kind) {
+    if (tern_isa_active() == TERN_ISA_AVX512 && tern_matmul_group_avx512(pool, ws, n, x, T, ys, kind))
+        return;
+    for (int i = 0; i < n; i++)
+        tern_matmul(pool, ws[i], x, T, ys[i], kind);
+}
+
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {
     double ss = 0;
     for (int64_t i = 0; i < n; i++)

@@ -25,6 +25,11 @@ void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64
 /* Y = X W^T over all rows of a 2-D weight: X [T][in], Y [T][out]. */
 void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind);
 
+/* ys[i] = X W_i^T for n (<= 4) matrices that read the same X (q/k/v, gate/up): one parallel region where the
+ * kernels allow it, else one product each. Same results as n separate tern_matmul calls. */
+void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
+                       float *const *ys, tern_mm_kind kind);
+
 /* y = x * (mean(x^2) + eps)^-1/2 * w  (w may be NULL: the scale-free variant). In place allowed. */
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);
 /* Rotate-half RoPE over one head of `dim` values: pairs (i, i + dim/2) rotate by pos * inv_freq[i]. */
