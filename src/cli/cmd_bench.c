@@ -19,6 +19,21 @@ static const char *usage =
 
 #define CHUNK 512
 
+static void empty_range(void *ctx, size_t b, size_t e, int tid) { (void)ctx, (void)b, (void)e, (void)tid; }
+
+/* Microseconds one parallel region costs the caller (wake the workers, split, wait), best of 3 x 10000. */
+static double region_cost_us(tern_pool *pool) {
+    double best = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = tern_now_s();
+        for (int i = 0; i < 10000; i++)
+            tern_pool_parallel_for(pool, 1024, 1, empty_range, NULL);
+        double us = (tern_now_s() - t0) * 1e6 / 10000;
+        best = us < best ? us : best;
+    }
+    return best;
+}
+
 int cmd_bench(int argc, char **argv) {
     tern_opt opts[] = {{"p", 1, 0},  {"n", 1, 0},    {"batch", 1, 0}, {"threads", 1, 0},
                        {"kv", 1, 0}, {"json", 0, 0}, {"help", 0, 0},  {0, 0, 0}};
@@ -46,13 +61,15 @@ int cmd_bench(int argc, char **argv) {
     tern_kv *kv = NULL;
     float *logits = NULL;
     int32_t *ids = NULL;
-    double bw = 0, prefill_s = 0, decode_s = 0;
+    double bw = 0, prefill_s = 0, decode_s = 0, region_us = 0;
     tern_err *err = tern_gemma4_load(pos[0], &m);
     if (!err)
         err = tern_pool_create((int)threads, &pool);
     const tern_gemma4_config *c = m ? tern_gemma4_config_of(m) : NULL;
     if (!err)
         err = tern_measure_read_bandwidth(pool, (size_t)1 << 30, 3, &bw);
+    if (!err)
+        region_us = region_cost_us(pool);
     int64_t ctx = (P > 1 ? P : 1) + N + 1;
     if (!err) {
         logits = malloc((size_t)(B * c->vocab_size) * sizeof *logits);
@@ -115,19 +132,20 @@ int cmd_bench(int argc, char **argv) {
             printf("{\"model\": \"%s\", \"prefill_tokens\": %lld, \"decode_tokens\": %lld, \"prefill_tok_s\": %.2f, "
                    "\"decode_tok_s\": %.2f, \"decode_aggregate_tok_s\": %.2f, \"bytes_per_token\": %.0f, "
                    "\"bandwidth_gb_s\": %.2f, \"decode_efficiency\": %.3f, \"threads\": %d, \"batch\": %lld, "
-                   "\"isa\": \"%s\", \"kv\": \"%s\"}\n",
+                   "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f}\n",
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
-                   tern_pool_size(pool), (long long)B, isa, kvdt == TERN_DT_F32 ? "f32" : "bf16");
+                   tern_pool_size(pool), (long long)B, isa, kvdt == TERN_DT_F32 ? "f32" : "bf16", region_us);
         else
             printf("model            %s\nisa              %s, %d threads, kv %s\n"
                    "prefill          %lld tokens: %.2f tok/s\n"
                    "decode           %lld steps x %lld rows: %.2f tok/s per row, %.2f tok/s aggregate\n"
                    "weights/step     %.1f MB streamed per decode step\n"
                    "read bandwidth   %.2f GB/s (measured now, %d threads)\n"
-                   "decode limit     %.2f steps/s; efficiency %.1f%%\n",
+                   "decode limit     %.2f steps/s; efficiency %.1f%%\n"
+                   "thread pool      %.2f us per parallel region\n",
                    pos[0], isa, tern_pool_size(pool), kvdt == TERN_DT_F32 ? "f32" : "bf16", (long long)P, prefill_tps,
                    (long long)N, (long long)B, steps, steps * (double)B, bytes * 1e-6, bw, tern_pool_size(pool),
-                   bytes > 0 ? bw * 1e9 / bytes : 0, eff * 100);
+                   bytes > 0 ? bw * 1e9 / bytes : 0, eff * 100, region_us);
     }
     free(seqs);
     free(ones);
