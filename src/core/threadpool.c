@@ -2,6 +2,7 @@
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -152,6 +153,12 @@ void tern_pool_parallel_for(tern_pool *p, size_t n, size_t grain, tern_range_fn 
         pthread_mutex_unlock(&p->mu);
     }
     run_share(p, 0);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
-        CPU_RELAX();
+    /* Spin while the workers are likely running; then yield, so an oversubscribed machine (other processes
+     * on the cores) lets a descheduled worker finish instead of burning its time slice. */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        if (spins < SPIN_ITERS)
+            CPU_RELAX();
+        else
+            sched_yield();
+    }
 }
