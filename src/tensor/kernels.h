@@ -11,8 +11,8 @@
 #include "tensor/ops.h"
 #include "tensor/weight.h"
 
-/* Up to this many tokens, matrix-vector kernels stream each weight row once for all tokens;
- * above it, weight tiles are converted once and reused across tokens (matrix-matrix). */
+/* bf16 weights: up to this many tokens the matrix-vector kernel reads the stored rows directly; above it, tiles
+ * of rows are reused across tokens (both sum in the same order, so the switch does not change results). */
 #define TERN_GEMV_MAX_T 8
 
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
