@@ -5,6 +5,7 @@
  * a mislabelled upload still decodes. Decoding stops a little past 30 s of native-rate audio: the
  * resampler's filter reaches only a few milliseconds ahead, so the first 480 000 output samples
  * are the same as if the whole file had been decoded, and a long upload costs no more than 30 s. */
+#include <math.h>
 #include <string.h>
 
 #include "audio/audio.h"
@@ -47,6 +48,14 @@ tern_err *tern_audio_decode(const void *data, size_t len, double timeout_s, tern
     out->rate = TERN_AUDIO_RATE;
     if (out->n > TERN_AUDIO_MAX_SAMPLES)
         out->n = TERN_AUDIO_MAX_SAMPLES;
+    /* Finite but huge float samples (a hostile float WAV) overflow in resampling; nothing non-finite may reach
+     * the features. */
+    for (size_t i = 0; i < out->n; i++)
+        if (!isfinite(out->samples[i])) {
+            tern_pcm_free(out);
+            return tern_errf(TERN_EFORMAT, "the audio decodes to non-finite sample values (float samples far "
+                                           "outside [-1, 1]?)");
+        }
     return NULL;
 }
 

@@ -1,6 +1,6 @@
 /* test_audio_container.c — non-WAV containers through libav, made at test time: AIFF, FLAC,
  * Ogg/Vorbis and µ-law WAV by sox; MP3, Ogg/Opus, M4A/AAC and WebM/Opus by libav's own encoders
- * (a small encoder below writes them to memory). Each must decode to mono 16 kHz with the right
+ * (audio_testutil.c writes them to memory). Each must decode to mono 16 kHz with the right
  * length, level and pitch; stereo channels are mean-mixed; corrupt, truncated, empty and
  * unknown input fail with a message naming the supported containers; a decode over its time
  * limit is abandoned. */
@@ -9,12 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/channel_layout.h>
-
 #include "audio/audio.h"
 #include "core/fileio.h"
+#include "audio_testutil.h"
 #include "testutil.h"
 
 /* ---- checks on decoded audio ---------------------------------------------------------------- */
@@ -60,135 +57,23 @@ static tern_pcm decode_path(const char *path) {
     return p;
 }
 
-static void sox(const char *args) {
-    char cmd[8192], *out = NULL;
-    snprintf(cmd, sizeof cmd, "sox %s 2>&1", args);
-    int rc = tu_run(cmd, &out);
-    if (rc != 0)
-        fail_msg("sox %s failed (%d): %s (scripts/install-deps installs sox)", args, rc, out ? out : "");
-    free(out);
-}
+/* ---- tones encoded by libav's encoders (audio_testutil.c) ----------------------------------- */
 
-/* ---- a libav encoder writing to memory ------------------------------------------------------ */
-
-typedef struct membuf {
-    uint8_t *d;
-    size_t n, cap, pos;
-} membuf;
-
-#if LIBAVFORMAT_VERSION_MAJOR >= 61 /* FFmpeg 7 made the write callback's buffer const */
-static int mem_write(void *opaque, const uint8_t *p, int n) {
-#else
-static int mem_write(void *opaque, uint8_t *p, int n) {
-#endif
-    membuf *m = opaque;
-    if (m->pos + (size_t)n > m->cap) {
-        size_t cap = (m->pos + (size_t)n) * 2;
-        m->d = realloc(m->d, cap);
-        m->cap = cap;
+/* Encodes `seconds` of a sine at `hz` (left amplitude amp_l, every other channel amp_r) with
+ * `codec` in `muxer` at 128 kbit/s. */
+static uint8_t *libav_encode(const char *muxer, const char *codec, int rate, int channels, double seconds, double hz,
+                             double amp_l, double amp_r, size_t *len) {
+    size_t frames = (size_t)(seconds * rate);
+    float *x = malloc(frames * (size_t)channels * sizeof(float));
+    assert_non_null(x);
+    for (size_t i = 0; i < frames; i++) {
+        double ph = sin(2 * M_PI * hz * (double)i / rate);
+        for (int c = 0; c < channels; c++)
+            x[i * (size_t)channels + (size_t)c] = (float)(ph * (c == 0 ? amp_l : amp_r));
     }
-    memcpy(m->d + m->pos, p, (size_t)n);
-    m->pos += (size_t)n;
-    if (m->pos > m->n)
-        m->n = m->pos;
-    return n;
-}
-
-static int64_t mem_seek(void *opaque, int64_t off, int whence) {
-    membuf *m = opaque;
-    if (whence & AVSEEK_SIZE)
-        return (int64_t)m->n;
-    int64_t base = (whence & ~AVSEEK_FORCE) == SEEK_CUR ? (int64_t)m->pos
-                   : (whence & ~AVSEEK_FORCE) == SEEK_END ? (int64_t)m->n
-                                                          : 0;
-    if (base + off < 0)
-        return -1;
-    m->pos = (size_t)(base + off);
-    return (int64_t)m->pos;
-}
-
-static void fill_frame(AVFrame *fr, int64_t start, int rate, double hz, double amp_l, double amp_r) {
-    int ch = fr->ch_layout.nb_channels;
-    for (int i = 0; i < fr->nb_samples; i++) {
-        double ph = sin(2 * M_PI * hz * (double)(start + i) / rate);
-        for (int c = 0; c < ch; c++) {
-            double v = ph * (c == 0 ? amp_l : amp_r);
-            switch (fr->format) {
-            case AV_SAMPLE_FMT_FLTP: ((float *)fr->extended_data[c])[i] = (float)v; break;
-            case AV_SAMPLE_FMT_FLT: ((float *)fr->extended_data[0])[i * ch + c] = (float)v; break;
-            case AV_SAMPLE_FMT_S16P: ((int16_t *)fr->extended_data[c])[i] = (int16_t)lrint(v * 32767); break;
-            case AV_SAMPLE_FMT_S16: ((int16_t *)fr->extended_data[0])[i * ch + c] = (int16_t)lrint(v * 32767); break;
-            case AV_SAMPLE_FMT_S32P: ((int32_t *)fr->extended_data[c])[i] = (int32_t)lrint(v * 2147483647.0); break;
-            default: fail_msg("encoder wants sample format %d", fr->format);
-            }
-        }
-    }
-}
-
-/* Encodes `seconds` of a sine (left amplitude amp_l, right amp_r) with `codec` in `muxer`. */
-static uint8_t *libav_encode(const char *muxer, const char *codec_name, int rate, int channels, double seconds,
-                             double hz, double amp_l, double amp_r, size_t *len) {
-    membuf mb = {0};
-    AVFormatContext *oc = NULL;
-    assert_true(avformat_alloc_output_context2(&oc, NULL, muxer, NULL) >= 0);
-    uint8_t *iobuf = av_malloc(65536);
-    oc->pb = avio_alloc_context(iobuf, 65536, 1, &mb, NULL, mem_write, mem_seek);
-    oc->flags |= AVFMT_FLAG_CUSTOM_IO;
-    const AVCodec *codec = avcodec_find_encoder_by_name(codec_name);
-    if (!codec)
-        fail_msg("libavcodec has no %s encoder", codec_name);
-    AVStream *st = avformat_new_stream(oc, NULL);
-    AVCodecContext *enc = avcodec_alloc_context3(codec);
-    enc->sample_rate = rate;
-    av_channel_layout_default(&enc->ch_layout, channels);
-    enc->sample_fmt = codec->sample_fmts ? codec->sample_fmts[0] : AV_SAMPLE_FMT_S16;
-    enc->bit_rate = 128000;
-    enc->time_base = (AVRational){1, rate};
-    if (oc->oformat->flags & AVFMT_GLOBALHEADER)
-        enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-    assert_true(avcodec_open2(enc, codec, NULL) >= 0);
-    assert_true(avcodec_parameters_from_context(st->codecpar, enc) >= 0);
-    st->time_base = enc->time_base;
-    assert_true(avformat_write_header(oc, NULL) >= 0);
-
-    AVFrame *fr = av_frame_alloc();
-    AVPacket *pkt = av_packet_alloc();
-    int64_t total = (int64_t)(seconds * rate), done = 0;
-    int fsz = enc->frame_size > 0 ? enc->frame_size : 1024;
-    for (;;) {
-        int n = total - done < fsz ? (int)(total - done) : fsz;
-        if (n > 0) {
-            fr->nb_samples = n;
-            fr->format = enc->sample_fmt;
-            fr->sample_rate = rate;
-            av_channel_layout_copy(&fr->ch_layout, &enc->ch_layout);
-            assert_true(av_frame_get_buffer(fr, 0) >= 0);
-            fill_frame(fr, done, rate, hz, amp_l, amp_r);
-            fr->pts = done;
-            done += n;
-            assert_true(avcodec_send_frame(enc, fr) >= 0);
-            av_frame_unref(fr);
-        } else {
-            avcodec_send_frame(enc, NULL);
-        }
-        int rc;
-        while ((rc = avcodec_receive_packet(enc, pkt)) >= 0) {
-            av_packet_rescale_ts(pkt, enc->time_base, st->time_base);
-            pkt->stream_index = st->index;
-            assert_true(av_interleaved_write_frame(oc, pkt) >= 0);
-        }
-        if (rc == AVERROR_EOF)
-            break;
-    }
-    assert_true(av_write_trailer(oc) >= 0);
-    av_packet_free(&pkt);
-    av_frame_free(&fr);
-    avcodec_free_context(&enc);
-    av_freep(&oc->pb->buffer);
-    avio_context_free(&oc->pb);
-    avformat_free_context(oc);
-    *len = mb.n;
-    return mb.d;
+    uint8_t *data = atu_libav_encode(muxer, codec, rate, channels, x, frames, 128000, len);
+    free(x);
+    return data;
 }
 
 /* ---- containers made by sox ----------------------------------------------------------------- */
@@ -198,7 +83,7 @@ static const char *tone_wav(const char *dir, int rate, int channels, double seco
     char args[16384];
     snprintf(path, sizeof path, "%s/tone_%d_%d.wav", dir, rate, channels);
     snprintf(args, sizeof args, "-n -r %d -c %d -b 16 '%s' synth %g sine %g vol 0.5", rate, channels, path, seconds, hz);
-    sox(args);
+    atu_sox(args);
     return path;
 }
 
@@ -215,7 +100,7 @@ static void test_sox_containers(void **state) {
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         snprintf(path, sizeof path, "%s/tone.%s", dir, kinds[k].ext);
         snprintf(args, sizeof args, "'%s' %s '%s'", src, kinds[k].opts, path);
-        sox(args);
+        atu_sox(args);
         tern_pcm p = decode_path(path);
         check_tone(kinds[k].ext, &p, 1.0, 440.0, 0.5, kinds[k].slack);
         tern_pcm_free(&p);
@@ -224,7 +109,7 @@ static void test_sox_containers(void **state) {
     /* µ-law in a RIFF/WAVE file: the WAV parser declines the codec, libav decodes it. */
     snprintf(path, sizeof path, "%s/tone_ulaw.wav", dir);
     snprintf(args, sizeof args, "'%s' -e u-law '%s'", src, path);
-    sox(args);
+    atu_sox(args);
     tern_pcm p = decode_path(path);
     check_tone("u-law wav", &p, 1.0, 440.0, 0.5, 2);
     tern_pcm_free(&p);
@@ -232,7 +117,7 @@ static void test_sox_containers(void **state) {
     /* A FLAC file named .wav still decodes: content decides, not the name. */
     snprintf(path, sizeof path, "%s/actually_flac.wav", dir);
     snprintf(args, sizeof args, "'%s' -t flac '%s'", src, path);
-    sox(args);
+    atu_sox(args);
     p = decode_path(path);
     check_tone("flac named .wav", &p, 1.0, 440.0, 0.5, 2);
     tern_pcm_free(&p);
@@ -241,7 +126,7 @@ static void test_sox_containers(void **state) {
     snprintf(src, sizeof src, "%s", tone_wav(dir, 16000, 1, 0.5, 1000.0));
     snprintf(path, sizeof path, "%s/tone16k.flac", dir);
     snprintf(args, sizeof args, "'%s' '%s'", src, path);
-    sox(args);
+    atu_sox(args);
     tern_pcm a = decode_path(src), b = decode_path(path);
     assert_int_equal(a.n, 8000);
     assert_int_equal(b.n, 8000);
@@ -257,7 +142,7 @@ static void test_stereo_mean_mixdown(void **state) {
     snprintf(src, sizeof src, "%s", tone_wav(dir, 48000, 2, 0.5, 300.0));
     snprintf(path, sizeof path, "%s/inverted.flac", dir);
     snprintf(args, sizeof args, "'%s' '%s' remix 1 1v-1", src, path);
-    sox(args);
+    atu_sox(args);
     tern_pcm p = decode_path(path);
     assert_int_equal(p.n, 8000);
     assert_true(rms(p.samples, 0, p.n) < 1e-4);
@@ -266,7 +151,7 @@ static void test_stereo_mean_mixdown(void **state) {
     /* Left only: the mean is half the level. */
     snprintf(path, sizeof path, "%s/left_only.aiff", dir);
     snprintf(args, sizeof args, "'%s' '%s' remix 1 0", src, path);
-    sox(args);
+    atu_sox(args);
     p = decode_path(path);
     check_tone("left-only aiff", &p, 0.5, 300.0, 0.25, 2);
     tern_pcm_free(&p);

@@ -563,8 +563,26 @@ static void test_decode_by_content_not_name(void **state) {
     TU_FAILS_WITH(tern_audio_decode_file(missing, 0, &p), "nope.wav");
 }
 
+/* Huge but finite float samples at 8 kHz overflow to infinities in resampling: refused, nothing returned
+ * (found by fuzzing tern_audio_decode). */
+static void test_decode_refuses_non_finite(void **state) {
+    buf b;
+    float s[64] = {0};
+    for (int i = 32; i < 40; i++)
+        s[i] = i % 2 ? -3e38f : 3e38f;
+    riff_start(&b);
+    fmt_chunk(&b, 3, 1, 8000, 32);
+    data_chunk(&b, s, sizeof s);
+    tern_pcm p;
+    tern_err *e = tern_audio_decode(b.d, b.n, 0, &p);
+    assert_null(p.samples);
+    assert_int_equal(p.n, 0);
+    TU_FAILS_WITH(e, "non-finite sample values");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_refuses_non_finite),
         cmocka_unit_test(test_pcm16),
         cmocka_unit_test(test_pcm24),
         cmocka_unit_test(test_pcm32_and_narrow_widths),
