@@ -29,9 +29,13 @@ test-asan: deps
 demo: build
 	@test -f $(DEMO)/config.json || $(BUILD)/tern synth --preset tiny --dtype bf16 --seed 1 $(DEMO)
 
+# Serves the demo model (OpenAI + Anthropic API, docs/api.md); Ctrl-C drains and stops. Real checkpoints are
+# served the same way: build/tern serve /path/to/gemma-4-e2b-it
 run: demo
-	$(BUILD)/tern info $(DEMO)
-	$(BUILD)/tern run $(DEMO) --ids 2,105,2364,107 -n 16
+	@printf '\nOnce the server says it is serving, try (the demo model has random weights: real tokens, gibberish text):\n'
+	@printf '  curl -s http://$(HOST):$(PORT)/v1/chat/completions -H "Content-Type: application/json" \\\n'
+	@printf '    -d '"'"'{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'"'"'\n\n'
+	$(BUILD)/tern serve $(DEMO) --host $(HOST) --port $(PORT)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

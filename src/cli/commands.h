@@ -3,16 +3,17 @@
 #ifndef TERN_CLI_COMMANDS_H
 #define TERN_CLI_COMMANDS_H
 
-int cmd_audio_features(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
-int cmd_fit(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_audio_features(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_fit(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -1,0 +1,554 @@
+/* tool_calls.c — Gemma 4 replies into content, reasoning and tool calls (see tool_calls.h for the markup).
+ *
+ * Two halves: a recursive-descent reader for the argument syntax (bounded depth, every read bounds-checked),
+ * and a small state machine that splits streamed text at the markers. The state machine holds back only a tail
+ * that could still grow into a marker, so content streams out with at most one marker's length of delay. */
+#include "chat/tool_calls.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_VALUE_DEPTH 64
+#define MAX_CHANNEL_NAME 64
+#define MAX_TOOL_CALL_BYTES (4u << 20)
+
+/* ==== the argument syntax ================================================================ */
+
+typedef struct g4_reader {
+    const char *s;
+    size_t n, i;
+    int depth;
+} g4_reader;
+
+static const size_t QUOTE_LEN = sizeof TERN_G4_QUOTE - 1;
+
+static void skip_ws(g4_reader *r) {
+    while (r->i < r->n && (r->s[r->i] == ' ' || r->s[r->i] == '\t' || r->s[r->i] == '\n' || r->s[r->i] == '\r'))
+        r->i++;
+}
+
+static int at(const g4_reader *r, const char *lit, size_t len) {
+    return r->n - r->i >= len && memcmp(r->s + r->i, lit, len) == 0;
+}
+
+static const char *find(const char *hay, size_t n, const char *needle, size_t m) {
+    if (m == 0 || n < m)
+        return NULL;
+    for (size_t i = 0; i + m <= n; i++) {
+        const char *c = memchr(hay + i, needle[0], n - m + 1 - i);
+        if (!c)
+            return NULL;
+        if (memcmp(c, needle, m) == 0)
+            return c;
+        i = (size_t)(c - hay);
+    }
+    return NULL;
+}
+
+/* A JSON string from raw bytes; invalid UTF-8 is an error rather than a silent replacement. */
+static tern_err *make_string(const g4_reader *r, const char *p, size_t len, json_t **out) {
+    *out = json_stringn(p, len);
+    if (!*out)
+        return tern_errf(TERN_EINVAL, "tool call: invalid UTF-8 in the string at byte %zu", (size_t)(p - r->s));
+    return NULL;
+}
+
+/* <|"|>...<|"|> at r->i: the raw bytes in between. */
+static tern_err *read_quoted(g4_reader *r, const char **p, size_t *len) {
+    size_t start = r->i;
+    r->i += QUOTE_LEN;
+    const char *end = find(r->s + r->i, r->n - r->i, TERN_G4_QUOTE, QUOTE_LEN);
+    if (!end)
+        return tern_errf(TERN_EINVAL, "tool call: the string opened at byte %zu is never closed with <|\"|>", start);
+    *p = r->s + r->i;
+    *len = (size_t)(end - (r->s + r->i));
+    r->i = (size_t)(end - r->s) + QUOTE_LEN;
+    return NULL;
+}
+
+/* JSON's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int is_json_number(const char *s, size_t n, int *is_int) {
+    size_t i = 0;
+    *is_int = 1;
+    if (i < n && s[i] == '-')
+        i++;
+    if (i >= n || !isdigit((unsigned char)s[i]))
+        return 0;
+    if (s[i] == '0')
+        i++;
+    else
+        while (i < n && isdigit((unsigned char)s[i]))
+            i++;
+    if (i < n && s[i] == '.') {
+        *is_int = 0;
+        if (++i >= n || !isdigit((unsigned char)s[i]))
+            return 0;
+        while (i < n && isdigit((unsigned char)s[i]))
+            i++;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        *is_int = 0;
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (i >= n || !isdigit((unsigned char)s[i]))
+            return 0;
+        while (i < n && isdigit((unsigned char)s[i]))
+            i++;
+    }
+    return i == n;
+}
+
+/* A bare word (number, boolean, null, or an unquoted string the model wrote) up to , } ] or the end. */
+static tern_err *read_bare(g4_reader *r, json_t **out) {
+    size_t b = r->i;
+    while (r->i < r->n && r->s[r->i] != ',' && r->s[r->i] != '}' && r->s[r->i] != ']' &&
+           !at(r, TERN_G4_QUOTE, QUOTE_LEN))
+        r->i++;
+    size_t e = r->i;
+    while (e > b && isspace((unsigned char)r->s[e - 1]))
+        e--;
+    const char *w = r->s + b;
+    size_t n = e - b;
+    if (n == 0)
+        return tern_errf(TERN_EINVAL, "tool call: expected a value at byte %zu", b);
+#define WORD(lit) (n == sizeof lit - 1 && memcmp(w, lit, n) == 0)
+    if (WORD("true") || WORD("True"))
+        *out = json_true();
+    else if (WORD("false") || WORD("False"))
+        *out = json_false();
+    else if (WORD("null") || WORD("None") || WORD("none"))
+        *out = json_null();
+#undef WORD
+    else {
+        int is_int;
+        char num[64];
+        if (n < sizeof num && is_json_number(w, n, &is_int)) {
+            memcpy(num, w, n);
+            num[n] = 0;
+            if (is_int) {
+                errno = 0;
+                long long v = strtoll(num, NULL, 10);
+                *out = errno == ERANGE ? json_real(strtod(num, NULL)) : json_integer(v);
+            } else {
+                double d = strtod(num, NULL);
+                *out = isfinite(d) ? json_real(d) : NULL;
+                if (!*out)
+                    return make_string(r, w, n, out);
+            }
+        } else {
+            return make_string(r, w, n, out);
+        }
+    }
+    return *out ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
+}
+
+static tern_err *read_value(g4_reader *r, json_t **out);
+
+static tern_err *read_object(g4_reader *r, json_t **out) {
+    size_t open = r->i++;
+    json_t *obj = json_object();
+    if (!obj)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    tern_err *err = NULL;
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == '}') {
+        r->i++;
+        *out = obj;
+        return NULL;
+    }
+    for (;;) {
+        skip_ws(r);
+        const char *key;
+        size_t klen;
+        if (at(r, TERN_G4_QUOTE, QUOTE_LEN)) {
+            if ((err = read_quoted(r, &key, &klen)))
+                break;
+        } else {
+            size_t b = r->i;
+            while (r->i < r->n && r->s[r->i] != ':' && r->s[r->i] != ',' && r->s[r->i] != '}' && r->s[r->i] != '{')
+                r->i++;
+            size_t e = r->i;
+            while (e > b && isspace((unsigned char)r->s[e - 1]))
+                e--;
+            key = r->s + b;
+            klen = e - b;
+            if (klen == 0) {
+                err = tern_errf(TERN_EINVAL, "tool call: expected a key at byte %zu", b);
+                break;
+            }
+        }
+        skip_ws(r);
+        if (r->i >= r->n || r->s[r->i] != ':') {
+            err = tern_errf(TERN_EINVAL, "tool call: expected ':' after the key at byte %zu", r->i);
+            break;
+        }
+        r->i++;
+        json_t *v;
+        if ((err = read_value(r, &v)))
+            break;
+        if (json_object_setn_new(obj, key, klen, v)) {
+            err = tern_errf(TERN_EINVAL, "tool call: invalid UTF-8 in the key before byte %zu", r->i);
+            break;
+        }
+        skip_ws(r);
+        if (r->i < r->n && r->s[r->i] == ',') {
+            r->i++;
+            continue;
+        }
+        if (r->i < r->n && r->s[r->i] == '}') {
+            r->i++;
+            *out = obj;
+            return NULL;
+        }
+        err = tern_errf(TERN_EINVAL, "tool call: the object opened at byte %zu needs ',' or '}' at byte %zu", open,
+                        r->i);
+        break;
+    }
+    json_decref(obj);
+    return err;
+}
+
+static tern_err *read_array(g4_reader *r, json_t **out) {
+    size_t open = r->i++;
+    json_t *arr = json_array();
+    if (!arr)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    tern_err *err = NULL;
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == ']') {
+        r->i++;
+        *out = arr;
+        return NULL;
+    }
+    for (;;) {
+        json_t *v;
+        if ((err = read_value(r, &v)))
+            break;
+        if (json_array_append_new(arr, v)) {
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+            break;
+        }
+        skip_ws(r);
+        if (r->i < r->n && r->s[r->i] == ',') {
+            r->i++;
+            continue;
+        }
+        if (r->i < r->n && r->s[r->i] == ']') {
+            r->i++;
+            *out = arr;
+            return NULL;
+        }
+        err = tern_errf(TERN_EINVAL, "tool call: the array opened at byte %zu needs ',' or ']' at byte %zu", open,
+                        r->i);
+        break;
+    }
+    json_decref(arr);
+    return err;
+}
+
+static tern_err *read_value(g4_reader *r, json_t **out) {
+    skip_ws(r);
+    if (r->i >= r->n)
+        return tern_errf(TERN_EINVAL, "tool call: expected a value at byte %zu (end of text)", r->i);
+    if (at(r, TERN_G4_QUOTE, QUOTE_LEN)) {
+        const char *p;
+        size_t len;
+        TERN_TRY(read_quoted(r, &p, &len));
+        return make_string(r, p, len, out);
+    }
+    char c = r->s[r->i];
+    if (c == '{' || c == '[') {
+        if (r->depth >= MAX_VALUE_DEPTH)
+            return tern_errf(TERN_EINVAL, "tool call: values nest deeper than %d levels at byte %zu", MAX_VALUE_DEPTH,
+                             r->i);
+        r->depth++;
+        tern_err *err = c == '{' ? read_object(r, out) : read_array(r, out);
+        r->depth--;
+        return err;
+    }
+    return read_bare(r, out);
+}
+
+tern_err *tern_g4_parse_value(const char *text, size_t len, json_t **out) {
+    g4_reader r = {text, len, 0, 0};
+    *out = NULL;
+    TERN_TRY(read_value(&r, out));
+    skip_ws(&r);
+    if (r.i != r.n) {
+        json_decref(*out);
+        *out = NULL;
+        return tern_errf(TERN_EINVAL, "tool call: unexpected text at byte %zu after the value", r.i);
+    }
+    return NULL;
+}
+
+tern_err *tern_g4_parse_tool_call(const char *body, size_t len, char **name, json_t **args) {
+    g4_reader r = {body, len, 0, 0};
+    *name = NULL;
+    *args = NULL;
+    skip_ws(&r);
+    if (!at(&r, "call:", 5))
+        return tern_errf(TERN_EINVAL, "tool call: expected 'call:NAME{...}' at byte %zu", r.i);
+    r.i += 5;
+    size_t b = r.i;
+    while (r.i < r.n && r.s[r.i] != '{')
+        r.i++;
+    size_t e = r.i;
+    while (b < e && isspace((unsigned char)r.s[b]))
+        b++;
+    while (e > b && isspace((unsigned char)r.s[e - 1]))
+        e--;
+    if (e == b)
+        return tern_errf(TERN_EINVAL, "tool call: the function name is empty (byte %zu)", b);
+    for (size_t k = b; k < e; k++) {
+        unsigned char c = (unsigned char)r.s[k];
+        if (c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == ',' || c == ':' || c == '}')
+            return tern_errf(TERN_EINVAL, "tool call: unexpected character in the function name at byte %zu", k);
+    }
+    if (r.i >= r.n)
+        return tern_errf(TERN_EINVAL, "tool call: expected '{' after the function name (end of text)");
+    json_t *obj;
+    TERN_TRY(read_object(&r, &obj));
+    skip_ws(&r);
+    if (r.i != r.n) {
+        json_decref(obj);
+        return tern_errf(TERN_EINVAL, "tool call: unexpected text at byte %zu after the arguments", r.i);
+    }
+    json_t *probe = json_stringn(r.s + b, e - b); /* the name must be valid UTF-8 to travel in JSON */
+    if (!probe) {
+        json_decref(obj);
+        return tern_errf(TERN_EINVAL, "tool call: the function name is not valid UTF-8");
+    }
+    json_decref(probe);
+    *name = malloc(e - b + 1);
+    if (!*name) {
+        json_decref(obj);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    memcpy(*name, r.s + b, e - b);
+    (*name)[e - b] = 0;
+    *args = obj;
+    return NULL;
+}
+
+/* ==== the streaming splitter ============================================================ */
+
+enum { ST_TEXT, ST_CHANNEL_NAME, ST_REASON, ST_TOOL };
+
+struct tern_reply_parser {
+    int parse_tools;
+    int state;
+    char *buf; /* held-back text (TEXT/REASON), channel name so far, or the tool call body so far */
+    size_t len, cap;
+    size_t scanned; /* ST_TOOL: bytes of buf already searched for the closing marker */
+    int n_calls;
+};
+
+tern_err *tern_reply_parser_new(int parse_tools, tern_reply_parser **out) {
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    (*out)->parse_tools = parse_tools;
+    return NULL;
+}
+
+void tern_reply_parser_free(tern_reply_parser *p) {
+    if (!p)
+        return;
+    free(p->buf);
+    free(p);
+}
+
+int tern_reply_parser_tool_calls(const tern_reply_parser *p) { return p->n_calls; }
+
+static tern_err *append(tern_reply_parser *p, const char *s, size_t n) {
+    if (n > SIZE_MAX / 2 - p->len)
+        return tern_errf(TERN_ENOMEM, "reply too long");
+    if (p->len + n + 1 > p->cap) {
+        size_t cap = p->cap ? p->cap : 256;
+        while (cap < p->len + n + 1)
+            cap *= 2;
+        char *nb = realloc(p->buf, cap);
+        if (!nb)
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        p->buf = nb;
+        p->cap = cap;
+    }
+    if (n)
+        memcpy(p->buf + p->len, s, n);
+    p->len += n;
+    p->buf[p->len] = 0;
+    return NULL;
+}
+
+static void consume(tern_reply_parser *p, size_t n) {
+    if (!p->buf)
+        return;
+    memmove(p->buf, p->buf + n, p->len - n);
+    p->len -= n;
+    p->buf[p->len] = 0;
+}
+
+static tern_err *emit_text(tern_reply_kind kind, const char *s, size_t n, tern_reply_fn fn, void *user) {
+    if (n == 0)
+        return NULL;
+    tern_reply_part part = {.kind = kind, .text = s, .len = n};
+    return fn(user, &part);
+}
+
+/* Length of the longest tail of s[0,n) that is a proper prefix of `marker`. */
+static size_t partial_tail(const char *s, size_t n, const char *marker) {
+    size_t m = strlen(marker);
+    for (size_t l = m - 1 < n ? m - 1 : n; l > 0; l--)
+        if (memcmp(s + n - l, marker, l) == 0)
+            return l;
+    return 0;
+}
+
+/* A finished tool call body: a tool call if it parses, else the markup verbatim as content. */
+static tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n, tern_reply_fn fn, void *user) {
+    char *name;
+    json_t *args;
+    tern_err *perr = tern_g4_parse_tool_call(body, n, &name, &args);
+    if (perr) {
+        tern_err_free(perr);
+        tern_err *err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, sizeof TERN_G4_TOOL_CALL_OPEN - 1, fn,
+                                  user);
+        if (!err)
+            err = emit_text(TERN_REPLY_CONTENT, body, n, fn, user);
+        if (!err)
+            err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_CLOSE, sizeof TERN_G4_TOOL_CALL_CLOSE - 1, fn, user);
+        return err;
+    }
+    char *json = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(args);
+    if (!json) {
+        free(name);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    p->n_calls++;
+    tern_reply_part part = {.kind = TERN_REPLY_TOOL_CALL, .name = name, .arguments = json};
+    tern_err *err = fn(user, &part);
+    free(name);
+    free(json);
+    return err;
+}
+
+/* Processes as much of the held text as can be decided now. */
+static tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
+    static const size_t CH_OPEN = sizeof TERN_G4_CHANNEL_OPEN - 1, CH_CLOSE = sizeof TERN_G4_CHANNEL_CLOSE - 1,
+                        TC_OPEN = sizeof TERN_G4_TOOL_CALL_OPEN - 1, TC_CLOSE = sizeof TERN_G4_TOOL_CALL_CLOSE - 1;
+    for (;;) {
+        switch (p->state) {
+        case ST_TEXT: {
+            const char *ch = find(p->buf, p->len, TERN_G4_CHANNEL_OPEN, CH_OPEN);
+            const char *tc = p->parse_tools ? find(p->buf, p->len, TERN_G4_TOOL_CALL_OPEN, TC_OPEN) : NULL;
+            const char *hit = ch && (!tc || ch < tc) ? ch : tc;
+            if (hit) {
+                size_t k = (size_t)(hit - p->buf);
+                TERN_TRY(emit_text(TERN_REPLY_CONTENT, p->buf, k, fn, user));
+                consume(p, k + (hit == ch ? CH_OPEN : TC_OPEN));
+                p->state = hit == ch ? ST_CHANNEL_NAME : ST_TOOL;
+                p->scanned = 0;
+                continue;
+            }
+            size_t hold = partial_tail(p->buf, p->len, TERN_G4_CHANNEL_OPEN);
+            if (p->parse_tools) {
+                size_t h2 = partial_tail(p->buf, p->len, TERN_G4_TOOL_CALL_OPEN);
+                if (h2 > hold)
+                    hold = h2;
+            }
+            TERN_TRY(emit_text(TERN_REPLY_CONTENT, p->buf, p->len - hold, fn, user));
+            consume(p, p->len - hold);
+            return NULL;
+        }
+        case ST_CHANNEL_NAME: {
+            const char *nl = memchr(p->buf, '\n', p->len);
+            const char *close = find(p->buf, p->len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
+            if (close && (!nl || close < nl)) { /* "<|channel>thought<channel|>": an empty channel */
+                consume(p, (size_t)(close - p->buf) + CH_CLOSE);
+                p->state = ST_TEXT;
+                continue;
+            }
+            if (nl) {
+                consume(p, (size_t)(nl - p->buf) + 1);
+                p->state = ST_REASON;
+                continue;
+            }
+            if (p->len > MAX_CHANNEL_NAME) { /* no name line after all: it is all reasoning */
+                p->state = ST_REASON;
+                continue;
+            }
+            return NULL;
+        }
+        case ST_REASON: {
+            const char *close = find(p->buf, p->len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
+            if (close) {
+                size_t k = (size_t)(close - p->buf);
+                TERN_TRY(emit_text(TERN_REPLY_REASONING, p->buf, k, fn, user));
+                consume(p, k + CH_CLOSE);
+                p->state = ST_TEXT;
+                continue;
+            }
+            size_t hold = partial_tail(p->buf, p->len, TERN_G4_CHANNEL_CLOSE);
+            TERN_TRY(emit_text(TERN_REPLY_REASONING, p->buf, p->len - hold, fn, user));
+            consume(p, p->len - hold);
+            return NULL;
+        }
+        case ST_TOOL: {
+            size_t from = p->scanned > TC_CLOSE ? p->scanned - TC_CLOSE : 0;
+            const char *close = find(p->buf + from, p->len - from, TERN_G4_TOOL_CALL_CLOSE, TC_CLOSE);
+            if (close) {
+                size_t k = (size_t)(close - p->buf);
+                TERN_TRY(emit_tool_call(p, p->buf, k, fn, user));
+                consume(p, k + TC_CLOSE);
+                p->state = ST_TEXT;
+                continue;
+            }
+            p->scanned = p->len;
+            if (p->len > MAX_TOOL_CALL_BYTES) { /* runaway: give it back as text */
+                TERN_TRY(emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, TC_OPEN, fn, user));
+                p->state = ST_TEXT;
+                p->parse_tools = 0;
+                continue;
+            }
+            return NULL;
+        }
+        default:
+            return tern_errf(TERN_EINTERNAL, "reply parser: bad state %d", p->state);
+        }
+    }
+}
+
+tern_err *tern_reply_parser_push(tern_reply_parser *p, const char *text, size_t len, tern_reply_fn fn, void *user) {
+    TERN_TRY(append(p, text, len));
+    return drain(p, fn, user);
+}
+
+tern_err *tern_reply_parser_finish(tern_reply_parser *p, tern_reply_fn fn, void *user) {
+    TERN_TRY(drain(p, fn, user));
+    tern_err *err = NULL;
+    switch (p->state) {
+    case ST_TEXT:
+        err = emit_text(TERN_REPLY_CONTENT, p->buf, p->len, fn, user);
+        break;
+    case ST_CHANNEL_NAME:
+    case ST_REASON:
+        err = emit_text(TERN_REPLY_REASONING, p->buf, p->len, fn, user);
+        break;
+    case ST_TOOL:
+        err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, sizeof TERN_G4_TOOL_CALL_OPEN - 1, fn, user);
+        if (!err)
+            err = emit_text(TERN_REPLY_CONTENT, p->buf, p->len, fn, user);
+        break;
+    }
+    p->len = 0;
+    p->state = ST_TEXT;
+    return err;
+}

@@ -1,0 +1,64 @@
+/* tool_calls.h — reading a Gemma 4 reply back into OpenAI terms: tool-call markup becomes tool calls with JSON
+ * arguments, the thinking channel becomes reasoning text, everything else is content.
+ *
+ * Gemma 4 writes (GEMMA4.md §3):
+ *     <|channel>thought\n ...reasoning... <channel|>
+ *     <|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3,opts:{metric:true},tags:[<|"|>a<|"|>]}<tool_call|>
+ * Strings are quoted with the <|"|> token and hold any bytes verbatim; object keys are bare or quoted the same
+ * way; numbers, true/false and null are bare. The parser is incremental: text arrives in arbitrary pieces (one
+ * per generated token) and each complete part is reported as soon as it is known, while a piece that might be
+ * the start of a marker is held back until the next piece decides it. */
+#ifndef TERN_CHAT_TOOL_CALLS_H
+#define TERN_CHAT_TOOL_CALLS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "core/status.h"
+
+#define TERN_G4_TOOL_CALL_OPEN "<|tool_call>"
+#define TERN_G4_TOOL_CALL_CLOSE "<tool_call|>"
+#define TERN_G4_CHANNEL_OPEN "<|channel>"
+#define TERN_G4_CHANNEL_CLOSE "<channel|>"
+#define TERN_G4_QUOTE "<|\"|>"
+#define TERN_G4_TOOL_RESPONSE "<|tool_response>"
+
+typedef enum tern_reply_kind {
+    TERN_REPLY_CONTENT = 1, /* visible answer text */
+    TERN_REPLY_REASONING,   /* text of the thinking channel */
+    TERN_REPLY_TOOL_CALL    /* one complete tool call */
+} tern_reply_kind;
+
+/* One piece of a reply, valid during the callback only. Text pieces carry text/len (never empty); a tool call
+ * carries the function name and its arguments as a compact JSON object text. */
+typedef struct tern_reply_part {
+    tern_reply_kind kind;
+    const char *text;
+    size_t len;
+    const char *name;
+    const char *arguments;
+} tern_reply_part;
+
+/* Receives each part; returns NULL or an error that stops the parser and is passed up. */
+typedef tern_err *(*tern_reply_fn)(void *user, const tern_reply_part *part);
+
+typedef struct tern_reply_parser tern_reply_parser;
+
+/* A parser; with parse_tools 0 tool-call markup stays content (the thinking channel is always split). */
+tern_err *tern_reply_parser_new(int parse_tools, tern_reply_parser **out);
+/* Feeds the next len bytes of generated text; complete parts go to fn(user, part) in order. */
+tern_err *tern_reply_parser_push(tern_reply_parser *p, const char *text, size_t len, tern_reply_fn fn, void *user);
+/* The text has ended: reports what was held back (an unfinished tool call comes out as content, verbatim). */
+tern_err *tern_reply_parser_finish(tern_reply_parser *p, tern_reply_fn fn, void *user);
+/* Number of tool calls reported so far. */
+int tern_reply_parser_tool_calls(const tern_reply_parser *p);
+/* Frees the parser; NULL is fine. */
+void tern_reply_parser_free(tern_reply_parser *p);
+
+/* Parses the text between <|tool_call> and <tool_call|> ("call:NAME{ARGS}") into a malloc'd *name and a new
+ * JSON object *args (json_decref it). Errors say what was expected at which byte offset. */
+tern_err *tern_g4_parse_tool_call(const char *body, size_t len, char **name, json_t **args);
+/* Parses one Gemma 4 argument value (string, number, boolean, null, object, array) spanning all len bytes. */
+tern_err *tern_g4_parse_value(const char *text, size_t len, json_t **out);
+
+#endif

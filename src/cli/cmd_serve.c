@@ -1,0 +1,142 @@
+/* cmd_serve.c — `tern serve MODEL_DIR`: loads the model, starts the engine and the HTTP server, prints one ready
+ * line, and on SIGINT/SIGTERM drains (no new connections, running requests finish, up to --timeout) and exits 0.
+ * A second signal stops at once: running requests end with an error frame / 503. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "server/server.h"
+#include "tern/tern.h"
+
+static const char *usage =
+    "usage: tern serve MODEL_DIR [--host 127.0.0.1] [--port 8080] [--parallel 4] [--ctx N] [--api-key KEY]\n"
+    "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
+    "Serves the model over HTTP: OpenAI /v1/chat/completions, /v1/completions, /v1/models; Anthropic\n"
+    "/v1/messages; /health; /metrics (see docs/api.md).\n"
+    "  --host       address to bind (default 127.0.0.1, loopback only)\n"
+    "  --port       TCP port; 0 picks a free one (the ready line says which)\n"
+    "  --parallel   requests decoded together in one batch\n"
+    "  --ctx        positions per request, prompt + reply (default min(trained, 8192))\n"
+    "  --api-key    require 'Authorization: Bearer KEY' (or x-api-key); also read from TERN_API_KEY\n"
+    "  --max-queue  requests waiting for a row before new ones get 429\n"
+    "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
+    "  --max-body   largest request body in bytes (413 beyond)\n"
+    "  --alias      the model id clients see (default: the directory's name)\n";
+
+static int wait_signal(const sigset_t *set, int timeout_ms) {
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+int cmd_serve(int argc, char **argv) {
+    tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
+                       {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
+                       {"threads", 1, 0},  {"alias", 1, 0},    {"help", 0, 0},    {0, 0, 0}};
+    const char *pos[1];
+    int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
+    if (np < 0)
+        return 2;
+    if (tern_args_get(opts, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads;
+    if (np != 1 || tern_args_int("serve", opts, "port", 8080, 0, 65535, &port) ||
+        tern_args_int("serve", opts, "parallel", 4, 1, 256, &parallel) ||
+        tern_args_int("serve", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
+        tern_args_int("serve", opts, "max-queue", 64, 1, 1 << 20, &max_queue) ||
+        tern_args_int("serve", opts, "timeout", 600, 1, 7 * 24 * 3600, &timeout) ||
+        tern_args_int("serve", opts, "max-body", 16 << 20, 1024, (int64_t)1 << 34, &max_body) ||
+        tern_args_int("serve", opts, "threads", 0, 0, 1024, &threads)) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *api_key = tern_args_get(opts, "api-key");
+    if (!api_key)
+        api_key = getenv("TERN_API_KEY");
+    if (api_key && !*api_key)
+        api_key = NULL;
+
+    /* Signals are taken synchronously by this thread; every thread started from here inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    tern_model *model = NULL;
+    tern_engine *engine = NULL;
+    tern_server *server = NULL;
+    tern_model_opts mo = {.model_dir = pos[0]};
+    tern_err *err = tern_model_load(&mo, &model);
+    if (!err) {
+        tern_engine_opts eo;
+        tern_engine_opts_default(&eo);
+        eo.parallel = (int)parallel;
+        eo.ctx = ctx;
+        eo.max_queue = (int)max_queue;
+        eo.threads = (int)threads;
+        err = tern_engine_create(model, &eo, &engine);
+    }
+    if (!err) {
+        tern_server_config sc;
+        tern_server_config_default(&sc);
+        if (tern_args_get(opts, "host"))
+            sc.host = tern_args_get(opts, "host");
+        sc.port = (int)port;
+        sc.api_key = api_key;
+        sc.model_id = tern_args_get(opts, "alias");
+        sc.timeout_s = (int)timeout;
+        sc.max_body = (uint64_t)max_body;
+        sc.max_connections = (int)(parallel + max_queue + 64);
+        err = tern_server_start(model, engine, &sc, &server);
+    }
+    if (err) {
+        fprintf(stderr, "tern serve: %s\n", tern_err_msg(err));
+        tern_err_free(err);
+        tern_engine_destroy(engine);
+        tern_model_free(model);
+        return 1;
+    }
+
+    tern_metrics em;
+    tern_engine_metrics(engine, &em);
+    tern_model_info info;
+    tern_model_get_info(model, &info);
+    const char *host = tern_args_get(opts, "host") ? tern_args_get(opts, "host") : "127.0.0.1";
+    int v6 = strchr(host, ':') != NULL;
+    printf("tern: serving %s at http://%s%s%s:%d (parallel %d, ctx %lld, KV budget %.1f MiB, weights %.1f MiB%s)\n",
+           tern_server_model_id(server), v6 ? "[" : "", host, v6 ? "]" : "", tern_server_port(server), em.parallel,
+           (long long)em.ctx, (double)em.kv_budget_bytes / (1 << 20), (double)info.weights_bytes / (1 << 20),
+           api_key ? ", API key required" : "");
+    fflush(stdout);
+
+    int sig;
+    while (!(sig = wait_signal(&set, 1000)))
+        ;
+    int n = tern_server_inflight(server);
+    fprintf(stderr, "tern serve: %s: draining %d request%s (up to %lld s; signal again to stop now)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", n, n == 1 ? "" : "s", (long long)timeout);
+    tern_server_quiesce(server);
+    double deadline = tern_now_s() + (double)timeout;
+    while (tern_server_inflight(server) > 0 && tern_now_s() < deadline)
+        if (wait_signal(&set, 100)) {
+            fprintf(stderr, "tern serve: stopping now\n");
+            break;
+        }
+    tern_server_detach_engine(server);
+    tern_engine_destroy(engine); /* unfinished requests end as cancelled; their streams close */
+    tern_server_stop(server);
+    tern_model_free(model);
+    fprintf(stderr, "tern serve: stopped\n");
+    return 0;
+}

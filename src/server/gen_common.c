@@ -1,0 +1,68 @@
+/* gen_common.c — what the generation endpoints share: the chat prompt (template → tokens), the usage object,
+ * and per-token logprob entries. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat_prompt.h"
+#include "core/log.h"
+#include "server/server_internal.h"
+
+tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
+                          int add_generation_prompt, int32_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!s->tpl)
+        return tern_errf(TERN_EUNSUPPORTED, "this model has no chat template: use /v1/completions with a raw prompt");
+    tern_chat_input in = {.messages = messages,
+                          .tools = tools,
+                          .template_kwargs = kwargs,
+                          .add_generation_prompt = add_generation_prompt,
+                          .fold_tool_results = s->fold_tool_results,
+                          .bos_token = s->bos_text,
+                          .eos_token = s->eos_text};
+    json_t *ctx;
+    TERN_TRY(tern_chat_build_context(&in, &ctx));
+    char *text = NULL;
+    size_t len = 0;
+    tern_err *err = tern_chat_render(s->tpl, ctx, &text, &len);
+    json_decref(ctx);
+    if (!err) {
+        if (tern_log_get_level() >= TERN_LOG_DEBUG)
+            TLOG_DEBUG("server: prompt (%zu bytes): %.2000s", len, text);
+        err = tern_chat_tokenize(s->model, text, len, ids, n);
+    }
+    free(text);
+    return err;
+}
+
+json_t *srv_usage_json(const tern_usage *u) {
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens, "completion_tokens",
+                     (json_int_t)u->completion_tokens, "total_tokens",
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)u->cached_tokens);
+}
+
+/* {token, logprob, bytes} for one id. */
+static json_t *token_entry(tern_server *s, int32_t id, float lp) {
+    size_t len = 0;
+    char *piece = tern_model_token_piece(s->model, id, &len);
+    json_t *bytes = json_array();
+    for (size_t i = 0; piece && bytes && i < len; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
+    json_t *v = json_pack("{s:o,s:o,s:o}", "token", srv_json_string_lossy(piece ? piece : "", piece ? len : 0),
+                          "logprob", srv_json_logprob(lp), "bytes", bytes);
+    tern_free(piece);
+    return v;
+}
+
+json_t *srv_token_logprob_json(tern_server *s, const tern_event *ev) {
+    json_t *v = token_entry(s, ev->token, ev->logprob);
+    json_t *top = json_array();
+    for (int k = 0; top && k < ev->n_top; k++)
+        json_array_append_new(top, token_entry(s, ev->top_ids[k], ev->top_logprobs[k]));
+    if (!v || !top || json_object_set_new(v, "top_logprobs", top)) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}

@@ -1,0 +1,453 @@
+/* http.c — the HTTP layer on libmicrohttpd: one thread per connection (bounded), the request life cycle
+ * (route and authenticate on the headers, read the body up to the cap, hand the parsed JSON to a handler),
+ * replies (JSON, text, SSE streams), idle timeouts, and start / quiesce / stop.
+ *
+ * Early answers — 404, 405, 401, 413 — are sent as soon as the headers say so, before any body is read; the
+ * connection is then closed by libmicrohttpd since the unread body cannot be skipped safely. */
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "core/log.h"
+#include "chat/chat_prompt.h"
+#include "core/timeutil.h"
+#include "server/server_internal.h"
+
+#define DEFAULT_MAX_BODY (16u << 20)
+#define SSE_BLOCK 16384
+
+void tern_server_config_default(tern_server_config *c) {
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    c->max_body = DEFAULT_MAX_BODY;
+    c->timeout_s = 600;
+    c->max_connections = 256;
+}
+
+/* ---- ids ------------------------------------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void srv_make_id(tern_server *s, const char *prefix, char *out, size_t cap) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    uint64_t n = atomic_fetch_add(&s->id_counter, 1);
+    char tail[25];
+    for (int w = 0; w < 3; w++) { /* 8 letters from each of three 64-bit words (62^8 < 2^64) */
+        uint64_t x = mix64(s->id_salt ^ (n * 3 + (uint64_t)w) ^ 0x9e3779b97f4a7c15ull);
+        for (int i = 0; i < 8; i++) {
+            tail[w * 8 + i] = alphabet[x % 62];
+            x /= 62;
+        }
+    }
+    tail[24] = 0;
+    snprintf(out, cap, "%s%s", prefix, tail);
+}
+
+/* ---- replies --------------------------------------------------------------------------------------- */
+
+static int queue(srv_req *r, int status, struct MHD_Response *resp) {
+    if (!resp)
+        return MHD_NO;
+    int rc = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->responded = 1;
+    r->status = status;
+    srv_metrics_http(&r->srv->metrics, r->route, status);
+    return rc;
+}
+
+int srv_reply_text(srv_req *r, int status, const char *ctype, const char *text, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    return queue(r, status, resp);
+}
+
+int srv_reply_json(srv_req *r, int status, const json_t *v) {
+    sbuf b = {0};
+    if (!v || sbuf_json(&b, v)) {
+        sbuf_free(&b);
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+        return srv_reply_text(r, 503, "application/json", oom, sizeof oom - 1);
+    }
+    int rc = srv_reply_text(r, status, "application/json", b.p, b.len);
+    sbuf_free(&b);
+    return rc;
+}
+
+int srv_reply_error(srv_req *r, int status, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *e = srv_error_json(r->api, status, msg);
+    int rc = srv_reply_json(r, status, e);
+    json_decref(e);
+    if (status >= 500)
+        TLOG_WARN("server: %s %s -> %d: %s", r->method, r->url, status, msg);
+    else
+        TLOG_DEBUG("server: %s %s -> %d: %s", r->method, r->url, status, msg);
+    return rc;
+}
+
+int srv_reply_err(srv_req *r, tern_err *err) {
+    int rc = srv_reply_error(r, srv_status_for_code(err->code), "%s", tern_err_msg(err));
+    tern_err_free(err);
+    return rc;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    return (ssize_t)srv_gen_read(cls, buf, max);
+}
+
+static void stream_free(void *cls) { srv_gen_free(cls); }
+
+int srv_reply_stream(srv_req *r, srv_gen *g) {
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, stream_read, g,
+                                                                  stream_free);
+    if (!resp) {
+        srv_gen_free(g);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    return queue(r, 200, resp);
+}
+
+int srv_req_fd(srv_req *r) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+void srv_req_begin_generation(srv_req *r) {
+    if (!r->counted_inflight) {
+        r->counted_inflight = 1;
+        atomic_fetch_add(&r->srv->inflight, 1);
+    }
+}
+
+/* ---- the request life cycle ------------------------------------------------------------------------ */
+
+/* Constant-time comparison of a presented key with the configured one. */
+static int key_matches(const char *given, const char *want) {
+    size_t gl = strlen(given), wl = strlen(want);
+    unsigned diff = (unsigned)(gl ^ wl);
+    for (size_t i = 0; i < wl; i++)
+        diff |= (unsigned char)want[i] ^ (unsigned char)(i < gl ? given[i] : 0);
+    return diff == 0;
+}
+
+static int authorized(srv_req *r) {
+    const char *want = r->srv->api_key;
+    if (!want || !*want)
+        return 1;
+    const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+        const char *k = auth + 7;
+        while (*k == ' ')
+            k++;
+        if (key_matches(k, want))
+            return 1;
+    }
+    const char *x = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
+    return x && key_matches(x, want);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    tern_server *s = cls;
+    srv_req *r = *con_cls;
+    if (!r) { /* headers are in: decide what can be decided before reading a body */
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO;
+        *con_cls = r;
+        r->srv = s;
+        r->conn = conn;
+        r->method = method;
+        r->url = url;
+        r->t_start = tern_now_s();
+        r->route = SRV_ROUTE_OTHER;
+        const char *allow = NULL;
+        srv_handler h = NULL;
+        int st = srv_route(method, url, &h, &r->route, &r->api, &allow);
+        r->handler = h;
+        if (st == 404)
+            return (enum MHD_Result)srv_reply_error(r, 404, "no such endpoint: %s %.200s", method, url);
+        if (st == 405) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "method %s is not allowed on %.200s (allowed: %s)", method, url, allow);
+            json_t *e = srv_error_json(r->api, 405, msg);
+            sbuf b = {0};
+            sbuf_json(&b, e);
+            json_decref(e);
+            struct MHD_Response *resp =
+                MHD_create_response_from_buffer(b.len, b.p ? b.p : (void *)"", MHD_RESPMEM_MUST_COPY);
+            sbuf_free(&b);
+            if (resp) {
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+            }
+            return (enum MHD_Result)queue(r, 405, resp);
+        }
+        if (r->route != SRV_ROUTE_HEALTH && !authorized(r))
+            return (enum MHD_Result)srv_reply_error(
+                r, 401, "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (*end == 0 && n > s->cfg.max_body)
+                return (enum MHD_Result)srv_reply_error(r, 413, "the request body (%llu bytes) exceeds the limit of "
+                                                                "%llu bytes (tern serve --max-body)",
+                                                        n, (unsigned long long)s->cfg.max_body);
+        }
+        return MHD_YES;
+    }
+    if (r->responded) { /* answered early: drop whatever body still arrives */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        /* libmicrohttpd takes no reply while a body is arriving: past the cap, discard the rest and answer 413
+         * once it is in (or hang up on a client that keeps sending far beyond it). */
+        if (r->too_large || r->body.len + *upload_data_size > s->cfg.max_body) {
+            if (!r->too_large)
+                sbuf_free(&r->body);
+            r->too_large = 1;
+            r->discarded += *upload_data_size;
+            *upload_data_size = 0;
+            return r->discarded > 4 * s->cfg.max_body + (1u << 20) ? MHD_NO : MHD_YES;
+        }
+        if (sbuf_add(&r->body, upload_data, *upload_data_size))
+            return MHD_NO; /* out of memory: drop the connection */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->too_large)
+        return (enum MHD_Result)srv_reply_error(r, 413, "the request body exceeds the limit of %llu bytes "
+                                                        "(tern serve --max-body)",
+                                                (unsigned long long)s->cfg.max_body);
+    /* the whole request is in */
+    json_t *body = NULL;
+    if (!strcmp(method, "POST")) {
+        tern_err *err = srv_parse_body(r->body.p ? r->body.p : "", r->body.len, &body);
+        if (err)
+            return (enum MHD_Result)srv_reply_err(r, err);
+    }
+    int rc = r->handler(r, body);
+    json_decref(body);
+    return (enum MHD_Result)rc;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    (void)toe;
+    tern_server *s = cls;
+    srv_req *r = *con_cls;
+    if (!r)
+        return;
+    if (r->counted_inflight)
+        atomic_fetch_sub(&s->inflight, 1);
+    sbuf_free(&r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    TLOG_DEBUG("libmicrohttpd: %s", msg);
+}
+
+/* ---- start and stop ------------------------------------------------------------------------------- */
+
+static tern_err *resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len) {
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char ports[16];
+    snprintf(ports, sizeof ports, "%d", port);
+    int rc = getaddrinfo(host, ports, &hints, &res);
+    if (rc || !res)
+        return tern_errf(TERN_EINVAL, "cannot resolve --host '%s': %s", host, gai_strerror(rc));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return NULL;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_config *c, tern_server **out) {
+    *out = NULL;
+    tern_server_config dflt;
+    tern_server_config_default(&dflt);
+    if (c->port < 0 || c->port > 65535)
+        return tern_errf(TERN_EINVAL, "port %d is out of range [0, 65535]", c->port);
+    tern_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    s->cfg = *c;
+    if (!s->cfg.host)
+        s->cfg.host = dflt.host;
+    if (!s->cfg.max_body)
+        s->cfg.max_body = dflt.max_body;
+    if (s->cfg.timeout_s <= 0)
+        s->cfg.timeout_s = dflt.timeout_s;
+    if (s->cfg.max_connections <= 0)
+        s->cfg.max_connections = dflt.max_connections;
+    s->model = m;
+    s->engine = e;
+    pthread_rwlock_init(&s->engine_lock, NULL);
+    srv_metrics_init(&s->metrics);
+    s->created = (long)time(NULL);
+    s->id_salt = mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ tern_now_ns());
+    tern_model_get_info(m, &s->info);
+    tern_metrics em;
+    tern_engine_metrics(e, &em);
+    s->ctx = em.ctx;
+    s->host = strdup(s->cfg.host);
+    s->api_key = dup_or_null(c->api_key);
+    if (c->model_id) {
+        s->model_id = strdup(c->model_id);
+    } else {
+        const char *dir = s->info.dir ? s->info.dir : "model";
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/')
+            n--;
+        size_t b = n;
+        while (b > 0 && dir[b - 1] != '/')
+            b--;
+        s->model_id = strndup(dir + b, n - b);
+    }
+    s->cfg.host = s->host;
+    s->cfg.api_key = s->api_key;
+    s->cfg.model_id = s->model_id;
+    tern_err *err = NULL;
+    if (!s->host || !s->model_id || (c->api_key && !s->api_key))
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+
+    /* The chat template, and the special-token texts it prints. */
+    const char *origin = NULL;
+    const char *tsrc = tern_model_chat_template(m, &origin);
+    if (!err && tsrc)
+        err = tern_jinja_compile(tsrc, strlen(tsrc), origin ? origin : "chat template", &s->tpl);
+    s->fold_tool_results = tern_chat_template_wants_tool_responses(tsrc);
+    if (!err) {
+        int32_t bos = tern_model_bos(m);
+        size_t len;
+        if (bos >= 0 && tern_model_detokenize(m, &bos, 1, 1, &s->bos_text, &len))
+            s->bos_text = NULL;
+        /* The public API names no EOS id; the first end-of-generation id is it in Gemma-style vocabularies
+         * (templates rarely print it anyway). */
+        int32_t eos = -1;
+        for (int32_t id = 0; id < 256 && id < s->info.vocab_size && eos < 0; id++)
+            if (tern_model_is_eog(m, id))
+                eos = id;
+        if (eos >= 0 && tern_model_detokenize(m, &eos, 1, 1, &s->eos_text, &len))
+            s->eos_text = NULL;
+        int32_t *ids = NULL;
+        size_t n = 0;
+        s->tool_response_id = -1;
+        tern_err *te = tern_model_tokenize(m, "<|tool_response>", 16, 0, 1, &ids, &n);
+        if (!te && n == 1)
+            s->tool_response_id = ids[0];
+        tern_err_free(te);
+        tern_free(ids);
+    }
+
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    if (!err)
+        err = resolve(s->cfg.host, c->port, &ss, &sl);
+    if (!err) {
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                         MHD_USE_ERROR_LOG | MHD_USE_ITC;
+        if (ss.ss_family == AF_INET6)
+            flags |= MHD_USE_IPv6;
+        s->daemon = MHD_start_daemon(flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                                     (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_TIMEOUT,
+                                     (unsigned)s->cfg.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+                                     (unsigned)s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+        if (!s->daemon)
+            err = tern_errf(TERN_EIO, "cannot listen on %s:%d (address in use, or not permitted)", s->cfg.host,
+                            c->port);
+    }
+    if (!err) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+        s->port = di ? di->port : c->port;
+    }
+    if (err) {
+        tern_server_stop(s);
+        return err;
+    }
+    *out = s;
+    return NULL;
+}
+
+int tern_server_port(const tern_server *s) { return s->port; }
+
+const char *tern_server_model_id(const tern_server *s) { return s->model_id; }
+
+void tern_server_quiesce(tern_server *s) {
+    atomic_store(&s->draining, 1);
+    if (s->daemon) {
+        MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+    }
+}
+
+int tern_server_inflight(tern_server *s) { return atomic_load(&s->inflight); }
+
+void tern_server_detach_engine(tern_server *s) {
+    pthread_rwlock_wrlock(&s->engine_lock);
+    s->engine = NULL;
+    pthread_rwlock_unlock(&s->engine_lock);
+}
+
+void tern_server_stop(tern_server *s) {
+    if (!s)
+        return;
+    if (s->daemon)
+        MHD_stop_daemon(s->daemon);
+    tern_jinja_free(s->tpl);
+    tern_free(s->bos_text);
+    tern_free(s->eos_text);
+    free(s->host);
+    free(s->api_key);
+    free(s->model_id);
+    srv_metrics_destroy(&s->metrics);
+    pthread_rwlock_destroy(&s->engine_lock);
+    free(s);
+}

@@ -1,0 +1,63 @@
+/* info.c — the small GET endpoints: /health, /v1/models, /v1/models/{id} and /metrics. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+static json_t *model_json(tern_server *s) {
+    return json_pack("{s:s,s:s,s:I,s:s,s:{s:I,s:I,s:I}}", "id", s->model_id, "object", "model", "created",
+                     (json_int_t)s->created, "owned_by", "tern", "meta", "n_ctx", (json_int_t)s->ctx, "n_vocab",
+                     (json_int_t)s->info.vocab_size, "n_ctx_train", (json_int_t)s->info.ctx_train);
+}
+
+int srv_handle_models(srv_req *r, json_t *body) {
+    (void)body;
+    json_t *v = json_pack("{s:s,s:[o]}", "object", "list", "data", model_json(r->srv));
+    int rc = srv_reply_json(r, 200, v);
+    json_decref(v);
+    return rc;
+}
+
+int srv_handle_model(srv_req *r, json_t *body) {
+    (void)body;
+    const char *id = r->url + strlen("/v1/models/");
+    if (strcmp(id, r->srv->model_id))
+        return srv_reply_error(r, 404, "model '%.200s' not found: this server serves '%s'", id, r->srv->model_id);
+    json_t *v = model_json(r->srv);
+    int rc = srv_reply_json(r, 200, v);
+    json_decref(v);
+    return rc;
+}
+
+int srv_handle_health(srv_req *r, json_t *body) {
+    (void)body;
+    tern_server *s = r->srv;
+    tern_metrics m;
+    int up = 0;
+    pthread_rwlock_rdlock(&s->engine_lock);
+    if (s->engine && !atomic_load(&s->draining)) {
+        tern_engine_metrics(s->engine, &m);
+        up = 1;
+    }
+    pthread_rwlock_unlock(&s->engine_lock);
+    json_t *v = up ? json_pack("{s:s,s:s,s:i,s:i,s:i}", "status", "ok", "model", s->model_id, "queue_depth",
+                               m.queue_depth, "active_rows", m.active_rows, "parallel", m.parallel)
+                   : json_pack("{s:s}", "status", "shutting_down");
+    int rc = srv_reply_json(r, up ? 200 : 503, v);
+    json_decref(v);
+    return rc;
+}
+
+int srv_handle_metrics(srv_req *r, json_t *body) {
+    (void)body;
+    tern_server *s = r->srv;
+    size_t len = 0;
+    pthread_rwlock_rdlock(&s->engine_lock);
+    char *text = srv_metrics_render(&s->metrics, s->engine, &len);
+    pthread_rwlock_unlock(&s->engine_lock);
+    if (!text)
+        return srv_reply_error(r, 503, "out of memory rendering the metrics");
+    int rc = srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,49 @@
+/* server.h — the HTTP server over a loaded model and a running engine: OpenAI (/v1/chat/completions,
+ * /v1/completions, /v1/models), Anthropic (/v1/messages), /health and /metrics. `tern serve` is a thin shell
+ * around this; docs/api.md lists every endpoint and field.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (bounded by max_connections); a request's thread
+ * renders and tokenizes its prompt, submits it to the engine and then waits on its event stream, writing SSE
+ * as tokens arrive. The engine thread does all model work. Shutdown is two-phase: tern_server_quiesce stops
+ * accepting, in-flight requests finish (tern_server_inflight reaches 0) or are cut off by destroying the
+ * engine after tern_server_detach_engine, then tern_server_stop closes everything. */
+#ifndef TERN_SERVER_SERVER_H
+#define TERN_SERVER_SERVER_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "tern/tern.h"
+
+typedef struct tern_server_config {
+    const char *host;     /* address to bind; default "127.0.0.1" */
+    int port;             /* 0 = any free port (tern_server_port tells which) */
+    const char *api_key;  /* NULL: no authentication */
+    const char *model_id; /* the id /v1/models reports and responses echo; NULL = the model directory's name */
+    uint64_t max_body;    /* bytes of request body; default 16 MiB */
+    int timeout_s;        /* idle connection timeout and the longest a request may run; default 600 */
+    int max_connections;  /* concurrent connections (one thread each); default 256 */
+} tern_server_config;
+
+typedef struct tern_server tern_server;
+
+/* Fills the defaults documented above. */
+void tern_server_config_default(tern_server_config *c);
+/* Starts listening; `m` and `e` must outlive the server (see tern_server_detach_engine). Errors name the address
+ * when it cannot be bound and the template when it does not compile. */
+tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_config *c, tern_server **out);
+/* The port actually bound. */
+int tern_server_port(const tern_server *s);
+/* The model id responses carry. */
+const char *tern_server_model_id(const tern_server *s);
+/* Stops accepting connections and new generation requests (503); in-flight requests continue. */
+void tern_server_quiesce(tern_server *s);
+/* Generation requests still being answered. */
+int tern_server_inflight(tern_server *s);
+/* Makes the server stop using the engine (requests after this get 503) so the caller may destroy it; waits
+ * for submits in progress. Streams already open keep reading their events. */
+void tern_server_detach_engine(tern_server *s);
+/* Closes every connection, joins the threads and frees the server; NULL is fine. */
+void tern_server_stop(tern_server *s);
+
+#endif
