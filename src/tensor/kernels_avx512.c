@@ -150,9 +150,9 @@ static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow
                                                               int gshift, __m512i idx, float *out) {
     const int64_t in = a->in, nb = a->lanes_blocks, blk = bits == 4 ? 128 : 64, ng = in >> gshift;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[4];
-    const int8_t *xq[4];
-    const float *dl[4];
+    __m512 acc[8];
+    const int8_t *xq[8];
+    const float *dl[8];
     for (int t = 0; t < NT; t++) {
         xq[t] = a->q + (t0 + t) * in;
         dl[t] = a->dlane + (t0 + t) * nb * 16;
@@ -190,7 +190,7 @@ static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow
 #define AFFINE_TILE 16
 
 /* Rows [b, e) of one MLX affine matrix against all tokens. Rows go in tiles of 16 (their codes stay in L1)
- * and tokens in groups of 4 (one token's int8 activations serve the whole tile); every output is computed
+ * and tokens in groups of up to 8 (each weight block is unpacked once for the group); every output is computed
  * by the same affine_row arithmetic whatever T is, so a row's result does not depend on its batch. */
 static void affine_part(const affine_job *j, int part, size_t b, size_t e) {
     const tern_weight *w = j->w[part];
@@ -221,29 +221,33 @@ static void affine_part(const affine_job *j, int part, size_t b, size_t e) {
             scales_to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb + i * stride);
             scales_to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb + i * stride);
         }
-        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
-            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
+        for (int64_t t0 = 0; t0 < j->T; t0 += 8) {
+            const int nt = j->T - t0 < 8 ? (int)(j->T - t0) : 8;
             for (int64_t i = 0; i < rows; i++) {
                 const int64_t r = j->row0 + (int64_t)o0 + i;
                 const uint8_t *qrow = (const uint8_t *)w->data + (size_t)(r * words) * 4;
                 const float *si = sb + i * stride, *bi = bb + i * stride;
                 if (i + 1 < rows && t0 == 0) /* the next row's codes start streaming while this one computes */
                     _mm_prefetch((const char *)(qrow + words * 4), _MM_HINT_T0);
-                float dots[4];
-                if (bits == 4)
-                    switch (nt) {
-                    case 1: affine_row(qrow, si, bi, j->a, t0, 1, 4, gs, idx, dots); break;
-                    case 2: affine_row(qrow, si, bi, j->a, t0, 2, 4, gs, idx, dots); break;
-                    case 3: affine_row(qrow, si, bi, j->a, t0, 3, 4, gs, idx, dots); break;
-                    default: affine_row(qrow, si, bi, j->a, t0, 4, 4, gs, idx, dots); break;
-                    }
-                else
-                    switch (nt) {
-                    case 1: affine_row(qrow, si, bi, j->a, t0, 1, 8, gs, idx, dots); break;
-                    case 2: affine_row(qrow, si, bi, j->a, t0, 2, 8, gs, idx, dots); break;
-                    case 3: affine_row(qrow, si, bi, j->a, t0, 3, 8, gs, idx, dots); break;
-                    default: affine_row(qrow, si, bi, j->a, t0, 4, 8, gs, idx, dots); break;
-                    }
+                float dots[8] = {0};
+#define AFFINE_CASE(n)                                                                                     \
+    case n:                                                                                                \
+        if (bits == 4)                                                                                     \
+            affine_row(qrow, si, bi, j->a, t0, n, 4, gs, idx, dots);                                       \
+        else                                                                                               \
+            affine_row(qrow, si, bi, j->a, t0, n, 8, gs, idx, dots);                                       \
+        break;
+                switch (nt) { /* constant token counts keep the accumulators in registers */
+                    AFFINE_CASE(1)
+                    AFFINE_CASE(2)
+                    AFFINE_CASE(3)
+                    AFFINE_CASE(4)
+                    AFFINE_CASE(5)
+                    AFFINE_CASE(6)
+                    AFFINE_CASE(7)
+                    AFFINE_CASE(8)
+                }
+#undef AFFINE_CASE
                 for (int t = 0; t < nt; t++)
                     y[(t0 + t) * n_out + (int64_t)o0 + i] = dots[t];
             }
