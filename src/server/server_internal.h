@@ -9,7 +9,7 @@
  *   info.c               GET /health, /v1/models
  *   metrics.c            GET /metrics (Prometheus text) and the counters behind it
  *   errors.c             error bodies in OpenAI and Anthropic shape
- *   sbuf.c               a growable byte buffer */
+ */
 #ifndef TERN_SERVER_SERVER_INTERNAL_H
 #define TERN_SERVER_SERVER_INTERNAL_H
 
@@ -20,32 +20,12 @@
 #include <stdint.h>
 
 #include "chat/jinja.h"
+#include "core/sbuf.h"
 #include "server/server.h"
 #include "tern/tern.h"
 
 struct MHD_Connection;
 struct MHD_Daemon;
-
-/* ---- byte buffer (sbuf.c) ---------------------------------------------------------------------- */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom; /* an append failed: the content is incomplete */
-} sbuf;
-
-/* Appends n bytes (keeps a NUL after them); on failure sets b->oom and returns -1. */
-int sbuf_add(sbuf *b, const void *s, size_t n);
-/* Appends a NUL-terminated string. */
-int sbuf_adds(sbuf *b, const char *s);
-/* Appends printf-style text. */
-int sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends compact JSON of v (which it does not free). */
-int sbuf_json(sbuf *b, const json_t *v);
-/* Empties the buffer, keeping its memory. */
-void sbuf_clear(sbuf *b);
-/* Frees the memory. */
-void sbuf_free(sbuf *b);
 
 /* ---- errors (errors.c) --------------------------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sbuf.h"
 #include "tokenizer/tok_internal.h"
 
 /* The GPT-2 pattern (also ByteLevel's use_regex), Llama 3's and Qwen 2's, as published in their
@@ -80,29 +81,6 @@ void tok_pieces_free(tok_pieces *p) {
     free(p->start);
     free(p->plen);
     memset(p, 0, sizeof *p);
-}
-
-/* A growable byte string. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static int sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np)
-            return -1;
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
 }
 
 /* ---- matching: literal or regex, all non-overlapping matches left to right ---- */
@@ -246,28 +224,28 @@ tern_err *tok_normalize(const tern_tokenizer *t, const char *s, size_t n, char *
     pcre2_match_data *md = NULL;
     span_list sp = {0};
     tern_err *e = NULL;
-    if (sb_add(&cur, s, n))
+    if (sbuf_add(&cur, s, n))
         goto oom;
     for (size_t k = 0; k < t->n_norms; k++) {
         const norm_step *st = &t->norms[k];
-        nxt.n = 0;
+        nxt.len = 0;
         switch (st->kind) {
         case NORM_IDENTITY:
             continue;
         case NORM_PREPEND:
-            if (cur.n == 0)
+            if (cur.len == 0)
                 continue;
-            if (sb_add(&nxt, st->content, st->content_len) || sb_add(&nxt, cur.p, cur.n))
+            if (sbuf_add(&nxt, st->content, st->content_len) || sbuf_add(&nxt, cur.p, cur.len))
                 goto oom;
             break;
         case NORM_REPLACE:
-            if ((e = find_spans(st->regex, st->pattern, st->pattern_len, cur.p, cur.n, &sp, &md)))
+            if ((e = find_spans(st->regex, st->pattern, st->pattern_len, cur.p, cur.len, &sp, &md)))
                 goto fail;
-            if (nxt.p == NULL && sb_add(&nxt, "", 0))
+            if (nxt.p == NULL && sbuf_add(&nxt, "", 0))
                 goto oom;
             for (size_t i = 0; i < sp.n; i++) {
                 const span *x = &sp.v[i];
-                if (x->is_match ? sb_add(&nxt, st->content, st->content_len) : sb_add(&nxt, cur.p + x->b, x->e - x->b))
+                if (x->is_match ? sbuf_add(&nxt, st->content, st->content_len) : sbuf_add(&nxt, cur.p + x->b, x->e - x->b))
                     goto oom;
             }
             break;
@@ -280,7 +258,7 @@ tern_err *tok_normalize(const tern_tokenizer *t, const char *s, size_t n, char *
     free(sp.v);
     pcre2_match_data_free(md);
     *out = cur.p;
-    *out_len = cur.n;
+    *out_len = cur.len;
     return NULL;
 oom:
     e = tern_errf(TERN_ENOMEM, "out of memory normalizing text");
@@ -311,15 +289,15 @@ static tern_err *metaspace(const pre_step *st, const char *s, size_t n, int firs
     sbuf b = {0};
     int prepend = st->add_prefix_space && (!st->prepend_first_only || first);
     if (prepend && !(n >= st->replacement_len && !memcmp(s, st->replacement, st->replacement_len)))
-        if (sb_add(&b, st->replacement, st->replacement_len))
+        if (sbuf_add(&b, st->replacement, st->replacement_len))
             goto oom;
     for (size_t i = 0; i < n; i++)
-        if (s[i] == ' ' ? sb_add(&b, st->replacement, st->replacement_len) : sb_add(&b, s + i, 1))
+        if (s[i] == ' ' ? sbuf_add(&b, st->replacement, st->replacement_len) : sbuf_add(&b, s + i, 1))
             goto oom;
     tern_err *e;
     if (!st->split)
-        e = tok_pieces_add(out, b.p ? b.p : "", b.n);
-    else if (!(e = find_spans(NULL, st->replacement, st->replacement_len, b.p ? b.p : "", b.n, sp, md)))
+        e = tok_pieces_add(out, b.p ? b.p : "", b.len);
+    else if (!(e = find_spans(NULL, st->replacement, st->replacement_len, b.p ? b.p : "", b.len, sp, md)))
         e = apply_split(SPLIT_MERGED_NEXT, 0, b.p, sp, out);
     free(b.p);
     return e;

@@ -1,10 +1,11 @@
-/* sbuf.c — a growable byte buffer for response bodies and SSE frames. */
+/* sbuf.c — a growable byte buffer (see sbuf.h). */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_internal.h"
+#include "core/sbuf.h"
 
 static int grow(sbuf *b, size_t need) {
     if (b->oom)
