@@ -26,8 +26,8 @@
 
 #define WAIT_MS 120000 /* a hang fails the test instead of blocking forever */
 
-static tern_model *model, *model_bf16;
-static char model_dir[4096], model_dir_bf16[4096];
+static tern_model *model, *model_bf16, *model_q4;
+static char model_dir[4096], model_dir_bf16[4096], model_dir_q4[4096];
 
 static tern_err *make_model(const char *name, tern_synth_dtype dt, char *dir, tern_model **out) {
     const char *cfg_text =
@@ -40,7 +40,7 @@ static tern_err *make_model(const char *name, tern_synth_dtype dt, char *dir, te
     json_t *cfg;
     TERN_TRY(tern_json_load_buf(cfg_text, strlen(cfg_text), "cfg", &cfg));
     snprintf(dir, 4096, "%s", tu_tmpdir(name));
-    tern_synth_opts o = {.dtype = dt, .seed = 7, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
+    tern_synth_opts o = {.dtype = dt, .group = 32, .seed = 7, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
     tern_err *e = tern_synth_write(cfg, &o, dir);
     json_decref(cfg);
     tern_model_opts mo = {.model_dir = dir};
@@ -51,6 +51,8 @@ static int setup(void **state) {
     tern_err *e = make_model("engine_model", TERN_SYNTH_F32, model_dir, &model);
     if (!e)
         e = make_model("engine_model_bf16", TERN_SYNTH_BF16, model_dir_bf16, &model_bf16);
+    if (!e) /* MLX q4: generated tokens take the int8 kernels, prompt tokens the bf16 GEMM */
+        e = make_model("engine_model_q4", TERN_SYNTH_Q4, model_dir_q4, &model_q4);
     if (e) {
         print_error("%s\n", tern_err_msg(e));
         tern_err_free(e);
@@ -62,6 +64,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     tern_model_free(model);
     tern_model_free(model_bf16);
+    tern_model_free(model_q4);
     return 0;
 }
 
@@ -322,6 +325,7 @@ static void batched_equals_solo(tern_model *mdl, const char *dir) {
 
 static void test_batched_equals_solo(void **state) { batched_equals_solo(model, model_dir); }
 static void test_batched_equals_solo_bf16(void **state) { batched_equals_solo(model_bf16, model_dir_bf16); }
+static void test_batched_equals_solo_q4(void **state) { batched_equals_solo(model_q4, model_dir_q4); }
 
 /* ---- seeded sampling --------------------------------------------------------------------------- */
 
@@ -840,6 +844,7 @@ static void test_text_callbacks_shutdown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_solo), cmocka_unit_test(test_batched_equals_solo_bf16),
+        cmocka_unit_test(test_batched_equals_solo_q4),
         cmocka_unit_test(test_seeded_sampling),     cmocka_unit_test(test_seeded_sampling_bf16),
         cmocka_unit_test(test_prefix_cache_hits),   cmocka_unit_test(test_cancel_frees_memory),
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
