@@ -223,7 +223,7 @@ static void test_bf16_kv(void **state) {
 }
 
 /* Writes the f32 twin of a (quantized) model: every weight dequantized into an HF-layout f32 checkpoint. */
-static const char *dequantized_twin(const char *qdir, const char *name) {
+static const char *dequantized_twin_in(const char *qdir, const char *name, tern_layout layout) {
     static char dir[4096];
     snprintf(dir, sizeof dir, "%s", tu_tmpdir(name));
     tern_gemma4 *m;
@@ -232,7 +232,7 @@ static const char *dequantized_twin(const char *qdir, const char *name) {
     tern_st_spec *specs = calloc(gw->n, sizeof *specs);
     char (*names)[160] = calloc(gw->n, sizeof *names);
     for (size_t i = 0; i < gw->n; i++) {
-        tern_wspec_full_name(&gw->specs[i], TERN_LAYOUT_HF, NULL, names[i], sizeof names[i]);
+        tern_wspec_full_name(&gw->specs[i], layout, NULL, names[i], sizeof names[i]);
         specs[i].name = names[i];
         specs[i].dtype = TERN_DT_F32;
         specs[i].ndim = gw->specs[i].ndim;
@@ -264,6 +264,35 @@ static const char *dequantized_twin(const char *qdir, const char *name) {
     free(names);
     tern_gemma4_free(m);
     return dir;
+}
+
+static const char *dequantized_twin(const char *qdir, const char *name) {
+    return dequantized_twin_in(qdir, name, TERN_LAYOUT_HF);
+}
+
+/* The same weights under each naming layout (HF model.language_model.*, mlx-vlm language_model.model.*,
+ * mlx-lm model.*): each binds completely and gives the same logits bit for bit. */
+static void test_weight_name_layouts(void **state) {
+    const int64_t n = 12, V = 512;
+    int32_t ids[12];
+    fill_ids(ids, n);
+    char src[4096];
+    snprintf(src, sizeof src, "%s", tiny_model("layouts", TERN_SYNTH_BF16));
+    float *ref = malloc(sizeof(float) * (size_t)(n * V)), *got = malloc(sizeof(float) * (size_t)(n * V));
+    static const char *names[TERN_LAYOUT_COUNT] = {"layout-hf", "layout-mlx-vlm", "layout-mlx-lm"};
+    for (int l = 0; l < TERN_LAYOUT_COUNT; l++) {
+        const char *dir = dequantized_twin_in(src, names[l], (tern_layout)l);
+        tern_gemma4 *m;
+        TU_OK(tern_gemma4_load(dir, &m));
+        assert_int_equal(tern_gemma4_weights_of(m)->layout, l);
+        assert_int_equal(tern_gemma4_weights_of(m)->n_problems, 0);
+        run_all(m, TERN_DT_F32, ids, n, l ? got : ref, NULL);
+        tern_gemma4_free(m);
+        if (l)
+            assert_memory_equal(got, ref, sizeof(float) * (size_t)(n * V));
+    }
+    free(ref);
+    free(got);
 }
 
 /* q8 and q4 models (MLX layout, packed weights read by the kernels) agree with their dequantized f32
@@ -365,7 +394,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_rollback),      cmocka_unit_test(test_bf16_kv),
-        cmocka_unit_test(test_quantized_twins), cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
