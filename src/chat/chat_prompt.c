@@ -1,4 +1,5 @@
 /* chat_prompt.c — chat messages → template context → prompt text → token ids (see chat_prompt.h). */
+#include "core/json_util.h"
 #include "chat/chat_prompt.h"
 
 #include <stdio.h>
@@ -6,19 +7,6 @@
 #include <string.h>
 
 #define MAX_TEMPLATE_OUTPUT (64u << 20)
-
-static const char *type_name(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
 
 static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
@@ -63,7 +51,7 @@ static tern_err *openai_content(const json_t *c, const char *path, json_t **out)
     }
     if (!json_is_array(c))
         return tern_errf(TERN_EINVAL, "%s: expected a string or an array of content parts, got %s", path,
-                         type_name(c));
+                         tern_json_type_name(c));
     if (json_array_size(c) == 0)
         return tern_errf(TERN_EINVAL, "%s: the array of content parts is empty", path);
     size_t i;
@@ -75,7 +63,7 @@ static tern_err *openai_content(const json_t *c, const char *path, json_t **out)
         tern_err *err = NULL;
         const json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
         if (!json_is_object(part))
-            err = tern_errf(TERN_EINVAL, "%s: expected a content part object, got %s", pp, type_name(part));
+            err = tern_errf(TERN_EINVAL, "%s: expected a content part object, got %s", pp, tern_json_type_name(part));
         else if (!json_is_string(type))
             err = tern_errf(TERN_EINVAL, "%s.type: expected a string such as \"text\"", pp);
         else if (!strcmp(json_string_value(type), "text") || !strcmp(json_string_value(type), "refusal")) {
@@ -103,7 +91,7 @@ static tern_err *openai_content(const json_t *c, const char *path, json_t **out)
 static tern_err *openai_tool_calls(const json_t *calls, const char *path, json_t **out) {
     *out = NULL;
     if (!json_is_array(calls))
-        return tern_errf(TERN_EINVAL, "%s: expected an array, got %s", path, type_name(calls));
+        return tern_errf(TERN_EINVAL, "%s: expected an array, got %s", path, tern_json_type_name(calls));
     json_t *res = json_array();
     if (!res)
         return oom();
@@ -120,7 +108,7 @@ static tern_err *openai_tool_calls(const json_t *calls, const char *path, json_t
         const json_t *args = json_is_object(fn) ? json_object_get(fn, "arguments") : NULL;
         json_t *args_obj = NULL;
         if (!json_is_object(tc))
-            err = tern_errf(TERN_EINVAL, "%s: expected a tool call object, got %s", pp, type_name(tc));
+            err = tern_errf(TERN_EINVAL, "%s: expected a tool call object, got %s", pp, tern_json_type_name(tc));
         else if (type && !json_is_null(type) && !(json_is_string(type) && !strcmp(json_string_value(type), "function")))
             err = tern_errf(TERN_EINVAL, "%s.type: only \"function\" tool calls are supported", pp);
         else if (id && !json_is_null(id) && !json_is_string(id))
@@ -146,10 +134,10 @@ static tern_err *openai_tool_calls(const json_t *calls, const char *path, json_t
                                 je.column);
             else if (!json_is_object(args_obj))
                 err = tern_errf(TERN_EINVAL, "%s.function.arguments: expected a JSON object, got %s", pp,
-                                type_name(args_obj));
+                                tern_json_type_name(args_obj));
         } else
             err = tern_errf(TERN_EINVAL, "%s.function.arguments: expected a JSON string or object, got %s", pp,
-                            type_name(args));
+                            tern_json_type_name(args));
         json_t *n = NULL;
         if (!err) {
             n = json_pack("{s:s,s:{s:O,s:O}}", "type", "function", "function", "name", name, "arguments", args_obj);
@@ -171,7 +159,7 @@ static tern_err *openai_tools(const json_t *tools, json_t **out) {
     if (!tools || json_is_null(tools))
         return NULL;
     if (!json_is_array(tools))
-        return tern_errf(TERN_EINVAL, "tools: expected an array of tools, got %s", type_name(tools));
+        return tern_errf(TERN_EINVAL, "tools: expected an array of tools, got %s", tern_json_type_name(tools));
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -181,7 +169,7 @@ static tern_err *openai_tools(const json_t *tools, json_t **out) {
         const json_t *desc = json_is_object(fn) ? json_object_get(fn, "description") : NULL;
         const json_t *params = json_is_object(fn) ? json_object_get(fn, "parameters") : NULL;
         if (!json_is_object(t))
-            return tern_errf(TERN_EINVAL, "tools[%zu]: expected a tool object, got %s", i, type_name(t));
+            return tern_errf(TERN_EINVAL, "tools[%zu]: expected a tool object, got %s", i, tern_json_type_name(t));
         if (!json_is_string(type) || strcmp(json_string_value(type), "function"))
             return tern_errf(TERN_EINVAL, "tools[%zu].type: only \"function\" tools are supported", i);
         if (!json_is_object(fn))
@@ -215,7 +203,7 @@ static tern_err *openai_message(const json_t *m, size_t i, json_t **out) {
     snprintf(path, sizeof path, "messages[%zu]", i);
     *out = NULL;
     if (!json_is_object(m))
-        return tern_errf(TERN_EINVAL, "%s: expected a message object, got %s", path, type_name(m));
+        return tern_errf(TERN_EINVAL, "%s: expected a message object, got %s", path, tern_json_type_name(m));
     const json_t *role = json_object_get(m, "role");
     if (!json_is_string(role))
         return tern_errf(TERN_EINVAL, "%s.role: expected a string (system, developer, user, assistant or tool)",
@@ -263,7 +251,7 @@ static tern_err *openai_message(const json_t *m, size_t i, json_t **out) {
         if (!v || json_is_null(v))
             continue;
         if (!json_is_string(v))
-            err = tern_errf(TERN_EINVAL, "%s.%s: expected a string, got %s", path, optional_strings[k], type_name(v));
+            err = tern_errf(TERN_EINVAL, "%s.%s: expected a string, got %s", path, optional_strings[k], tern_json_type_name(v));
         else if (json_object_set(n, optional_strings[k], (json_t *)v))
             err = oom();
     }
@@ -322,12 +310,12 @@ tern_err *tern_chat_build_context(const tern_chat_input *in, json_t **ctx) {
         return tern_errf(TERN_EINVAL, "messages: required (an array of chat messages)");
     if (!json_is_array(in->messages))
         return tern_errf(TERN_EINVAL, "messages: expected an array of chat messages, got %s",
-                         type_name(in->messages));
+                         tern_json_type_name(in->messages));
     if (json_array_size(in->messages) == 0)
         return tern_errf(TERN_EINVAL, "messages: must contain at least one message");
     if (in->template_kwargs && !json_is_null(in->template_kwargs) && !json_is_object(in->template_kwargs))
         return tern_errf(TERN_EINVAL, "chat_template_kwargs: expected an object, got %s",
-                         type_name(in->template_kwargs));
+                         tern_json_type_name(in->template_kwargs));
     json_t *c = json_is_object(in->template_kwargs) ? json_deep_copy(in->template_kwargs) : json_object();
     json_t *msgs = json_array();
     json_t *tools = NULL;
@@ -396,7 +384,7 @@ static tern_err *anthropic_text(const json_t *c, const char *path, json_t **out)
     }
     if (!json_is_array(c))
         return tern_errf(TERN_EINVAL, "%s: expected a string or an array of text blocks, got %s", path,
-                         type_name(c));
+                         tern_json_type_name(c));
     size_t i;
     json_t *b;
     json_array_foreach(c, i, b) {
@@ -437,7 +425,7 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
     char path[64];
     snprintf(path, sizeof path, "messages[%zu]", i);
     if (!json_is_object(m))
-        return tern_errf(TERN_EINVAL, "%s: expected a message object, got %s", path, type_name(m));
+        return tern_errf(TERN_EINVAL, "%s: expected a message object, got %s", path, tern_json_type_name(m));
     const json_t *role = json_object_get(m, "role");
     const json_t *content = json_object_get(m, "content");
     if (!json_is_string(role) || (strcmp(json_string_value(role), "user") && strcmp(json_string_value(role), "assistant")))
@@ -448,7 +436,7 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
         return append_msg(msgs, json_pack("{s:O,s:O}", "role", role, "content", content));
     if (!json_is_array(content))
         return tern_errf(TERN_EINVAL, "%s.content: expected a string or an array of content blocks, got %s", path,
-                         content ? type_name(content) : "nothing");
+                         content ? tern_json_type_name(content) : "nothing");
     if (json_array_size(content) == 0)
         return tern_errf(TERN_EINVAL, "%s.content: the array of content blocks is empty", path);
     json_t *text = NULL, *reasoning = NULL, *calls = json_array();
@@ -463,7 +451,7 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
         const json_t *type = json_is_object(b) ? json_object_get(b, "type") : NULL;
         const char *t = json_is_string(type) ? json_string_value(type) : NULL;
         if (!json_is_object(b)) {
-            err = tern_errf(TERN_EINVAL, "%s: expected a content block object, got %s", pp, type_name(b));
+            err = tern_errf(TERN_EINVAL, "%s: expected a content block object, got %s", pp, tern_json_type_name(b));
         } else if (!t) {
             err = tern_errf(TERN_EINVAL, "%s.type: expected a string such as \"text\"", pp);
         } else if (!strcmp(t, "text")) {
@@ -496,7 +484,7 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
             else if (!json_is_string(name) || json_string_length(name) == 0)
                 err = tern_errf(TERN_EINVAL, "%s.name: expected a non-empty string", pp);
             else if (input && !json_is_null(input) && !json_is_object(input))
-                err = tern_errf(TERN_EINVAL, "%s.input: expected an object, got %s", pp, type_name(input));
+                err = tern_errf(TERN_EINVAL, "%s.input: expected an object, got %s", pp, tern_json_type_name(input));
             else {
                 json_t *args = json_is_object(input) ? json_deep_copy(input) : json_object();
                 json_t *call = args ? json_pack("{s:O,s:s,s:{s:O,s:o}}", "id", id, "type", "function", "function",
@@ -548,7 +536,7 @@ tern_err *tern_chat_from_anthropic(const json_t *req, json_t **messages, json_t 
     if (!in || json_is_null(in))
         return tern_errf(TERN_EINVAL, "messages: required (an array of messages)");
     if (!json_is_array(in))
-        return tern_errf(TERN_EINVAL, "messages: expected an array of messages, got %s", type_name(in));
+        return tern_errf(TERN_EINVAL, "messages: expected an array of messages, got %s", tern_json_type_name(in));
     if (json_array_size(in) == 0)
         return tern_errf(TERN_EINVAL, "messages: must contain at least one message");
     json_t *msgs = json_array();
@@ -570,7 +558,7 @@ tern_err *tern_chat_from_anthropic(const json_t *req, json_t **messages, json_t 
     json_t *out_tools = NULL;
     if (!err && tl && !json_is_null(tl)) {
         if (!json_is_array(tl))
-            err = tern_errf(TERN_EINVAL, "tools: expected an array of tools, got %s", type_name(tl));
+            err = tern_errf(TERN_EINVAL, "tools: expected an array of tools, got %s", tern_json_type_name(tl));
         else if (json_array_size(tl) && !(out_tools = json_array()))
             err = oom();
         json_t *t;
@@ -582,7 +570,7 @@ tern_err *tern_chat_from_anthropic(const json_t *req, json_t **messages, json_t 
             const json_t *schema = json_is_object(t) ? json_object_get(t, "input_schema") : NULL;
             const json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
             if (!json_is_object(t))
-                err = tern_errf(TERN_EINVAL, "tools[%zu]: expected a tool object, got %s", i, type_name(t));
+                err = tern_errf(TERN_EINVAL, "tools[%zu]: expected a tool object, got %s", i, tern_json_type_name(t));
             else if (type && !json_is_null(type) &&
                      !(json_is_string(type) && !strcmp(json_string_value(type), "custom")))
                 err = tern_errf(TERN_EUNSUPPORTED,

@@ -82,3 +82,18 @@ tern_err *tern_json_save_file(const json_t *v, const char *path) {
     free(s);
     return e;
 }
+
+const char *tern_json_type_name(const json_t *v) {
+    if (!v)
+        return "nothing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}

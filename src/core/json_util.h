@@ -17,6 +17,9 @@ tern_err *tern_json_get_int(const json_t *obj, const char *key, int64_t dflt, in
 tern_err *tern_json_get_num(const json_t *obj, const char *key, double dflt, double *out);
 /* Reads a boolean member: absent or null -> dflt. */
 tern_err *tern_json_get_bool(const json_t *obj, const char *key, int dflt, int *out);
+/* "an object", "an array", "a string", "a number", "a boolean", "null" (or "nothing" for NULL), for messages
+ * like "\"stop\" must be a string, got a number". */
+const char *tern_json_type_name(const json_t *v);
 /* Writes `v` to `path` with indentation (sorted keys off: insertion order kept). */
 tern_err *tern_json_save_file(const json_t *v, const char *path);
 

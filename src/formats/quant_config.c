@@ -163,19 +163,6 @@ static const json_t *find_section(const json_t *root, const char **name) {
     return NULL;
 }
 
-static const char *json_type_name(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 /* A Hugging Face style section ({"quant_method": ...}): only mxfp4 maps onto what tern reads. */
 static tern_err *parse_hf_section(const json_t *sec, tern_quant_config *qc) {
     const json_t *m = json_object_get(sec, "quant_method");
@@ -217,7 +204,7 @@ static tern_err *parse_section(const json_t *sec, tern_quant_config *qc) {
         } else {
             return tern_errf(TERN_EFORMAT, "module \"%.200s\": entry must be an object of bits/group_size or false, "
                                            "found %s",
-                             key, json_type_name(v));
+                             key, tern_json_type_name(v));
         }
         quant_override *o = &qc->by_path[qc->n];
         o->path = strdup(key);
@@ -254,7 +241,7 @@ tern_err *tern_quant_config_parse(const json_t *config_root, tern_quant_config *
     }
     tern_err *e = NULL;
     if (!json_is_object(sec))
-        e = tern_errf(TERN_EFORMAT, "must be an object, found %s", json_type_name(sec));
+        e = tern_errf(TERN_EFORMAT, "must be an object, found %s", tern_json_type_name(sec));
     else
         e = parse_section(sec, qc);
     if (e) {

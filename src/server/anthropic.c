@@ -310,7 +310,7 @@ int srv_handle_messages(srv_req *r, json_t *body) {
     tern_err *err = srv_params_parse(body, PARAMS_MESSAGES, s->info.vocab_size, &p);
     const json_t *md = json_object_get(body, "metadata");
     if (!err && md && !json_is_null(md) && !json_is_object(md))
-        err = tern_errf(TERN_EINVAL, "'metadata' must be an object, got %s", srv_json_type_name(md));
+        err = tern_errf(TERN_EINVAL, "'metadata' must be an object, got %s", tern_json_type_name(md));
     if (!err)
         err = build_prompt(s, body, &ids, &n_ids, &parse_tools);
     msg_run *c = NULL;

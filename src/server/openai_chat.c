@@ -218,7 +218,7 @@ static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *pars
     *tools_out = NULL;
     *parse_tools = 0;
     if (ptc && !json_is_null(ptc) && !json_is_boolean(ptc))
-        return tern_errf(TERN_EINVAL, "'parallel_tool_calls' must be true or false, got %s", srv_json_type_name(ptc));
+        return tern_errf(TERN_EINVAL, "'parallel_tool_calls' must be true or false, got %s", tern_json_type_name(ptc));
     if (json_object_get(body, "functions") || json_object_get(body, "function_call"))
         return tern_errf(TERN_EUNSUPPORTED, "'functions' / 'function_call' are deprecated: use 'tools' and "
                                             "'tool_choice'");
@@ -242,7 +242,7 @@ static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *pars
             mode = "named";
         } else {
             return tern_errf(TERN_EINVAL, "'tool_choice' must be a string or an object, got %s",
-                             srv_json_type_name(choice));
+                             tern_json_type_name(choice));
         }
         if (!have && strcmp(mode, "none") && strcmp(mode, "auto"))
             return tern_errf(TERN_EINVAL, "'tool_choice' is \"%s\" but no 'tools' were given", mode);
@@ -250,7 +250,7 @@ static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *pars
     if (!tools || json_is_null(tools) || !strcmp(mode, "none"))
         return NULL;
     if (!json_is_array(tools))
-        return tern_errf(TERN_EINVAL, "'tools' must be an array of tools, got %s", srv_json_type_name(tools));
+        return tern_errf(TERN_EINVAL, "'tools' must be an array of tools, got %s", tern_json_type_name(tools));
     if (named) {
         size_t i;
         json_t *t;
@@ -300,7 +300,7 @@ static tern_err *check_unsupported(const json_t *body) {
         return tern_errf(TERN_EUNSUPPORTED, "audio output ('audio') is not supported");
     const json_t *agp = json_object_get(body, "add_generation_prompt");
     if (agp && !json_is_null(agp) && !json_is_boolean(agp))
-        return tern_errf(TERN_EINVAL, "'add_generation_prompt' must be true or false, got %s", srv_json_type_name(agp));
+        return tern_errf(TERN_EINVAL, "'add_generation_prompt' must be true or false, got %s", tern_json_type_name(agp));
     return NULL;
 }
 

@@ -145,7 +145,7 @@ static tern_err *read_prompt(tern_server *s, const json_t *body, int32_t **ids, 
     }
     if (!json_is_array(p))
         return tern_errf(TERN_EINVAL, "'prompt' must be a string or an array of token ids, got %s",
-                         srv_json_type_name(p));
+                         tern_json_type_name(p));
     size_t len = json_array_size(p);
     if (len == 0)
         return tern_errf(TERN_EINVAL, "'prompt' is empty");
@@ -180,7 +180,7 @@ int srv_handle_completions(srv_req *r, json_t *body) {
     const json_t *suffix = json_object_get(body, "suffix");
     if (!err && ev && !json_is_null(ev)) {
         if (!json_is_boolean(ev))
-            err = tern_errf(TERN_EINVAL, "'echo' must be true or false, got %s", srv_json_type_name(ev));
+            err = tern_errf(TERN_EINVAL, "'echo' must be true or false, got %s", tern_json_type_name(ev));
         echo = json_is_true(ev);
         if (!err && echo && p.req.logprobs)
             err = tern_errf(TERN_EUNSUPPORTED, "'echo' together with 'logprobs' is not supported (no prompt logprobs)");

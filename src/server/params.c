@@ -6,22 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json_util.h"
 #include "server/server_internal.h"
-
-const char *srv_json_type_name(const json_t *v) {
-    if (!v)
-        return "nothing";
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
 
 tern_err *srv_parse_body(const char *body, size_t len, json_t **out) {
     *out = NULL;
@@ -36,7 +22,7 @@ tern_err *srv_parse_body(const char *body, size_t len, json_t **out) {
         return tern_errf(TERN_EINVAL, "the request body is not valid JSON (line %d, column %d): %s", je.line,
                          je.column, je.text);
     if (!json_is_object(v)) {
-        tern_err *err = tern_errf(TERN_EINVAL, "the request body must be a JSON object, got %s", srv_json_type_name(v));
+        tern_err *err = tern_errf(TERN_EINVAL, "the request body must be a JSON object, got %s", tern_json_type_name(v));
         json_decref(v);
         return err;
     }
@@ -107,7 +93,7 @@ static tern_err *num_field(const json_t *o, const char *key, double lo, double h
     if (!v || json_is_null(v))
         return NULL;
     if (!json_is_number(v))
-        return tern_errf(TERN_EINVAL, "'%s' must be a number, got %s", key, srv_json_type_name(v));
+        return tern_errf(TERN_EINVAL, "'%s' must be a number, got %s", key, tern_json_type_name(v));
     double x = json_number_value(v);
     if (!(x >= lo && x <= hi))
         return tern_errf(TERN_EINVAL, "'%s' must be between %g and %g, got %g", key, lo, hi, x);
@@ -132,7 +118,7 @@ static tern_err *int_field(const json_t *o, const char *key, int64_t lo, int64_t
     else if (json_is_real(v))
         return tern_errf(TERN_EINVAL, "'%s' must be an integer, got %g", key, json_real_value(v));
     else
-        return tern_errf(TERN_EINVAL, "'%s' must be an integer, got %s", key, srv_json_type_name(v));
+        return tern_errf(TERN_EINVAL, "'%s' must be an integer, got %s", key, tern_json_type_name(v));
     if (x < lo || x > hi)
         return tern_errf(TERN_EINVAL, "'%s' must be between %lld and %lld, got %lld", key, (long long)lo,
                          (long long)hi, (long long)x);
@@ -147,7 +133,7 @@ static tern_err *bool_field(const json_t *o, const char *key, int *out) {
     if (!v || json_is_null(v))
         return NULL;
     if (!json_is_boolean(v))
-        return tern_errf(TERN_EINVAL, "'%s' must be true or false, got %s", key, srv_json_type_name(v));
+        return tern_errf(TERN_EINVAL, "'%s' must be true or false, got %s", key, tern_json_type_name(v));
     *out = json_is_true(v);
     return NULL;
 }
@@ -165,13 +151,13 @@ static tern_err *stops_field(const json_t *o, const char *key, int allow_string,
         n = json_array_size(v);
     else
         return tern_errf(TERN_EINVAL, "'%s' must be %san array of strings, got %s", key,
-                         allow_string ? "a string or " : "", srv_json_type_name(v));
+                         allow_string ? "a string or " : "", tern_json_type_name(v));
     if (n > (size_t)max)
         return tern_errf(TERN_EINVAL, "'%s' may hold at most %d sequences, got %zu", key, max, n);
     for (size_t i = 0; i < n; i++) {
         const json_t *s = json_is_array(v) ? json_array_get(v, i) : one[0];
         if (!json_is_string(s))
-            return tern_errf(TERN_EINVAL, "'%s[%zu]' must be a string, got %s", key, i, srv_json_type_name(s));
+            return tern_errf(TERN_EINVAL, "'%s[%zu]' must be a string, got %s", key, i, tern_json_type_name(s));
         size_t len = json_string_length(s);
         if (len == 0)
             return tern_errf(TERN_EINVAL, "'%s' sequences must not be empty", key);
@@ -194,7 +180,7 @@ static tern_err *logit_bias_field(const json_t *o, int64_t vocab, srv_params *p)
         return NULL;
     if (!json_is_object(v))
         return tern_errf(TERN_EINVAL, "'logit_bias' must be an object mapping token ids to biases, got %s",
-                         srv_json_type_name(v));
+                         tern_json_type_name(v));
     size_t n = json_object_size(v);
     if (n > TERN_MAX_LOGIT_BIAS)
         return tern_errf(TERN_EINVAL, "'logit_bias' may hold at most %d tokens, got %zu", TERN_MAX_LOGIT_BIAS, n);
@@ -213,7 +199,7 @@ static tern_err *logit_bias_field(const json_t *o, int64_t vocab, srv_params *p)
                              (long long)vocab);
         if (!json_is_number(b))
             return tern_errf(TERN_EINVAL, "'logit_bias[\"%s\"]' must be a number, got %s", key,
-                             srv_json_type_name(b));
+                             tern_json_type_name(b));
         double x = json_number_value(b);
         if (!(x >= -100 && x <= 100))
             return tern_errf(TERN_EINVAL, "'logit_bias[\"%s\"]' must be between -100 and 100, got %g", key, x);
@@ -240,7 +226,7 @@ tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t voc
 
     const json_t *model = json_object_get(body, "model");
     if (model && !json_is_null(model) && !json_is_string(model))
-        return tern_errf(TERN_EINVAL, "'model' must be a string, got %s", srv_json_type_name(model));
+        return tern_errf(TERN_EINVAL, "'model' must be a string, got %s", tern_json_type_name(model));
 
     /* sampling */
     x = 1.0; /* both APIs default to 1 */
@@ -340,11 +326,11 @@ tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t voc
         const json_t *so = json_object_get(body, "stream_options");
         if (so && !json_is_null(so)) {
             if (!json_is_object(so))
-                return tern_errf(TERN_EINVAL, "'stream_options' must be an object, got %s", srv_json_type_name(so));
+                return tern_errf(TERN_EINVAL, "'stream_options' must be an object, got %s", tern_json_type_name(so));
             const json_t *iu = json_object_get(so, "include_usage");
             if (iu && !json_is_null(iu) && !json_is_boolean(iu))
                 return tern_errf(TERN_EINVAL, "'stream_options.include_usage' must be true or false, got %s",
-                                 srv_json_type_name(iu));
+                                 tern_json_type_name(iu));
             p->include_usage = json_is_true(iu);
         }
     }

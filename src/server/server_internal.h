@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "chat/jinja.h"
+#include "core/json_util.h"
 #include "core/sbuf.h"
 #include "server/server.h"
 #include "tern/tern.h"
@@ -230,8 +231,6 @@ tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t voc
 void srv_params_free(srv_params *p);
 /* Parses a request body into a JSON object; errors say where the JSON is broken. */
 tern_err *srv_parse_body(const char *body, size_t len, json_t **out);
-/* A JSON type's name for messages ("a string", "a number", ...). */
-const char *srv_json_type_name(const json_t *v);
 /* A JSON string from bytes that may not be valid UTF-8 (invalid sequences become U+FFFD). */
 json_t *srv_json_string_lossy(const char *s, size_t n);
 /* A JSON number for a log-probability (-9999 for -inf / NaN, which JSON cannot carry). */
