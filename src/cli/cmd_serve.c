@@ -123,10 +123,10 @@ int cmd_serve(int argc, char **argv) {
     int sig;
     while (!(sig = wait_signal(&set, 1000)))
         ;
+    tern_server_quiesce(server); /* stop accepting before saying so: a client told "draining" finds the port closed */
     int n = tern_server_inflight(server);
     fprintf(stderr, "tern serve: %s: draining %d request%s (up to %lld s; signal again to stop now)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", n, n == 1 ? "" : "s", (long long)timeout);
-    tern_server_quiesce(server);
     double deadline = tern_now_s() + (double)timeout;
     while (tern_server_inflight(server) > 0 && tern_now_s() < deadline)
         if (wait_signal(&set, 100)) {
@@ -135,6 +135,10 @@ int cmd_serve(int argc, char **argv) {
         }
     tern_server_detach_engine(server);
     tern_engine_destroy(engine); /* unfinished requests end as cancelled; their streams close */
+    /* Give each connection a moment to send its final frames (the error frame, [DONE]) before the HTTP
+     * daemon stops and closes whatever is left. */
+    for (double until = tern_now_s() + 5.0; tern_server_inflight(server) > 0 && tern_now_s() < until;)
+        wait_signal(&set, 10);
     tern_server_stop(server);
     tern_model_free(model);
     fprintf(stderr, "tern serve: stopped\n");

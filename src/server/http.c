@@ -423,8 +423,12 @@ void tern_server_quiesce(tern_server *s) {
     atomic_store(&s->draining, 1);
     if (s->daemon) {
         MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-        if (fd != MHD_INVALID_SOCKET)
+        if (fd != MHD_INVALID_SOCKET) {
+            /* shutdown first: libmicrohttpd's polling thread may still hold the socket for a moment, and a
+             * plain close would leave it listening (accepting into the backlog) until that thread lets go */
+            shutdown(fd, SHUT_RDWR);
             close(fd);
+        }
     }
 }
 
