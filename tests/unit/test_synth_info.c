@@ -20,21 +20,11 @@ static const char *small_config(const char *dir) {
     return tu_write(dir, "small.json", text, strlen(text));
 }
 
-static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(char **out, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return tu_run(cmd, out);
-}
-
 static void test_tiny_preset_complete(void **state) {
     char dir[4096], *out;
     snprintf(dir, sizeof dir, "%s", tu_tmpdir("synth-tiny"));
-    assert_int_equal(run(NULL, "%s synth --preset tiny --dtype bf16 --seed 3 %s/m >/dev/null", tu_tern_bin(), dir), 0);
-    assert_int_equal(run(&out, "%s info %s/m", tu_tern_bin(), dir), 0);
+    assert_int_equal(tu_runf(NULL, "%s synth --preset tiny --dtype bf16 --seed 3 %s/m >/dev/null", tu_tern_bin(), dir), 0);
+    assert_int_equal(tu_runf(&out, "%s info %s/m", tu_tern_bin(), dir), 0);
     assert_non_null(strstr(out, "layers:       6 (4 sliding, 2 full): ssFssF"));
     assert_non_null(strstr(out, "layout:       hf"));
     assert_non_null(strstr(out, "kv sharing:   layers 4..5 reuse layer 3 (sliding) / 2 (full)"));
@@ -67,11 +57,11 @@ static void test_quantized_sharded_deterministic(void **state) {
     char cfgcopy[4200];
     snprintf(cfgcopy, sizeof cfgcopy, "%s", cfg);
     for (int i = 0; i < 2; i++)
-        assert_int_equal(run(NULL, "%s synth --preset %s --dtype q4 --group 32 --seed 5 %s/q%d >/dev/null",
+        assert_int_equal(tu_runf(NULL, "%s synth --preset %s --dtype q4 --group 32 --seed 5 %s/q%d >/dev/null",
                              tu_tern_bin(), cfgcopy, dir, i), 0);
-    assert_int_equal(run(NULL, "%s synth --preset %s --dtype q4 --group 32 --seed 6 %s/q2 >/dev/null",
+    assert_int_equal(tu_runf(NULL, "%s synth --preset %s --dtype q4 --group 32 --seed 6 %s/q2 >/dev/null",
                          tu_tern_bin(), cfgcopy, dir), 0);
-    assert_int_equal(run(&out, "%s info %s/q0", tu_tern_bin(), dir), 0);
+    assert_int_equal(tu_runf(&out, "%s info %s/q0", tu_tern_bin(), dir), 0);
     assert_non_null(strstr(out, "layout:       mlx-vlm"));
     assert_non_null(strstr(out, "quantization: MLX"));
     assert_non_null(strstr(out, "moe:          4 experts, top 2"));
@@ -79,14 +69,14 @@ static void test_quantized_sharded_deterministic(void **state) {
     assert_non_null(strstr(out, "U32"));
     free(out);
     /* Same seed, same bytes; another seed, other bytes. */
-    assert_int_equal(run(NULL, "cmp -s %s/q0/model.safetensors %s/q1/model.safetensors", dir, dir), 0);
-    assert_int_not_equal(run(NULL, "cmp -s %s/q0/model.safetensors %s/q2/model.safetensors", dir, dir), 0);
+    assert_int_equal(tu_runf(NULL, "cmp -s %s/q0/model.safetensors %s/q1/model.safetensors", dir, dir), 0);
+    assert_int_not_equal(tu_runf(NULL, "cmp -s %s/q0/model.safetensors %s/q2/model.safetensors", dir, dir), 0);
     /* q8 binds too; f32 (about 3.5 MiB) sharded at 1 MiB loads through the index. */
-    assert_int_equal(run(NULL, "%s synth --preset %s --dtype q8 %s/q8 >/dev/null && %s info %s/q8 >/dev/null",
+    assert_int_equal(tu_runf(NULL, "%s synth --preset %s --dtype q8 %s/q8 >/dev/null && %s info %s/q8 >/dev/null",
                          tu_tern_bin(), cfgcopy, dir, tu_tern_bin(), dir), 0);
-    assert_int_equal(run(NULL, "%s synth --preset %s --dtype f32 --shard-mb 1 %s/f32 >/dev/null", tu_tern_bin(),
+    assert_int_equal(tu_runf(NULL, "%s synth --preset %s --dtype f32 --shard-mb 1 %s/f32 >/dev/null", tu_tern_bin(),
                          cfgcopy, dir), 0);
-    assert_int_equal(run(&out, "%s info %s/f32", tu_tern_bin(), dir), 0);
+    assert_int_equal(tu_runf(&out, "%s info %s/f32", tu_tern_bin(), dir), 0);
     assert_null(strstr(out, " 1 file(s)"));
     assert_non_null(strstr(out, ", complete"));
     free(out);
@@ -101,7 +91,7 @@ static void test_info_reports_problems(void **state) {
     const char *cfg = small_config(dir);
     char cfgcopy[4200];
     snprintf(cfgcopy, sizeof cfgcopy, "%s", cfg);
-    assert_int_equal(run(NULL, "%s synth --preset %s --dtype bf16 %s/m >/dev/null", tu_tern_bin(), cfgcopy, dir), 0);
+    assert_int_equal(tu_runf(NULL, "%s synth --preset %s --dtype bf16 %s/m >/dev/null", tu_tern_bin(), cfgcopy, dir), 0);
     /* Widen the MLP and drop the PLE in the config: the weights no longer fit it. */
     char p[4200];
     snprintf(p, sizeof p, "%s/m/config.json", dir);
@@ -113,19 +103,19 @@ static void test_info_reports_problems(void **state) {
     json_array_append_new(json_object_get(tc, "layer_types"), json_string("sliding_attention"));
     TU_OK(tern_json_save_file(root, p));
     json_decref(root);
-    assert_int_equal(run(&out, "%s info %s/m", tu_tern_bin(), dir), 1);
+    assert_int_equal(tu_runf(&out, "%s info %s/m", tu_tern_bin(), dir), 1);
     assert_non_null(strstr(out, "mis-shaped: model.language_model.layers.0.mlp.gate_proj.weight: expected [160, 64], found [128, 64] BF16"));
     assert_non_null(strstr(out, "missing: model.language_model.layers.4.self_attn.q_proj.weight"));
     assert_non_null(strstr(out, "INCOMPLETE"));
     free(out);
     /* Errors a user can act on. */
-    assert_int_equal(run(&out, "%s synth --preset huge --dtype bf16 %s/x 2>&1", tu_tern_bin(), dir), 1);
+    assert_int_equal(tu_runf(&out, "%s synth --preset huge --dtype bf16 %s/x 2>&1", tu_tern_bin(), dir), 1);
     assert_non_null(strstr(out, "unknown preset 'huge'"));
     free(out);
-    assert_int_equal(run(&out, "%s synth --preset tiny --dtype q3 %s/x 2>&1", tu_tern_bin(), dir), 1);
+    assert_int_equal(tu_runf(&out, "%s synth --preset tiny --dtype q3 %s/x 2>&1", tu_tern_bin(), dir), 1);
     assert_non_null(strstr(out, "unknown dtype 'q3'"));
     free(out);
-    assert_int_equal(run(&out, "%s info %s/nothing 2>&1", tu_tern_bin(), dir), 1);
+    assert_int_equal(tu_runf(&out, "%s info %s/nothing 2>&1", tu_tern_bin(), dir), 1);
     assert_non_null(strstr(out, "config.json: cannot open"));
     free(out);
 }

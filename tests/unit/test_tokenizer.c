@@ -93,54 +93,27 @@ static void check_stream(const tern_tokenizer *t, const tern_tokens *ids) {
     tern_detok_stream_free(s);
 }
 
-/* Runs every case of vocab/NAME.inp/.out (llama.cpp's test-tokenizer-0 layout: cases separated by
- * "\n__ggml_vocab_test__\n", one line of ids per case; no BOS/EOS, special text not parsed). Each case
- * must give exactly its ids and decode back to its text. Returns the number of cases. */
-static int run_vectors(const tern_tokenizer *t, const char *name) {
-    char rel[256], *inp, *out;
-    size_t inp_len, out_len;
-    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", name);
-    TU_OK(tern_read_file(tu_testdata(rel), 1 << 24, &inp, &inp_len));
-    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.out", name);
-    TU_OK(tern_read_file(tu_testdata(rel), 1 << 24, &out, &out_len));
-    static const char sep[] = "\n__ggml_vocab_test__\n";
-    size_t pos = 0;
-    char *line = out;
-    int cases = 0;
-    while (pos < inp_len) {
-        const char *hit = memmem(inp + pos, inp_len - pos, sep, sizeof sep - 1);
-        size_t end = hit ? (size_t)(hit - inp) : inp_len;
-        assert_true(*line != 0); /* as many id lines as cases */
-        char *eol = strchr(line, '\n');
-        if (eol)
-            *eol = 0;
-        tern_token want[4096];
-        size_t n_want = 0;
-        for (char *p = line, *q; (q = NULL, strtol(p, &q, 10), q != p); p = q)
-            want[n_want++] = (tern_token)strtol(p, NULL, 10);
-        expect_ids(t, inp + pos, end - pos, 0, 0, want, n_want);
-
-        tern_tokens ids = {0};
-        TU_OK(tern_tokenize(t, inp + pos, end - pos, 0, 0, &ids));
-        char *text;
-        size_t text_len;
-        TU_OK(tern_detokenize(t, ids.ids, ids.n, 0, &text, &text_len));
-        if (text_len != end - pos || memcmp(text, inp + pos, text_len)) {
-            print_error("round trip of [%.*s] gave [%s]\n", (int)(end - pos), inp + pos, text);
-            fail();
-        }
-        check_stream(t, &ids);
-        free(text);
-        tern_tokens_free(&ids);
-        cases++;
-        line = eol ? eol + 1 : line + strlen(line);
-        if (!hit)
-            break;
-        pos = end + sizeof sep - 1;
+/* One case of the shared vectors (no BOS/EOS, special text not parsed): exactly its ids, and decoding (whole and
+ * streamed) gives its text back. */
+static void check_vector(void *ctx, const char *text, size_t len, const int32_t *want, size_t n_want) {
+    const tern_tokenizer *t = ctx;
+    expect_ids(t, text, len, 0, 0, want, n_want);
+    tern_tokens ids = {0};
+    TU_OK(tern_tokenize(t, text, len, 0, 0, &ids));
+    char *back;
+    size_t back_len;
+    TU_OK(tern_detokenize(t, ids.ids, ids.n, 0, &back, &back_len));
+    if (back_len != len || memcmp(back, text, back_len)) {
+        print_error("round trip of [%.*s] gave [%s]\n", (int)len, text, back);
+        fail();
     }
-    free(inp);
-    free(out);
-    return cases;
+    check_stream(t, &ids);
+    free(back);
+    tern_tokens_free(&ids);
+}
+
+static int run_vectors(const tern_tokenizer *t, const char *name) {
+    return tu_vocab_vectors(name, check_vector, (void *)t);
 }
 
 static void test_vectors_gemma4(void **state) { assert_int_equal(run_vectors(gemma, "gemma-4"), 46); }

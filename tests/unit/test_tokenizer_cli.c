@@ -8,47 +8,37 @@
 
 #include "testutil.h"
 
-static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(char **out, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return tu_run(cmd, out);
-}
-
 static void test_tokenize(void **state) {
     const char *dir = tu_tmpdir("tok-cli");
     char in[4096], vocab[4096];
     snprintf(vocab, sizeof vocab, "%s", tu_testdata("vocab/ggml-vocab-gemma-4.gguf"));
     snprintf(in, sizeof in, "%s", tu_write(dir, "hello.txt", "Hello world\n", 12));
     char *out;
-    assert_int_equal(run(&out, "'%s' tokenize --vocab '%s' < '%s'", tu_tern_bin(), vocab, in), 0);
+    assert_int_equal(tu_runf(&out, "'%s' tokenize --vocab '%s' < '%s'", tu_tern_bin(), vocab, in), 0);
     assert_string_equal(out, "9259 1902 107\n"); /* the newline is part of the text */
     free(out);
-    assert_int_equal(run(&out, "'%s' tokenize --vocab '%s' --add-special < '%s'", tu_tern_bin(), vocab, in), 0);
+    assert_int_equal(tu_runf(&out, "'%s' tokenize --vocab '%s' --add-special < '%s'", tu_tern_bin(), vocab, in), 0);
     assert_string_equal(out, "2 9259 1902 107\n");
     free(out);
 
     static const char chat[] = "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>";
     snprintf(in, sizeof in, "%s", tu_write(dir, "chat.txt", chat, sizeof chat - 1));
-    assert_int_equal(run(&out, "'%s' tokenize --vocab '%s' --parse-special < '%s'", tu_tern_bin(), vocab, in), 0);
+    assert_int_equal(tu_runf(&out, "'%s' tokenize --vocab '%s' --parse-special < '%s'", tu_tern_bin(), vocab, in), 0);
     assert_string_equal(out, "2 105 2364 107 3689 563 236743 236778 236862 236778 236881 106 107 105 4368 107 100 45518 "
                              "107 101\n");
     free(out);
     /* Without --parse-special, "<bos>" is text: no id 2 anywhere. */
-    assert_int_equal(run(&out, "'%s' tokenize --vocab '%s' < '%s'", tu_tern_bin(), vocab, in), 0);
+    assert_int_equal(tu_runf(&out, "'%s' tokenize --vocab '%s' < '%s'", tu_tern_bin(), vocab, in), 0);
     assert_null(strstr(out, " 2 "));
     assert_true(strncmp(out, "2 ", 2) != 0);
     free(out);
     /* Empty input: an empty line. */
     snprintf(in, sizeof in, "%s", tu_write(dir, "empty.txt", "", 0));
-    assert_int_equal(run(&out, "'%s' tokenize --vocab '%s' < '%s'", tu_tern_bin(), vocab, in), 0);
+    assert_int_equal(tu_runf(&out, "'%s' tokenize --vocab '%s' < '%s'", tu_tern_bin(), vocab, in), 0);
     assert_string_equal(out, "\n");
     free(out);
     /* A model directory works too (tokenizer.json + tokenizer_config.json). */
-    assert_int_equal(run(&out, "printf 'ab' | '%s' tokenize '%s' --add-special", tu_tern_bin(),
+    assert_int_equal(tu_runf(&out, "printf 'ab' | '%s' tokenize '%s' --add-special", tu_tern_bin(),
                          tu_testdata("oracle/tiny-v4096-f32")),
                      0);
     assert_string_equal(out, "2 335 336\n");
@@ -59,13 +49,13 @@ static void test_detokenize_and_round_trip(void **state) {
     char vocab[4096];
     snprintf(vocab, sizeof vocab, "%s", tu_testdata("vocab/ggml-vocab-gemma-4.gguf"));
     char *out;
-    assert_int_equal(run(&out, "'%s' detokenize --vocab '%s' --ids 2,9259,1902,107", tu_tern_bin(), vocab), 0);
+    assert_int_equal(tu_runf(&out, "'%s' detokenize --vocab '%s' --ids 2,9259,1902,107", tu_tern_bin(), vocab), 0);
     assert_string_equal(out, "<bos>Hello world\n"); /* exactly the text: the newline is token 107's */
     free(out);
-    assert_int_equal(run(&out, "'%s' detokenize --vocab '%s' --ids 2,9259 --skip-special", tu_tern_bin(), vocab), 0);
+    assert_int_equal(tu_runf(&out, "'%s' detokenize --vocab '%s' --ids 2,9259 --skip-special", tu_tern_bin(), vocab), 0);
     assert_string_equal(out, "Hello");
     free(out);
-    assert_int_equal(run(&out, "'%s' detokenize --vocab '%s' --ids ''", tu_tern_bin(), vocab), 0);
+    assert_int_equal(tu_runf(&out, "'%s' detokenize --vocab '%s' --ids ''", tu_tern_bin(), vocab), 0);
     assert_string_equal(out, "");
     free(out);
     /* tokenize | detokenize gives the input back byte for byte, specials and trailing newlines included. */
@@ -73,7 +63,7 @@ static void test_detokenize_and_round_trip(void **state) {
     static const char text[] = "<|turn>user\n  caf\xc3\xa9 \xf0\x9f\x98\x80 ok?\t\n\n";
     char in[4096];
     snprintf(in, sizeof in, "%s", tu_write(dir, "rt.txt", text, sizeof text - 1));
-    assert_int_equal(run(NULL,
+    assert_int_equal(tu_runf(NULL,
                          "ids=$('%s' tokenize --vocab '%s' --parse-special < '%s' | tr ' ' ,) && "
                          "'%s' detokenize --vocab '%s' --ids \"$ids\" > '%s/back.txt' && cmp -s '%s' '%s/back.txt'",
                          tu_tern_bin(), vocab, in, tu_tern_bin(), vocab, dir, in, dir),
@@ -84,21 +74,21 @@ static void test_errors(void **state) {
     char vocab[4096];
     snprintf(vocab, sizeof vocab, "%s", tu_testdata("vocab/ggml-vocab-gemma-4.gguf"));
     char *out;
-    assert_int_equal(run(&out, "'%s' tokenize < /dev/null 2>&1", tu_tern_bin()), 2);
+    assert_int_equal(tu_runf(&out, "'%s' tokenize < /dev/null 2>&1", tu_tern_bin()), 2);
     assert_non_null(strstr(out, "usage: tern tokenize"));
     free(out);
-    assert_int_equal(run(&out, "'%s' detokenize --vocab '%s' 2>&1", tu_tern_bin(), vocab), 2);
+    assert_int_equal(tu_runf(&out, "'%s' detokenize --vocab '%s' 2>&1", tu_tern_bin(), vocab), 2);
     assert_non_null(strstr(out, "usage: tern detokenize"));
     free(out);
-    assert_int_equal(run(&out, "'%s' detokenize --vocab '%s' --ids 15043,32000 2>&1", tu_tern_bin(),
+    assert_int_equal(tu_runf(&out, "'%s' detokenize --vocab '%s' --ids 15043,32000 2>&1", tu_tern_bin(),
                          tu_testdata("vocab/ggml-vocab-llama-spm.gguf")),
                      1);
     assert_non_null(strstr(out, "token id 32000 out of range [0, 32000)"));
     free(out);
-    assert_int_equal(run(&out, "'%s' detokenize --vocab '%s' --ids 1,x 2>&1", tu_tern_bin(), vocab), 2);
+    assert_int_equal(tu_runf(&out, "'%s' detokenize --vocab '%s' --ids 1,x 2>&1", tu_tern_bin(), vocab), 2);
     assert_non_null(strstr(out, "--ids"));
     free(out);
-    assert_int_equal(run(&out, "'%s' tokenize --vocab /no/such/vocab.gguf < /dev/null 2>&1", tu_tern_bin()), 1);
+    assert_int_equal(tu_runf(&out, "'%s' tokenize --vocab /no/such/vocab.gguf < /dev/null 2>&1", tu_tern_bin()), 1);
     assert_non_null(strstr(out, "/no/such/vocab.gguf: no such file or directory"));
     free(out);
 }

@@ -1,6 +1,7 @@
 /* testutil.c — shared helpers for the unit tests. */
 #include "testutil.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,4 +81,53 @@ void tu_expect_error(tern_err *err, const char *needle, const char *file, int li
         fail();
     }
     tern_err_free(err);
+}
+
+int tu_runf(char **out, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return tu_run(cmd, out);
+}
+
+int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, size_t len, const int32_t *ids,
+                                                  size_t n_ids),
+                     void *ctx) {
+    char rel[256], *inp, *out;
+    size_t inp_len, out_len;
+    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", name);
+    tern_err *e = tern_read_file(tu_testdata(rel), 1 << 24, &inp, &inp_len);
+    if (e)
+        fail_msg("%s", tern_err_msg(e));
+    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.out", name);
+    e = tern_read_file(tu_testdata(rel), 1 << 24, &out, &out_len);
+    if (e)
+        fail_msg("%s", tern_err_msg(e));
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    size_t pos = 0;
+    char *line = out;
+    int cases = 0;
+    while (pos < inp_len) {
+        const char *hit = memmem(inp + pos, inp_len - pos, sep, sizeof sep - 1);
+        size_t end = hit ? (size_t)(hit - inp) : inp_len;
+        assert_true(*line != 0); /* as many id lines as cases */
+        char *eol = strchr(line, '\n');
+        if (eol)
+            *eol = 0;
+        int32_t want[4096];
+        size_t n_want = 0;
+        for (char *p = line, *q; (q = NULL, strtol(p, &q, 10), q != p) && n_want < 4096; p = q)
+            want[n_want++] = (int32_t)strtol(p, NULL, 10);
+        fn(ctx, inp + pos, end - pos, want, n_want);
+        cases++;
+        line = eol ? eol + 1 : line + strlen(line);
+        if (!hit)
+            break;
+        pos = end + sizeof sep - 1;
+    }
+    free(inp);
+    free(out);
+    return cases;
 }

@@ -20,6 +20,14 @@ const char *tu_tern_bin(void);
 const char *tu_write(const char *dir, const char *name, const void *data, size_t len);
 /* Runs a shell command, captures stdout into *out (malloc'd, may be NULL), returns the exit status. */
 int tu_run(const char *cmd, char **out);
+/* tu_run with a printf-style command line. */
+int tu_runf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Calls fn(ctx, text, len, ids, n_ids) for each case of the tokenizer test vectors vocab/ggml-vocab-NAME.gguf.inp
+ * and .out (llama.cpp's test-tokenizer-0 layout: cases separated by "\n__ggml_vocab_test__\n", one line of ids
+ * per case); fails if there are fewer id lines than cases. Returns the number of cases. */
+int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, size_t len, const int32_t *ids,
+                                                  size_t n_ids),
+                     void *ctx);
 /* Fails the test with the error's message if err is not NULL. */
 #define TU_OK(expr)                                                        \
     do {                                                                   \
