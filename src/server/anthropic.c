@@ -321,19 +321,8 @@ int srv_handle_messages(srv_req *r, json_t *body) {
         srv_params_free(&p);
         return srv_reply_err(r, err);
     }
-    p.req.prompt_ids = ids;
-    p.req.n_prompt_ids = n_ids;
-    p.req.render_special = 1;
-    int32_t stop_id = s->tool_response_id;
-    if (stop_id >= 0) {
-        p.req.stop_ids = &stop_id;
-        p.req.n_stop_ids = 1;
-    }
-    srv_req_begin_generation(r);
     srv_gen *g;
-    err = srv_gen_start(r, &p.req, p.stream, &MSG_OPS, c, &g);
-    tern_free(ids);
-    srv_params_free(&p);
+    err = srv_gen_start_chat(r, s, &p, ids, n_ids, &MSG_OPS, c, &g);
     if (err)
         return srv_reply_err(r, err);
     if (c->streaming) {

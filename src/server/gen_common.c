@@ -66,3 +66,20 @@ json_t *srv_token_logprob_json(tern_server *s, const tern_event *ev) {
     }
     return v;
 }
+
+tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t *ids, size_t n_ids,
+                             const srv_gen_ops *ops, void *ctx, srv_gen **out) {
+    p->req.prompt_ids = ids;
+    p->req.n_prompt_ids = n_ids;
+    p->req.render_special = 1;
+    int32_t stop_id = s->tool_response_id; /* submit copies the stop ids */
+    if (stop_id >= 0) {
+        p->req.stop_ids = &stop_id;
+        p->req.n_stop_ids = 1;
+    }
+    srv_req_begin_generation(r);
+    tern_err *err = srv_gen_start(r, &p->req, p->stream, ops, ctx, out);
+    tern_free(ids);
+    srv_params_free(p);
+    return err;
+}

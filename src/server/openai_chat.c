@@ -336,19 +336,8 @@ int srv_handle_chat(srv_req *r, json_t *body) {
         srv_params_free(&p);
         return srv_reply_err(r, err);
     }
-    p.req.prompt_ids = ids;
-    p.req.n_prompt_ids = n_ids;
-    p.req.render_special = 1; /* the reply parser needs the markup tokens' text */
-    int32_t stop_id = s->tool_response_id;
-    if (stop_id >= 0) { /* after its calls, Gemma 4 opens a tool response for the caller to fill: stop there */
-        p.req.stop_ids = &stop_id;
-        p.req.n_stop_ids = 1;
-    }
-    srv_req_begin_generation(r);
     srv_gen *g;
-    err = srv_gen_start(r, &p.req, p.stream, &CHAT_OPS, c, &g);
-    tern_free(ids);
-    srv_params_free(&p);
+    err = srv_gen_start_chat(r, s, &p, ids, n_ids, &CHAT_OPS, c, &g);
     if (err)
         return srv_reply_err(r, err);
     if (c->streaming)

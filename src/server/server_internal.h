@@ -222,6 +222,12 @@ typedef struct srv_params {
     int stream, include_usage;
 } srv_params;
 
+/* Starts a chat generation (OpenAI chat, Anthropic messages) of prompt ids with the request's validated fields:
+ * special tokens are rendered (the reply parser reads the markup) and generation stops where Gemma 4 opens a tool
+ * response for the caller to fill. Takes ids and p (freed here); like srv_gen_start otherwise. */
+tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t *ids, size_t n_ids,
+                             const srv_gen_ops *ops, void *ctx, srv_gen **out);
+
 /* Which dialect's field names and ranges apply. */
 typedef enum { PARAMS_CHAT, PARAMS_COMPLETIONS, PARAMS_MESSAGES } srv_params_kind;
 
