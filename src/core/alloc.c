@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 void *tern_aligned_alloc(size_t size, size_t align) {
     if (align < sizeof(void *) || (align & (align - 1)))
@@ -27,6 +28,17 @@ void *tern_aligned_calloc(size_t count, size_t elem) {
 }
 
 void tern_aligned_free(void *p) { free(p); }
+
+void *tern_stream_alloc(size_t size) {
+    const size_t huge = (size_t)2 << 20;
+    if (size < huge)
+        return tern_aligned_alloc(size, TERN_ALIGN);
+    size = (size + huge - 1) / huge * huge;
+    void *p = tern_aligned_alloc(size, huge);
+    if (p)
+        (void)madvise(p, size, MADV_HUGEPAGE); /* advice only: without it the memory still works */
+    return p;
+}
 
 int tern_mul_size(size_t a, size_t b, size_t *out) {
     if (a && b > SIZE_MAX / a)

@@ -1,4 +1,4 @@
-/* threadpool.c — persistent workers; spin-then-sleep wake-up, static range split. */
+/* threadpool.c — persistent workers; spin-then-sleep wake-up, static or guided range split. */
 #include "core/threadpool.h"
 
 #include <pthread.h>
@@ -24,6 +24,8 @@ struct tern_pool {
     tern_range_fn fn;
     void *ctx;
     size_t n, grain;
+    int guided;
+    _Alignas(64) atomic_size_t next; /* guided split: first unit not yet taken */
     _Alignas(64) atomic_uint generation;
     _Alignas(64) atomic_int pending; /* workers still running the current job */
     _Alignas(64) atomic_int sleepers;
@@ -41,6 +43,21 @@ static void run_share(tern_pool *p, int tid) {
     size_t n = p->n, g = p->grain ? p->grain : 1;
     size_t units = (n + g - 1) / g;
     size_t T = (size_t)p->nthreads;
+    if (p->guided) {
+        /* Each grab takes half of an equal share of what is left (at least one unit): long contiguous runs
+         * first, small ones at the end, so the threads finish within one small run of each other. */
+        for (;;) {
+            size_t b = atomic_load_explicit(&p->next, memory_order_relaxed), take;
+            do {
+                if (b >= units)
+                    return;
+                take = (units - b) / (2 * T);
+                take = take ? take : 1;
+            } while (!atomic_compare_exchange_weak(&p->next, &b, b + take));
+            size_t e = (b + take) * g;
+            p->fn(p->ctx, b * g, e < n ? e : n, tid);
+        }
+    }
     size_t b = units * (size_t)tid / T * g, e = units * ((size_t)tid + 1) / T * g;
     if (e > n)
         e = n;
@@ -134,7 +151,7 @@ void tern_pool_destroy(tern_pool *p) {
 
 int tern_pool_size(const tern_pool *p) { return p ? p->nthreads : 1; }
 
-void tern_pool_parallel_for(tern_pool *p, size_t n, size_t grain, tern_range_fn fn, void *ctx) {
+static void parallel(tern_pool *p, size_t n, size_t grain, int guided, tern_range_fn fn, void *ctx) {
     if (n == 0)
         return;
     if (!p || p->nthreads == 1 || n <= (grain ? grain : 1)) {
@@ -145,6 +162,8 @@ void tern_pool_parallel_for(tern_pool *p, size_t n, size_t grain, tern_range_fn 
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
+    p->guided = guided;
+    atomic_store(&p->next, 0);
     atomic_store(&p->pending, p->nthreads - 1);
     atomic_fetch_add(&p->generation, 1);
     if (atomic_load(&p->sleepers) > 0) {
@@ -161,4 +180,12 @@ void tern_pool_parallel_for(tern_pool *p, size_t n, size_t grain, tern_range_fn 
         else
             sched_yield();
     }
+}
+
+void tern_pool_parallel_for(tern_pool *p, size_t n, size_t grain, tern_range_fn fn, void *ctx) {
+    parallel(p, n, grain, 0, fn, ctx);
+}
+
+void tern_pool_parallel_guided(tern_pool *p, size_t n, size_t grain, tern_range_fn fn, void *ctx) {
+    parallel(p, n, grain, 1, fn, ctx);
 }

@@ -8,6 +8,7 @@
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
+#include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
 static int add_msg(char ***list, size_t *n, const char *fmt, ...) {
@@ -200,9 +201,27 @@ const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *na
     return NULL;
 }
 
+tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w) {
+    for (size_t i = 0; i < w->n; i++) {
+        const tern_wspec *s = &w->specs[i];
+        const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS ||
+                            (s->kind == TERN_WK_EMBED && !strcmp(s->name, "embed_tokens"));
+        if (!product || w->w[i].qpack || !tern_qpack_supported(&w->w[i]))
+            continue;
+        tern_qpack *pk;
+        tern_err *e = tern_qpack_create(&w->w[i], &pk);
+        if (e)
+            return e;
+        w->w[i].qpack = pk;
+    }
+    return NULL;
+}
+
 void tern_gemma4_weights_free(tern_gemma4_weights *w) {
     if (!w)
         return;
+    for (size_t i = 0; w->w && i < w->n; i++)
+        tern_qpack_free((tern_qpack *)w->w[i].qpack);
     for (size_t i = 0; i < w->n_problems; i++)
         free(w->problems[i]);
     for (size_t i = 0; i < w->n_extra; i++)

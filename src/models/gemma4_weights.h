@@ -71,6 +71,9 @@ tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const struct tern_quant_
                            const struct tern_checkpoint *ck, tern_gemma4_weights **out);
 /* The bound weight of relative name (e.g. "layers.0.mlp.up_proj"), or NULL if not in the spec list. */
 const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name);
+/* Gives every MLX affine q4/q8 matrix used in products (linears, experts, the tied head) a copy packed for
+ * the int8 kernels (qpack.h); freed with the weights. The lookup-only per-layer table is left as stored. */
+tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w);
 /* Frees; NULL is fine. */
 void tern_gemma4_weights_free(tern_gemma4_weights *w);
 

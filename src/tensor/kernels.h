@@ -17,9 +17,13 @@
 
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                        float *y, tern_mm_kind kind);
-/* Several matrices sharing one input in one region (MLX affine decode only; 0 = not handled). */
-int tern_matmul_group_avx512(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
-                             float *const *ys, tern_mm_kind kind);
+/* MLX affine q4/q8 (qpack.h) for up to 4 matrices of the same width and group sharing one input x [T][in]:
+ * ys[i] gets rows [row0s[i], row0s[i] + n_outs[i]) of ws[i], in one parallel region. 0 = not handled. */
+int tern_qmm_avx512(tern_pool *pool, const tern_weight *const *ws, const int64_t *row0s, const int64_t *n_outs, int n,
+                    const float *x, int64_t T, float *const *ys);
+struct tern_qact;
+/* tern_qact_fill_ref with AVX-512 (the same bytes). */
+void tern_qact_fill_avx512(struct tern_qact *a, const float *x);
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                      float *y);
 

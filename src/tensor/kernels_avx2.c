@@ -134,6 +134,8 @@ double tern_read_sum_avx2(const float *p, size_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
+        _mm_prefetch((const char *)(p + i) + 2048, _MM_HINT_T0); /* as the AVX-512 probe: ahead of use */
+        _mm_prefetch((const char *)(p + i) + 2048 + 64, _MM_HINT_T0);
         a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
         a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
         a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));

@@ -1,12 +1,7 @@
 /* kernels_avx512.c — AVX-512 matrix products (compiled with AVX-512 flags; called only when cpuid
  * reports F/BW/VL/VNNI/BF16).
  *
- * - MLX affine q4/q8 (any number of tokens): activations are quantized to int8 with a scale per
- *   dot-product lane (8 or 4 values) and the packed weight bytes feed VPDPBUSD directly (u8 weight
- *   codes x s8 activations). With
- *   w = s*q + b per group: sum w*x = sum_g s_g * d * sum(q*xq) + sum_g b_g * sum_g(x), so the bias
- *   term costs one short dot per row. q4 bytes hold elements 2i (low nibble) and 2i+1 (high), so
- *   the activations are laid out even/odd per 128-element block to match.
+ * - MLX affine q4/q8 (any number of tokens): int8 activations x packed codes, in qmm_avx512.c.
  * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations.
  * - bf16 weights, many tokens (prefill): tiles of rows in L2, 4x4 register blocks of VDPBF16PS dot products
  *   summed in the same order as the GEMV, so results do not depend on the batch.
@@ -20,298 +15,13 @@
 #include "tensor/attention.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
+#include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
 static float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 static __mmask16 tail_mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 static __mmask32 tail_mask32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1); }
-
-/* ---- MLX affine, int8 activations (VNNI) ------------------------------------------------------ */
-
-typedef struct qx {
-    int64_t T, in, lanes_blocks; /* lanes_blocks: 128-element (q4) or 64-element (q8) blocks per row */
-    int8_t *q;                   /* [T][in] in weight lane order */
-    float *dlane;                /* [T][lanes_blocks][16] activation scale of each dot-product lane */
-    float *gsum;                 /* [T][in/group] sum of x over each weight group */
-} qx;
-
-static void qx_free(qx *a) {
-    free(a->q);
-    free(a->dlane);
-    free(a->gsum);
-}
-
-/* Quantizes activations with one scale per dot-product lane: the elements a lane of VPDPBUSD sums (8 for
- * q4, 4 for q8) share a scale, so a block's outlier costs precision only to its few neighbours, and the
- * per-lane scale vector the kernel needs anyway carries it at no extra cost. */
-static int qx_prepare(qx *a, const float *x, int64_t T, int64_t in, int bits, int group) {
-    const int64_t blk = bits == 4 ? 128 : 64, nb = in / blk, ng = in / group, E = bits == 4 ? 8 : 4;
-    a->T = T;
-    a->in = in;
-    a->lanes_blocks = nb;
-    a->q = malloc((size_t)(T * in));
-    a->dlane = malloc((size_t)(T * nb * 16) * sizeof(float));
-    a->gsum = malloc((size_t)(T * ng + 16) * sizeof(float));
-    int8_t *lin = malloc((size_t)in);
-    if (!a->q || !a->dlane || !a->gsum || !lin) {
-        free(lin);
-        qx_free(a);
-        return 0;
-    }
-    for (int64_t t = 0; t < T; t++) {
-        const float *xt = x + t * in;
-        float *dl = a->dlane + t * nb * 16; /* lane l of block c covers elements (c*16 + l)*E .. +E */
-        const __m256 abs8 = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-        for (int64_t lane = 0; lane < in / E; lane++) {
-            float amax;
-            if (E == 8) {
-                const __m256 v = _mm256_and_ps(_mm256_loadu_ps(xt + lane * 8), abs8);
-                __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-                m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-                amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-            } else {
-                const __m128 v = _mm_and_ps(_mm_loadu_ps(xt + lane * 4), _mm256_castps256_ps128(abs8));
-                const __m128 m = _mm_max_ps(v, _mm_movehl_ps(v, v));
-                amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-            }
-            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
-            dl[lane] = amax / 127.0f;
-            if (E == 8) {
-                const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xt + lane * 8), _mm256_set1_ps(inv)));
-                _mm_storel_epi64((__m128i *)(lin + lane * 8), _mm256_cvtsepi32_epi8(q));
-            } else {
-                const __m128i q = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(xt + lane * 4), _mm_set1_ps(inv)));
-                const int32_t packed = _mm_cvtsi128_si32(_mm_cvtsepi32_epi8(q));
-                memcpy(lin + lane * 4, &packed, 4);
-            }
-        }
-        int8_t *qt = a->q + t * in;
-        if (bits == 4) /* per 128-block: even elements (low nibbles) then odd ones (high nibbles), by lane */
-            for (int64_t c = 0; c < nb; c++)
-                for (int l = 0; l < 16; l++)
-                    for (int j = 0; j < 4; j++) {
-                        qt[c * 128 + 4 * l + j] = lin[c * 128 + 8 * l + 2 * j];
-                        qt[c * 128 + 64 + 4 * l + j] = lin[c * 128 + 8 * l + 2 * j + 1];
-                    }
-        else
-            memcpy(qt, lin, (size_t)in);
-        for (int64_t g = 0; g < ng; g++) {
-            float s = 0;
-            for (int64_t k = 0; k < group; k++)
-                s += xt[g * group + k];
-            a->gsum[t * ng + g] = s;
-        }
-    }
-    free(lin);
-    return 1;
-}
-
-#define AFFINE_MAX_PARTS 4
-
-/* Up to 4 matrices sharing one input (q/k/v, gate/up) run as one parallel region over their rows laid end
- * to end: one activation quantization, one wake-up, and the threads balance over all the rows. */
-typedef struct affine_job {
-    int n;
-    const tern_weight *w[AFFINE_MAX_PARTS];
-    float *y[AFFINE_MAX_PARTS];
-    int64_t n_out[AFFINE_MAX_PARTS];
-    int64_t start[AFFINE_MAX_PARTS + 1]; /* first virtual row of each part */
-    int64_t row0, T, in;
-    const qx *a;
-} affine_job;
-
-/* bf16/f16/f32 group scales -> f32, 16 at a time (masked at the end: rows have few groups). */
-static void scales_to_f32(const void *src, tern_dtype dt, int64_t n, float *dst) {
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = tail_mask16(n - i);
-        __m512 v;
-        if (dt == TERN_DT_F32) {
-            v = _mm512_maskz_loadu_ps(m, (const float *)src + i);
-        } else {
-            const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)src + i);
-            v = dt == TERN_DT_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                                   : _mm512_cvtph_ps(h);
-        }
-        _mm512_mask_storeu_ps(dst + i, m, v);
-    }
-}
-
-/* Bytes ahead of the current block that the row loop asks the memory system for: decode streams weights once,
- * and a single stream's hardware prefetch alone leaves the cores waiting on DRAM latency. */
-#ifndef AFFINE_PREFETCH
-#define AFFINE_PREFETCH 2048
-#endif
-
-/* One row against NT tokens (NT a compile-time constant at every call: the accumulators stay in
- * registers). out[t] = sum_g s_g * (d . int dot) over the row, without the bias term. */
-static inline __attribute__((always_inline)) void affine_row(const uint8_t *qrow, const float *sb, const float *bb,
-                                                              const qx *a, int64_t t0, const int NT, const int bits,
-                                                              int gshift, __m512i idx, float *out) {
-    const int64_t in = a->in, nb = a->lanes_blocks, blk = bits == 4 ? 128 : 64, ng = in >> gshift;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[8];
-    const int8_t *xq[8];
-    const float *dl[8];
-    for (int t = 0; t < NT; t++) {
-        xq[t] = a->q + (t0 + t) * in;
-        dl[t] = a->dlane + (t0 + t) * nb * 16;
-        /* The bias term sum_g b_g * sum_g(x) starts the accumulator: one horizontal sum per row and token. */
-        const float *gs = a->gsum + (t0 + t) * ng;
-        acc[t] = _mm512_setzero_ps();
-        for (int64_t k = 0; k < ng; k += 16) {
-            const __mmask16 m = tail_mask16(ng - k);
-            acc[t] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, bb + k), _mm512_maskz_loadu_ps(m, gs + k), acc[t]);
-        }
-    }
-    for (int64_t c = 0; c < nb; c++) {
-        const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(sb + ((c * blk) >> gshift)));
-        _mm_prefetch((const char *)(qrow + c * 64 + AFFINE_PREFETCH), _MM_HINT_T0);
-        const __m512i W = _mm512_loadu_si512(qrow + c * 64);
-        if (bits == 4) {
-            const __m512i lo = _mm512_and_si512(W, low4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
-            for (int t = 0; t < NT; t++) {
-                __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq[t] + c * 128));
-                ia = _mm512_dpbusd_epi32(ia, hi, _mm512_loadu_si512(xq[t] + c * 128 + 64));
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, _mm512_loadu_ps(dl[t] + c * 16)), acc[t]);
-            }
-        } else {
-            for (int t = 0; t < NT; t++) {
-                __m512i ia = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W, _mm512_loadu_si512(xq[t] + c * 64));
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(sv, _mm512_loadu_ps(dl[t] + c * 16)), acc[t]);
-            }
-        }
-    }
-    for (int t = 0; t < NT; t++)
-        out[t] = hsum(acc[t]);
-}
-
-#define AFFINE_TILE 16
-
-/* Rows [b, e) of one MLX affine matrix against all tokens. Rows go in tiles of 16 (their codes stay in L1)
- * and tokens in groups of up to 8 (each weight block is unpacked once for the group); every output is computed
- * by the same affine_row arithmetic whatever T is, so a row's result does not depend on its batch. */
-static void affine_part(const affine_job *j, int part, size_t b, size_t e) {
-    const tern_weight *w = j->w[part];
-    float *y = j->y[part];
-    const int64_t n_out = j->n_out[part];
-    const int bits = w->bits, g = w->group;
-    const int64_t in = j->in, ng = in / g, words = tern_mlx_row_words(in, bits), stride = ng + 16;
-    const int64_t per_lane = bits == 4 ? 8 : 4;
-    float *sb = calloc((size_t)(AFFINE_TILE * stride), sizeof(float));
-    float *bb = calloc((size_t)(AFFINE_TILE * stride), sizeof(float));
-    if (!sb || !bb) {
-        free(sb);
-        free(bb);
-        return;
-    }
-    int32_t idx_i[16];
-    for (int l = 0; l < 16; l++)
-        idx_i[l] = (int32_t)((l * per_lane) / g);
-    const __m512i idx = _mm512_loadu_si512(idx_i);
-    const size_t ss = tern_dtype_size(w->sdtype);
-    int gs = 0; /* log2 of the group size (a power of two, checked by the caller) */
-    while ((1 << gs) < g)
-        gs++;
-    for (size_t o0 = b; o0 < e; o0 += AFFINE_TILE) {
-        const int64_t rows = (int64_t)(e - o0) < AFFINE_TILE ? (int64_t)(e - o0) : AFFINE_TILE;
-        for (int64_t i = 0; i < rows; i++) {
-            const int64_t r = j->row0 + (int64_t)o0 + i;
-            scales_to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb + i * stride);
-            scales_to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb + i * stride);
-        }
-        for (int64_t t0 = 0; t0 < j->T; t0 += 8) {
-            const int nt = j->T - t0 < 8 ? (int)(j->T - t0) : 8;
-            for (int64_t i = 0; i < rows; i++) {
-                const int64_t r = j->row0 + (int64_t)o0 + i;
-                const uint8_t *qrow = (const uint8_t *)w->data + (size_t)(r * words) * 4;
-                const float *si = sb + i * stride, *bi = bb + i * stride;
-                if (i + 1 < rows && t0 == 0) /* the next row's codes start streaming while this one computes */
-                    _mm_prefetch((const char *)(qrow + words * 4), _MM_HINT_T0);
-                float dots[8] = {0};
-#define AFFINE_CASE(n)                                                                                     \
-    case n:                                                                                                \
-        if (bits == 4)                                                                                     \
-            affine_row(qrow, si, bi, j->a, t0, n, 4, gs, idx, dots);                                       \
-        else                                                                                               \
-            affine_row(qrow, si, bi, j->a, t0, n, 8, gs, idx, dots);                                       \
-        break;
-                switch (nt) { /* constant token counts keep the accumulators in registers */
-                    AFFINE_CASE(1)
-                    AFFINE_CASE(2)
-                    AFFINE_CASE(3)
-                    AFFINE_CASE(4)
-                    AFFINE_CASE(5)
-                    AFFINE_CASE(6)
-                    AFFINE_CASE(7)
-                    AFFINE_CASE(8)
-                }
-#undef AFFINE_CASE
-                for (int t = 0; t < nt; t++)
-                    y[(t0 + t) * n_out + (int64_t)o0 + i] = dots[t];
-            }
-        }
-    }
-    free(sb);
-    free(bb);
-}
-
-/* Virtual rows [b, e) of the job: the pieces that fall in each part. */
-static void affine_range(void *ctx, size_t b, size_t e, int tid) {
-    const affine_job *j = ctx;
-    for (int p = 0; p < j->n; p++) {
-        int64_t lo = (int64_t)b > j->start[p] ? (int64_t)b : j->start[p];
-        int64_t hi = (int64_t)e < j->start[p + 1] ? (int64_t)e : j->start[p + 1];
-        if (lo < hi)
-            affine_part(j, p, (size_t)(lo - j->start[p]), (size_t)(hi - j->start[p]));
-    }
-}
-
-static int affine_shape_ok(const tern_weight *w) {
-    const int64_t in = tern_weight_cols(w);
-    return w->fmt == TERN_WF_MLX_AFFINE && (w->bits == 4 || w->bits == 8) && w->group >= 32 &&
-           !(w->group & (w->group - 1)) && in % (w->bits == 4 ? 128 : 64) == 0 && in % w->group == 0;
-}
-
-/* n matrices (same bits, group and width) against the same T tokens, as one parallel region. */
-static int affine_gemv_parts(tern_pool *pool, const tern_weight *const *ws, const int64_t *row0s, const int64_t *n_outs,
-                             int n, const float *x, int64_t T, float *const *ys) {
-    const tern_weight *w = ws[0];
-    const int64_t in = tern_weight_cols(w);
-    affine_job j = {.n = n, .row0 = row0s[0], .T = T, .in = in};
-    for (int p = 0; p < n; p++) {
-        if (!affine_shape_ok(ws[p]) || ws[p]->bits != w->bits || ws[p]->group != w->group ||
-            tern_weight_cols(ws[p]) != in || row0s[p] != row0s[0])
-            return 0;
-        j.w[p] = ws[p];
-        j.y[p] = ys[p];
-        j.n_out[p] = n_outs[p];
-        j.start[p + 1] = j.start[p] + n_outs[p];
-    }
-    qx a;
-    if (!qx_prepare(&a, x, T, in, w->bits, w->group))
-        return 0;
-    j.a = &a;
-    tern_pool_parallel_for(pool, (size_t)j.start[n], AFFINE_TILE, affine_range, &j);
-    qx_free(&a);
-    return 1;
-}
-
-static int affine_gemv(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                       float *y) {
-    return affine_gemv_parts(pool, &w, &row0, &n_out, 1, x, T, &y);
-}
-
-int tern_matmul_group_avx512(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
-                             float *const *ys, tern_mm_kind kind) {
-    if (kind != TERN_MM_DECODE || n < 1 || n > AFFINE_MAX_PARTS)
-        return 0;
-    int64_t row0s[AFFINE_MAX_PARTS] = {0}, n_outs[AFFINE_MAX_PARTS];
-    for (int p = 0; p < n; p++)
-        n_outs[p] = tern_weight_rows(ws[p]);
-    return affine_gemv_parts(pool, ws, row0s, n_outs, n, x, T, ys);
-}
 
 /* ---- bf16 activations ------------------------------------------------------------------------- */
 
@@ -370,37 +80,11 @@ typedef struct gemm_job {
     float *y;
 } gemm_job;
 
-/* Row r of w as bf16 into out[kpad] (zero padded). MLX affine q4/q8 rows are dequantized with SIMD:
- * nibbles/bytes -> int32 -> s*q + b in f32 -> bf16, 16 values at a time. */
+/* Row r of w as bf16 into out[kpad] (zero padded). */
 static void row_to_bf16(const tern_weight *w, int64_t r, int64_t in, int64_t kpad, uint16_t *out, float *scratch) {
     memset(out + in, 0, (size_t)(kpad - in) * sizeof *out);
     if (w->fmt == TERN_WF_BF16) {
         memcpy(out, (const uint16_t *)w->data + r * in, (size_t)in * sizeof *out);
-        return;
-    }
-    const int bits = w->bits, g = w->group;
-    if (w->fmt == TERN_WF_MLX_AFFINE && (bits == 4 || bits == 8) && g >= 16 && !(g & (g - 1)) && in % 128 == 0) {
-        const int64_t ng = in / g, words = tern_mlx_row_words(in, bits);
-        const size_t ss = tern_dtype_size(w->sdtype);
-        float *sb = scratch, *bb = scratch + ng;
-        scales_to_f32((const char *)w->scales + (size_t)(r * ng) * ss, w->sdtype, ng, sb);
-        scales_to_f32((const char *)w->biases + (size_t)(r * ng) * ss, w->sdtype, ng, bb);
-        const uint8_t *q = (const uint8_t *)w->data + (size_t)(r * words) * 4;
-        for (int64_t k = 0; k < in; k += 16) {
-            __m128i codes;
-            if (bits == 8) {
-                codes = _mm_loadu_si128((const __m128i *)(q + k));
-            } else { /* 8 bytes hold 16 nibbles, element 2i in the low nibble of byte i */
-                __m128i b8 = _mm_loadl_epi64((const __m128i *)(q + k / 2));
-                __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(0x0f));
-                __m128i hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(0x0f));
-                codes = _mm_unpacklo_epi8(lo, hi);
-            }
-            const int64_t gi = k / g;
-            __m512 v = _mm512_fmadd_ps(_mm512_set1_ps(sb[gi]), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(codes)),
-                                       _mm512_set1_ps(bb[gi]));
-            _mm256_storeu_si256((__m256i *)(out + k), (__m256i)_mm512_cvtneps_pbh(v));
-        }
         return;
     }
     tern_weight_row(w, r, scratch);
@@ -530,10 +214,9 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
         tern_pool_parallel_for(pool, (size_t)n_out, 8, f32_range, &j);
         return 1;
     }
-    /* Generated tokens on MLX affine weights: the int8 path (or the portable one when the shape does not fit
-     * it), at every T; prompt tokens go to the tiled bf16 GEMM below, also at every T. */
-    if (w->fmt == TERN_WF_MLX_AFFINE && kind == TERN_MM_DECODE)
-        return affine_gemv(pool, w, row0, n_out, x, T, y);
+    /* MLX affine q4/q8: the int8 kernel for every token count and kind. */
+    if (tern_qpack_supported(w))
+        return tern_qmm_avx512(pool, &w, &row0, &n_out, 1, x, T, &y);
     if (T <= TERN_GEMV_MAX_T && w->fmt == TERN_WF_BF16) {
         int64_t in_pad = (in + 31) / 32 * 32;
         uint16_t *xb = to_bf16(x, T, in, in_pad);
@@ -563,6 +246,11 @@ double tern_read_sum_avx512(const float *p, size_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        /* Asked for ahead of use, as the matmul kernels do: the probe measures what the cores can pull. */
+        _mm_prefetch((const char *)(p + i) + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + i) + 2048 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + i) + 2048 + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + i) + 2048 + 192, _MM_HINT_T0);
         a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
         a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
         a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));

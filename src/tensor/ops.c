@@ -103,8 +103,13 @@ void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t 
 
 void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
                        float *const *ys, tern_mm_kind kind) {
-    if (tern_isa_active() == TERN_ISA_AVX512 && tern_matmul_group_avx512(pool, ws, n, x, T, ys, kind))
-        return;
+    if (tern_isa_active() == TERN_ISA_AVX512 && n <= 4) {
+        int64_t row0s[4] = {0}, n_outs[4];
+        for (int i = 0; i < n; i++)
+            n_outs[i] = tern_weight_rows(ws[i]);
+        if (tern_qmm_avx512(pool, ws, row0s, n_outs, n, x, T, ys))
+            return;
+    }
     for (int i = 0; i < n; i++)
         tern_matmul(pool, ws[i], x, T, ys[i], kind);
 }

@@ -27,6 +27,7 @@ typedef struct tern_weight {
     tern_dtype sdtype;  /* dtype of scales and biases */
     int bits, group;
     const char *name;   /* stored tensor name (for messages) */
+    const struct tern_qpack *qpack; /* optional copy repacked for the int8 kernels (qpack.h), owned by the loader */
 } tern_weight;
 
 /* Number of logical rows (product of all but the last dim) and columns (last dim). */

@@ -1,0 +1,98 @@
+/* bench_kernels.c — the MLX affine int8 kernel alone: one packed matrix far larger than the caches,
+ * single-token passes alternated with read-bandwidth probe passes (GB/s of each and their ratio), then
+ * multi-token passes (GMAC/s) as prefill and batched decode run them.
+ * usage: bench_kernels [--bits 4|8] [--rows 16384] [--in 8192] [--group 64] [--iters 20] [--threads 2] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "core/timeutil.h"
+#include "tensor/cpu.h"
+#include "tensor/membw.h"
+#include "tensor/ops.h"
+#include "tensor/qpack.h"
+#include "tensor/quant_mlx.h"
+
+static long arg(int argc, char **argv, const char *name, long def) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name))
+            return strtol(argv[i + 1], NULL, 10);
+    return def;
+}
+
+int main(int argc, char **argv) {
+    const int bits = (int)arg(argc, argv, "--bits", 4), group = (int)arg(argc, argv, "--group", 64);
+    const int64_t rows = arg(argc, argv, "--rows", 16384), in = arg(argc, argv, "--in", 8192);
+    const int iters = (int)arg(argc, argv, "--iters", 20), threads = (int)arg(argc, argv, "--threads", 2);
+    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
+    uint32_t *data = malloc((size_t)(rows * words) * 4);
+    uint16_t *scales = malloc((size_t)(rows * ng) * 2), *biases = malloc((size_t)(rows * ng) * 2);
+    float *row = malloc((size_t)in * sizeof *row);
+    const int64_t Tmax = 64;
+    float *x = malloc((size_t)(Tmax * in) * sizeof *x), *y = malloc((size_t)(Tmax * rows) * sizeof *y);
+    if (!data || !scales || !biases || !row || !x || !y) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 1;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t k = 0; k < in; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            row[k] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
+        }
+        tern_mlx_quantize_row(row, in, bits, group, TERN_DT_BF16, data + r * words, scales + r * ng, biases + r * ng);
+    }
+    for (int64_t i = 0; i < Tmax * in; i++)
+        x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    tern_weight w = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {rows, in}, .data = data, .scales = scales,
+                     .biases = biases, .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "bench"};
+    tern_qpack *pk = NULL;
+    tern_pool *pool = NULL;
+    tern_membw *probe = NULL;
+    tern_err *err = tern_qpack_create(&w, &pk);
+    if (!err)
+        err = tern_pool_create(threads, &pool);
+    if (!err)
+        err = tern_membw_create((size_t)256 << 20, &probe);
+    if (err) {
+        fprintf(stderr, "bench_kernels: %s\n", tern_err_msg(err));
+        return 1;
+    }
+    w.qpack = pk;
+    const double wbytes = (double)pk->block_bytes * (double)pk->blocks;
+    double mm_s = 0, probe_s = 0;
+    tern_matmul(pool, &w, x, 1, y, TERN_MM_DECODE); /* warm-up */
+    tern_membw_pass(probe, pool);
+    for (int i = 0; i < iters; i++) {
+        double t0 = tern_now_s();
+        tern_matmul(pool, &w, x, 1, y, TERN_MM_DECODE);
+        mm_s += tern_now_s() - t0;
+        probe_s += tern_membw_pass(probe, pool);
+    }
+    const double mm_gbs = wbytes * iters / mm_s * 1e-9, probe_gbs = (double)tern_membw_bytes(probe) * iters / probe_s * 1e-9;
+    printf("isa %s, %d threads, q%d/%d, %lld x %lld (%.1f MB packed)\n", tern_isa_name(tern_isa_active()),
+           tern_pool_size(pool), bits, group, (long long)rows, (long long)in, wbytes * 1e-6);
+    printf("T=1   %.2f GB/s streamed; probe %.2f GB/s; ratio %.1f%%\n", mm_gbs, probe_gbs, 100 * mm_gbs / probe_gbs);
+    static const int64_t Ts[] = {8, 64};
+    for (int ti = 0; ti < 2; ti++) {
+        const int64_t T = Ts[ti];
+        double t0 = tern_now_s();
+        const int reps = iters / 4 > 1 ? iters / 4 : 1;
+        for (int i = 0; i < reps; i++)
+            tern_matmul(pool, &w, x, T, y, TERN_MM_PREFILL);
+        const double dt = tern_now_s() - t0;
+        printf("T=%-3lld %.1f GMAC/s (%.2f GB/s of weights)\n", (long long)T, (double)rows * in * T * reps / dt * 1e-9,
+               wbytes * reps / dt * 1e-9);
+    }
+    tern_membw_free(probe);
+    tern_pool_destroy(pool);
+    tern_qpack_free(pk);
+    free(data);
+    free(scales);
+    free(biases);
+    free(row);
+    free(x);
+    free(y);
+    return 0;
+}

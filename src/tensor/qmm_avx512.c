@@ -1,0 +1,228 @@
+/* qmm_avx512.c — MLX affine q4/q8 products with AVX-512 VNNI over the packed layout of qpack.h
+ * (compiled with AVX-512 flags; called only when cpuid reports F/BW/VL/VNNI).
+ *
+ * One 16-row block is the unit of work: each 64-byte chunk of codes is one register of 16 rows x 4
+ * codes, and VPDPBUSD with four broadcast activation bytes adds to all 16 rows at once, so outputs come
+ * out as whole vectors (no horizontal sums) and a block is read front to back once per group of up to 8
+ * tokens. The arithmetic is exactly tern_qmm_ref's (integer dots per group, then the same two FMAs in the
+ * same order), so results are bit-identical to the portable definition and independent of the batch. */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "tensor/kernels.h"
+#include "tensor/qpack.h"
+
+/* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x|, codes rounded to
+ * nearest even by the current (default) rounding mode, exact integer sums. */
+static void qact_fill(tern_qact *a, const float *x) {
+    const int64_t in = a->in, G = a->group, ng = in / G;
+    for (int64_t t = 0; t < a->T; t++)
+        for (int64_t g = 0; g < ng; g++) {
+            const float *xg = x + t * in + g * G;
+            __m512 m = _mm512_setzero_ps();
+            for (int64_t k = 0; k < G; k += 16)
+                m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xg + k)));
+            const float amax = _mm512_reduce_max_ps(m);
+            const __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+            __m512i isum = _mm512_setzero_si512();
+            int8_t *q = a->q + t * in + g * G;
+            for (int64_t k = 0; k < G; k += 16) {
+                const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + k), inv));
+                isum = _mm512_add_epi32(isum, v);
+                _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtsepi32_epi8(v));
+            }
+            a->xs[t * ng + g] = amax / 127.0f;
+            a->isum[t * ng + g] = (float)_mm512_reduce_add_epi32(isum);
+        }
+}
+
+static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
+    if (dt == TERN_DT_F32)
+        return _mm512_loadu_ps(p);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    if (dt == TERN_DT_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+static inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Bytes ahead of the current chunk requested from memory: a single-token pass streams each block once,
+ * and hardware prefetch alone leaves the core waiting on DRAM latency. */
+#ifndef QMM_PREFETCH
+#define QMM_PREFETCH 8192
+#endif
+#ifndef QMM_HINT
+#define QMM_HINT _MM_HINT_T0
+#endif
+
+/* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
+ * accumulators stay in registers); out[t] gets the 16 row results of token t0 + t. */
+static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, const tern_qact *a, int64_t t0,
+                                                            const int NT, const int bits, tern_dtype sdt,
+                                                            size_t gbytes, __m512 *out) {
+    const int64_t in = a->in, G = a->group, ng = in / G;
+    const size_t ss = sdt == TERN_DT_F32 ? 4 : 2;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[8];
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
+        const int8_t *xq = a->q + t0 * in + g * G;
+        /* With few tokens a single accumulator would chain every VPDPBUSD on the one before; a second set
+         * (summed at the end of the group: integer sums, so the result is the same) halves the chain. */
+        __m512i ia[8], ib[8];
+        for (int t = 0; t < NT; t++)
+            ia[t] = ib[t] = _mm512_setzero_si512();
+        if (bits == 4) {
+            for (int64_t c = 0; c < G / 8; c++) {
+                _mm_prefetch((const char *)(codes + c * 64 + QMM_PREFETCH), QMM_HINT);
+                const __m512i W = _mm512_load_si512(codes + c * 64);
+                const __m512i lo = _mm512_and_si512(W, low4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+                for (int t = 0; t < NT; t++) {
+                    ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast4(xq + t * in + c * 8));
+                    if (NT <= 4)
+                        ib[t] = _mm512_dpbusd_epi32(ib[t], hi, bcast4(xq + t * in + c * 8 + 4));
+                    else
+                        ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast4(xq + t * in + c * 8 + 4));
+                }
+            }
+        } else {
+            for (int64_t c = 0; c < G / 4; c += 2) {
+                _mm_prefetch((const char *)(codes + c * 64 + QMM_PREFETCH), QMM_HINT);
+                _mm_prefetch((const char *)(codes + c * 64 + 64 + QMM_PREFETCH), QMM_HINT);
+                const __m512i W0 = _mm512_load_si512(codes + c * 64), W1 = _mm512_load_si512(codes + c * 64 + 64);
+                for (int t = 0; t < NT; t++) {
+                    ia[t] = _mm512_dpbusd_epi32(ia[t], W0, bcast4(xq + t * in + c * 4));
+                    if (NT <= 4)
+                        ib[t] = _mm512_dpbusd_epi32(ib[t], W1, bcast4(xq + t * in + c * 4 + 4));
+                    else
+                        ia[t] = _mm512_dpbusd_epi32(ia[t], W1, bcast4(xq + t * in + c * 4 + 4));
+                }
+            }
+        }
+        if (NT <= 4)
+            for (int t = 0; t < NT; t++)
+                ia[t] = _mm512_add_epi32(ia[t], ib[t]);
+        const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
+        for (int t = 0; t < NT; t++) {
+            const int64_t i = (t0 + t) * ng + g;
+            const __m512 inner = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), s, _mm512_mul_ps(b, _mm512_set1_ps(a->isum[i])));
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(a->xs[i]), inner, acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[t] = acc[t];
+}
+
+#define QMM_MAX_PARTS 4
+
+/* Up to 4 matrices sharing one input (q/k/v, gate/up) run as one parallel region over their row blocks laid
+ * end to end: one activation quantization, one wake-up, and the threads balance over all the blocks. */
+typedef struct qmm_job {
+    int n;
+    const tern_weight *w[QMM_MAX_PARTS];
+    float *y[QMM_MAX_PARTS];
+    int64_t row0[QMM_MAX_PARTS], n_out[QMM_MAX_PARTS];
+    int64_t start[QMM_MAX_PARTS + 1]; /* first virtual block of each part */
+    const tern_qact *a;
+} qmm_job;
+
+/* Blocks [b, e) of part p: each from the weight's packed copy when its rows line up with it, else packed
+ * here into scratch (weights loaded without a packed copy, or slabs starting mid-block). */
+static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
+    const tern_weight *w = j->w[p];
+    const tern_qpack *pk = w->qpack;
+    const int64_t in = j->a->in, n_out = j->n_out[p], T = j->a->T;
+    const size_t gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype), bb = gb * (size_t)(in / w->group);
+    const int direct = pk && j->row0[p] % 16 == 0;
+    uint8_t *own = NULL;
+    if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN)))
+        return;
+    if (direct) /* the loop prefetches QMM_PREFETCH ahead of itself; the start of the run needs asking for too */
+        for (size_t off = 0; off < QMM_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
+            _mm_prefetch((const char *)pk->data + (size_t)(j->row0[p] / 16 + b) * pk->block_bytes + off, QMM_HINT);
+    for (int64_t blk = b; blk < e; blk++) {
+        const uint8_t *src;
+        if (direct) {
+            src = pk->data + (size_t)(j->row0[p] / 16 + blk) * pk->block_bytes;
+        } else {
+            tern_qpack_block(w, j->row0[p] + blk * 16, own);
+            src = own;
+        }
+        const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
+        const __mmask16 m = (__mmask16)((1u << valid) - 1);
+        float *y = j->y[p] + blk * 16;
+        for (int64_t t0 = 0; t0 < T; t0 += 8) {
+            const int nt = T - t0 < 8 ? (int)(T - t0) : 8;
+            __m512 out[8] = {0};
+#define QMM_CASE(n)                                                                                        \
+    case n:                                                                                                \
+        if (w->bits == 4)                                                                                  \
+            qmm_block(src, j->a, t0, n, 4, w->sdtype, gb, out);                                            \
+        else                                                                                               \
+            qmm_block(src, j->a, t0, n, 8, w->sdtype, gb, out);                                            \
+        break;
+            switch (nt) {
+                QMM_CASE(1)
+                QMM_CASE(2)
+                QMM_CASE(3)
+                QMM_CASE(4)
+                QMM_CASE(5)
+                QMM_CASE(6)
+                QMM_CASE(7)
+                QMM_CASE(8)
+            }
+#undef QMM_CASE
+            for (int t = 0; t < nt; t++)
+                _mm512_mask_storeu_ps(y + (t0 + t) * n_out, m, out[t]);
+        }
+    }
+    tern_aligned_free(own);
+}
+
+static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
+    const qmm_job *j = ctx;
+    (void)tid;
+    for (int p = 0; p < j->n; p++) {
+        const int64_t lo = (int64_t)b > j->start[p] ? (int64_t)b : j->start[p];
+        const int64_t hi = (int64_t)e < j->start[p + 1] ? (int64_t)e : j->start[p + 1];
+        if (lo < hi)
+            qmm_part(j, p, lo - j->start[p], hi - j->start[p]);
+    }
+}
+
+int tern_qmm_avx512(tern_pool *pool, const tern_weight *const *ws, const int64_t *row0s, const int64_t *n_outs, int n,
+                    const float *x, int64_t T, float *const *ys) {
+    if (n < 1 || n > QMM_MAX_PARTS)
+        return 0;
+    const tern_weight *w0 = ws[0];
+    const int64_t in = tern_weight_cols(w0);
+    qmm_job j = {.n = n};
+    for (int p = 0; p < n; p++) {
+        if (!tern_qpack_supported(ws[p]) || ws[p]->group != w0->group || tern_weight_cols(ws[p]) != in)
+            return 0;
+        j.w[p] = ws[p];
+        j.y[p] = ys[p];
+        j.row0[p] = row0s[p];
+        j.n_out[p] = n_outs[p];
+        j.start[p + 1] = j.start[p] + (n_outs[p] + 15) / 16;
+    }
+    tern_qact a;
+    if (!tern_qact_alloc(&a, T, in, w0->group))
+        return 0;
+    qact_fill(&a, x);
+    j.a = &a;
+    tern_pool_parallel_guided(pool, (size_t)j.start[n], 1, qmm_range, &j);
+    tern_qact_free(&a);
+    return 1;
+}
+
+void tern_qact_fill_avx512(tern_qact *a, const float *x) { qact_fill(a, x); }

@@ -1,0 +1,167 @@
+/* qpack.c — packing MLX affine weights for the int8 kernels, and the portable product (see qpack.h). */
+#include "tensor/qpack.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/half.h"
+#include "tensor/quant_mlx.h"
+
+int tern_qpack_supported(const tern_weight *w) {
+    const int64_t in = tern_weight_cols(w);
+    return w->fmt == TERN_WF_MLX_AFFINE && (w->bits == 4 || w->bits == 8) && w->group >= 32 &&
+           !(w->group & (w->group - 1)) && in % w->group == 0 &&
+           (w->sdtype == TERN_DT_F32 || w->sdtype == TERN_DT_BF16 || w->sdtype == TERN_DT_F16);
+}
+
+size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype) {
+    return 2 * 16 * tern_dtype_size(sdtype) + (size_t)(16 * group * bits / 8);
+}
+
+void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
+    const int64_t in = tern_weight_cols(w), rows = tern_weight_rows(w), ng = in / w->group;
+    const size_t row_bytes = (size_t)tern_mlx_row_words(in, w->bits) * 4;
+    const size_t ss = tern_dtype_size(w->sdtype), gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
+    const int G = w->group, per_chunk = w->bits == 4 ? 8 : 4; /* codes of a row in one 64-byte chunk */
+    memset(out, 0, gb * (size_t)ng);
+    for (int r = 0; r < 16 && row0 + r < rows; r++) {
+        const int64_t row = row0 + r;
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)row * row_bytes;
+        for (int64_t g = 0; g < ng; g++) {
+            uint8_t *grp = out + (size_t)g * gb, *codes = grp + 32 * ss;
+            memcpy(grp + (size_t)r * ss, (const char *)w->scales + (size_t)(row * ng + g) * ss, ss);
+            memcpy(grp + (size_t)(16 + r) * ss, (const char *)w->biases + (size_t)(row * ng + g) * ss, ss);
+            for (int c = 0; c < G / per_chunk; c++) {
+                const int64_t k = g * G + (int64_t)c * per_chunk;
+                uint8_t *dst = codes + c * 64 + 4 * r;
+                if (w->bits == 8) {
+                    memcpy(dst, src + k, 4);
+                } else {
+                    /* Stored byte i holds codes 2i (low nibble) and 2i+1 (high): bytes b0..b3 hold codes k..k+7. */
+                    const uint8_t *b = src + k / 2;
+                    dst[0] = (uint8_t)((b[0] & 15) | (b[2] & 15) << 4);
+                    dst[1] = (uint8_t)((b[0] >> 4) | (b[2] >> 4) << 4);
+                    dst[2] = (uint8_t)((b[1] & 15) | (b[3] & 15) << 4);
+                    dst[3] = (uint8_t)((b[1] >> 4) | (b[3] >> 4) << 4);
+                }
+            }
+        }
+    }
+}
+
+tern_err *tern_qpack_create(const tern_weight *w, tern_qpack **out) {
+    *out = NULL;
+    if (!tern_qpack_supported(w))
+        return tern_errf(TERN_EINVAL, "%s: only MLX affine 4/8-bit weights with groups of 32 or more can be packed",
+                         w->name ? w->name : "weight");
+    tern_qpack *p = calloc(1, sizeof *p);
+    if (!p)
+        return tern_errf(TERN_ENOMEM, "out of memory packing %s", w->name ? w->name : "a weight");
+    p->rows = tern_weight_rows(w);
+    p->in = tern_weight_cols(w);
+    p->blocks = (p->rows + 15) / 16;
+    p->bits = w->bits;
+    p->group = w->group;
+    p->sdtype = w->sdtype;
+    p->group_bytes = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
+    p->block_bytes = p->group_bytes * (size_t)(p->in / w->group);
+    p->data = tern_stream_alloc(p->block_bytes * (size_t)p->blocks);
+    if (!p->data) {
+        const size_t bytes = p->block_bytes * (size_t)p->blocks;
+        free(p);
+        return tern_errf(TERN_ENOMEM, "out of memory packing %s (%zu bytes)", w->name ? w->name : "a weight", bytes);
+    }
+    for (int64_t b = 0; b < p->blocks; b++)
+        tern_qpack_block(w, b * 16, p->data + (size_t)b * p->block_bytes);
+    *out = p;
+    return NULL;
+}
+
+void tern_qpack_free(tern_qpack *p) {
+    if (!p)
+        return;
+    tern_aligned_free(p->data);
+    free(p);
+}
+
+int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group) {
+    const int64_t ng = in / group;
+    memset(a, 0, sizeof *a);
+    a->T = T;
+    a->in = in;
+    a->group = group;
+    a->q = malloc((size_t)(T * in) + 64);
+    a->xs = malloc((size_t)(T * ng) * sizeof(float));
+    a->isum = malloc((size_t)(T * ng) * sizeof(float));
+    if (!a->q || !a->xs || !a->isum) {
+        tern_qact_free(a);
+        return 0;
+    }
+    return 1;
+}
+
+void tern_qact_fill_ref(tern_qact *a, const float *x) {
+    const int64_t in = a->in, G = a->group, ng = in / G;
+    for (int64_t t = 0; t < a->T; t++)
+        for (int64_t g = 0; g < ng; g++) {
+            const float *xg = x + t * in + g * G;
+            float amax = 0;
+            for (int64_t k = 0; k < G; k++)
+                amax = fmaxf(amax, fabsf(xg[k]));
+            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            int32_t isum = 0;
+            for (int64_t k = 0; k < G; k++) {
+                float v = nearbyintf(xg[k] * inv);
+                v = v > 127 ? 127 : v < -127 ? -127 : v;
+                a->q[t * in + g * G + k] = (int8_t)v;
+                isum += (int32_t)v;
+            }
+            a->xs[t * ng + g] = amax / 127.0f;
+            a->isum[t * ng + g] = (float)isum;
+        }
+}
+
+void tern_qact_free(tern_qact *a) {
+    free(a->q);
+    free(a->xs);
+    free(a->isum);
+    memset(a, 0, sizeof *a);
+}
+
+static float scale_value(const void *p, tern_dtype dt, int64_t i) {
+    if (dt == TERN_DT_F32) {
+        float f;
+        memcpy(&f, (const char *)p + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)p + i * 2, 2);
+    return dt == TERN_DT_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
+}
+
+void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
+    const int64_t in = a->in, G = w->group, ng = in / G, words = tern_mlx_row_words(in, w->bits);
+    uint8_t *q = malloc((size_t)in);
+    if (!q)
+        return;
+    for (int64_t o = 0; o < n_out; o++) {
+        const int64_t row = row0 + o;
+        tern_mlx_unpack_row((const uint32_t *)w->data + row * words, in, w->bits, q);
+        for (int64_t t = 0; t < a->T; t++) {
+            const int8_t *xq = a->q + t * in;
+            float acc = 0;
+            for (int64_t g = 0; g < ng; g++) {
+                int32_t idot = 0;
+                for (int64_t k = g * G; k < (g + 1) * G; k++)
+                    idot += (int32_t)q[k] * xq[k];
+                const float s = scale_value(w->scales, w->sdtype, row * ng + g);
+                const float b = scale_value(w->biases, w->sdtype, row * ng + g);
+                acc = fmaf(a->xs[t * ng + g], fmaf((float)idot, s, b * a->isum[t * ng + g]), acc);
+            }
+            y[t * n_out + o] = acc;
+        }
+    }
+    free(q);
+}

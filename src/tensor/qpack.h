@@ -1,0 +1,64 @@
+/* qpack.h — MLX affine q4/q8 weights repacked for int8 dot-product kernels, the int8 activations they
+ * multiply, and the portable definition of the product they compute.
+ *
+ * Packed layout. Rows go in blocks of 16 (the last block zero-padded). A block is one contiguous
+ * stream, group after group; each group is
+ *     scales[16] and biases[16] (the stored dtype, row r of the block at index r), then the codes:
+ *     q8: group/4 chunks of 64 bytes, chunk c holding byte 4r+j = q[r][g*group + 4c + j];
+ *     q4: group/8 chunks of 64 bytes, chunk c holding byte 4r+j = q[r][k+j] | q[r][k+4+j] << 4, k = g*group + 8c.
+ * So one 64-byte load gives each of 16 32-bit lanes four codes of its own row: a VPDPBUSD against four
+ * broadcast activation bytes adds four products to each of 16 rows at once, and a row block is read
+ * front to back exactly once per pass, scales next to the codes they scale.
+ *
+ * The product (tern_qmm_ref). Activations are quantized per token and weight group:
+ *     xs = max|x| / 127, xq = round-to-nearest-even(x / xs) in [-127, 127], isum = sum xq (exact),
+ * and each output is, in f32 and in this order over the groups g,
+ *     acc = fma(xs_g, fma((float)idot_g, s_g, b_g * (float)isum_g), acc),   idot_g = sum q * xq (exact),
+ * which is the dot product of the dequantized weights with the quantized activations. A token's result
+ * depends only on its own activations, never on the other tokens computed with it. */
+#ifndef TERN_TENSOR_QPACK_H
+#define TERN_TENSOR_QPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "tensor/weight.h"
+
+typedef struct tern_qpack {
+    uint8_t *data;       /* blocks * block_bytes, 64-byte aligned */
+    int64_t rows, in, blocks;
+    int bits, group;
+    tern_dtype sdtype;
+    size_t group_bytes;  /* scales + biases + codes of one group of one block */
+    size_t block_bytes;  /* ng * group_bytes */
+} tern_qpack;
+
+/* Whether a weight can be packed: MLX affine with 4 or 8 bits, group >= 32 a power of two dividing the width. */
+int tern_qpack_supported(const tern_weight *w);
+/* Bytes of one group of one packed block for (bits, group, scale dtype). */
+size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype);
+/* Packs the 16 rows starting at row0 (rows past the weight's end are zero) into out[group_bytes * in/group]. */
+void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out);
+/* Packs the whole weight (rows flattened over leading dims) into a new tern_qpack; *out NULL on error. */
+tern_err *tern_qpack_create(const tern_weight *w, tern_qpack **out);
+void tern_qpack_free(tern_qpack *p);
+
+/* Activations of T tokens quantized per weight group (see above). */
+typedef struct tern_qact {
+    int64_t T, in;
+    int group;
+    int8_t *q;     /* [T][in] */
+    float *xs;     /* [T][in/group] */
+    float *isum;   /* [T][in/group] sum of the group's codes, as float */
+} tern_qact;
+
+/* Allocates and fills a; 0 when out of memory (a is then empty). Portable; the SIMD quantizers give the same bytes. */
+int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group);
+void tern_qact_fill_ref(tern_qact *a, const float *x);
+void tern_qact_free(tern_qact *a);
+
+/* The portable definition: y[t][o] for rows [row0, row0 + n_out) of w (unpacked) and all tokens of a. */
+void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y);
+
+#endif

@@ -1,0 +1,222 @@
+/* test_qpack.c — the packed MLX affine layout and the int8 product: packing is lossless and puts every code
+ * where qpack.h says; the portable product is the dot of dequantized weights with quantized activations;
+ * the AVX-512 quantizer and kernel reproduce the portable ones bit for bit (packed copy or not, any
+ * slab offset, every token count, bf16/f16/f32 scales). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "core/threadpool.h"
+#include "tensor/cpu.h"
+#include "tensor/kernels.h"
+#include "tensor/ops.h"
+#include "tensor/qpack.h"
+#include "tensor/quant_mlx.h"
+#include "testutil.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+typedef struct qweight {
+    tern_weight w;
+    void *data, *scales, *biases;
+    tern_qpack *pk;
+} qweight;
+
+static qweight make_q(int64_t rows, int64_t in, int bits, int group, tern_dtype sdt) {
+    qweight o = {0};
+    o.w.fmt = TERN_WF_MLX_AFFINE;
+    o.w.ndim = 2;
+    o.w.shape[0] = rows;
+    o.w.shape[1] = in;
+    o.w.bits = bits;
+    o.w.group = group;
+    o.w.sdtype = sdt;
+    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
+    const size_t ss = tern_dtype_size(sdt);
+    o.data = malloc((size_t)(rows * words) * 4);
+    o.scales = malloc((size_t)(rows * ng) * ss);
+    o.biases = malloc((size_t)(rows * ng) * ss);
+    float *x = malloc((size_t)in * sizeof *x);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t k = 0; k < in; k++)
+            x[k] = frand() * (1.0f + (float)(k % 5));
+        tern_mlx_quantize_row(x, in, bits, group, sdt, (uint32_t *)o.data + r * words, (char *)o.scales + (size_t)(r * ng) * ss,
+                              (char *)o.biases + (size_t)(r * ng) * ss);
+    }
+    free(x);
+    o.w.data = o.data;
+    o.w.scales = o.scales;
+    o.w.biases = o.biases;
+    return o;
+}
+
+static void free_q(qweight *o) {
+    tern_qpack_free(o->pk);
+    free(o->data);
+    free(o->scales);
+    free(o->biases);
+}
+
+static void test_layout(void **state) {
+    static const int bits[] = {4, 8};
+    static const tern_dtype sdts[] = {TERN_DT_BF16, TERN_DT_F16, TERN_DT_F32};
+    for (int bi = 0; bi < 2; bi++)
+        for (int si = 0; si < 3; si++) {
+            const int G = 64, b = bits[bi];
+            const int64_t rows = 37, in = 192, ng = in / G, words = tern_mlx_row_words(in, b);
+            qweight o = make_q(rows, in, b, G, sdts[si]);
+            TU_OK(tern_qpack_create(&o.w, &o.pk));
+            const size_t ss = tern_dtype_size(sdts[si]);
+            assert_int_equal(o.pk->blocks, 3);
+            for (int64_t r = 0; r < 48; r++)
+                for (int64_t k = 0; k < in; k++) {
+                    const uint8_t *grp = o.pk->data + (size_t)(r / 16) * o.pk->block_bytes + (size_t)(k / G) * o.pk->group_bytes;
+                    const uint8_t *codes = grp + 32 * ss;
+                    const int64_t kk = k % G, rr = r % 16;
+                    unsigned q;
+                    if (b == 8)
+                        q = codes[(kk / 4) * 64 + 4 * rr + kk % 4];
+                    else {
+                        const uint8_t byte = codes[(kk / 8) * 64 + 4 * rr + kk % 4];
+                        q = kk % 8 < 4 ? byte & 15 : byte >> 4;
+                    }
+                    const unsigned want = r < rows ? tern_mlx_get((const uint32_t *)o.data + r * words, b, k) : 0;
+                    if (q != want)
+                        fail_msg("bits %d row %lld col %lld: packed code %u, stored %u", b, (long long)r, (long long)k, q, want);
+                    if (kk == 0) {
+                        char zero[4] = {0};
+                        const void *ws = r < rows ? (const char *)o.scales + (size_t)(r * ng + k / G) * ss : zero;
+                        const void *wb = r < rows ? (const char *)o.biases + (size_t)(r * ng + k / G) * ss : zero;
+                        assert_memory_equal(grp + rr * ss, ws, ss);
+                        assert_memory_equal(grp + (16 + rr) * ss, wb, ss);
+                    }
+                }
+            free_q(&o);
+        }
+    tern_weight bad = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {16, 96}, .bits = 3, .group = 32, .sdtype = TERN_DT_BF16};
+    tern_qpack *pk = NULL;
+    tern_err *e = tern_qpack_create(&bad, &pk);
+    assert_non_null(e);
+    assert_null(pk);
+    tern_err_free(e);
+}
+
+/* The portable product against its definition computed in double from the dequantized weights and the
+ * dequantized activations (xs * xq): only f32 rounding separates them. */
+static void test_reference_definition(void **state) {
+    const int64_t rows = 9, in = 256, T = 3;
+    qweight o = make_q(rows, in, 4, 64, TERN_DT_BF16);
+    float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * rows) * sizeof *y);
+    float *row = malloc((size_t)in * sizeof *row);
+    for (int64_t i = 0; i < T * in; i++)
+        x[i] = frand() * 4.0f;
+    x[5] = 0; /* a zero group would divide by zero if mishandled */
+    for (int k = 64; k < 128; k++)
+        x[k] = 0;
+    tern_qact a;
+    assert_true(tern_qact_alloc(&a, T, in, 64));
+    tern_qact_fill_ref(&a, x);
+    tern_qmm_ref(&o.w, 0, rows, &a, y);
+    for (int64_t r = 0; r < rows; r++) {
+        tern_weight_row(&o.w, r, row);
+        for (int64_t t = 0; t < T; t++) {
+            double ref = 0, mag = 0, xerr = 0;
+            for (int64_t k = 0; k < in; k++) {
+                const double xd = (double)a.xs[t * 4 + k / 64] * a.q[t * in + k];
+                ref += row[k] * xd;
+                mag += fabs(row[k] * xd);
+                xerr = fmax(xerr, fabs(xd - x[t * in + k]) / (a.xs[t * 4 + k / 64] + 1e-30));
+            }
+            assert_true(xerr <= 0.5001); /* each activation is within half a step of its code */
+            if (fabs(y[t * rows + r] - ref) > 1e-5 * mag + 1e-6)
+                fail_msg("row %lld token %lld: %.7g vs %.7g", (long long)r, (long long)t, y[t * rows + r], ref);
+        }
+    }
+    tern_qact_free(&a);
+    free(x);
+    free(y);
+    free(row);
+    free_q(&o);
+}
+
+static void test_avx512_matches_reference(void **state) {
+    if (tern_isa_detect() < TERN_ISA_AVX512) {
+        print_message("no AVX-512 on this CPU: nothing to compare\n");
+        return;
+    }
+    tern_isa_set(TERN_ISA_AVX512);
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    static const struct {
+        int bits, group;
+        tern_dtype sdt;
+        int64_t in;
+    } cases[] = {{4, 64, TERN_DT_BF16, 1536}, {4, 32, TERN_DT_F16, 96},  {4, 128, TERN_DT_F32, 384},
+                 {8, 64, TERN_DT_BF16, 320},  {8, 32, TERN_DT_F32, 64},  {8, 128, TERN_DT_F16, 256}};
+    static const int64_t Ts[] = {1, 2, 5, 8, 9, 19};
+    static const int64_t slabs[][2] = {{0, 53}, {16, 37}, {3, 40}, {48, 5}}; /* row0, n_out */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t in = cases[c].in, rows = 53;
+        qweight o = make_q(rows, in, cases[c].bits, cases[c].group, cases[c].sdt);
+        float *x = malloc((size_t)(19 * in) * sizeof *x);
+        for (int64_t i = 0; i < 19 * in; i++)
+            x[i] = frand() * (i % 97 == 0 ? 40.0f : 2.0f);
+        /* activation bytes */
+        tern_qact r, s;
+        assert_true(tern_qact_alloc(&r, 19, in, cases[c].group));
+        assert_true(tern_qact_alloc(&s, 19, in, cases[c].group));
+        tern_qact_fill_ref(&r, x);
+        tern_qact_fill_avx512(&s, x);
+        assert_memory_equal(r.q, s.q, (size_t)(19 * in));
+        assert_memory_equal(r.xs, s.xs, (size_t)(19 * in / cases[c].group) * sizeof(float));
+        assert_memory_equal(r.isum, s.isum, (size_t)(19 * in / cases[c].group) * sizeof(float));
+        for (int packed = 0; packed < 2; packed++) {
+            if (packed) {
+                TU_OK(tern_qpack_create(&o.w, &o.pk));
+                o.w.qpack = o.pk;
+            }
+            for (size_t si = 0; si < sizeof slabs / sizeof slabs[0]; si++)
+                for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                    const int64_t row0 = slabs[si][0], n_out = slabs[si][1], T = Ts[ti];
+                    float *y = malloc((size_t)(T * n_out) * sizeof *y), *want = malloc((size_t)(T * n_out) * sizeof *want);
+                    tern_qact a;
+                    assert_true(tern_qact_alloc(&a, T, in, cases[c].group));
+                    tern_qact_fill_ref(&a, x);
+                    tern_qmm_ref(&o.w, row0, n_out, &a, want);
+                    for (int kind = 0; kind < 2; kind++) {
+                        tern_matmul_rows(pool, &o.w, row0, n_out, x, T, y, (tern_mm_kind)kind);
+                        for (int64_t i = 0; i < T * n_out; i++)
+                            if (memcmp(&y[i], &want[i], sizeof *y))
+                                fail_msg("case %zu packed %d rows %lld+%lld T %lld kind %d: y[%lld][%lld] = %.9g, portable %.9g",
+                                         c, packed, (long long)row0, (long long)n_out, (long long)T, kind,
+                                         (long long)(i / n_out), (long long)(i % n_out), y[i], want[i]);
+                    }
+                    tern_qact_free(&a);
+                    free(y);
+                    free(want);
+                }
+        }
+        tern_qact_free(&r);
+        tern_qact_free(&s);
+        free(x);
+        free_q(&o);
+    }
+    tern_pool_destroy(pool);
+    tern_isa_set(tern_isa_detect());
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_reference_definition),
+        cmocka_unit_test(test_avx512_matches_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
