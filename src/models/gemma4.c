@@ -277,9 +277,39 @@ typedef struct fwd {
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
 } fwd;
 
-static void rmsnorm_rows(float *x, const float *w, int64_t rows, int64_t n, float eps, float *y) {
-    for (int64_t r = 0; r < rows; r++)
-        tern_rmsnorm(x + r * n, w, n, eps, y + r * n);
+typedef struct rows_job {
+    float *x, *y;
+    const float *w;
+    int64_t n;
+    float eps;
+} rows_job;
+
+static void rmsnorm_range(void *ctx, size_t b, size_t e, int tid) {
+    const rows_job *j = ctx;
+    for (size_t r = b; r < e; r++)
+        tern_rmsnorm(j->x + (int64_t)r * j->n, j->w, j->n, j->eps, j->y + (int64_t)r * j->n);
+}
+
+static void rmsnorm_rows(tern_pool *pool, float *x, const float *w, int64_t rows, int64_t n, float eps, float *y) {
+    rows_job j = {x, y, w, n, eps};
+    tern_pool_parallel_for(pool, (size_t)rows, 1, rmsnorm_range, &j);
+}
+
+/* Element-wise passes over long arrays (batched MLP activations, logits), split across the pool. */
+typedef struct elem_job {
+    float *a;
+    const float *b;
+    float cap;
+} elem_job;
+
+static void gelu_mul_range(void *ctx, size_t b, size_t e, int tid) {
+    const elem_job *j = ctx;
+    tern_gelu_tanh_mul(j->a + b, j->b + b, (int64_t)(e - b));
+}
+
+static void softcap_range(void *ctx, size_t b, size_t e, int tid) {
+    const elem_job *j = ctx;
+    tern_softcap(j->a + b, (int64_t)(e - b), j->cap);
 }
 
 /* y = x W^T for n tokens of the given kinds, one product per run of tokens of the same kind. */
@@ -315,7 +345,35 @@ typedef struct attn_job {
     fwd *F;
     const layer_weights *L;
     int64_t nH;
+    const float *inv_freq;
 } attn_job;
+
+/* Tokens [b, e): q/k norms and RoPE (angles once per token for all its heads), v's scale-free norm. */
+static void qk_prep_range(void *ctx, size_t b, size_t e, int tid) {
+    const attn_job *j = ctx;
+    fwd *F = j->F;
+    const layer_weights *L = j->L;
+    const int64_t hd = L->hd, kvh = L->kvh;
+    const float eps = (float)F->m->c.rms_norm_eps;
+    float *cs = malloc((size_t)hd * sizeof *cs), *sn = cs + hd / 2;
+    if (!cs)
+        return;
+    for (size_t t = b; t < e; t++) {
+        tern_rope_angles(hd, j->inv_freq, F->tok_pos[t], cs, sn);
+        for (int64_t h = 0; h < j->nH; h++) {
+            float *qh = F->q + ((int64_t)t * j->nH + h) * hd;
+            tern_rmsnorm(qh, L->q_norm, hd, eps, qh);
+            tern_rope_apply(qh, hd, j->inv_freq, cs, sn);
+        }
+        for (int64_t h = 0; L->owns_cache && h < kvh; h++) {
+            float *kh = F->k + ((int64_t)t * kvh + h) * hd, *vh = F->v + ((int64_t)t * kvh + h) * hd;
+            tern_rmsnorm(kh, L->k_norm, hd, eps, kh);
+            tern_rope_apply(kh, hd, j->inv_freq, cs, sn);
+            tern_rmsnorm(vh, NULL, hd, eps, vh);
+        }
+    }
+    free(cs);
+}
 
 /* Attention of tokens [b, e): each query head over its KV head's cached positions in the window. */
 static void attn_range(void *ctx, size_t b, size_t e, int tid) {
@@ -346,7 +404,7 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     const int64_t T = F->T, nH = c->num_attention_heads, hd = L->hd, kvh = L->kvh;
     const float eps = (float)c->rms_norm_eps;
     const float *inv_freq = m->inv_freq[L->type];
-    rmsnorm_rows(F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
+    rmsnorm_rows(F->pool, F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
     if (L->owns_cache) { /* q, k and v read the same normed input */
         const tern_weight *ws[3] = {L->q, L->k, L->v};
         float *ys[3] = {F->q, F->k, F->v};
@@ -354,27 +412,15 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     } else {
         mm(F, L->q, F->xn, F->q);
     }
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < nH; h++) {
-            float *qh = F->q + (t * nH + h) * hd;
-            tern_rmsnorm(qh, L->q_norm, hd, eps, qh);
-            tern_rope(qh, hd, inv_freq, F->tok_pos[t]);
-        }
-    if (L->owns_cache) {
-        if (L->k_eq_v)
-            memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
-        for (int64_t t = 0; t < T; t++) {
-            for (int64_t h = 0; h < kvh; h++) {
-                float *kh = F->k + (t * kvh + h) * hd, *vh = F->v + (t * kvh + h) * hd;
-                tern_rmsnorm(kh, L->k_norm, hd, eps, kh);
-                tern_rope(kh, hd, inv_freq, F->tok_pos[t]);
-                tern_rmsnorm(vh, NULL, hd, eps, vh);
-            }
+    if (L->owns_cache && L->k_eq_v)
+        memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
+    attn_job j = {F, L, nH, inv_freq};
+    tern_pool_parallel_for(F->pool, (size_t)T, 1, qk_prep_range, &j);
+    if (L->owns_cache)
+        for (int64_t t = 0; t < T; t++)
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
-        }
-    }
-    attn_job j = {F, L, nH};
-    tern_pool_parallel_for(F->pool, (size_t)T, 1, attn_range, &j);
+    /* Guided: with causal masking later tokens cost more, so equal token counts would not be equal work. */
+    tern_pool_parallel_guided(F->pool, (size_t)T, 1, attn_range, &j);
     mm(F, L->o, F->attn, F->a);
 }
 
@@ -384,9 +430,8 @@ static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out) {
     const tern_weight *ws[2] = {L->gate, L->up};
     float *ys[2] = {F->g, F->u};
     mm_group(F, ws, 2, xn, ys);
-    tern_gelu_tanh(F->g, T * ffn);
-    for (int64_t i = 0; i < T * ffn; i++)
-        F->g[i] *= F->u[i];
+    elem_job j = {F->g, F->u, 0};
+    tern_pool_parallel_for(F->pool, (size_t)(T * ffn), 4096, gelu_mul_range, &j);
     mm(F, L->down, F->g, out);
 }
 
@@ -441,11 +486,11 @@ static void feed_forward(fwd *F, const layer_weights *L) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->T, H = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
-    rmsnorm_rows(F->x, L->pre_ff_norm, T, H, eps, F->xn);
+    rmsnorm_rows(F->pool, F->x, L->pre_ff_norm, T, H, eps, F->xn);
     mlp(F, L, F->xn, F->f);
     if (c->enable_moe_block) {
-        rmsnorm_rows(F->f, L->post_ff1_norm, T, H, eps, F->f);
-        rmsnorm_rows(F->x, L->pre_ff2_norm, T, H, eps, F->xn);
+        rmsnorm_rows(F->pool, F->f, L->post_ff1_norm, T, H, eps, F->f);
+        rmsnorm_rows(F->pool, F->x, L->pre_ff2_norm, T, H, eps, F->xn);
         for (int64_t t = 0; t < T; t++) {
             float *mo = F->moe + t * H;
             moe_token(F, L, F->x + t * H, F->xn + t * H, mo, (tern_mm_kind)F->tok_kind[t]);
@@ -454,7 +499,7 @@ static void feed_forward(fwd *F, const layer_weights *L) {
                 F->f[t * H + i] += mo[i];
         }
     }
-    rmsnorm_rows(F->f, L->post_ff_norm, T, H, eps, F->f);
+    rmsnorm_rows(F->pool, F->f, L->post_ff_norm, T, H, eps, F->f);
     for (int64_t i = 0; i < T * H; i++)
         F->x[i] += F->f[i];
 }
@@ -468,7 +513,7 @@ static void per_layer_input(fwd *F, const layer_weights *L, int layer) {
         for (int64_t i = 0; i < P; i++)
             F->g[t * P + i] *= F->pli[(t * N + layer) * P + i];
     mm(F, L->pl_proj, F->g, F->a);
-    rmsnorm_rows(F->a, L->pl_norm, T, H, (float)c->rms_norm_eps, F->a);
+    rmsnorm_rows(F->pool, F->a, L->pl_norm, T, H, (float)c->rms_norm_eps, F->a);
     for (int64_t i = 0; i < T * H; i++)
         F->x[i] += F->a[i];
 }
@@ -587,7 +632,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         for (int l = 0; l < N; l++) {
             const layer_weights *L = &m->layers[l];
             attention(&F, L, l);
-            rmsnorm_rows(F.a, L->post_attn_norm, T, H, (float)c->rms_norm_eps, F.a);
+            rmsnorm_rows(F.pool, F.a, L->post_attn_norm, T, H, (float)c->rms_norm_eps, F.a);
             for (int64_t i = 0; i < T * H; i++)
                 F.x[i] += F.a[i];
             feed_forward(&F, L);
@@ -611,8 +656,9 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
         if (logits && n_out) {
             mm_runs(pool, m->embed, F.xn, logits, F.tok_kind, n_out);
+            elem_job j = {logits, NULL, (float)c->final_logit_softcapping};
             if (c->final_logit_softcapping > 0)
-                tern_softcap(logits, n_out * c->vocab_size, (float)c->final_logit_softcapping);
+                tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);
         }
         for (int r = 0; r < b->n_rows && !err; r++)
             err = tern_kv_set_len(kv, b->seq[r], F.seq_end[b->seq[r]]);

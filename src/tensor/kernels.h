@@ -34,6 +34,10 @@ double tern_read_sum_avx2(const float *p, size_t n);
 /* gelu_tanh in place, and cap * tanh(x / cap) in place (vectorised tanh, |error| ~1e-7). */
 void tern_gelu_tanh_avx512(float *x, int64_t n);
 void tern_softcap_avx512(float *x, int64_t n, float cap);
+/* g = gelu_tanh(g) * u, one pass. */
+void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n);
+/* tern_rmsnorm with the sum of squares in double lanes (differs from the portable order only in rounding). */
+void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, float *y);
 
 struct tern_attn_args;
 /* Attention of one query token (see attention.h); head_dim a multiple of 16, at most 16 heads per KV head. */

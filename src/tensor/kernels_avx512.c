@@ -301,6 +301,37 @@ void tern_gelu_tanh_avx512(float *x, int64_t n) {
     }
 }
 
+void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n) {
+    const __m512 k = _mm512_set1_ps(0.7978845608028654f), c = _mm512_set1_ps(0.044715f), h = _mm512_set1_ps(0.5f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 u2 = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(c, v), _mm512_mul_ps(v, v), v));
+        const __m512 gv = _mm512_mul_ps(_mm512_mul_ps(h, v), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh512(u2)));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, float *y) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_maskz_loadu_ps(tail_mask16(n - i), x + i);
+        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        a0 = _mm512_fmadd_pd(lo, lo, a0);
+        a1 = _mm512_fmadd_pd(hi, hi, a1);
+    }
+    const double ss = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    const __m512 r = _mm512_set1_ps((float)(1.0 / sqrt(ss / (double)n + eps)));
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), r);
+        if (w)
+            v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i));
+        _mm512_mask_storeu_ps(y + i, m, v);
+    }
+}
+
 void tern_softcap_avx512(float *x, int64_t n, float cap) {
     const __m512 c = _mm512_set1_ps(cap), ic = _mm512_set1_ps(1.0f / cap);
     for (int64_t i = 0; i < n; i += 16) {

@@ -115,6 +115,10 @@ void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, con
 }
 
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {
+    if (tern_isa_active() == TERN_ISA_AVX512) {
+        tern_rmsnorm_avx512(x, w, n, eps, y);
+        return;
+    }
     double ss = 0;
     for (int64_t i = 0; i < n; i++)
         ss += (double)x[i] * x[i];
@@ -125,6 +129,25 @@ void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y
     else
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] * r;
+}
+
+void tern_rope_angles(int64_t dim, const float *inv_freq, int64_t pos, float *cs, float *sn) {
+    for (int64_t i = 0; i < dim / 2; i++) {
+        double a = (double)pos * inv_freq[i];
+        cs[i] = (float)cos(a);
+        sn[i] = (float)sin(a);
+    }
+}
+
+void tern_rope_apply(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
+    int64_t half = dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        if (inv_freq[i] == 0.0f)
+            continue;
+        float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * cs[i] - x1 * sn[i];
+        x[i + half] = x1 * cs[i] + x0 * sn[i];
+    }
 }
 
 void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos) {
@@ -150,6 +173,16 @@ void tern_gelu_tanh(float *x, int64_t n) {
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
     }
+}
+
+void tern_gelu_tanh_mul(float *g, const float *u, int64_t n) {
+    if (tern_isa_active() == TERN_ISA_AVX512) {
+        tern_gelu_tanh_mul_avx512(g, u, n);
+        return;
+    }
+    tern_gelu_tanh(g, n);
+    for (int64_t i = 0; i < n; i++)
+        g[i] *= u[i];
 }
 
 void tern_softcap(float *x, int64_t n, float cap) {

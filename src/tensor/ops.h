@@ -34,8 +34,14 @@ void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, con
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);
 /* Rotate-half RoPE over one head of `dim` values: pairs (i, i + dim/2) rotate by pos * inv_freq[i]. */
 void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos);
+/* The same rotation in two steps, so several heads at one position share the angles: cs/sn[dim/2] get
+ * cos/sin(pos * inv_freq[i]), then apply rotates x exactly as tern_rope does. */
+void tern_rope_angles(int64_t dim, const float *inv_freq, int64_t pos, float *cs, float *sn);
+void tern_rope_apply(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 /* gelu with the tanh approximation, in place. */
 void tern_gelu_tanh(float *x, int64_t n);
+/* g = gelu_tanh(g) * u in one pass (the gated MLP's activation). */
+void tern_gelu_tanh_mul(float *g, const float *u, int64_t n);
 /* x = cap * tanh(x / cap) in place (the final logit soft-cap). */
 void tern_softcap(float *x, int64_t n, float cap);
 /* Numerically stable softmax in place. */

@@ -172,6 +172,61 @@ static void test_activations(void **state) {
     free(c);
 }
 
+/* gelu(g) * u in one pass, rmsnorm (odd widths, with and without weight) against double references on every
+ * path; RoPE in two steps (shared angles) bit-identical to tern_rope, zero frequencies left alone. */
+static void test_norm_gelu_mul_rope(void **state) {
+    const int64_t n = 1001;
+    float *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u), *y = malloc((size_t)n * sizeof *y);
+    float *w = malloc((size_t)n * sizeof *w);
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        for (int64_t i = 0; i < n; i++) {
+            g[i] = frand() * 8;
+            u[i] = frand() * 3;
+            w[i] = 1 + frand();
+        }
+        memcpy(y, g, (size_t)n * sizeof *y);
+        tern_gelu_tanh_mul(y, u, n);
+        for (int64_t i = 0; i < n; i++) {
+            double v = g[i], want = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))) * u[i];
+            if (fabs(y[i] - want) > 4e-6 * (1 + fabs(want)))
+                fail_msg("%s: gelu(%g) * %g = %g, want %g", tern_isa_name(isa), v, u[i], y[i], want);
+        }
+        static const int64_t widths[] = {1, 15, 16, 17, 256, 1001};
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (int weighted = 0; weighted < 2; weighted++) {
+                const int64_t m = widths[wi];
+                tern_rmsnorm(g, weighted ? w : NULL, m, 1e-6f, y);
+                double ss = 0;
+                for (int64_t i = 0; i < m; i++)
+                    ss += (double)g[i] * g[i];
+                const double r = 1 / sqrt(ss / (double)m + 1e-6);
+                for (int64_t i = 0; i < m; i++) {
+                    const double want = g[i] * r * (weighted ? w[i] : 1);
+                    if (fabs(y[i] - want) > 1e-6 * (1 + fabs(want)))
+                        fail_msg("%s: rmsnorm width %lld [%lld] = %g, want %g", tern_isa_name(isa), (long long)m,
+                                 (long long)i, y[i], want);
+                }
+            }
+    }
+    tern_isa_set(tern_isa_detect());
+    float inv[128], cs[128], sn[128], a[256], b[256];
+    for (int i = 0; i < 128; i++)
+        inv[i] = i % 5 == 4 ? 0.0f : powf(10000.0f, -(float)i / 128.0f);
+    for (int64_t pos = 0; pos < 5000; pos += 333) {
+        for (int i = 0; i < 256; i++)
+            a[i] = b[i] = frand();
+        tern_rope(a, 256, inv, pos);
+        tern_rope_angles(256, inv, pos, cs, sn);
+        tern_rope_apply(b, 256, inv, cs, sn);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    free(g);
+    free(u);
+    free(y);
+    free(w);
+}
+
 /* Attention on the active ISA against the portable path: head dims 32..512, 1..8 query heads per KV head,
  * bf16 and f32 caches, runs of positions that wrap around the ring. */
 static void test_attention(void **state) {
@@ -271,7 +326,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence),
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence),
         cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
     };
