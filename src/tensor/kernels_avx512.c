@@ -350,40 +350,85 @@ static inline __m512 load16(const void *base, tern_dtype dt, int64_t i) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
+/* Lane i of the result is the sum of the 16 lanes of v[i]: a transpose-and-add tree (15 adds and 30 shuffles
+ * for 16 sums, against ~8 operations per sum one at a time). Lane 4k+m of the tree holds v[4m+k]; the final
+ * permutation puts it in order. */
+static inline __m512 reduce16(const __m512 *v) {
+    __m512 w[8], x[4], y[2];
+    for (int i = 0; i < 8; i++) /* 128-bit lanes: [v2i 0+2, v2i 1+3, v2i+1 0+2, v2i+1 1+3] */
+        w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* 128-bit lane k: 4 partial sums of v[4i+k] */
+        x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
+}
+
+/* Per KV head: scores of its `group` query heads over 16/group positions at a time (each K row read once for
+ * all of them, the 16 dot products reduced together); softmax with the vectorised exp, normalisation
+ * deferred to the output; then V: per 16-wide slice of the head, every position's row scaled by each head's
+ * weight into register accumulators. */
 void tern_attend_avx512(const tern_attn_args *a) {
     const int64_t hd = a->head_dim, group = a->n_heads / a->kv_heads, row = a->kv_heads * hd;
     const int64_t n = a->end - a->start + 1;
-    for (int64_t j = 0; j < n; j++) {
-        const int64_t slot = (a->start + j) % a->slots;
-        for (int64_t g = 0; g < a->kv_heads; g++) {
-            const int64_t off = slot * row + g * hd;
-            __m512 acc[16];
-            for (int64_t h = 0; h < group; h++)
-                acc[h] = _mm512_setzero_ps();
-            for (int64_t d = 0; d < hd; d += 16) {
-                const __m512 kv = load16(a->k, a->dtype, off + d);
-                for (int64_t h = 0; h < group; h++)
-                    acc[h] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(a->q + (g * group + h) * hd + d), acc[h]);
-            }
-            for (int64_t h = 0; h < group; h++)
-                a->scores[(g * group + h) * n + j] = hsum(acc[h]);
-        }
+    if (16 % group) {
+        tern_attend_portable(a);
+        return;
     }
-    for (int64_t h = 0; h < a->n_heads; h++)
-        tern_softmax(a->scores + h * n, n);
-    memset(a->out, 0, (size_t)(a->n_heads * hd) * sizeof(float));
-    for (int64_t j = 0; j < n; j++) {
-        const int64_t slot = (a->start + j) % a->slots;
-        for (int64_t g = 0; g < a->kv_heads; g++) {
-            const int64_t off = slot * row + g * hd;
-            for (int64_t d = 0; d < hd; d += 16) {
-                const __m512 vv = load16(a->v, a->dtype, off + d);
-                for (int64_t h = 0; h < group; h++) {
-                    float *o = a->out + (g * group + h) * hd + d;
-                    _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_set1_ps(a->scores[(g * group + h) * n + j]), vv,
-                                                        _mm512_loadu_ps(o)));
+    const int64_t P = 16 / group; /* positions per reduction */
+    for (int64_t g = 0; g < a->kv_heads; g++) {
+        const float *q = a->q + g * group * hd;
+        float *sc = a->scores + g * group * n; /* [group][n] */
+        for (int64_t j0 = 0; j0 < n; j0 += P) {
+            __m512 acc[16];
+            for (int i = 0; i < 16; i++)
+                acc[i] = _mm512_setzero_ps();
+            const int64_t np = n - j0 < P ? n - j0 : P;
+            for (int64_t d = 0; d < hd; d += 16)
+                for (int64_t p = 0; p < np; p++) {
+                    const int64_t off = ((a->start + j0 + p) % a->slots) * row + g * hd;
+                    const __m512 kv = load16(a->k, a->dtype, off + d);
+                    for (int64_t h = 0; h < group; h++)
+                        acc[p * group + h] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q + h * hd + d), acc[p * group + h]);
                 }
+            float sums[16];
+            _mm512_storeu_ps(sums, reduce16(acc));
+            for (int64_t p = 0; p < np; p++)
+                for (int64_t h = 0; h < group; h++)
+                    sc[h * n + j0 + p] = sums[p * group + h];
+        }
+        float inv[16];
+        for (int64_t h = 0; h < group; h++) {
+            float *s = sc + h * n;
+            __m512 mx = _mm512_set1_ps(-INFINITY);
+            for (int64_t j = 0; j < n; j += 16)
+                mx = _mm512_mask_max_ps(mx, tail_mask16(n - j), mx, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
+            const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t j = 0; j < n; j += 16) {
+                const __mmask16 k = tail_mask16(n - j);
+                const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
+                sum = _mm512_add_ps(sum, e);
+                _mm512_mask_storeu_ps(s + j, k, e);
             }
+            inv[h] = 1.0f / _mm512_reduce_add_ps(sum);
+        }
+        for (int64_t d = 0; d < hd; d += 16) {
+            __m512 o[16];
+            for (int64_t h = 0; h < group; h++)
+                o[h] = _mm512_setzero_ps();
+            for (int64_t j = 0; j < n; j++) {
+                const __m512 vv = load16(a->v, a->dtype, ((a->start + j) % a->slots) * row + g * hd + d);
+                for (int64_t h = 0; h < group; h++)
+                    o[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[h * n + j]), vv, o[h]);
+            }
+            for (int64_t h = 0; h < group; h++)
+                _mm512_storeu_ps(a->out + (g * group + h) * hd + d, _mm512_mul_ps(o[h], _mm512_set1_ps(inv[h])));
         }
     }
 }

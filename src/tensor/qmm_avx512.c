@@ -16,9 +16,9 @@
 
 /* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x|, codes rounded to
  * nearest even by the current (default) rounding mode, exact integer sums. */
-static void qact_fill(tern_qact *a, const float *x) {
+static void qact_fill_tokens(tern_qact *a, const float *x, int64_t t0, int64_t t1) {
     const int64_t in = a->in, G = a->group, ng = in / G;
-    for (int64_t t = 0; t < a->T; t++)
+    for (int64_t t = t0; t < t1; t++)
         for (int64_t g = 0; g < ng; g++) {
             const float *xg = x + t * in + g * G;
             __m512 m = _mm512_setzero_ps();
@@ -36,6 +36,16 @@ static void qact_fill(tern_qact *a, const float *x) {
             a->xs[t * ng + g] = amax / 127.0f;
             a->isum[t * ng + g] = (float)_mm512_reduce_add_epi32(isum);
         }
+}
+
+typedef struct qact_job {
+    tern_qact *a;
+    const float *x;
+} qact_job;
+
+static void qact_range(void *ctx, size_t b, size_t e, int tid) {
+    const qact_job *j = ctx;
+    qact_fill_tokens(j->a, j->x, (int64_t)b, (int64_t)e);
 }
 
 static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
@@ -218,11 +228,12 @@ int tern_qmm_avx512(tern_pool *pool, const tern_weight *const *ws, const int64_t
     tern_qact a;
     if (!tern_qact_alloc(&a, T, in, w0->group))
         return 0;
-    qact_fill(&a, x);
+    qact_job qj = {&a, x};
+    tern_pool_parallel_for(pool, (size_t)T, 16, qact_range, &qj); /* one thread up to 16 tokens */
     j.a = &a;
     tern_pool_parallel_guided(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);
     return 1;
 }
 
-void tern_qact_fill_avx512(tern_qact *a, const float *x) { qact_fill(a, x); }
+void tern_qact_fill_avx512(tern_qact *a, const float *x) { qact_fill_tokens(a, x, 0, a->T); }

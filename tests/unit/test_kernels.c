@@ -231,9 +231,9 @@ static void test_norm_gelu_mul_rope(void **state) {
  * bf16 and f32 caches, runs of positions that wrap around the ring. */
 static void test_attention(void **state) {
     static const int64_t hds[] = {32, 64, 128, 256, 512};
-    static const int64_t groups[] = {1, 2, 4, 8};
+    static const int64_t groups[] = {1, 2, 3, 4, 8, 16};
     for (size_t hi = 0; hi < 5; hi++)
-        for (size_t gi = 0; gi < 4; gi++)
+        for (size_t gi = 0; gi < 6; gi++)
             for (int f32 = 0; f32 < 2; f32++) {
                 const int64_t hd = hds[hi], kvh = 2, nH = kvh * groups[gi], slots = 24, row = kvh * hd;
                 float *q = malloc((size_t)(nH * hd) * sizeof *q), *o1 = malloc((size_t)(nH * hd) * sizeof *o1);
