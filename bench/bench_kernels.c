@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     tern_qpack *pk = NULL;
     tern_pool *pool = NULL;
     tern_membw *probe = NULL;
-    tern_err *err = tern_qpack_create(&w, &pk);
+    tern_err *err = tern_qpack_create(&w, NULL, &pk);
     if (!err)
         err = tern_pool_create(threads, &pool);
     if (!err)

@@ -63,7 +63,7 @@ int cmd_bench(int argc, char **argv) {
     tern_kv *kv = NULL;
     float *logits = NULL;
     int32_t *ids = NULL;
-    double bw = 0, prefill_s = 0, decode_s = 0, region_us = 0, probe_s = 0;
+    double bw = 0, prefill_s = 0, decode_s = 0, region_us = 0, probe_s = 0, solo_s = 0;
     tern_membw *probe = NULL;
     tern_err *err = tern_gemma4_load(pos[0], &m);
     if (!err)
@@ -77,7 +77,7 @@ int cmd_bench(int argc, char **argv) {
         region_us = region_cost_us(pool);
     int64_t ctx = (P > 1 ? P : 1) + N + 1;
     if (!err) {
-        logits = malloc((size_t)(B * c->vocab_size) * sizeof *logits);
+        logits = malloc((size_t)((B + 1) * c->vocab_size) * sizeof *logits);
         ids = malloc((size_t)((P > B ? P : B) + 1) * sizeof *ids);
         if (!logits || !ids)
             err = tern_errf(TERN_ENOMEM, "out of memory");
@@ -88,7 +88,7 @@ int cmd_bench(int argc, char **argv) {
         ids[i] = (int32_t)(tern_rng_next(&rng) % (uint64_t)c->vocab_size);
     /* Prefill (after one warm-up token that faults every weight page in). */
     if (!err)
-        err = tern_gemma4_kv_create(m, (int)B, ctx, CHUNK, kvdt, &kv);
+        err = tern_gemma4_kv_create(m, (int)(B > 1 ? B + 1 : B), ctx, CHUNK, kvdt, &kv);
     int seq0 = 0;
     if (!err) {
         int64_t one = 1;
@@ -116,15 +116,32 @@ int cmd_bench(int argc, char **argv) {
         next[r] = ids[r];
         err = tern_kv_set_len(kv, (int)r, 0);
     }
+    /* With B > 1, one more sequence decodes alone between the batched steps: the speed-up of batching is
+     * then measured against a single row under the same machine conditions. */
+    int solo_seq = (int)B;
+    int32_t solo_next = ids[0];
+    float *solo_logits = logits + B * c->vocab_size;
+    int64_t one = 1;
+    if (!err && B > 1)
+        err = tern_kv_set_len(kv, solo_seq, 0);
     if (!err && N > 0) {
         tern_batch b = {.n_rows = (int)B, .seq = seqs, .n_tok = ones, .ids = next, .out = TERN_OUT_LAST};
+        tern_batch solo = {.n_rows = 1, .seq = &solo_seq, .n_tok = &one, .ids = &solo_next, .out = TERN_OUT_LAST};
         err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL); /* first step: not timed (one prompt token) */
+        if (!err && B > 1)
+            err = tern_gemma4_forward(m, kv, pool, &solo, solo_logits, NULL);
         for (int64_t s = 0; s < N && !err; s++) {
             t0 = tern_now_s();
             for (int64_t r = 0; r < B; r++)
                 next[r] = tern_argmax(logits + r * c->vocab_size, c->vocab_size);
             err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL);
             decode_s += tern_now_s() - t0;
+            if (!err && B > 1) {
+                t0 = tern_now_s();
+                solo_next = tern_argmax(solo_logits, c->vocab_size);
+                err = tern_gemma4_forward(m, kv, pool, &solo, solo_logits, NULL);
+                solo_s += tern_now_s() - t0;
+            }
             probe_s += tern_membw_pass(probe, pool);
         }
     }
@@ -138,14 +155,18 @@ int cmd_bench(int argc, char **argv) {
         double steps = decode_s > 0 ? (double)N / decode_s : 0;
         double eff = bw > 0 ? steps * bytes / (bw * 1e9) : 0;
         const char *isa = tern_isa_name(tern_isa_active());
-        if (json)
+        /* B > 1: the lone row decoded between the batched steps, and the batch's aggregate over it. */
+        double solo = B > 1 && solo_s > 0 ? (double)N / solo_s : steps, speedup = solo > 0 ? steps * (double)B / solo : 0;
+        if (json) {
             printf("{\"model\": \"%s\", \"prefill_tokens\": %lld, \"decode_tokens\": %lld, \"prefill_tok_s\": %.2f, "
                    "\"decode_tok_s\": %.2f, \"decode_aggregate_tok_s\": %.2f, \"bytes_per_token\": %.0f, "
                    "\"bandwidth_gb_s\": %.2f, \"decode_efficiency\": %.3f, \"threads\": %d, \"batch\": %lld, "
-                   "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f}\n",
+                   "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f, \"single_row_tok_s\": %.2f, "
+                   "\"batch_speedup\": %.2f}\n",
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
-                   tern_pool_size(pool), (long long)B, isa, kvdt == TERN_DT_F32 ? "f32" : "bf16", region_us);
-        else
+                   tern_pool_size(pool), (long long)B, isa, kvdt == TERN_DT_F32 ? "f32" : "bf16", region_us, solo,
+                   speedup);
+        } else {
             printf("model            %s\nisa              %s, %d threads, kv %s\n"
                    "prefill          %lld tokens: %.2f tok/s\n"
                    "decode           %lld steps x %lld rows: %.2f tok/s per row, %.2f tok/s aggregate\n"
@@ -156,6 +177,10 @@ int cmd_bench(int argc, char **argv) {
                    pos[0], isa, tern_pool_size(pool), kvdt == TERN_DT_F32 ? "f32" : "bf16", (long long)P, prefill_tps,
                    (long long)N, (long long)B, steps, steps * (double)B, bytes * 1e-6, bw, tern_pool_size(pool),
                    bytes > 0 ? bw * 1e9 / bytes : 0, eff * 100, region_us);
+            if (B > 1)
+                printf("batching         %.2f tok/s for one row decoded between the batched steps; %lld rows give "
+                       "%.2fx its throughput\n", solo, (long long)B, speedup);
+        }
     }
     free(seqs);
     free(ones);

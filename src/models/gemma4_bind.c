@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
@@ -201,20 +202,45 @@ const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *na
     return NULL;
 }
 
+static int packable(const tern_gemma4_weights *w, size_t i) {
+    const tern_wspec *s = &w->specs[i];
+    const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS ||
+                        (s->kind == TERN_WK_EMBED && !strcmp(s->name, "embed_tokens"));
+    return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]);
+}
+
 tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w) {
+    if (w->packed)
+        return NULL;
+    /* Forward order: the specs list each layer in execution order, but the tied head (embed_tokens, listed
+     * first) runs last. */
+    size_t *order = malloc(w->n * sizeof *order), n = 0, head = w->n, total = 0;
+    if (!order)
+        return tern_errf(TERN_ENOMEM, "out of memory");
     for (size_t i = 0; i < w->n; i++) {
-        const tern_wspec *s = &w->specs[i];
-        const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS ||
-                            (s->kind == TERN_WK_EMBED && !strcmp(s->name, "embed_tokens"));
-        if (!product || w->w[i].qpack || !tern_qpack_supported(&w->w[i]))
+        if (!packable(w, i))
             continue;
-        tern_qpack *pk;
-        tern_err *e = tern_qpack_create(&w->w[i], &pk);
-        if (e)
-            return e;
-        w->w[i].qpack = pk;
+        total += tern_qpack_bytes(&w->w[i]);
+        if (w->specs[i].kind == TERN_WK_EMBED)
+            head = i;
+        else
+            order[n++] = i;
     }
-    return NULL;
+    if (head < w->n)
+        order[n++] = head;
+    tern_err *err = NULL;
+    if (n && !(w->packed = tern_stream_alloc(total)))
+        err = tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
+    for (size_t k = 0, off = 0; k < n && !err; k++) {
+        tern_weight *wt = &w->w[order[k]];
+        tern_qpack *pk;
+        if (!(err = tern_qpack_create(wt, w->packed + off, &pk))) {
+            wt->qpack = pk;
+            off += tern_qpack_bytes(wt);
+        }
+    }
+    free(order);
+    return err;
 }
 
 void tern_gemma4_weights_free(tern_gemma4_weights *w) {
@@ -222,6 +248,7 @@ void tern_gemma4_weights_free(tern_gemma4_weights *w) {
         return;
     for (size_t i = 0; w->w && i < w->n; i++)
         tern_qpack_free((tern_qpack *)w->w[i].qpack);
+    tern_aligned_free(w->packed);
     for (size_t i = 0; i < w->n_problems; i++)
         free(w->problems[i]);
     for (size_t i = 0; i < w->n_extra; i++)

@@ -9,6 +9,7 @@
 #define TERN_MODELS_GEMMA4_WEIGHTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/status.h"
 #include "formats/model_config.h"
@@ -63,6 +64,7 @@ typedef struct tern_gemma4_weights {
     char **extra;        /* stored tensors under the text prefix that nothing uses */
     size_t n_extra;
     size_t n_other;      /* stored tensors outside the text decoder (audio/vision towers) */
+    uint8_t *packed;     /* one arena for all packed copies (tern_gemma4_weights_pack), or NULL */
 } tern_gemma4_weights;
 
 /* Resolves every tensor of `c` in `ck` (layout detected from the names). Problems are collected,
@@ -72,7 +74,9 @@ tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const struct tern_quant_
 /* The bound weight of relative name (e.g. "layers.0.mlp.up_proj"), or NULL if not in the spec list. */
 const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name);
 /* Gives every MLX affine q4/q8 matrix used in products (linears, experts, the tied head) a copy packed for
- * the int8 kernels (qpack.h); freed with the weights. The lookup-only per-layer table is left as stored. */
+ * the int8 kernels (qpack.h), all in one arena laid out in the order a forward pass reads them (the tied
+ * head last), so decode streams one long run; freed with the weights. The lookup-only per-layer table is
+ * left as stored. */
 tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w);
 /* Frees; NULL is fine. */
 void tern_gemma4_weights_free(tern_gemma4_weights *w);

@@ -86,41 +86,45 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
         const int8_t *xq = a->q + t0 * in + g * G;
-        /* With few tokens a single accumulator would chain every VPDPBUSD on the one before; a second set
-         * (summed at the end of the group: integer sums, so the result is the same) halves the chain. */
-        __m512i ia[8], ib[8];
-        for (int t = 0; t < NT; t++)
-            ia[t] = ib[t] = _mm512_setzero_si512();
-        if (bits == 4) {
-            for (int64_t c = 0; c < G / 8; c++) {
-                _mm_prefetch((const char *)(codes + c * 64 + QMM_PREFETCH), QMM_HINT);
-                const __m512i W = _mm512_load_si512(codes + c * 64);
-                const __m512i lo = _mm512_and_si512(W, low4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
-                for (int t = 0; t < NT; t++) {
-                    ia[t] = _mm512_dpbusd_epi32(ia[t], lo, bcast4(xq + t * in + c * 8));
-                    if (NT <= 4)
-                        ib[t] = _mm512_dpbusd_epi32(ib[t], hi, bcast4(xq + t * in + c * 8 + 4));
-                    else
-                        ia[t] = _mm512_dpbusd_epi32(ia[t], hi, bcast4(xq + t * in + c * 8 + 4));
-                }
-            }
-        } else {
-            for (int64_t c = 0; c < G / 4; c += 2) {
-                _mm_prefetch((const char *)(codes + c * 64 + QMM_PREFETCH), QMM_HINT);
-                _mm_prefetch((const char *)(codes + c * 64 + 64 + QMM_PREFETCH), QMM_HINT);
-                const __m512i W0 = _mm512_load_si512(codes + c * 64), W1 = _mm512_load_si512(codes + c * 64 + 64);
-                for (int t = 0; t < NT; t++) {
-                    ia[t] = _mm512_dpbusd_epi32(ia[t], W0, bcast4(xq + t * in + c * 4));
-                    if (NT <= 4)
-                        ib[t] = _mm512_dpbusd_epi32(ib[t], W1, bcast4(xq + t * in + c * 4 + 4));
-                    else
-                        ia[t] = _mm512_dpbusd_epi32(ia[t], W1, bcast4(xq + t * in + c * 4 + 4));
-                }
-            }
-        }
-        if (NT <= 4)
+        /* With few tokens a single accumulator would chain every VPDPBUSD on the one before: up to four sets
+         * (summed at the end of the group; integer sums, so the result is the same) keep the chains short. */
+        const int sets = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
+        __m512i acc4[4][8];
+        for (int k = 0; k < sets; k++)
             for (int t = 0; t < NT; t++)
-                ia[t] = _mm512_add_epi32(ia[t], ib[t]);
+                acc4[k][t] = _mm512_setzero_si512();
+        /* Four 64-byte chunks per step: q4 chunk c covers activations 8c .. 8c+7 (low nibbles the first four),
+         * q8 chunk c covers 4c .. 4c+3. Operand i of a step pairs with activation offset xo[i]. */
+        const int per = bits == 4 ? 8 : 4;
+        for (int64_t c = 0; c < G / per; c += bits == 4 ? 2 : 4) {
+            __m512i op[4];
+            int64_t xo[4];
+            if (bits == 4) {
+                for (int u = 0; u < 2; u++) {
+                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), QMM_HINT);
+                    const __m512i W = _mm512_load_si512(codes + (c + u) * 64);
+                    op[2 * u] = _mm512_and_si512(W, low4);
+                    op[2 * u + 1] = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+                    xo[2 * u] = (c + u) * 8;
+                    xo[2 * u + 1] = (c + u) * 8 + 4;
+                }
+            } else {
+                for (int u = 0; u < 4; u++) {
+                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), QMM_HINT);
+                    op[u] = _mm512_load_si512(codes + (c + u) * 64);
+                    xo[u] = (c + u) * 4;
+                }
+            }
+            for (int t = 0; t < NT; t++)
+                for (int u = 0; u < 4; u++)
+                    acc4[u % sets][t] = _mm512_dpbusd_epi32(acc4[u % sets][t], op[u], bcast4(xq + t * in + xo[u]));
+        }
+        __m512i ia[8];
+        for (int t = 0; t < NT; t++) {
+            ia[t] = acc4[0][t];
+            for (int k = 1; k < sets; k++)
+                ia[t] = _mm512_add_epi32(ia[t], acc4[k][t]);
+        }
         const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
         for (int t = 0; t < NT; t++) {
             const int64_t i = (t0 + t) * ng + g;

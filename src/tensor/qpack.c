@@ -51,7 +51,12 @@ void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     }
 }
 
-tern_err *tern_qpack_create(const tern_weight *w, tern_qpack **out) {
+size_t tern_qpack_bytes(const tern_weight *w) {
+    const int64_t in = tern_weight_cols(w), blocks = (tern_weight_rows(w) + 15) / 16;
+    return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(in / w->group) * (size_t)blocks;
+}
+
+tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out) {
     *out = NULL;
     if (!tern_qpack_supported(w))
         return tern_errf(TERN_EINVAL, "%s: only MLX affine 4/8-bit weights with groups of 32 or more can be packed",
@@ -67,7 +72,8 @@ tern_err *tern_qpack_create(const tern_weight *w, tern_qpack **out) {
     p->sdtype = w->sdtype;
     p->group_bytes = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
     p->block_bytes = p->group_bytes * (size_t)(p->in / w->group);
-    p->data = tern_stream_alloc(p->block_bytes * (size_t)p->blocks);
+    p->owns_data = at == NULL;
+    p->data = at ? at : tern_stream_alloc(p->block_bytes * (size_t)p->blocks);
     if (!p->data) {
         const size_t bytes = p->block_bytes * (size_t)p->blocks;
         free(p);
@@ -82,7 +88,8 @@ tern_err *tern_qpack_create(const tern_weight *w, tern_qpack **out) {
 void tern_qpack_free(tern_qpack *p) {
     if (!p)
         return;
-    tern_aligned_free(p->data);
+    if (p->owns_data)
+        tern_aligned_free(p->data);
     free(p);
 }
 

@@ -27,6 +27,7 @@
 
 typedef struct tern_qpack {
     uint8_t *data;       /* blocks * block_bytes, 64-byte aligned */
+    int owns_data;       /* 0 when data lies in a caller's arena */
     int64_t rows, in, blocks;
     int bits, group;
     tern_dtype sdtype;
@@ -40,8 +41,11 @@ int tern_qpack_supported(const tern_weight *w);
 size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype);
 /* Packs the 16 rows starting at row0 (rows past the weight's end are zero) into out[group_bytes * in/group]. */
 void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out);
-/* Packs the whole weight (rows flattened over leading dims) into a new tern_qpack; *out NULL on error. */
-tern_err *tern_qpack_create(const tern_weight *w, tern_qpack **out);
+/* Bytes the packed copy of w takes (a multiple of 64). */
+size_t tern_qpack_bytes(const tern_weight *w);
+/* Packs the whole weight (rows flattened over leading dims) into a new tern_qpack; *out NULL on error. With
+ * `at` non-NULL (64-byte aligned, tern_qpack_bytes long) the codes go there and stay the caller's. */
+tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out);
 void tern_qpack_free(tern_qpack *p);
 
 /* Activations of T tokens quantized per weight group (see above). */

@@ -10,6 +10,12 @@ trap 'rm -rf "$dir"' EXIT
 grep -q "tensors:      540 needed, 540 bound, complete" "$dir.info"
 grep -q "parameters:   4.629 B" "$dir.info"
 rm -f "$dir.info"
-out=$("$tern" run "$dir" --ids 2,105,2364,107 -n 3)
-echo "generated: $out"
-[ "$(echo "$out" | wc -w)" -eq 3 ]
+out=$("$tern" run "$dir" --ids 2,105,2364,107 -n 3 --print-ids)
+echo "generated ids: $out"
+[ "$(echo "$out" | tr ', ' '\n\n' | grep -c '^[0-9][0-9]*$')" -eq 3 ]
+# bench on the real shape: every reported figure present and positive (timings are not judged).
+"$tern" bench "$dir" -p 16 -n 2 --batch 2 --json | tee "$dir.bench"
+for f in prefill_tok_s decode_tok_s decode_aggregate_tok_s bytes_per_token bandwidth_gb_s decode_efficiency; do
+    grep -q "\"$f\": [0-9]*\.*[0-9]*[1-9]" "$dir.bench" || { echo "bench: $f missing or zero"; exit 1; }
+done
+rm -f "$dir.bench"

@@ -72,7 +72,7 @@ static void test_layout(void **state) {
             const int G = 64, b = bits[bi];
             const int64_t rows = 37, in = 192, ng = in / G, words = tern_mlx_row_words(in, b);
             qweight o = make_q(rows, in, b, G, sdts[si]);
-            TU_OK(tern_qpack_create(&o.w, &o.pk));
+            TU_OK(tern_qpack_create(&o.w, NULL, &o.pk));
             const size_t ss = tern_dtype_size(sdts[si]);
             assert_int_equal(o.pk->blocks, 3);
             for (int64_t r = 0; r < 48; r++)
@@ -102,7 +102,7 @@ static void test_layout(void **state) {
         }
     tern_weight bad = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {16, 96}, .bits = 3, .group = 32, .sdtype = TERN_DT_BF16};
     tern_qpack *pk = NULL;
-    tern_err *e = tern_qpack_create(&bad, &pk);
+    tern_err *e = tern_qpack_create(&bad, NULL, &pk);
     assert_non_null(e);
     assert_null(pk);
     tern_err_free(e);
@@ -179,7 +179,7 @@ static void test_avx512_matches_reference(void **state) {
         assert_memory_equal(r.isum, s.isum, (size_t)(19 * in / cases[c].group) * sizeof(float));
         for (int packed = 0; packed < 2; packed++) {
             if (packed) {
-                TU_OK(tern_qpack_create(&o.w, &o.pk));
+                TU_OK(tern_qpack_create(&o.w, NULL, &o.pk));
                 o.w.qpack = o.pk;
             }
             for (size_t si = 0; si < sizeof slabs / sizeof slabs[0]; si++)

@@ -1,9 +1,12 @@
-/* test_synth_info.c — `tern synth` and `tern info` end to end through the real binary: the presets'
- * layouts load complete, quantized and sharded checkpoints bind, a seed reproduces the bytes, and
- * info lists missing and mis-shaped tensors. */
+/* test_synth_info.c — `tern synth`, `tern info` and `tern bench` end to end through the real binary: the
+ * presets' layouts load complete, quantized and sharded checkpoints bind, a seed reproduces the bytes,
+ * info lists missing and mis-shaped tensors, and bench reports every field it promises. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "core/fileio.h"
 #include "core/json_util.h"
@@ -120,11 +123,42 @@ static void test_info_reports_problems(void **state) {
     free(out);
 }
 
+/* bench --json: one object with the fields users script against, all consistent with each other (no timing
+ * is judged: only that the numbers are there, positive and add up). */
+static void test_bench_json(void **state) {
+    const char *dir = tu_tmpdir("bench_json");
+    char *out = NULL;
+    assert_int_equal(tu_runf(NULL, "%s synth --preset tiny --dtype q4 --group 32 --seed 2 %s/m >/dev/null", tu_tern_bin(), dir), 0);
+    assert_int_equal(tu_runf(&out, "%s bench %s/m -p 20 -n 4 --batch 3 --threads 2 --json", tu_tern_bin(), dir), 0);
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    if (!o)
+        fail_msg("bench --json printed no JSON object: %s (%s)", out, je.text);
+    static const char *positive[] = {"prefill_tok_s", "decode_tok_s", "decode_aggregate_tok_s", "bytes_per_token",
+                                     "bandwidth_gb_s", "decode_efficiency", "single_row_tok_s", "batch_speedup"};
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++) {
+        json_t *v = json_object_get(o, positive[i]);
+        if (!json_is_number(v) || !(json_number_value(v) > 0))
+            fail_msg("bench --json: %s missing or not positive in %s", positive[i], out);
+    }
+    assert_int_equal(json_integer_value(json_object_get(o, "threads")), 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "batch")), 3);
+    assert_true(json_is_string(json_object_get(o, "isa")));
+    const double per_row = json_number_value(json_object_get(o, "decode_tok_s"));
+    const double aggregate = json_number_value(json_object_get(o, "decode_aggregate_tok_s"));
+    assert_true(fabs(aggregate - 3 * per_row) <= 0.02 * aggregate + 0.01);
+    json_decref(o);
+    free(out);
+    assert_int_equal(tu_runf(&out, "%s bench %s/m -p 0 -n 0 --batch 0 2>&1", tu_tern_bin(), dir), 2);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_preset_complete),
         cmocka_unit_test(test_quantized_sharded_deterministic),
         cmocka_unit_test(test_info_reports_problems),
+        cmocka_unit_test(test_bench_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
