@@ -1,7 +1,8 @@
 /* bench_kernels.c — the MLX affine int8 kernel alone: one packed matrix far larger than the caches,
  * single-token passes alternated with read-bandwidth probe passes (GB/s of each and their ratio), then
  * multi-token passes (GMAC/s) as prefill and batched decode run them.
- * usage: bench_kernels [--bits 4|8] [--rows 16384] [--in 8192] [--group 64] [--iters 20] [--threads 2] */
+ * usage: bench_kernels [--bits 4|8] [--rows 16384] [--in 8192] [--group 64] [--iters 20] [--threads 2]
+ *                      [--slab ROWS] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,24 @@ int main(int argc, char **argv) {
     printf("isa %s, %d threads, q%d/%d, %lld x %lld (%.1f MB packed)\n", tern_isa_name(tern_isa_active()),
            tern_pool_size(pool), bits, group, (long long)rows, (long long)in, wbytes * 1e-6);
     printf("T=1   %.2f GB/s streamed; probe %.2f GB/s; ratio %.1f%%\n", mm_gbs, probe_gbs, 100 * mm_gbs / probe_gbs);
+    /* The same stream cut into separate products of `slab` rows each (one parallel region per product, as a
+     * forward pass makes one per matrix): what a region boundary costs. */
+    const int64_t slab = arg(argc, argv, "--slab", 0);
+    if (slab > 0 && slab % 16 == 0 && slab <= rows) {
+        double sl_s = 0, sl_probe = 0;
+        const int64_t nslab = rows / slab;
+        for (int i = 0; i < iters; i++) {
+            double t0 = tern_now_s();
+            for (int64_t k = 0; k < nslab; k++)
+                tern_matmul_rows(pool, &w, k * slab, slab, x, 1, y, TERN_MM_DECODE);
+            sl_s += tern_now_s() - t0;
+            sl_probe += tern_membw_pass(probe, pool);
+        }
+        const double sl_bytes = wbytes * (double)(nslab * slab) / (double)rows;
+        const double gbs = sl_bytes * iters / sl_s * 1e-9, pgbs = (double)tern_membw_bytes(probe) * iters / sl_probe * 1e-9;
+        printf("T=1 in products of %lld rows (%.2f MB each): %.2f GB/s; probe %.2f GB/s; ratio %.1f%%\n",
+               (long long)slab, sl_bytes / (double)nslab * 1e-6, gbs, pgbs, 100 * gbs / pgbs);
+    }
     static const int64_t Ts[] = {8, 64};
     for (int ti = 0; ti < 2; ti++) {
         const int64_t T = Ts[ti];
