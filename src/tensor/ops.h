@@ -10,10 +10,10 @@
 #include "core/threadpool.h"
 #include "tensor/weight.h"
 
-/* Which tokens a product serves. Generated tokens (DECODE) take the latency path (for MLX q4/q8 weights:
- * int8 activations, weights streamed once at memory speed); prompt tokens (PREFILL) take the throughput
- * path (weight tiles converted once to bf16 and reused across tokens). Each kind computes a token the
- * same way whatever else is in the batch, so the choice depends only on the token's role. */
+/* Which tokens a product serves: generated tokens (DECODE) or prompt tokens (PREFILL). A kernel may pick
+ * its method by the role (mxfp4: the portable path for DECODE, the tiled bf16 GEMM for PREFILL; MLX q4/q8
+ * take the int8 kernel for both), but computes a token the same way whatever else is in the batch, so the
+ * result depends only on the token's role. */
 typedef enum tern_mm_kind { TERN_MM_DECODE = 0, TERN_MM_PREFILL = 1 } tern_mm_kind;
 
 /* Writes logical row `row` of `w` (flattened over all leading dims) as f32 into out[cols]. */

@@ -65,12 +65,7 @@ static inline __m512i bcast4(const int8_t *p) {
 
 /* Bytes ahead of the current chunk requested from memory: a single-token pass streams each block once,
  * and hardware prefetch alone leaves the core waiting on DRAM latency. */
-#ifndef QMM_PREFETCH
 #define QMM_PREFETCH 8192
-#endif
-#ifndef QMM_HINT
-#define QMM_HINT _MM_HINT_T0
-#endif
 
 /* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
  * accumulators stay in registers); out[t] gets the 16 row results of token t0 + t. */
@@ -101,7 +96,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             int64_t xo[4];
             if (bits == 4) {
                 for (int u = 0; u < 2; u++) {
-                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), QMM_HINT);
+                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
                     const __m512i W = _mm512_load_si512(codes + (c + u) * 64);
                     op[2 * u] = _mm512_and_si512(W, low4);
                     /* With four accumulator sets the odd ones take only high nibbles: W & 0xf0 is 16 x the code,
@@ -113,7 +108,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 }
             } else {
                 for (int u = 0; u < 4; u++) {
-                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), QMM_HINT);
+                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
                     op[u] = _mm512_load_si512(codes + (c + u) * 64);
                     xo[u] = (c + u) * 4;
                 }
@@ -169,7 +164,7 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
         return;
     if (direct) /* the loop prefetches QMM_PREFETCH ahead of itself; the start of the run needs asking for too */
         for (size_t off = 0; off < QMM_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
-            _mm_prefetch((const char *)pk->data + (size_t)(j->row0[p] / 16 + b) * pk->block_bytes + off, QMM_HINT);
+            _mm_prefetch((const char *)pk->data + (size_t)(j->row0[p] / 16 + b) * pk->block_bytes + off, _MM_HINT_T0);
     for (int64_t blk = b; blk < e; blk++) {
         const uint8_t *src;
         if (direct) {
