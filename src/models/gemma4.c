@@ -204,7 +204,7 @@ tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) {
                         m->gw->n_problems, m->gw->problems[0], dir);
     if (!err)
         err = bind_layers(m);
-    if (!err && tern_isa_active() == TERN_ISA_AVX512) /* only the int8 kernels read the packed copies */
+    if (!err && tern_isa_active() != TERN_ISA_PORTABLE) /* only the int8 kernels read the packed copies */
         err = tern_gemma4_weights_pack(m->gw);
     if (err) {
         tern_gemma4_free(m);

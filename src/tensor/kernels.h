@@ -17,13 +17,9 @@
 
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                        float *y, tern_mm_kind kind);
-/* MLX affine q4/q8 (qpack.h) for up to 4 matrices of the same width and group sharing one input x [T][in]:
- * ys[i] gets rows [row0s[i], row0s[i] + n_outs[i]) of ws[i], in one parallel region. 0 = not handled. */
-int tern_qmm_avx512(tern_pool *pool, const tern_weight *const *ws, const int64_t *row0s, const int64_t *n_outs, int n,
-                    const float *x, int64_t T, float *const *ys);
-struct tern_qact;
-/* tern_qact_fill_ref with AVX-512 (the same bytes). */
-void tern_qact_fill_avx512(struct tern_qact *a, const float *x);
+/* The int8 product's inner pieces for MLX affine q4/q8 (qmm.h), per ISA. */
+struct tern_qmm_kernels;
+extern const struct tern_qmm_kernels tern_qmm_avx512, tern_qmm_avx2;
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                      float *y);
 

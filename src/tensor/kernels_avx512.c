@@ -1,7 +1,7 @@
 /* kernels_avx512.c — AVX-512 matrix products (compiled with AVX-512 flags; called only when cpuid
  * reports F/BW/VL/VNNI/BF16).
  *
- * - MLX affine q4/q8 (any number of tokens): int8 activations x packed codes, in qmm_avx512.c.
+ * (MLX affine q4/q8 weights take the int8 kernel of qmm_avx512.c before reaching this file.)
  * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations.
  * - bf16 weights, many tokens (prefill): tiles of rows in L2, 4x4 register blocks of VDPBF16PS dot products
  *   summed in the same order as the GEMV, so results do not depend on the batch.
@@ -15,7 +15,6 @@
 #include "tensor/attention.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
-#include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
 static float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
@@ -214,9 +213,6 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
         tern_pool_parallel_for(pool, (size_t)n_out, 8, f32_range, &j);
         return 1;
     }
-    /* MLX affine q4/q8: the int8 kernel for every token count and kind. */
-    if (tern_qpack_supported(w))
-        return tern_qmm_avx512(pool, &w, &row0, &n_out, 1, x, T, &y);
     if (T <= TERN_GEMV_MAX_T && w->fmt == TERN_WF_BF16) {
         int64_t in_pad = (in + 31) / 32 * 32;
         uint16_t *xb = to_bf16(x, T, in, in_pad);

@@ -9,6 +9,7 @@
 #include "core/half.h"
 #include "tensor/cpu.h"
 #include "tensor/kernels.h"
+#include "tensor/qmm.h"
 #include "tensor/quant_mlx.h"
 
 /* Bytes of one packed/stored row of `w` (for stepping through rows). */
@@ -80,8 +81,21 @@ static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
     free(row);
 }
 
+/* The int8 kernels for MLX q4/q8 on the active ISA, or NULL on the portable path (which keeps f32). */
+static const tern_qmm_kernels *qmm_kernels(void) {
+    switch (tern_isa_active()) {
+    case TERN_ISA_AVX512: return &tern_qmm_avx512;
+    case TERN_ISA_AVX2: return &tern_qmm_avx2;
+    case TERN_ISA_PORTABLE: break;
+    }
+    return NULL;
+}
+
 void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                       float *y, tern_mm_kind kind) {
+    const tern_qmm_kernels *qk = qmm_kernels();
+    if (qk && tern_qmm_run(pool, qk, &w, &row0, &n_out, 1, x, T, &y))
+        return;
     switch (tern_isa_active()) {
     case TERN_ISA_AVX512:
         if (tern_matmul_avx512(pool, w, row0, n_out, x, T, y, kind))
@@ -103,11 +117,12 @@ void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t 
 
 void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
                        float *const *ys, tern_mm_kind kind) {
-    if (tern_isa_active() == TERN_ISA_AVX512 && n <= 4) {
+    const tern_qmm_kernels *qk = qmm_kernels();
+    if (qk && n <= 4) {
         int64_t row0s[4] = {0}, n_outs[4];
         for (int i = 0; i < n; i++)
             n_outs[i] = tern_weight_rows(ws[i]);
-        if (tern_qmm_avx512(pool, ws, row0s, n_outs, n, x, T, ys))
+        if (tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys))
             return;
     }
     for (int i = 0; i < n; i++)

@@ -10,9 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
 #include "tensor/kernels.h"
-#include "tensor/qpack.h"
+#include "tensor/qmm.h"
 
 /* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x|, codes rounded to
  * nearest even by the current (default) rounding mode, exact integer sums. */
@@ -36,16 +35,6 @@ static void qact_fill_tokens(tern_qact *a, const float *x, int64_t t0, int64_t t
             a->xs[t * ng + g] = amax / 127.0f;
             a->isum[t * ng + g] = (float)_mm512_reduce_add_epi32(isum);
         }
-}
-
-typedef struct qact_job {
-    tern_qact *a;
-    const float *x;
-} qact_job;
-
-static void qact_range(void *ctx, size_t b, size_t e, int tid) {
-    const qact_job *j = ctx;
-    qact_fill_tokens(j->a, j->x, (int64_t)b, (int64_t)e);
 }
 
 static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
@@ -138,108 +127,35 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         out[t] = acc[t];
 }
 
-#define QMM_MAX_PARTS 4
-
-/* Up to 4 matrices sharing one input (q/k/v, gate/up) run as one parallel region over their row blocks laid
- * end to end: one activation quantization, one wake-up, and the threads balance over all the blocks. */
-typedef struct qmm_job {
-    int n;
-    const tern_weight *w[QMM_MAX_PARTS];
-    float *y[QMM_MAX_PARTS];
-    int64_t row0[QMM_MAX_PARTS], n_out[QMM_MAX_PARTS];
-    int64_t start[QMM_MAX_PARTS + 1]; /* first virtual block of each part */
-    const tern_qact *a;
-} qmm_job;
-
-/* Blocks [b, e) of part p: each from the weight's packed copy when its rows line up with it, else packed
- * here into scratch (weights loaded without a packed copy, or slabs starting mid-block). */
-static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
-    const tern_weight *w = j->w[p];
-    const tern_qpack *pk = w->qpack;
-    const int64_t in = j->a->in, n_out = j->n_out[p], T = j->a->T;
-    const size_t gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype), bb = gb * (size_t)(in / w->group);
-    const int direct = pk && j->row0[p] % 16 == 0;
-    uint8_t *own = NULL;
-    if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN)))
-        return;
-    if (direct) /* the loop prefetches QMM_PREFETCH ahead of itself; the start of the run needs asking for too */
-        for (size_t off = 0; off < QMM_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
-            _mm_prefetch((const char *)pk->data + (size_t)(j->row0[p] / 16 + b) * pk->block_bytes + off, _MM_HINT_T0);
-    for (int64_t blk = b; blk < e; blk++) {
-        const uint8_t *src;
-        if (direct) {
-            src = pk->data + (size_t)(j->row0[p] / 16 + blk) * pk->block_bytes;
-        } else {
-            tern_qpack_block(w, j->row0[p] + blk * 16, own);
-            src = own;
-        }
-        const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
-        const __mmask16 m = (__mmask16)((1u << valid) - 1);
-        float *y = j->y[p] + blk * 16;
-        for (int64_t t0 = 0; t0 < T; t0 += 8) {
-            const int nt = T - t0 < 8 ? (int)(T - t0) : 8;
-            __m512 out[8] = {0};
+/* tern_qmm_kernels.block: tokens in groups of up to 8 (each group's count a constant in its own copy of
+ * qmm_block), results stored masked to the valid rows. */
+static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,
+                  int64_t ystride, int valid) {
+    const __mmask16 m = (__mmask16)((1u << valid) - 1);
+    for (int64_t t0 = 0; t0 < a->T; t0 += 8) {
+        const int nt = a->T - t0 < 8 ? (int)(a->T - t0) : 8;
+        __m512 out[8] = {0};
 #define QMM_CASE(n)                                                                                        \
     case n:                                                                                                \
-        if (w->bits == 4)                                                                                  \
-            qmm_block(src, j->a, t0, n, 4, w->sdtype, gb, out);                                            \
+        if (bits == 4)                                                                                     \
+            qmm_block(blk, a, t0, n, 4, sdt, gbytes, out);                                                 \
         else                                                                                               \
-            qmm_block(src, j->a, t0, n, 8, w->sdtype, gb, out);                                            \
+            qmm_block(blk, a, t0, n, 8, sdt, gbytes, out);                                                 \
         break;
-            switch (nt) {
-                QMM_CASE(1)
-                QMM_CASE(2)
-                QMM_CASE(3)
-                QMM_CASE(4)
-                QMM_CASE(5)
-                QMM_CASE(6)
-                QMM_CASE(7)
-                QMM_CASE(8)
-            }
-#undef QMM_CASE
-            for (int t = 0; t < nt; t++)
-                _mm512_mask_storeu_ps(y + (t0 + t) * n_out, m, out[t]);
+        switch (nt) {
+            QMM_CASE(1)
+            QMM_CASE(2)
+            QMM_CASE(3)
+            QMM_CASE(4)
+            QMM_CASE(5)
+            QMM_CASE(6)
+            QMM_CASE(7)
+            QMM_CASE(8)
         }
-    }
-    tern_aligned_free(own);
-}
-
-static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
-    const qmm_job *j = ctx;
-    (void)tid;
-    for (int p = 0; p < j->n; p++) {
-        const int64_t lo = (int64_t)b > j->start[p] ? (int64_t)b : j->start[p];
-        const int64_t hi = (int64_t)e < j->start[p + 1] ? (int64_t)e : j->start[p + 1];
-        if (lo < hi)
-            qmm_part(j, p, lo - j->start[p], hi - j->start[p]);
+#undef QMM_CASE
+        for (int t = 0; t < nt; t++)
+            _mm512_mask_storeu_ps(y + (t0 + t) * ystride, m, out[t]);
     }
 }
 
-int tern_qmm_avx512(tern_pool *pool, const tern_weight *const *ws, const int64_t *row0s, const int64_t *n_outs, int n,
-                    const float *x, int64_t T, float *const *ys) {
-    if (n < 1 || n > QMM_MAX_PARTS)
-        return 0;
-    const tern_weight *w0 = ws[0];
-    const int64_t in = tern_weight_cols(w0);
-    qmm_job j = {.n = n};
-    for (int p = 0; p < n; p++) {
-        if (!tern_qpack_supported(ws[p]) || ws[p]->group != w0->group || tern_weight_cols(ws[p]) != in)
-            return 0;
-        j.w[p] = ws[p];
-        j.y[p] = ys[p];
-        j.row0[p] = row0s[p];
-        j.n_out[p] = n_outs[p];
-        j.start[p + 1] = j.start[p] + (n_outs[p] + 15) / 16;
-    }
-    tern_qact a;
-    if (!tern_qact_alloc(&a, T, in, w0->group))
-        return 0;
-    qact_job qj = {&a, x};
-    tern_pool_parallel_for(pool, (size_t)T, 16, qact_range, &qj); /* one thread up to 16 tokens */
-    j.a = &a;
-    tern_pool_parallel_guided(pool, (size_t)j.start[n], 1, qmm_range, &j);
-    tern_qact_free(&a);
-    return 1;
-}
-
-void tern_qact_fill_avx512(tern_qact *a, const float *x) { qact_fill_tokens(a, x, 0, a->T); }
+const tern_qmm_kernels tern_qmm_avx512 = {qact_fill_tokens, block};

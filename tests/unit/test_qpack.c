@@ -1,6 +1,6 @@
 /* test_qpack.c — the packed MLX affine layout and the int8 product: packing is lossless and puts every code
  * where qpack.h says; the portable product is the dot of dequantized weights with quantized activations;
- * the AVX-512 quantizer and kernel reproduce the portable ones bit for bit (packed copy or not, any
+ * the AVX-512 and AVX2 quantizers and kernels reproduce the portable ones bit for bit (packed copy or not, any
  * slab offset, every token count, bf16/f16/f32 scales). */
 #include <math.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include "tensor/cpu.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
+#include "tensor/qmm.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 #include "testutil.h"
@@ -146,12 +147,13 @@ static void test_reference_definition(void **state) {
     free_q(&o);
 }
 
-static void test_avx512_matches_reference(void **state) {
-    if (tern_isa_detect() < TERN_ISA_AVX512) {
-        print_message("no AVX-512 on this CPU: nothing to compare\n");
+/* One ISA's quantizer and kernel against the portable definitions, bit for bit. */
+static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
+    if (tern_isa_detect() < isa) {
+        print_message("no %s on this CPU: nothing to compare\n", tern_isa_name(isa));
         return;
     }
-    tern_isa_set(TERN_ISA_AVX512);
+    tern_isa_set(isa);
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const struct {
@@ -173,7 +175,7 @@ static void test_avx512_matches_reference(void **state) {
         assert_true(tern_qact_alloc(&r, 19, in, cases[c].group));
         assert_true(tern_qact_alloc(&s, 19, in, cases[c].group));
         tern_qact_fill_ref(&r, x);
-        tern_qact_fill_avx512(&s, x);
+        k->fill(&s, x, 0, 19);
         assert_memory_equal(r.q, s.q, (size_t)(19 * in));
         assert_memory_equal(r.xs, s.xs, (size_t)(19 * in / cases[c].group) * sizeof(float));
         assert_memory_equal(r.isum, s.isum, (size_t)(19 * in / cases[c].group) * sizeof(float));
@@ -194,8 +196,8 @@ static void test_avx512_matches_reference(void **state) {
                         tern_matmul_rows(pool, &o.w, row0, n_out, x, T, y, (tern_mm_kind)kind);
                         for (int64_t i = 0; i < T * n_out; i++)
                             if (memcmp(&y[i], &want[i], sizeof *y))
-                                fail_msg("case %zu packed %d rows %lld+%lld T %lld kind %d: y[%lld][%lld] = %.9g, portable %.9g",
-                                         c, packed, (long long)row0, (long long)n_out, (long long)T, kind,
+                                fail_msg("%s case %zu packed %d rows %lld+%lld T %lld kind %d: y[%lld][%lld] = %.9g, "
+                                         "portable %.9g", tern_isa_name(isa), c, packed, (long long)row0, (long long)n_out, (long long)T, kind,
                                          (long long)(i / n_out), (long long)(i % n_out), y[i], want[i]);
                     }
                     tern_qact_free(&a);
@@ -212,11 +214,15 @@ static void test_avx512_matches_reference(void **state) {
     tern_isa_set(tern_isa_detect());
 }
 
+static void test_avx512_matches_reference(void **state) { simd_matches_reference(TERN_ISA_AVX512, &tern_qmm_avx512); }
+static void test_avx2_matches_reference(void **state) { simd_matches_reference(TERN_ISA_AVX2, &tern_qmm_avx2); }
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_reference_definition),
         cmocka_unit_test(test_avx512_matches_reference),
+        cmocka_unit_test(test_avx2_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,95 @@
+/* qmm.c — work split of the int8 product (see qmm.h). */
+#include "tensor/qmm.h"
+
+#include <stdlib.h>
+
+#include "core/alloc.h"
+
+#define QMM_MAX_PARTS 4
+/* Bytes of a thread's run requested before it starts: the kernels prefetch this far ahead of themselves, so
+ * without it the start of every run would wait on memory. */
+#define QMM_RUN_PREFETCH 8192
+
+/* Up to 4 matrices sharing one input (q/k/v, gate/up) run as one parallel region over their row blocks laid
+ * end to end: one activation quantization, one wake-up, and the threads balance over all the blocks. */
+typedef struct qmm_job {
+    const tern_qmm_kernels *k;
+    int n;
+    const tern_weight *w[QMM_MAX_PARTS];
+    float *y[QMM_MAX_PARTS];
+    int64_t row0[QMM_MAX_PARTS], n_out[QMM_MAX_PARTS];
+    int64_t start[QMM_MAX_PARTS + 1]; /* first virtual block of each part */
+    const tern_qact *a;
+    const float *x;
+    tern_qact *fill; /* the activations being quantized (the first region) */
+} qmm_job;
+
+/* Blocks [b, e) of part p: each from the weight's packed copy when its rows line up with it, else packed
+ * here (weights loaded without a packed copy, or slabs starting mid-block). */
+static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
+    const tern_weight *w = j->w[p];
+    const tern_qpack *pk = w->qpack;
+    const int64_t in = j->a->in, n_out = j->n_out[p];
+    const size_t gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype), bb = gb * (size_t)(in / w->group);
+    const int direct = pk && j->row0[p] % 16 == 0;
+    uint8_t *own = NULL;
+    if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN)))
+        return;
+    if (direct)
+        for (size_t off = 0; off < QMM_RUN_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
+            __builtin_prefetch(pk->data + (size_t)(j->row0[p] / 16 + b) * pk->block_bytes + off);
+    for (int64_t blk = b; blk < e; blk++) {
+        const uint8_t *src = own;
+        if (direct)
+            src = pk->data + (size_t)(j->row0[p] / 16 + blk) * pk->block_bytes;
+        else
+            tern_qpack_block(w, j->row0[p] + blk * 16, own);
+        const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
+        j->k->block(src, j->a, w->bits, w->sdtype, gb, j->y[p] + blk * 16, n_out, (int)valid);
+    }
+    tern_aligned_free(own);
+}
+
+static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
+    const qmm_job *j = ctx;
+    (void)tid;
+    for (int p = 0; p < j->n; p++) {
+        const int64_t lo = (int64_t)b > j->start[p] ? (int64_t)b : j->start[p];
+        const int64_t hi = (int64_t)e < j->start[p + 1] ? (int64_t)e : j->start[p + 1];
+        if (lo < hi)
+            qmm_part(j, p, lo - j->start[p], hi - j->start[p]);
+    }
+}
+
+static void fill_range(void *ctx, size_t b, size_t e, int tid) {
+    const qmm_job *j = ctx;
+    (void)tid;
+    j->k->fill(j->fill, j->x, (int64_t)b, (int64_t)e);
+}
+
+int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                 const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys) {
+    if (n < 1 || n > QMM_MAX_PARTS)
+        return 0;
+    const tern_weight *w0 = ws[0];
+    const int64_t in = tern_weight_cols(w0);
+    qmm_job j = {.k = k, .n = n, .x = x};
+    for (int p = 0; p < n; p++) {
+        if (!tern_qpack_supported(ws[p]) || ws[p]->group != w0->group || tern_weight_cols(ws[p]) != in)
+            return 0;
+        j.w[p] = ws[p];
+        j.y[p] = ys[p];
+        j.row0[p] = row0s[p];
+        j.n_out[p] = n_outs[p];
+        j.start[p + 1] = j.start[p] + (n_outs[p] + 15) / 16;
+    }
+    tern_qact a;
+    if (!tern_qact_alloc(&a, T, in, w0->group))
+        return 0;
+    j.fill = &a;
+    tern_pool_parallel_for(pool, (size_t)T, 16, fill_range, &j); /* one thread up to 16 tokens */
+    j.a = &a;
+    tern_pool_parallel_guided(pool, (size_t)j.start[n], 1, qmm_range, &j);
+    tern_qact_free(&a);
+    return 1;
+}

@@ -1,0 +1,28 @@
+/* qmm.h — the int8 product over packed MLX affine weights (qpack.h), split across a thread pool. The
+ * partitioning is shared by every instruction set; each ISA supplies the two inner pieces. */
+#ifndef TERN_TENSOR_QMM_H
+#define TERN_TENSOR_QMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "tensor/qpack.h"
+#include "tensor/weight.h"
+
+typedef struct tern_qmm_kernels {
+    /* Quantizes tokens [t0, t1) of x [T][in] into a, byte for byte as tern_qact_fill_ref. */
+    void (*fill)(tern_qact *a, const float *x, int64_t t0, int64_t t1);
+    /* One packed 16-row block against every token of a, with exactly tern_qmm_ref's arithmetic:
+     * y[t * ystride + r] for rows r < valid. */
+    void (*block)(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,
+                  int64_t ystride, int valid);
+} tern_qmm_kernels;
+
+/* Up to 4 MLX affine q4/q8 matrices of one width and group sharing the input x [T][in]: ys[i] gets rows
+ * [row0s[i], row0s[i] + n_outs[i]) of ws[i], all in one parallel region. Returns 0 (nothing written) when a
+ * weight is not packable (tern_qpack_supported), the matrices differ in width or group, or memory runs out. */
+int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                 const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys);
+
+#endif

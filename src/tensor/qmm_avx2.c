@@ -1,0 +1,142 @@
+/* qmm_avx2.c — MLX affine q4/q8 products with AVX2 over the packed layout of qpack.h (compiled with AVX2
+ * flags; called only when cpuid reports AVX2, FMA and F16C).
+ *
+ * A 16-row block is handled as two halves of 8 rows (32 bytes of each 64-byte chunk). AVX2 has no
+ * VPDPBUSD: VPMADDUBSW multiplies the u8 codes by the s8 activations into 16-bit pair sums and VPMADDWD
+ * widens them. Both operands are kept to 4-bit codes (q8 bytes split into two nibble planes, the high one
+ * weighted 16) so no 16-bit sum can saturate: a pair is at most 2 x 15 x 127 = 3810, and at most 8 pairs
+ * are added before widening. The integer dots are therefore exact and the float epilogue is tern_qmm_ref's,
+ * so results are bit-identical to the portable definition (and to the AVX-512 kernel). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "tensor/kernels.h"
+#include "tensor/qmm.h"
+
+static float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+static int32_t hsum8_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* tern_qact_fill_ref, 8 values at a time (rounding by the default mode: nearest even, as nearbyintf). */
+static void fill(tern_qact *a, const float *x, int64_t t0, int64_t t1) {
+    const int64_t in = a->in, G = a->group, ng = in / G;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t g = 0; g < ng; g++) {
+            const float *xg = x + t * in + g * G;
+            __m256 m = _mm256_setzero_ps();
+            for (int64_t k = 0; k < G; k += 8)
+                m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xg + k), absmask));
+            const float amax = hmax8(m);
+            const __m256 inv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+            __m256i isum = _mm256_setzero_si256();
+            int8_t *q = a->q + t * in + g * G;
+            for (int64_t k = 0; k < G; k += 8) {
+                const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + k), inv));
+                isum = _mm256_add_epi32(isum, v);
+                const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+                _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(w16, w16));
+            }
+            a->xs[t * ng + g] = amax / 127.0f;
+            a->isum[t * ng + g] = (float)hsum8_epi32(isum);
+        }
+}
+
+static inline __m256 load_scales8(const uint8_t *p, tern_dtype dt) {
+    if (dt == TERN_DT_F32)
+        return _mm256_loadu_ps((const float *)p);
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (dt == TERN_DT_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+static inline __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Half `h` (rows 8h .. 8h+7) of one block against NT (1 or 2, a compile-time constant) tokens from t0. */
+static inline __attribute__((always_inline)) void half_block(const uint8_t *blk, int h, const tern_qact *a,
+                                                             int64_t t0, const int NT, const int bits,
+                                                             tern_dtype sdt, size_t gbytes, __m256 *out) {
+    const int64_t in = a->in, G = a->group, ng = in / G;
+    const size_t ss = sdt == TERN_DT_F32 ? 4 : 2;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss + 32 * h;
+        const int8_t *xq = a->q + t0 * in + g * G;
+        __m256i idot[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        if (bits == 4) { /* chunk c: low nibbles pair with activations 8c..8c+3, high ones with 8c+4..8c+7 */
+            for (int64_t c0 = 0; c0 < G / 8; c0 += 4) {
+                __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                for (int64_t c = c0; c < c0 + 4; c++) {
+                    const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64));
+                    const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
+                    for (int t = 0; t < NT; t++) {
+                        p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(lo, bcast4(xq + t * in + c * 8)));
+                        p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(hi, bcast4(xq + t * in + c * 8 + 4)));
+                    }
+                }
+                for (int t = 0; t < NT; t++)
+                    idot[t] = _mm256_add_epi32(idot[t], _mm256_madd_epi16(p16[t], ones));
+            }
+        } else { /* chunk c: codes for activations 4c..4c+3, split into nibble planes */
+            for (int64_t c0 = 0; c0 < G / 4; c0 += 8) {
+                __m256i pl[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                __m256i ph[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                for (int64_t c = c0; c < c0 + 8; c++) {
+                    const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64));
+                    const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
+                    for (int t = 0; t < NT; t++) {
+                        const __m256i xv = bcast4(xq + t * in + c * 4);
+                        pl[t] = _mm256_add_epi16(pl[t], _mm256_maddubs_epi16(lo, xv));
+                        ph[t] = _mm256_add_epi16(ph[t], _mm256_maddubs_epi16(hi, xv));
+                    }
+                }
+                for (int t = 0; t < NT; t++)
+                    idot[t] = _mm256_add_epi32(idot[t], _mm256_add_epi32(_mm256_madd_epi16(pl[t], ones),
+                                                                         _mm256_slli_epi32(_mm256_madd_epi16(ph[t], ones), 4)));
+            }
+        }
+        const __m256 s = load_scales8(grp + 8 * h * ss, sdt), b = load_scales8(grp + (16 + 8 * h) * ss, sdt);
+        for (int t = 0; t < NT; t++) {
+            const int64_t i = (t0 + t) * ng + g;
+            const __m256 inner = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[t]), s, _mm256_mul_ps(b, _mm256_set1_ps(a->isum[i])));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(a->xs[i]), inner, acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[t] = acc[t];
+}
+
+static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,
+                  int64_t ystride, int valid) {
+    for (int h = 0; h < 2 && valid > 8 * h; h++) {
+        const int n = valid - 8 * h < 8 ? valid - 8 * h : 8;
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int64_t t0 = 0; t0 < a->T; t0 += 2) {
+            const int nt = a->T - t0 < 2 ? 1 : 2;
+            __m256 out[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+            if (nt == 2)
+                bits == 4 ? half_block(blk, h, a, t0, 2, 4, sdt, gbytes, out) : half_block(blk, h, a, t0, 2, 8, sdt, gbytes, out);
+            else
+                bits == 4 ? half_block(blk, h, a, t0, 1, 4, sdt, gbytes, out) : half_block(blk, h, a, t0, 1, 8, sdt, gbytes, out);
+            for (int t = 0; t < nt; t++)
+                _mm256_maskstore_ps(y + (t0 + t) * ystride + 8 * h, m, out[t]);
+        }
+    }
+}
+
+const tern_qmm_kernels tern_qmm_avx2 = {fill, block};
