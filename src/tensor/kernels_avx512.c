@@ -286,25 +286,24 @@ static inline __m512 tanh512(__m512 u) {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32((int)0x80000000u))));
 }
 
+/* gelu_tanh(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))). */
+static inline __m512 gelu512(__m512 v) {
+    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                   _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), v), _mm512_mul_ps(v, v), v));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh512(u)));
+}
+
 void tern_gelu_tanh_avx512(float *x, int64_t n) {
-    const __m512 k = _mm512_set1_ps(0.7978845608028654f), c = _mm512_set1_ps(0.044715f), h = _mm512_set1_ps(0.5f);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = tail_mask16(n - i);
-        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        const __m512 u = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(c, v), _mm512_mul_ps(v, v), v));
-        const __m512 g = _mm512_mul_ps(_mm512_mul_ps(h, v), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh512(u)));
-        _mm512_mask_storeu_ps(x + i, m, g);
+        _mm512_mask_storeu_ps(x + i, m, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 
 void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n) {
-    const __m512 k = _mm512_set1_ps(0.7978845608028654f), c = _mm512_set1_ps(0.044715f), h = _mm512_set1_ps(0.5f);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = tail_mask16(n - i);
-        const __m512 v = _mm512_maskz_loadu_ps(m, g + i);
-        const __m512 u2 = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(c, v), _mm512_mul_ps(v, v), v));
-        const __m512 gv = _mm512_mul_ps(_mm512_mul_ps(h, v), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh512(u2)));
-        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(m, u + i)));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(gelu512(_mm512_maskz_loadu_ps(m, g + i)), _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
 

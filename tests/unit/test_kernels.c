@@ -38,35 +38,22 @@ static owned_weight make_weight(tern_wformat fmt, int64_t rows, int64_t in, int 
     o.w.bits = bits;
     o.w.group = group;
     o.w.sdtype = TERN_DT_BF16;
-    float *x = malloc((size_t)in * sizeof *x);
     if (fmt == TERN_WF_MLX_AFFINE) {
-        int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
-        o.data = malloc((size_t)(rows * words) * 4);
-        o.scales = malloc((size_t)(rows * ng) * 2);
-        o.biases = malloc((size_t)(rows * ng) * 2);
-        for (int64_t r = 0; r < rows; r++) {
-            for (int64_t k = 0; k < in; k++)
-                x[k] = frand() * (1.0f + (float)(k % 7)); /* uneven ranges across groups */
-            tern_mlx_quantize_row(x, in, bits, group, TERN_DT_BF16, (uint32_t *)o.data + r * words,
-                                  (uint16_t *)o.scales + r * ng, (uint16_t *)o.biases + r * ng);
-        }
-    } else {
-        size_t es = fmt == TERN_WF_F32 ? 4 : 2;
-        o.data = malloc((size_t)(rows * in) * es);
-        for (int64_t i = 0; i < rows * in; i++) {
-            float v = frand();
-            if (fmt == TERN_WF_F32)
-                ((float *)o.data)[i] = v;
-            else if (fmt == TERN_WF_BF16)
-                ((uint16_t *)o.data)[i] = tern_f32_to_bf16(v);
-            else
-                ((uint16_t *)o.data)[i] = tern_f32_to_f16(v);
-        }
+        tu_mlx_weight(&o.w, rows, in, bits, group, TERN_DT_BF16, rng++, &o.data, &o.scales, &o.biases);
+        return o;
+    }
+    size_t es = fmt == TERN_WF_F32 ? 4 : 2;
+    o.data = malloc((size_t)(rows * in) * es);
+    for (int64_t i = 0; i < rows * in; i++) {
+        float v = frand();
+        if (fmt == TERN_WF_F32)
+            ((float *)o.data)[i] = v;
+        else if (fmt == TERN_WF_BF16)
+            ((uint16_t *)o.data)[i] = tern_f32_to_bf16(v);
+        else
+            ((uint16_t *)o.data)[i] = tern_f32_to_f16(v);
     }
     o.w.data = o.data;
-    o.w.scales = o.scales;
-    o.w.biases = o.biases;
-    free(x);
     return o;
 }
 

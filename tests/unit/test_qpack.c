@@ -32,29 +32,7 @@ typedef struct qweight {
 
 static qweight make_q(int64_t rows, int64_t in, int bits, int group, tern_dtype sdt) {
     qweight o = {0};
-    o.w.fmt = TERN_WF_MLX_AFFINE;
-    o.w.ndim = 2;
-    o.w.shape[0] = rows;
-    o.w.shape[1] = in;
-    o.w.bits = bits;
-    o.w.group = group;
-    o.w.sdtype = sdt;
-    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
-    const size_t ss = tern_dtype_size(sdt);
-    o.data = malloc((size_t)(rows * words) * 4);
-    o.scales = malloc((size_t)(rows * ng) * ss);
-    o.biases = malloc((size_t)(rows * ng) * ss);
-    float *x = malloc((size_t)in * sizeof *x);
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t k = 0; k < in; k++)
-            x[k] = frand() * (1.0f + (float)(k % 5));
-        tern_mlx_quantize_row(x, in, bits, group, sdt, (uint32_t *)o.data + r * words, (char *)o.scales + (size_t)(r * ng) * ss,
-                              (char *)o.biases + (size_t)(r * ng) * ss);
-    }
-    free(x);
-    o.w.data = o.data;
-    o.w.scales = o.scales;
-    o.w.biases = o.biases;
+    tu_mlx_weight(&o.w, rows, in, bits, group, sdt, rng++, &o.data, &o.scales, &o.biases);
     return o;
 }
 

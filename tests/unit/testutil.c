@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tensor/quant_mlx.h"
+
 #include "core/fileio.h"
 
 static const char *env_or(const char *name, const char *dflt) {
@@ -130,4 +132,37 @@ int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, s
     free(inp);
     free(out);
     return cases;
+}
+
+void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group, tern_dtype sdt, uint64_t seed,
+                   void **data, void **scales, void **biases) {
+    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
+    const size_t ss = tern_dtype_size(sdt);
+    memset(w, 0, sizeof *w);
+    w->fmt = TERN_WF_MLX_AFFINE;
+    w->ndim = 2;
+    w->shape[0] = rows;
+    w->shape[1] = in;
+    w->bits = bits;
+    w->group = group;
+    w->sdtype = sdt;
+    *data = malloc((size_t)(rows * words) * 4);
+    *scales = malloc((size_t)(rows * ng) * ss);
+    *biases = malloc((size_t)(rows * ng) * ss);
+    float *x = malloc((size_t)in * sizeof *x);
+    uint64_t r = seed | 1;
+    for (int64_t row = 0; row < rows; row++) {
+        for (int64_t k = 0; k < in; k++) {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            x[k] = (float)((double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0) * (1.0f + (float)(k % 7));
+        }
+        tern_mlx_quantize_row(x, in, bits, group, sdt, (uint32_t *)*data + row * words, (char *)*scales + (size_t)(row * ng) * ss,
+                              (char *)*biases + (size_t)(row * ng) * ss);
+    }
+    free(x);
+    w->data = *data;
+    w->scales = *scales;
+    w->biases = *biases;
 }

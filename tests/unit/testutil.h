@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "core/status.h"
+#include "tensor/weight.h"
 
 /* Path under ../shared/testdata (TERN_TESTDATA); static buffer, valid until the next call. */
 const char *tu_testdata(const char *rel);
@@ -28,6 +29,10 @@ int tu_runf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, size_t len, const int32_t *ids,
                                                   size_t n_ids),
                      void *ctx);
+/* An MLX affine weight [rows][in] (bits, group, scale dtype sdt) quantized from pseudo-random rows whose groups
+ * have uneven ranges; fills w and returns its buffers in *data, *scales, *biases (the caller frees them). */
+void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group, tern_dtype sdt, uint64_t seed,
+                   void **data, void **scales, void **biases);
 /* Fails the test with the error's message if err is not NULL. */
 #define TU_OK(expr)                                                        \
     do {                                                                   \
