@@ -87,7 +87,9 @@ int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *
     if (!tern_qact_alloc(&a, T, in, w0->group))
         return 0;
     j.fill = &a;
-    tern_pool_parallel_for(pool, (size_t)T, 16, fill_range, &j); /* one thread up to 16 tokens */
+    /* Quantization in runs of 64 groups (4096 values at group 64): one token of a narrow product stays on
+     * the calling thread, batches and wide inputs (the down projection) are split. */
+    tern_pool_parallel_for(pool, (size_t)(T * (in / w0->group)), 64, fill_range, &j);
     j.a = &a;
     tern_pool_parallel_guided(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);

@@ -11,8 +11,9 @@
 #include "tensor/weight.h"
 
 typedef struct tern_qmm_kernels {
-    /* Quantizes tokens [t0, t1) of x [T][in] into a, byte for byte as tern_qact_fill_ref. */
-    void (*fill)(tern_qact *a, const float *x, int64_t t0, int64_t t1);
+    /* Quantizes units [u0, u1) of x [T][in] into a, byte for byte as tern_qact_fill_ref; unit u is weight
+     * group u % (in / group) of token u / (in / group). */
+    void (*fill)(tern_qact *a, const float *x, int64_t u0, int64_t u1);
     /* One packed 16-row block against every token of a, with exactly tern_qmm_ref's arithmetic:
      * y[t * ystride + r] for rows r < valid. */
     void (*block)(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,

@@ -26,29 +26,29 @@ static int32_t hsum8_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-/* tern_qact_fill_ref, 8 values at a time (rounding by the default mode: nearest even, as nearbyintf). */
-static void fill(tern_qact *a, const float *x, int64_t t0, int64_t t1) {
-    const int64_t in = a->in, G = a->group, ng = in / G;
+/* tern_qact_fill_ref, 8 values at a time (rounding by the default mode: nearest even, as nearbyintf), over
+ * units u0 .. u1 (unit u: group u % ng of token u / ng, at x + u * group). */
+static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
+    const int64_t G = a->group;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t g = 0; g < ng; g++) {
-            const float *xg = x + t * in + g * G;
-            __m256 m = _mm256_setzero_ps();
-            for (int64_t k = 0; k < G; k += 8)
-                m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xg + k), absmask));
-            const float amax = hmax8(m);
-            const __m256 inv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-            __m256i isum = _mm256_setzero_si256();
-            int8_t *q = a->q + t * in + g * G;
-            for (int64_t k = 0; k < G; k += 8) {
-                const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + k), inv));
-                isum = _mm256_add_epi32(isum, v);
-                const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-                _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(w16, w16));
-            }
-            a->xs[t * ng + g] = amax / 127.0f;
-            a->isum[t * ng + g] = (float)hsum8_epi32(isum);
+    for (int64_t u = u0; u < u1; u++) {
+        const float *xg = x + u * G;
+        __m256 m = _mm256_setzero_ps();
+        for (int64_t k = 0; k < G; k += 8)
+            m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xg + k), absmask));
+        const float amax = hmax8(m);
+        const __m256 inv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        __m256i isum = _mm256_setzero_si256();
+        int8_t *q = a->q + u * G;
+        for (int64_t k = 0; k < G; k += 8) {
+            const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + k), inv));
+            isum = _mm256_add_epi32(isum, v);
+            const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(w16, w16));
         }
+        a->xs[u] = amax / 127.0f;
+        a->isum[u] = (float)hsum8_epi32(isum);
+    }
 }
 
 static inline __m256 load_scales8(const uint8_t *p, tern_dtype dt) {

@@ -14,27 +14,27 @@
 #include "tensor/qmm.h"
 
 /* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x|, codes rounded to
- * nearest even by the current (default) rounding mode, exact integer sums. */
-static void qact_fill_tokens(tern_qact *a, const float *x, int64_t t0, int64_t t1) {
-    const int64_t in = a->in, G = a->group, ng = in / G;
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t g = 0; g < ng; g++) {
-            const float *xg = x + t * in + g * G;
-            __m512 m = _mm512_setzero_ps();
-            for (int64_t k = 0; k < G; k += 16)
-                m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xg + k)));
-            const float amax = _mm512_reduce_max_ps(m);
-            const __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-            __m512i isum = _mm512_setzero_si512();
-            int8_t *q = a->q + t * in + g * G;
-            for (int64_t k = 0; k < G; k += 16) {
-                const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + k), inv));
-                isum = _mm512_add_epi32(isum, v);
-                _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtsepi32_epi8(v));
-            }
-            a->xs[t * ng + g] = amax / 127.0f;
-            a->isum[t * ng + g] = (float)_mm512_reduce_add_epi32(isum);
+ * nearest even by the current (default) rounding mode, exact integer sums. Unit u is group u % ng of token
+ * u / ng, which starts at x + u * group since a token's groups are contiguous. */
+static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
+    const int64_t G = a->group;
+    for (int64_t u = u0; u < u1; u++) {
+        const float *xg = x + u * G;
+        __m512 m = _mm512_setzero_ps();
+        for (int64_t k = 0; k < G; k += 16)
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xg + k)));
+        const float amax = _mm512_reduce_max_ps(m);
+        const __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        __m512i isum = _mm512_setzero_si512();
+        int8_t *q = a->q + u * G;
+        for (int64_t k = 0; k < G; k += 16) {
+            const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + k), inv));
+            isum = _mm512_add_epi32(isum, v);
+            _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtsepi32_epi8(v));
         }
+        a->xs[u] = amax / 127.0f;
+        a->isum[u] = (float)_mm512_reduce_add_epi32(isum);
+    }
 }
 
 static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
@@ -158,4 +158,4 @@ static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype s
     }
 }
 
-const tern_qmm_kernels tern_qmm_avx512 = {qact_fill_tokens, block};
+const tern_qmm_kernels tern_qmm_avx512 = {fill, block};

@@ -153,7 +153,7 @@ static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
         assert_true(tern_qact_alloc(&r, 19, in, cases[c].group));
         assert_true(tern_qact_alloc(&s, 19, in, cases[c].group));
         tern_qact_fill_ref(&r, x);
-        k->fill(&s, x, 0, 19);
+        k->fill(&s, x, 0, 19 * (in / cases[c].group));
         assert_memory_equal(r.q, s.q, (size_t)(19 * in));
         assert_memory_equal(r.xs, s.xs, (size_t)(19 * in / cases[c].group) * sizeof(float));
         assert_memory_equal(r.isum, s.isum, (size_t)(19 * in / cases[c].group) * sizeof(float));
