@@ -1,11 +1,14 @@
-/* threadpool.c — persistent workers; spin-then-sleep wake-up, static or guided range split. */
+/* threadpool.c — persistent workers; spin-then-sleep wake-up, static or balanced range split. */
 #include "core/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <unistd.h>
+
+#include "core/alloc.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,8 +27,8 @@ struct tern_pool {
     tern_range_fn fn;
     void *ctx;
     size_t n, grain;
-    int guided;
-    _Alignas(64) atomic_size_t next; /* guided split: first unit not yet taken */
+    int balanced;
+    struct span *spans; /* balanced split: each thread's units not yet taken, [nthreads] */
     _Alignas(64) atomic_uint generation;
     _Alignas(64) atomic_int pending; /* workers still running the current job */
     _Alignas(64) atomic_int sleepers;
@@ -39,24 +42,44 @@ typedef struct {
     int tid;
 } worker_arg;
 
+/* A thread's remaining units [lo, hi) packed as lo | hi << 32, one cache line each (no false sharing). */
+struct span {
+    _Alignas(64) _Atomic uint64_t v;
+};
+
+/* Takes up to a quarter of what is left of span s (at least one unit), from the front (the owner, whose
+ * runs then continue one stream) or from the back (a thief); 0 when the span is empty. */
+static int take(struct span *s, int front, size_t *b, size_t *e) {
+    uint64_t v = atomic_load_explicit(&s->v, memory_order_relaxed);
+    for (;;) {
+        const uint64_t lo = v & 0xffffffffu, hi = v >> 32;
+        if (lo >= hi)
+            return 0;
+        uint64_t n = (hi - lo) / 4;
+        n = n ? n : 1;
+        const uint64_t nv = front ? (lo + n) | hi << 32 : lo | (hi - n) << 32;
+        if (atomic_compare_exchange_weak(&s->v, &v, nv)) {
+            *b = front ? lo : hi - n;
+            *e = front ? lo + n : hi;
+            return 1;
+        }
+    }
+}
+
 static void run_share(tern_pool *p, int tid) {
     size_t n = p->n, g = p->grain ? p->grain : 1;
     size_t units = (n + g - 1) / g;
     size_t T = (size_t)p->nthreads;
-    if (p->guided) {
-        /* Each grab takes half of an equal share of what is left (at least one unit): long contiguous runs
-         * first, small ones at the end, so the threads finish within one small run of each other. */
-        for (;;) {
-            size_t b = atomic_load_explicit(&p->next, memory_order_relaxed), take;
-            do {
-                if (b >= units)
-                    return;
-                take = (units - b) / (2 * T);
-                take = take ? take : 1;
-            } while (!atomic_compare_exchange_weak(&p->next, &b, b + take));
-            size_t e = (b + take) * g;
-            p->fn(p->ctx, b * g, e < n ? e : n, tid);
+    if (p->balanced) {
+        /* Own share first, front to back; then the others' from their backs, so the threads end together even
+         * when their speed varies, and each mostly streams one contiguous run. */
+        size_t b, e;
+        for (size_t k = 0; k < T; k++) {
+            struct span *s = &p->spans[((size_t)tid + k) % T];
+            while (take(s, k == 0, &b, &e))
+                p->fn(p->ctx, b * g, e * g < n ? e * g : n, tid);
         }
+        return;
     }
     size_t b = units * (size_t)tid / T * g, e = units * ((size_t)tid + 1) / T * g;
     if (e > n)
@@ -112,7 +135,8 @@ tern_err *tern_pool_create(int nthreads, tern_pool **out) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     p->threads = calloc((size_t)nthreads, sizeof(pthread_t));
-    if (!p->threads) {
+    p->spans = tern_aligned_calloc((size_t)nthreads, sizeof *p->spans);
+    if (!p->threads || !p->spans) {
         tern_pool_destroy(p);
         return tern_errf(TERN_ENOMEM, "out of memory creating thread pool");
     }
@@ -144,6 +168,7 @@ void tern_pool_destroy(tern_pool *p) {
         for (int i = 1; i < p->nthreads; i++)
             pthread_join(p->threads[i], NULL);
     free(p->threads);
+    tern_aligned_free(p->spans);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     free(p);
@@ -151,7 +176,7 @@ void tern_pool_destroy(tern_pool *p) {
 
 int tern_pool_size(const tern_pool *p) { return p ? p->nthreads : 1; }
 
-static void parallel(tern_pool *p, size_t n, size_t grain, int guided, tern_range_fn fn, void *ctx) {
+static void parallel(tern_pool *p, size_t n, size_t grain, int balanced, tern_range_fn fn, void *ctx) {
     if (n == 0)
         return;
     if (!p || p->nthreads == 1 || n <= (grain ? grain : 1)) {
@@ -162,8 +187,12 @@ static void parallel(tern_pool *p, size_t n, size_t grain, int guided, tern_rang
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
-    p->guided = guided;
-    atomic_store(&p->next, 0);
+    const size_t units = (n + (grain ? grain : 1) - 1) / (grain ? grain : 1);
+    p->balanced = balanced && units < ((uint64_t)1 << 32);
+    for (int t = 0; p->balanced && t < p->nthreads; t++) {
+        const uint64_t lo = units * (uint64_t)t / (uint64_t)p->nthreads, hi = units * (uint64_t)(t + 1) / (uint64_t)p->nthreads;
+        atomic_store_explicit(&p->spans[t].v, lo | hi << 32, memory_order_relaxed);
+    }
     atomic_store(&p->pending, p->nthreads - 1);
     atomic_fetch_add(&p->generation, 1);
     if (atomic_load(&p->sleepers) > 0) {
@@ -186,6 +215,6 @@ void tern_pool_parallel_for(tern_pool *p, size_t n, size_t grain, tern_range_fn 
     parallel(p, n, grain, 0, fn, ctx);
 }
 
-void tern_pool_parallel_guided(tern_pool *p, size_t n, size_t grain, tern_range_fn fn, void *ctx) {
+void tern_pool_parallel_balanced(tern_pool *p, size_t n, size_t grain, tern_range_fn fn, void *ctx) {
     parallel(p, n, grain, 1, fn, ctx);
 }

@@ -25,10 +25,11 @@ int tern_pool_size(const tern_pool *pool);
 /* Runs fn over [0, n) split into near-equal contiguous ranges, each range a multiple of `grain`
  * (except the last); returns when all are done. Not reentrant; one caller at a time. */
 void tern_pool_parallel_for(tern_pool *pool, size_t n, size_t grain, tern_range_fn fn, void *ctx);
-/* Like tern_pool_parallel_for, but threads take runs of units of `grain` from a shared counter, each half
- * an equal share of what is left: for work whose speed varies (memory-bound streams), threads end together.
- * fn may be called several times per thread. */
-void tern_pool_parallel_guided(tern_pool *pool, size_t n, size_t grain, tern_range_fn fn, void *ctx);
+/* Like tern_pool_parallel_for, but balanced for work whose speed varies (memory-bound streams, causal
+ * attention): each thread works through its own contiguous share front to back, then takes what is left of
+ * the others' shares from their ends, so the threads finish together. fn may be called several times per
+ * thread, with ranges aligned to `grain`. */
+void tern_pool_parallel_balanced(tern_pool *pool, size_t n, size_t grain, tern_range_fn fn, void *ctx);
 /* The number of online cores. */
 int tern_cpu_count(void);
 

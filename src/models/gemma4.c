@@ -419,8 +419,8 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     if (L->owns_cache)
         for (int64_t t = 0; t < T; t++)
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
-    /* Guided: with causal masking later tokens cost more, so equal token counts would not be equal work. */
-    tern_pool_parallel_guided(F->pool, (size_t)T, 1, attn_range, &j);
+    /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
+    tern_pool_parallel_balanced(F->pool, (size_t)T, 1, attn_range, &j);
     mm(F, L->o, F->attn, F->a);
 }
 

@@ -91,7 +91,7 @@ int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *
      * the calling thread, batches and wide inputs (the down projection) are split. */
     tern_pool_parallel_for(pool, (size_t)(T * (in / w0->group)), 64, fill_range, &j);
     j.a = &a;
-    tern_pool_parallel_guided(pool, (size_t)j.start[n], 1, qmm_range, &j);
+    tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);
     return 1;
 }

@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/alloc.h"
 #include "core/half.h"
@@ -90,6 +91,45 @@ static void test_pool(void **state) {
     TU_FAILS_WITH(tern_pool_create(100000, &pool), "out of range");
 }
 
+typedef struct {
+    atomic_int *hits;
+    int slow_tid;       /* this thread dawdles, so the others must take over its share */
+    atomic_int misaligned; /* runs not starting at a multiple of the grain (asserted on the test's thread) */
+} balanced_ctx;
+
+static void count_range(void *ctxp, size_t b, size_t e, int tid) {
+    balanced_ctx *ctx = ctxp;
+    if (b % 3 || b >= e)
+        atomic_fetch_add(&ctx->misaligned, 1);
+    for (size_t i = b; i < e; i++) {
+        atomic_fetch_add(&ctx->hits[i], 1);
+        if (tid == ctx->slow_tid) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* The balanced split covers every index exactly once, in runs aligned to the grain, even when one thread is
+ * far slower than the others (its share is taken over from the back). */
+static void test_pool_balanced(void **state) {
+    tern_pool *pool;
+    TU_OK(tern_pool_create(3, &pool));
+    atomic_int hits[2000];
+    for (int round = 0; round < 60; round++) {
+        const size_t n = 1 + (size_t)round * 31;
+        for (size_t i = 0; i < n; i++)
+            atomic_store(&hits[i], 0);
+        balanced_ctx ctx = {hits, round % 4, 0};
+        tern_pool_parallel_balanced(pool, n, 3, count_range, &ctx);
+        assert_int_equal(atomic_load(&ctx.misaligned), 0);
+        for (size_t i = 0; i < n; i++)
+            if (atomic_load(&hits[i]) != 1)
+                fail_msg("n %zu: index %zu run %d times", n, i, atomic_load(&hits[i]));
+    }
+    tern_pool_destroy(pool);
+}
+
 static void test_aligned(void **state) {
     void *p = tern_aligned_alloc(100, 64);
     assert_non_null(p);
@@ -141,7 +181,7 @@ static void test_log_and_time(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
-        cmocka_unit_test(test_pool),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
+        cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
         cmocka_unit_test(test_log_and_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
