@@ -44,5 +44,9 @@ void tern_attend(const tern_attn_args *a) {
         tern_attend_avx512(a);
         return;
     }
+    if (tern_isa_active() == TERN_ISA_AVX2 && a->head_dim % 8 == 0 && 8 % (a->n_heads / a->kv_heads) == 0) {
+        tern_attend_avx2(a);
+        return;
+    }
     tern_attend_portable(a);
 }

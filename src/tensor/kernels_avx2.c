@@ -3,10 +3,12 @@
  * variable shifts of the packed words and one FMA per group) into a row buffer that stays in L1, then
  * dotted with up to 4 tokens at a time. */
 #include <immintrin.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/half.h"
+#include "tensor/attention.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "tensor/quant_mlx.h"
@@ -145,4 +147,166 @@ double tern_read_sum_avx2(const float *p, size_t n) {
     for (; i < n; i++)
         s += p[i];
     return s;
+}
+
+/* ---- activations, norm and attention (the AVX-512 versions, 8 lanes wide) --------------------------- */
+
+static inline __m256 tail_load8(const float *p, int64_t n) {
+    if (n >= 8)
+        return _mm256_loadu_ps(p);
+    float t[8] = {0};
+    memcpy(t, p, (size_t)n * sizeof *t);
+    return _mm256_loadu_ps(t);
+}
+
+static inline void tail_store8(float *p, int64_t n, __m256 v) {
+    if (n >= 8) {
+        _mm256_storeu_ps(p, v);
+        return;
+    }
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    memcpy(p, t, (size_t)n * sizeof *t);
+}
+
+/* exp(x) for x in [-87, 88]: 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 (two-part ln 2), p a degree-6
+ * Taylor polynomial; 2^n built in the exponent field. */
+static inline __m256 exp256(__m256 x) {
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* n is in [-126, 127] after the clamp, so 2^n is a normal float built in the exponent field */
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* tanh(u) = sign(u) (1 - 2 / (exp(2|u|) + 1)). */
+static inline __m256 tanh256(__m256 u) {
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    const __m256 a = _mm256_andnot_ps(sign, u);
+    const __m256 e = exp256(_mm256_add_ps(a, a));
+    const __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    return _mm256_or_ps(t, _mm256_and_ps(u, sign));
+}
+
+static inline __m256 gelu256(__m256 v) {
+    const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                   _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), v), _mm256_mul_ps(v, v), v));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(_mm256_set1_ps(1.0f), tanh256(u)));
+}
+
+void tern_gelu_tanh_avx2(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8)
+        tail_store8(x + i, n - i, gelu256(tail_load8(x + i, n - i)));
+}
+
+void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8)
+        tail_store8(g + i, n - i, _mm256_mul_ps(gelu256(tail_load8(g + i, n - i)), tail_load8(u + i, n - i)));
+}
+
+void tern_softcap_avx2(float *x, int64_t n, float cap) {
+    const __m256 c = _mm256_set1_ps(cap), ic = _mm256_set1_ps(1.0f / cap);
+    for (int64_t i = 0; i < n; i += 8)
+        tail_store8(x + i, n - i, _mm256_mul_ps(c, tanh256(_mm256_mul_ps(tail_load8(x + i, n - i), ic))));
+}
+
+void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, float *y) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 v = tail_load8(x + i, n - i);
+        const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        a0 = _mm256_fmadd_pd(lo, lo, a0);
+        a1 = _mm256_fmadd_pd(hi, hi, a1);
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
+    const double ss = (t[0] + t[1]) + (t[2] + t[3]);
+    const __m256 r = _mm256_set1_ps((float)(1.0 / sqrt(ss / (double)n + eps)));
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 v = _mm256_mul_ps(tail_load8(x + i, n - i), r);
+        if (w)
+            v = _mm256_mul_ps(v, tail_load8(w + i, n - i));
+        tail_store8(y + i, n - i, v);
+    }
+}
+
+static inline __m256 load8(const void *base, tern_dtype dt, int64_t i) {
+    if (dt == TERN_DT_F32)
+        return _mm256_loadu_ps((const float *)base + i);
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+/* Lane i of the result is the sum of the 8 lanes of v[i] (a transpose-and-add tree). */
+static inline __m256 reduce8(const __m256 *v) {
+    const __m256 a0 = _mm256_hadd_ps(v[0], v[1]), a1 = _mm256_hadd_ps(v[2], v[3]);
+    const __m256 a2 = _mm256_hadd_ps(v[4], v[5]), a3 = _mm256_hadd_ps(v[6], v[7]);
+    const __m256 b0 = _mm256_hadd_ps(a0, a1), b1 = _mm256_hadd_ps(a2, a3);
+    /* b0 lanes: [v0 lo, v1 lo, v2 lo, v3 lo, v0 hi, v1 hi, v2 hi, v3 hi] (halves of each sum); likewise b1 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
+}
+
+/* tern_attend_avx512's method with 8 lanes: 8/group positions per reduction, vectorised softmax with the
+ * normalisation deferred to the output, V accumulated in registers per 8-wide slice of the head. */
+void tern_attend_avx2(const tern_attn_args *a) {
+    const int64_t hd = a->head_dim, group = a->n_heads / a->kv_heads, row = a->kv_heads * hd;
+    const int64_t n = a->end - a->start + 1, P = 8 / group;
+    for (int64_t g = 0; g < a->kv_heads; g++) {
+        const float *q = a->q + g * group * hd;
+        float *sc = a->scores + g * group * n;
+        for (int64_t j0 = 0; j0 < n; j0 += P) {
+            __m256 acc[8];
+            for (int i = 0; i < 8; i++)
+                acc[i] = _mm256_setzero_ps();
+            const int64_t np = n - j0 < P ? n - j0 : P;
+            for (int64_t d = 0; d < hd; d += 8)
+                for (int64_t p = 0; p < np; p++) {
+                    const __m256 kv = load8(a->k, a->dtype, ((a->start + j0 + p) % a->slots) * row + g * hd + d);
+                    for (int64_t h = 0; h < group; h++)
+                        acc[p * group + h] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + h * hd + d), acc[p * group + h]);
+                }
+            float sums[8];
+            _mm256_storeu_ps(sums, reduce8(acc));
+            for (int64_t p = 0; p < np; p++)
+                for (int64_t h = 0; h < group; h++)
+                    sc[h * n + j0 + p] = sums[p * group + h];
+        }
+        float inv[8];
+        for (int64_t h = 0; h < group; h++) {
+            float *s = sc + h * n, mx = -INFINITY;
+            for (int64_t j = 0; j < n; j++)
+                mx = s[j] > mx ? s[j] : mx;
+            const __m256 m = _mm256_set1_ps(mx);
+            __m256 sum = _mm256_setzero_ps();
+            for (int64_t j = 0; j < n; j += 8) {
+                const __m256 e = exp256(_mm256_sub_ps(tail_load8(s + j, n - j), m));
+                const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+                sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
+                tail_store8(s + j, n - j, e);
+            }
+            inv[h] = 1.0f / hsum8(sum);
+        }
+        for (int64_t d = 0; d < hd; d += 8) {
+            __m256 o[8];
+            for (int64_t h = 0; h < group; h++)
+                o[h] = _mm256_setzero_ps();
+            for (int64_t j = 0; j < n; j++) {
+                const __m256 vv = load8(a->v, a->dtype, ((a->start + j) % a->slots) * row + g * hd + d);
+                for (int64_t h = 0; h < group; h++)
+                    o[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[h * n + j]), vv, o[h]);
+            }
+            for (int64_t h = 0; h < group; h++)
+                _mm256_storeu_ps(a->out + (g * group + h) * hd + d, _mm256_mul_ps(o[h], _mm256_set1_ps(inv[h])));
+        }
+    }
 }

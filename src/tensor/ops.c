@@ -134,6 +134,10 @@ void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y
         tern_rmsnorm_avx512(x, w, n, eps, y);
         return;
     }
+    if (tern_isa_active() == TERN_ISA_AVX2) {
+        tern_rmsnorm_avx2(x, w, n, eps, y);
+        return;
+    }
     double ss = 0;
     for (int64_t i = 0; i < n; i++)
         ss += (double)x[i] * x[i];
@@ -183,6 +187,10 @@ void tern_gelu_tanh(float *x, int64_t n) {
         tern_gelu_tanh_avx512(x, n);
         return;
     }
+    if (tern_isa_active() == TERN_ISA_AVX2) {
+        tern_gelu_tanh_avx2(x, n);
+        return;
+    }
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
@@ -195,6 +203,10 @@ void tern_gelu_tanh_mul(float *g, const float *u, int64_t n) {
         tern_gelu_tanh_mul_avx512(g, u, n);
         return;
     }
+    if (tern_isa_active() == TERN_ISA_AVX2) {
+        tern_gelu_tanh_mul_avx2(g, u, n);
+        return;
+    }
     tern_gelu_tanh(g, n);
     for (int64_t i = 0; i < n; i++)
         g[i] *= u[i];
@@ -203,6 +215,10 @@ void tern_gelu_tanh_mul(float *g, const float *u, int64_t n) {
 void tern_softcap(float *x, int64_t n, float cap) {
     if (tern_isa_active() == TERN_ISA_AVX512) {
         tern_softcap_avx512(x, n, cap);
+        return;
+    }
+    if (tern_isa_active() == TERN_ISA_AVX2) {
+        tern_softcap_avx2(x, n, cap);
         return;
     }
     for (int64_t i = 0; i < n; i++)

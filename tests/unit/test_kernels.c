@@ -244,11 +244,16 @@ static void test_attention(void **state) {
                                         runs[r][1], sc, o1};
                     tern_attend_portable(&a);
                     a.out = o2;
-                    tern_attend(&a);
-                    for (int64_t i = 0; i < nH * hd; i++)
-                        if (fabsf(o1[i] - o2[i]) > 1e-5f)
-                            fail_msg("hd %lld group %lld %s run %d: out[%lld] %g vs portable %g", (long long)hd,
-                                     (long long)groups[gi], f32 ? "f32" : "bf16", r, (long long)i, o2[i], o1[i]);
+                    for (tern_isa isa = TERN_ISA_AVX2; isa <= tern_isa_detect(); isa++) {
+                        tern_isa_set(isa);
+                        tern_attend(&a);
+                        for (int64_t i = 0; i < nH * hd; i++)
+                            if (fabsf(o1[i] - o2[i]) > 1e-5f)
+                                fail_msg("%s hd %lld group %lld %s run %d: out[%lld] %g vs portable %g",
+                                         tern_isa_name(isa), (long long)hd, (long long)groups[gi], f32 ? "f32" : "bf16",
+                                         r, (long long)i, o2[i], o1[i]);
+                    }
+                    tern_isa_set(tern_isa_detect());
                 }
                 free(q);
                 free(o1);
