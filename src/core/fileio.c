@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -39,6 +40,13 @@ tern_err *tern_mmap_open(const char *path, tern_mmap *out) {
     out->data = p;
     out->size = (size_t)st.st_size;
     return NULL;
+}
+
+void tern_mmap_release(const void *p, size_t len) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), b = ((uintptr_t)p + page - 1) / page * page;
+    const uintptr_t e = ((uintptr_t)p + len) / page * page;
+    if (e > b)
+        (void)madvise((void *)b, e - b, MADV_DONTNEED); /* advice: if refused, the pages just stay */
 }
 
 void tern_mmap_close(tern_mmap *m) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/fileio.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
@@ -237,6 +238,11 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w) {
         if (!(err = tern_qpack_create(wt, w->packed + off, &pk))) {
             wt->qpack = pk;
             off += tern_qpack_bytes(wt);
+            /* Products read only the packed copy now: the mapped codes can leave memory (the portable path
+             * would fault them back in). The tied head's codes stay: embedding lookups read them. */
+            if (order[k] != head)
+                tern_mmap_release(wt->data, (size_t)tern_mlx_row_words(tern_weight_cols(wt), wt->bits) * 4 *
+                                                (size_t)tern_weight_rows(wt));
         }
     }
     free(order);
