@@ -169,19 +169,6 @@ void tern_rope_apply(float *x, int64_t dim, const float *inv_freq, const float *
     }
 }
 
-void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos) {
-    int64_t half = dim / 2;
-    for (int64_t i = 0; i < half; i++) {
-        if (inv_freq[i] == 0.0f)
-            continue;
-        double a = (double)pos * inv_freq[i];
-        float c = (float)cos(a), s = (float)sin(a);
-        float x0 = x[i], x1 = x[i + half];
-        x[i] = x0 * c - x1 * s;
-        x[i + half] = x1 * c + x0 * s;
-    }
-}
-
 void tern_gelu_tanh(float *x, int64_t n) {
     if (tern_isa_active() == TERN_ISA_AVX512) {
         tern_gelu_tanh_avx512(x, n);

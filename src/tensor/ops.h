@@ -32,10 +32,9 @@ void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, con
 
 /* y = x * (mean(x^2) + eps)^-1/2 * w  (w may be NULL: the scale-free variant). In place allowed. */
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);
-/* Rotate-half RoPE over one head of `dim` values: pairs (i, i + dim/2) rotate by pos * inv_freq[i]. */
-void tern_rope(float *x, int64_t dim, const float *inv_freq, int64_t pos);
-/* The same rotation in two steps, so several heads at one position share the angles: cs/sn[dim/2] get
- * cos/sin(pos * inv_freq[i]), then apply rotates x exactly as tern_rope does. */
+/* Rotate-half RoPE over one head of `dim` values at position pos, in two steps so the heads of one token share
+ * the angles: angles writes cs/sn[dim/2] = cos/sin(pos * inv_freq[i]) (computed in double), apply rotates each
+ * pair (i, i + dim/2) by them; pairs with inv_freq[i] == 0 are left as they are. */
 void tern_rope_angles(int64_t dim, const float *inv_freq, int64_t pos, float *cs, float *sn);
 void tern_rope_apply(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 /* gelu with the tanh approximation, in place. */
