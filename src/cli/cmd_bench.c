@@ -119,12 +119,12 @@ int cmd_bench(int argc, char **argv) {
     /* With B > 1, one more sequence decodes alone between the batched steps: the speed-up of batching is
      * then measured against a single row under the same machine conditions. */
     int solo_seq = (int)B;
-    int32_t solo_next = ids[0];
-    float *solo_logits = logits + B * c->vocab_size;
     int64_t one = 1;
     if (!err && B > 1)
         err = tern_kv_set_len(kv, solo_seq, 0);
     if (!err && N > 0) {
+        int32_t solo_next = ids[0];
+        float *solo_logits = logits + B * c->vocab_size;
         tern_batch b = {.n_rows = (int)B, .seq = seqs, .n_tok = ones, .ids = next, .out = TERN_OUT_LAST};
         tern_batch solo = {.n_rows = 1, .seq = &solo_seq, .n_tok = &one, .ids = &solo_next, .out = TERN_OUT_LAST};
         err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL); /* first step: not timed (one prompt token) */

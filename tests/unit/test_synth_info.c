@@ -151,6 +151,9 @@ static void test_bench_json(void **state) {
     free(out);
     assert_int_equal(tu_runf(&out, "%s bench %s/m -p 0 -n 0 --batch 0 2>&1", tu_tern_bin(), dir), 2);
     free(out);
+    assert_int_equal(tu_runf(&out, "%s bench %s/nothing -n 2 --batch 2 2>&1", tu_tern_bin(), dir), 1);
+    assert_non_null(strstr(out, "tern bench:"));
+    free(out);
 }
 
 int main(void) {
