@@ -1,7 +1,8 @@
-/* kernels_avx2.c — AVX2 + FMA matrix products (compiled with AVX2 flags; called only when cpuid reports
- * them). Each weight row is expanded to f32 in registers (bf16 by shifting, f16 by F16C, MLX affine by
- * variable shifts of the packed words and one FMA per group) into a row buffer that stays in L1, then
- * dotted with up to 4 tokens at a time. */
+/* kernels_avx2.c — AVX2 + FMA kernels (compiled with AVX2 flags; called only when cpuid reports them).
+ * Matrix products: each weight row is expanded to f32 in registers (bf16 by shifting, f16 by F16C, MLX
+ * affine shapes the int8 kernel of qmm_avx2.c does not take by variable shifts of the packed words and one
+ * FMA per group) into a row buffer that stays in L1, then dotted with up to 4 tokens at a time. Also the
+ * bandwidth probe's read loop, vectorised exp/tanh/GELU/soft-cap/RMSNorm, and attention (8 lanes). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,11 +1,13 @@
 /* kernels_avx512.c — AVX-512 matrix products (compiled with AVX-512 flags; called only when cpuid
  * reports F/BW/VL/VNNI/BF16).
  *
- * (MLX affine q4/q8 weights take the int8 kernel of qmm_avx512.c before reaching this file.)
+ * (MLX affine q4/q8 weights with groups of 32 or more take the int8 kernel of qmm_avx512.c before reaching
+ * this file; other MLX shapes and mxfp4 come here as rows converted to bf16.)
  * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations.
  * - bf16 weights, many tokens (prefill): tiles of rows in L2, 4x4 register blocks of VDPBF16PS dot products
  *   summed in the same order as the GEMV, so results do not depend on the batch.
- * - f32/f16 weights: f32 FMA (the parity path keeps f32 precision end to end). */
+ * - f32/f16 weights: f32 FMA (the parity path keeps f32 precision end to end).
+ * Also the bandwidth probe's read loop, vectorised exp/tanh/GELU/soft-cap/RMSNorm, and attention. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
