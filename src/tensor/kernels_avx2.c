@@ -21,17 +21,6 @@ static float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-static float scale_at(const void *p, tern_dtype dt, int64_t i) {
-    if (dt == TERN_DT_F32) {
-        float f;
-        memcpy(&f, (const float *)p + i, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, (const uint16_t *)p + i, 2);
-    return dt == TERN_DT_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
-}
-
 /* Expands row r of w into out[in] as f32; returns 0 for formats this path leaves to the portable code. */
 static int expand_row(const tern_weight *w, int64_t r, int64_t in, float *out) {
     int64_t k = 0;
@@ -65,7 +54,7 @@ static int expand_row(const tern_weight *w, int64_t r, int64_t in, float *out) {
         const void *sc = (const char *)w->scales + (size_t)(r * ng) * ss, *bi = (const char *)w->biases + (size_t)(r * ng) * ss;
         const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), m4 = _mm256_set1_epi32(0xf);
         for (int64_t gi = 0; gi < ng; gi++) {
-            const __m256 s = _mm256_set1_ps(scale_at(sc, w->sdtype, gi)), b = _mm256_set1_ps(scale_at(bi, w->sdtype, gi));
+            const __m256 s = _mm256_set1_ps(tern_mlx_scale(sc, w->sdtype, gi)), b = _mm256_set1_ps(tern_mlx_scale(bi, w->sdtype, gi));
             for (int64_t k0 = gi * g; k0 < (gi + 1) * g; k0 += 8) {
                 __m256i v;
                 if (bits == 4) {

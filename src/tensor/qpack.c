@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "core/half.h"
 #include "tensor/quant_mlx.h"
 
 int tern_qpack_supported(const tern_weight *w) {
@@ -137,17 +136,6 @@ void tern_qact_free(tern_qact *a) {
     memset(a, 0, sizeof *a);
 }
 
-static float scale_value(const void *p, tern_dtype dt, int64_t i) {
-    if (dt == TERN_DT_F32) {
-        float f;
-        memcpy(&f, (const char *)p + i * 4, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, (const char *)p + i * 2, 2);
-    return dt == TERN_DT_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
-}
-
 void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
     const int64_t in = a->in, G = w->group, ng = in / G, words = tern_mlx_row_words(in, w->bits);
     uint8_t *q = malloc((size_t)in);
@@ -163,8 +151,8 @@ void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_
                 int32_t idot = 0;
                 for (int64_t k = g * G; k < (g + 1) * G; k++)
                     idot += (int32_t)q[k] * xq[k];
-                const float s = scale_value(w->scales, w->sdtype, row * ng + g);
-                const float b = scale_value(w->biases, w->sdtype, row * ng + g);
+                const float s = tern_mlx_scale(w->scales, w->sdtype, row * ng + g);
+                const float b = tern_mlx_scale(w->biases, w->sdtype, row * ng + g);
                 acc = fmaf(a->xs[t * ng + g], fmaf((float)idot, s, b * a->isum[t * ng + g]), acc);
             }
             y[t * n_out + o] = acc;

@@ -120,8 +120,8 @@ void tern_mlx_unpack_row(const uint32_t *row, int64_t in, int bits, uint8_t *q) 
 
 /* ---------------------------------------------------------------- scales */
 
-/* Loads element i of a scale/bias vector; memcpy because mmapped tensors need not be aligned. */
-static inline float load_scale(const void *p, tern_dtype dt, int64_t i) {
+/* memcpy because mmapped tensors need not be aligned. */
+float tern_mlx_scale(const void *p, tern_dtype dt, int64_t i) {
     const unsigned char *b = p;
     switch (dt) {
     case TERN_DT_F32: {
@@ -174,8 +174,8 @@ void tern_mlx_dequantize_row(const uint32_t *row, const void *scales, const void
     bit_reader_init(&r, row, bits);
     int64_t groups = in / group;
     for (int64_t g = 0; g < groups; g++) {
-        float s = load_scale(scales, sdt, g);
-        float b = load_scale(biases, sdt, g);
+        float s = tern_mlx_scale(scales, sdt, g);
+        float b = tern_mlx_scale(biases, sdt, g);
         float *o = out + g * group;
         for (int j = 0; j < group; j++) {
             float sq = s * (float)bit_reader_next(&r); /* rounded separately, as MLX's scale*q + bias */

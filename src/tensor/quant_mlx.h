@@ -37,6 +37,9 @@ void tern_mlx_pack_row(const uint8_t *q, int64_t in, int bits, uint32_t *row);
 /* Unpacks a row into `in` values q. */
 void tern_mlx_unpack_row(const uint32_t *row, int64_t in, int bits, uint8_t *q);
 
+/* Element i of a scale or bias vector of dtype dt (TERN_DT_F32, TERN_DT_BF16 or TERN_DT_F16), as f32. */
+float tern_mlx_scale(const void *scales, tern_dtype dt, int64_t i);
+
 /* Dequantizes one row: out[k] = scale[k/group] * q[k] + bias[k/group], computed in f32 (the product is rounded
  * before the add); scales/biases hold in/group values of dtype sdt (TERN_DT_F32, TERN_DT_BF16 or TERN_DT_F16). */
 void tern_mlx_dequantize_row(const uint32_t *row, const void *scales, const void *biases, tern_dtype sdt, int bits,
