@@ -66,6 +66,12 @@ static int take(struct span *s, int front, size_t *b, size_t *e) {
     }
 }
 
+/* Thread t's contiguous share [*lo, *hi) of `units` split T ways. */
+static void share_of(size_t units, size_t t, size_t T, size_t *lo, size_t *hi) {
+    *lo = (size_t)((uint64_t)units * t / T);
+    *hi = (size_t)((uint64_t)units * (t + 1) / T);
+}
+
 static void run_share(tern_pool *p, int tid) {
     size_t n = p->n, g = p->grain ? p->grain : 1;
     size_t units = (n + g - 1) / g;
@@ -81,9 +87,10 @@ static void run_share(tern_pool *p, int tid) {
         }
         return;
     }
-    size_t b = units * (size_t)tid / T * g, e = units * ((size_t)tid + 1) / T * g;
-    if (e > n)
-        e = n;
+    size_t b, e;
+    share_of(units, (size_t)tid, T, &b, &e);
+    b *= g;
+    e = e * g < n ? e * g : n;
     if (b < e)
         p->fn(p->ctx, b, e, tid);
 }
@@ -190,8 +197,9 @@ static void parallel(tern_pool *p, size_t n, size_t grain, int balanced, tern_ra
     const size_t units = (n + (grain ? grain : 1) - 1) / (grain ? grain : 1);
     p->balanced = balanced && units < ((uint64_t)1 << 32);
     for (int t = 0; p->balanced && t < p->nthreads; t++) {
-        const uint64_t lo = units * (uint64_t)t / (uint64_t)p->nthreads, hi = units * (uint64_t)(t + 1) / (uint64_t)p->nthreads;
-        atomic_store_explicit(&p->spans[t].v, lo | hi << 32, memory_order_relaxed);
+        size_t lo, hi;
+        share_of(units, (size_t)t, (size_t)p->nthreads, &lo, &hi);
+        atomic_store_explicit(&p->spans[t].v, (uint64_t)lo | (uint64_t)hi << 32, memory_order_relaxed);
     }
     atomic_store(&p->pending, p->nthreads - 1);
     atomic_fetch_add(&p->generation, 1);

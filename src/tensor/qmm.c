@@ -19,9 +19,8 @@ typedef struct qmm_job {
     float *y[QMM_MAX_PARTS];
     int64_t row0[QMM_MAX_PARTS], n_out[QMM_MAX_PARTS];
     int64_t start[QMM_MAX_PARTS + 1]; /* first virtual block of each part */
-    const tern_qact *a;
+    tern_qact *a;   /* filled in the first region, read in the second */
     const float *x;
-    tern_qact *fill; /* the activations being quantized (the first region) */
 } qmm_job;
 
 /* Blocks [b, e) of part p: each from the weight's packed copy when its rows line up with it, else packed
@@ -64,7 +63,7 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
 static void fill_range(void *ctx, size_t b, size_t e, int tid) {
     const qmm_job *j = ctx;
     (void)tid;
-    j->k->fill(j->fill, j->x, (int64_t)b, (int64_t)e);
+    j->k->fill(j->a, j->x, (int64_t)b, (int64_t)e);
 }
 
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
@@ -86,11 +85,10 @@ int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *
     tern_qact a;
     if (!tern_qact_alloc(&a, T, in, w0->group))
         return 0;
-    j.fill = &a;
+    j.a = &a;
     /* Quantization in runs of 64 groups (4096 values at group 64): one token of a narrow product stays on
      * the calling thread, batches and wide inputs (the down projection) are split. */
     tern_pool_parallel_for(pool, (size_t)(T * (in / w0->group)), 64, fill_range, &j);
-    j.a = &a;
     tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);
     return 1;

@@ -7,7 +7,6 @@
  * tokens. The arithmetic is exactly tern_qmm_ref's (integer dots per group, then the same two FMAs in the
  * same order), so results are bit-identical to the portable definition and independent of the batch. */
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/kernels.h"
