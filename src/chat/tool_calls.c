@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sbuf.h"
+
 #define MAX_VALUE_DEPTH 64
 #define MAX_CHANNEL_NAME 64
 #define MAX_TOOL_CALL_BYTES (4u << 20)
@@ -344,9 +346,8 @@ enum { ST_TEXT, ST_CHANNEL_NAME, ST_REASON, ST_TOOL };
 struct tern_reply_parser {
     int parse_tools;
     int state;
-    char *buf; /* held-back text (TEXT/REASON), channel name so far, or the tool call body so far */
-    size_t len, cap;
-    size_t scanned; /* ST_TOOL: bytes of buf already searched for the closing marker */
+    sbuf held;      /* held-back text (TEXT/REASON), channel name so far, or the tool call body so far */
+    size_t scanned; /* ST_TOOL: bytes of `held` already searched for the closing marker */
     int n_calls;
 };
 
@@ -361,38 +362,22 @@ tern_err *tern_reply_parser_new(int parse_tools, tern_reply_parser **out) {
 void tern_reply_parser_free(tern_reply_parser *p) {
     if (!p)
         return;
-    free(p->buf);
+    sbuf_free(&p->held);
     free(p);
 }
 
 int tern_reply_parser_tool_calls(const tern_reply_parser *p) { return p->n_calls; }
 
 static tern_err *append(tern_reply_parser *p, const char *s, size_t n) {
-    if (n > SIZE_MAX / 2 - p->len)
-        return tern_errf(TERN_ENOMEM, "reply too long");
-    if (p->len + n + 1 > p->cap) {
-        size_t cap = p->cap ? p->cap : 256;
-        while (cap < p->len + n + 1)
-            cap *= 2;
-        char *nb = realloc(p->buf, cap);
-        if (!nb)
-            return tern_errf(TERN_ENOMEM, "out of memory");
-        p->buf = nb;
-        p->cap = cap;
-    }
-    if (n)
-        memcpy(p->buf + p->len, s, n);
-    p->len += n;
-    p->buf[p->len] = 0;
-    return NULL;
+    return sbuf_add(&p->held, s, n) ? tern_errf(TERN_ENOMEM, "out of memory holding back reply text") : NULL;
 }
 
 static void consume(tern_reply_parser *p, size_t n) {
-    if (!p->buf)
+    if (!p->held.p)
         return;
-    memmove(p->buf, p->buf + n, p->len - n);
-    p->len -= n;
-    p->buf[p->len] = 0;
+    memmove(p->held.p, p->held.p + n, p->held.len - n);
+    p->held.len -= n;
+    p->held.p[p->held.len] = 0;
 }
 
 static tern_err *emit_text(tern_reply_kind kind, const char *s, size_t n, tern_reply_fn fn, void *user) {
@@ -447,72 +432,72 @@ static tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
     for (;;) {
         switch (p->state) {
         case ST_TEXT: {
-            const char *ch = find(p->buf, p->len, TERN_G4_CHANNEL_OPEN, CH_OPEN);
-            const char *tc = p->parse_tools ? find(p->buf, p->len, TERN_G4_TOOL_CALL_OPEN, TC_OPEN) : NULL;
+            const char *ch = find(p->held.p, p->held.len, TERN_G4_CHANNEL_OPEN, CH_OPEN);
+            const char *tc = p->parse_tools ? find(p->held.p, p->held.len, TERN_G4_TOOL_CALL_OPEN, TC_OPEN) : NULL;
             const char *hit = ch && (!tc || ch < tc) ? ch : tc;
             if (hit) {
-                size_t k = (size_t)(hit - p->buf);
-                TERN_TRY(emit_text(TERN_REPLY_CONTENT, p->buf, k, fn, user));
+                size_t k = (size_t)(hit - p->held.p);
+                TERN_TRY(emit_text(TERN_REPLY_CONTENT, p->held.p, k, fn, user));
                 consume(p, k + (hit == ch ? CH_OPEN : TC_OPEN));
                 p->state = hit == ch ? ST_CHANNEL_NAME : ST_TOOL;
                 p->scanned = 0;
                 continue;
             }
-            size_t hold = partial_tail(p->buf, p->len, TERN_G4_CHANNEL_OPEN);
+            size_t hold = partial_tail(p->held.p, p->held.len, TERN_G4_CHANNEL_OPEN);
             if (p->parse_tools) {
-                size_t h2 = partial_tail(p->buf, p->len, TERN_G4_TOOL_CALL_OPEN);
+                size_t h2 = partial_tail(p->held.p, p->held.len, TERN_G4_TOOL_CALL_OPEN);
                 if (h2 > hold)
                     hold = h2;
             }
-            TERN_TRY(emit_text(TERN_REPLY_CONTENT, p->buf, p->len - hold, fn, user));
-            consume(p, p->len - hold);
+            TERN_TRY(emit_text(TERN_REPLY_CONTENT, p->held.p, p->held.len - hold, fn, user));
+            consume(p, p->held.len - hold);
             return NULL;
         }
         case ST_CHANNEL_NAME: {
-            const char *nl = memchr(p->buf, '\n', p->len);
-            const char *close = find(p->buf, p->len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
+            const char *nl = memchr(p->held.p, '\n', p->held.len);
+            const char *close = find(p->held.p, p->held.len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
             if (close && (!nl || close < nl)) { /* "<|channel>thought<channel|>": an empty channel */
-                consume(p, (size_t)(close - p->buf) + CH_CLOSE);
+                consume(p, (size_t)(close - p->held.p) + CH_CLOSE);
                 p->state = ST_TEXT;
                 continue;
             }
             if (nl) {
-                consume(p, (size_t)(nl - p->buf) + 1);
+                consume(p, (size_t)(nl - p->held.p) + 1);
                 p->state = ST_REASON;
                 continue;
             }
-            if (p->len > MAX_CHANNEL_NAME) { /* no name line after all: it is all reasoning */
+            if (p->held.len > MAX_CHANNEL_NAME) { /* no name line after all: it is all reasoning */
                 p->state = ST_REASON;
                 continue;
             }
             return NULL;
         }
         case ST_REASON: {
-            const char *close = find(p->buf, p->len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
+            const char *close = find(p->held.p, p->held.len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
             if (close) {
-                size_t k = (size_t)(close - p->buf);
-                TERN_TRY(emit_text(TERN_REPLY_REASONING, p->buf, k, fn, user));
+                size_t k = (size_t)(close - p->held.p);
+                TERN_TRY(emit_text(TERN_REPLY_REASONING, p->held.p, k, fn, user));
                 consume(p, k + CH_CLOSE);
                 p->state = ST_TEXT;
                 continue;
             }
-            size_t hold = partial_tail(p->buf, p->len, TERN_G4_CHANNEL_CLOSE);
-            TERN_TRY(emit_text(TERN_REPLY_REASONING, p->buf, p->len - hold, fn, user));
-            consume(p, p->len - hold);
+            size_t hold = partial_tail(p->held.p, p->held.len, TERN_G4_CHANNEL_CLOSE);
+            TERN_TRY(emit_text(TERN_REPLY_REASONING, p->held.p, p->held.len - hold, fn, user));
+            consume(p, p->held.len - hold);
             return NULL;
         }
         case ST_TOOL: {
             size_t from = p->scanned > TC_CLOSE ? p->scanned - TC_CLOSE : 0;
-            const char *close = find(p->buf + from, p->len - from, TERN_G4_TOOL_CALL_CLOSE, TC_CLOSE);
+            const char *close = find(p->held.p + from, p->held.len - from, TERN_G4_TOOL_CALL_CLOSE, TC_CLOSE);
             if (close) {
-                size_t k = (size_t)(close - p->buf);
-                TERN_TRY(emit_tool_call(p, p->buf, k, fn, user));
+                size_t k = (size_t)(close - p->held.p);
+                TERN_TRY(emit_tool_call(p, p->held.p, k, fn, user));
                 consume(p, k + TC_CLOSE);
                 p->state = ST_TEXT;
                 continue;
             }
-            p->scanned = p->len;
-            if (p->len > MAX_TOOL_CALL_BYTES) { /* runaway: give it back as text */
+            p->scanned = p->held.len;
+            if (p->held.len > MAX_TOOL_CALL_BYTES) { /* runaway: give it back as text */
                 TERN_TRY(emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, TC_OPEN, fn, user));
                 p->state = ST_TEXT;
                 p->parse_tools = 0;
@@ -536,19 +521,19 @@ tern_err *tern_reply_parser_finish(tern_reply_parser *p, tern_reply_fn fn, void 
     tern_err *err = NULL;
     switch (p->state) {
     case ST_TEXT:
-        err = emit_text(TERN_REPLY_CONTENT, p->buf, p->len, fn, user);
+        err = emit_text(TERN_REPLY_CONTENT, p->held.p, p->held.len, fn, user);
         break;
     case ST_CHANNEL_NAME:
     case ST_REASON:
-        err = emit_text(TERN_REPLY_REASONING, p->buf, p->len, fn, user);
+        err = emit_text(TERN_REPLY_REASONING, p->held.p, p->held.len, fn, user);
         break;
     case ST_TOOL:
         err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, sizeof TERN_G4_TOOL_CALL_OPEN - 1, fn, user);
         if (!err)
-            err = emit_text(TERN_REPLY_CONTENT, p->buf, p->len, fn, user);
+            err = emit_text(TERN_REPLY_CONTENT, p->held.p, p->held.len, fn, user);
         break;
     }
-    p->len = 0;
+    sbuf_clear(&p->held);
     p->state = ST_TEXT;
     return err;
 }
