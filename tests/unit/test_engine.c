@@ -30,28 +30,16 @@ static tern_model *model, *model_bf16, *model_q4;
 static char model_dir[4096], model_dir_bf16[4096], model_dir_q4[4096];
 
 static tern_err *make_model(const char *name, tern_synth_dtype dt, char *dir, tern_model **out) {
-    const char *cfg_text =
-        "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
-        " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
-        " \"global_head_dim\": 32, \"hidden_size_per_layer_input\": 16, \"num_kv_shared_layers\": 2,"
-        " \"use_double_wide_mlp\": true, \"sliding_window\": 8,"
-        " \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\","
-        "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
-    json_t *cfg;
-    TERN_TRY(tern_json_load_buf(cfg_text, strlen(cfg_text), "cfg", &cfg));
-    snprintf(dir, 4096, "%s", tu_tmpdir(name));
-    tern_synth_opts o = {.dtype = dt, .group = 32, .seed = 7, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
-    tern_err *e = tern_synth_write(cfg, &o, dir);
-    json_decref(cfg);
+    TERN_TRY(tu_tiny_model(name, dt, 7, NULL, dir));
     tern_model_opts mo = {.model_dir = dir};
-    return e ? e : tern_model_load(&mo, out);
+    return tern_model_load(&mo, out);
 }
 
 static int setup(void **state) {
     tern_err *e = make_model("engine_model", TERN_SYNTH_F32, model_dir, &model);
     if (!e)
         e = make_model("engine_model_bf16", TERN_SYNTH_BF16, model_dir_bf16, &model_bf16);
-    if (!e) /* MLX q4: generated tokens take the int8 kernels, prompt tokens the bf16 GEMM */
+    if (!e) /* MLX q4: the int8 kernels (activations quantized per token) */
         e = make_model("engine_model_q4", TERN_SYNTH_Q4, model_dir_q4, &model_q4);
     if (e) {
         print_error("%s\n", tern_err_msg(e));

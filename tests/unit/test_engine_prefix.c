@@ -24,23 +24,9 @@ static int64_t V;
 
 /* A random tiny model: window 8, sliding + full + KV-shared layers, vocabulary 512. */
 static int setup(void **state) {
-    const char *cfg_text =
-        "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
-        " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
-        " \"global_head_dim\": 32, \"hidden_size_per_layer_input\": 16, \"num_kv_shared_layers\": 2,"
-        " \"use_double_wide_mlp\": true, \"sliding_window\": 8,"
-        " \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\","
-        "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
-    json_t *cfg;
-    if (tern_json_load_buf(cfg_text, strlen(cfg_text), "cfg", &cfg))
-        return -1;
-    char *dir = model_dir;
-    snprintf(model_dir, sizeof model_dir, "%s", tu_tmpdir("engine_prefix_model"));
-    tern_synth_opts o = {.dtype = TERN_SYNTH_F32, .seed = 5, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
-    tern_err *e = tern_synth_write(cfg, &o, dir);
-    json_decref(cfg);
+    tern_err *e = tu_tiny_model("engine_prefix_model", TERN_SYNTH_F32, 5, NULL, model_dir);
     if (!e)
-        e = tern_gemma4_load(dir, &model);
+        e = tern_gemma4_load(model_dir, &model);
     if (!e)
         e = tern_pool_create(2, &pool);
     if (e) {

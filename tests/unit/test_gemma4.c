@@ -95,24 +95,7 @@ static void test_oracle_parity(void **state) {
  * keeps sqrt(P) exact in every dtype, so a model and its f32 twin scale embeddings identically. */
 static const char *tiny_model_q(const char *name, tern_synth_dtype dt, const char *quantization) {
     static char dir[4096];
-    const char *cfg_text =
-        "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
-        " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
-        " \"global_head_dim\": 32, \"hidden_size_per_layer_input\": 16, \"num_kv_shared_layers\": 2,"
-        " \"use_double_wide_mlp\": true, \"sliding_window\": 8,"
-        " \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\","
-        "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
-    json_t *cfg;
-    TU_OK(tern_json_load_buf(cfg_text, strlen(cfg_text), "test config", &cfg));
-    if (quantization) {
-        json_t *q;
-        TU_OK(tern_json_load_buf(quantization, strlen(quantization), "test quantization", &q));
-        json_object_set_new(cfg, "quantization", q);
-    }
-    snprintf(dir, sizeof dir, "%s", tu_tmpdir(name));
-    tern_synth_opts o = {.dtype = dt, .group = 32, .seed = 11, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
-    TU_OK(tern_synth_write(cfg, &o, dir));
-    json_decref(cfg);
+    TU_OK(tu_tiny_model(name, dt, 11, quantization, dir));
     return dir;
 }
 

@@ -11,6 +11,7 @@
 #include "tensor/quant_mlx.h"
 
 #include "core/fileio.h"
+#include "core/json_util.h"
 
 static const char *env_or(const char *name, const char *dflt) {
     const char *v = getenv(name);
@@ -165,4 +166,29 @@ void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group
     w->data = *data;
     w->scales = *scales;
     w->biases = *biases;
+}
+
+tern_err *tu_tiny_model(const char *name, tern_synth_dtype dt, uint64_t seed, const char *quantization, char *dir) {
+    static const char *cfg_text =
+        "{\"text_config\": {\"vocab_size\": 512, \"hidden_size\": 64, \"intermediate_size\": 128,"
+        " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
+        " \"global_head_dim\": 32, \"hidden_size_per_layer_input\": 16, \"num_kv_shared_layers\": 2,"
+        " \"use_double_wide_mlp\": true, \"sliding_window\": 8,"
+        " \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\","
+        "                   \"sliding_attention\", \"sliding_attention\", \"full_attention\"]}}";
+    json_t *cfg, *q;
+    TERN_TRY(tern_json_load_buf(cfg_text, strlen(cfg_text), "test config", &cfg));
+    if (quantization) {
+        tern_err *e = tern_json_load_buf(quantization, strlen(quantization), "test quantization", &q);
+        if (e) {
+            json_decref(cfg);
+            return e;
+        }
+        json_object_set_new(cfg, "quantization", q);
+    }
+    snprintf(dir, 4096, "%s", tu_tmpdir(name));
+    tern_synth_opts o = {.dtype = dt, .group = 32, .seed = seed, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
+    tern_err *e = tern_synth_write(cfg, &o, dir);
+    json_decref(cfg);
+    return e;
 }

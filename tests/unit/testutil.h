@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "core/status.h"
+#include "models/synth.h"
 #include "tensor/weight.h"
 
 /* Path under ../shared/testdata (TERN_TESTDATA); static buffer, valid until the next call. */
@@ -29,6 +30,11 @@ int tu_runf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, size_t len, const int32_t *ids,
                                                   size_t n_ids),
                      void *ctx);
+/* Writes the tests' tiny random Gemma 4 (vocabulary 512, 6 layers: sliding, full and KV-shared ones,
+ * double-wide MLP, per-layer inputs, window 8) to a fresh directory `name` under the test scratch area, in
+ * dtype dt (MLX recipes at group 32) from `seed`; `quantization` (JSON, or NULL) is the config's
+ * "quantization" entry. The directory is written into dir[4096]. */
+tern_err *tu_tiny_model(const char *name, tern_synth_dtype dt, uint64_t seed, const char *quantization, char *dir);
 /* An MLX affine weight [rows][in] (bits, group, scale dtype sdt) quantized from pseudo-random rows whose groups
  * have uneven ranges; fills w and returns its buffers in *data, *scales, *biases (the caller frees them). */
 void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group, tern_dtype sdt, uint64_t seed,
