@@ -172,6 +172,22 @@ TS_FN void ts_send(int fd, const void *data, size_t len) {
     }
 }
 
+/* Reads until `needle` arrives (or EOF, or cap - 1 bytes); the bytes so far in buf. Returns 1 if it arrived. */
+TS_FN int ts_read_until(int fd, const char *needle, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    while (n < cap - 1) {
+        ssize_t k = recv(fd, buf + n, cap - 1 - n, 0);
+        if (k <= 0)
+            return 0;
+        n += (size_t)k;
+        buf[n] = 0;
+        if (strstr(buf, needle))
+            return 1;
+    }
+    return 0;
+}
+
 /* Reads until EOF (bounded by the receive timeout); malloc'd, NUL-terminated. */
 TS_FN char *ts_read_all(int fd, size_t *len) {
     size_t cap = 65536, n = 0;

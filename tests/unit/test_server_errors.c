@@ -232,22 +232,6 @@ static void test_api_key(void **state) {
     ts_stop(&K);
 }
 
-/* Reads from fd until `needle` has arrived (bounded by the socket timeout); returns 1 if it did. */
-static int read_until(int fd, const char *needle) {
-    char buf[65536];
-    size_t n = 0;
-    while (n < sizeof buf - 1) {
-        ssize_t k = recv(fd, buf + n, sizeof buf - 1 - n, 0);
-        if (k <= 0)
-            return 0;
-        n += (size_t)k;
-        buf[n] = 0;
-        if (strstr(buf, needle))
-            return 1;
-    }
-    return 0;
-}
-
 static void test_queue_full(void **state) {
     ts_server Q;
     ts_start(&Q, "--parallel 1 --max-queue 1");
@@ -259,7 +243,8 @@ static void test_queue_full(void **state) {
                      strlen(a_body), a_body);
     int a = ts_connect(Q.port);
     ts_send(a, req, (size_t)k);
-    assert_true(read_until(a, "data: "));
+    char buf[65536];
+    assert_true(ts_read_until(a, "data: ", buf, sizeof buf));
     /* B waits in the queue */
     const char *b_body = "{\"messages\":[{\"role\":\"user\",\"content\":\"b\"}],\"max_tokens\":2}";
     k = snprintf(req, sizeof req,

@@ -25,22 +25,6 @@ static int open_post(int port, const char *path, const char *body, int close_con
     return fd;
 }
 
-/* Reads until `needle` arrives; the bytes so far in buf. Returns 1 if it did. */
-static int read_until(int fd, const char *needle, char *buf, size_t cap) {
-    size_t n = 0;
-    buf[0] = 0;
-    while (n < cap - 1) {
-        ssize_t k = recv(fd, buf + n, cap - 1 - n, 0);
-        if (k <= 0)
-            return 0;
-        n += (size_t)k;
-        buf[n] = 0;
-        if (strstr(buf, needle))
-            return 1;
-    }
-    return 0;
-}
-
 static void wait_idle(int port) {
     for (int i = 0; i < TS_WAIT_S * 10; i++) {
         ts_resp r;
@@ -60,7 +44,7 @@ static void test_disconnects(void **state) {
     char buf[65536];
     /* mid-stream */
     int fd = open_post(S.port, "/v1/chat/completions", LONG_STREAM, 0);
-    assert_true(read_until(fd, "data: ", buf, sizeof buf));
+    assert_true(ts_read_until(fd, "data: ", buf, sizeof buf));
     close(fd);
     assert_true(ts_wait_metric(S.port, "tern_client_disconnects_total", 1) >= 1);
     assert_true(ts_wait_metric(S.port, "tern_requests_finished_total{reason=\"cancelled\"}", 1) >= 1);
@@ -75,7 +59,7 @@ static void test_disconnects(void **state) {
     /* an Anthropic stream too */
     fd = open_post(S.port, "/v1/messages",
                    "{\"messages\":[{\"role\":\"user\",\"content\":\"go\"}],\"max_tokens\":100000,\"stream\":true}", 0);
-    assert_true(read_until(fd, "content_block_delta", buf, sizeof buf));
+    assert_true(ts_read_until(fd, "content_block_delta", buf, sizeof buf));
     close(fd);
     assert_true(ts_wait_metric(S.port, "tern_client_disconnects_total", 3) >= 3);
     wait_idle(S.port);
@@ -265,7 +249,7 @@ static void test_sigterm_drains(void **state) {
                        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":400,\"ignore_eos\":true,"
                        "\"stream\":true}",
                        1);
-    assert_true(read_until(fd, "data: ", buf, sizeof buf));
+    assert_true(ts_read_until(fd, "data: ", buf, sizeof buf));
     kill(S.pid, SIGTERM);
     assert_true(wait_log(&S, "draining 1 request"));
     /* no new connections while draining */
@@ -286,10 +270,10 @@ static void test_second_signal_stops_now(void **state) {
     ts_start(&S, "");
     char buf[65536];
     int fd = open_post(S.port, "/v1/chat/completions", LONG_STREAM, 1);
-    assert_true(read_until(fd, "data: ", buf, sizeof buf));
+    assert_true(ts_read_until(fd, "data: ", buf, sizeof buf));
     int an = open_post(S.port, "/v1/messages",
                        "{\"messages\":[{\"role\":\"user\",\"content\":\"go\"}],\"max_tokens\":100000,\"stream\":true}", 1);
-    assert_true(read_until(an, "content_block_delta", buf, sizeof buf));
+    assert_true(ts_read_until(an, "content_block_delta", buf, sizeof buf));
     kill(S.pid, SIGTERM);
     assert_true(wait_log(&S, "draining 2 requests"));
     kill(S.pid, SIGTERM);
