@@ -34,27 +34,6 @@ static int free_all(void **state) {
     return 0;
 }
 
-/* Encodes and compares with an expected id list. */
-static void expect_ids(const tern_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
-                       const tern_token *want, size_t n_want) {
-    tern_tokens got = {0};
-    TU_OK(tern_tokenize(t, text, len, add_special, parse_special, &got));
-    if (got.n != n_want || (n_want && memcmp(got.ids, want, n_want * sizeof *want))) {
-        print_error("text [%.*s]: expected %zu ids, got %zu:", (int)len, text, n_want, got.n);
-        for (size_t i = 0; i < got.n; i++)
-            print_error(" %d", got.ids[i]);
-        print_error("\n");
-        tern_tokens_free(&got);
-        fail();
-    }
-    tern_tokens_free(&got);
-}
-
-#define EXPECT(t, text, add, parse, ...)                                                                \
-    do {                                                                                                \
-        static const tern_token want_[] = {__VA_ARGS__};                                                \
-        expect_ids((t), (text), strlen(text), (add), (parse), want_, sizeof want_ / sizeof want_[0]);  \
-    } while (0)
 
 /* Checks that streaming decode emits only valid UTF-8 pieces that add up to the whole decode. */
 static void check_stream(const tern_tokenizer *t, const tern_tokens *ids) {
@@ -97,7 +76,7 @@ static void check_stream(const tern_tokenizer *t, const tern_tokens *ids) {
  * streamed) gives its text back. */
 static void check_vector(void *ctx, const char *text, size_t len, const int32_t *want, size_t n_want) {
     const tern_tokenizer *t = ctx;
-    expect_ids(t, text, len, 0, 0, want, n_want);
+    tu_expect_ids(t, text, len, 0, 0, want, n_want);
     tern_tokens ids = {0};
     TU_OK(tern_tokenize(t, text, len, 0, 0, &ids));
     char *back;
@@ -123,7 +102,7 @@ static void test_vectors_llama_spm(void **state) { assert_int_equal(run_vectors(
 static void test_gemma4_chat_check(void **state) {
     /* GEMMA4.md §3: the rendered prompt with special text parsed. */
     static const char prompt[] = "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>";
-    EXPECT(gemma, prompt, 0, 1, 2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862, 236778, 236881, 106, 107, 105,
+    TU_EXPECT_IDS(gemma, prompt, 0, 1, 2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862, 236778, 236881, 106, 107, 105,
            4368, 107, 100, 45518, 107, 101);
     /* Without parse_special the control tokens are plain text; the first tokens spell "<bos>" out. */
     tern_tokens ids = {0};
@@ -137,13 +116,13 @@ static void test_gemma4_chat_check(void **state) {
     free(text);
     tern_tokens_free(&ids);
     /* add_special puts <bos> in front (Gemma 4 always does). */
-    EXPECT(gemma, "Hello world", 1, 0, 2, 9259, 1902);
-    EXPECT(gemma, "", 1, 0, 2);
+    TU_EXPECT_IDS(gemma, "Hello world", 1, 0, 2, 9259, 1902);
+    TU_EXPECT_IDS(gemma, "", 1, 0, 2);
     assert_true(tern_tokenizer_adds_bos(gemma));
     assert_false(tern_tokenizer_adds_eos(gemma));
     /* User-defined (added, not special) tokens are matched even without parse_special. */
-    EXPECT(gemma, "<|tool_call>", 0, 0, 48);
-    EXPECT(gemma, "call:f{a:<|\"|>x<|\"|>}", 0, 0, 6639, 236787, 236760, 236782, 236746, 236787, 52, 236781, 52, 236783);
+    TU_EXPECT_IDS(gemma, "<|tool_call>", 0, 0, 48);
+    TU_EXPECT_IDS(gemma, "call:f{a:<|\"|>x<|\"|>}", 0, 0, 6639, 236787, 236760, 236782, 236746, 236787, 52, 236781, 52, 236783);
 }
 
 static void test_special_ids(void **state) {
@@ -179,11 +158,11 @@ static void test_special_ids(void **state) {
     assert_int_equal(tern_tokenizer_eos(llama_bpe), 128001);
     assert_true(tern_tokenizer_adds_bos(llama_bpe));
     assert_true(tern_tokenizer_is_eog(llama_bpe, 128009)); /* <|eot_id|> */
-    EXPECT(llama_bpe, "Hello world", 1, 0, 128000, 9906, 1917);
-    EXPECT(llama_bpe, "<|begin_of_text|>hi", 0, 1, 128000, 6151);
+    TU_EXPECT_IDS(llama_bpe, "Hello world", 1, 0, 128000, 9906, 1917);
+    TU_EXPECT_IDS(llama_bpe, "<|begin_of_text|>hi", 0, 1, 128000, 6151);
     assert_int_equal(tern_tokenizer_bos(llama_spm), 1);
     assert_int_equal(tern_tokenizer_eos(llama_spm), 2);
-    EXPECT(llama_spm, "Hello world", 1, 0, 1, 15043, 3186);
+    TU_EXPECT_IDS(llama_spm, "Hello world", 1, 0, 1, 15043, 3186);
     /* SentencePiece: the space prefix is taken off again when decoding. */
     tern_token ids[] = {1, 15043, 3186};
     char *text;
@@ -285,7 +264,7 @@ static void test_invalid_utf8_and_long_input(void **state) {
     /* Bytes that are not UTF-8 go through byte fallback and decode to U+FFFD, never to broken UTF-8. */
     tern_token want[2];
     byte_ids(gemma, "\xff\xfe", want);
-    expect_ids(gemma, "\xff\xfe", 2, 0, 0, want, 2);
+    tu_expect_ids(gemma, "\xff\xfe", 2, 0, 0, want, 2);
     char *text;
     TU_OK(tern_detokenize(gemma, want, 2, 0, &text, NULL));
     assert_string_equal(text, "\xef\xbf\xbd\xef\xbf\xbd");
@@ -388,13 +367,13 @@ static void test_small_spm(void **state) {
     tern_gguf_close(g); /* the tokenizer keeps no pointer into the file */
     /* " ab" -> "▁▁ab" with the space prefix. Candidates: ▁+▁ (no token), ▁+a = ▁a (-3), a+b = ab (-1):
      * ab wins; then ▁+ab = ▁ab (-0.5) -> [▁, ▁ab]. */
-    EXPECT(t, " ab", 0, 0, 3, 8);
+    TU_EXPECT_IDS(t, " ab", 0, 0, 3, 8);
     /* "abc": ab (-1) beats nothing else; "c" is not a token -> byte fallback <0x63>; "!" likewise. */
-    EXPECT(t, "abc!", 0, 0, 8, 10, 12);
+    TU_EXPECT_IDS(t, "abc!", 0, 0, 8, 10, 12);
     /* 'z' has no byte token either: <unk>. Default SPM ids: <s>=1 added by add_special. */
-    EXPECT(t, "z", 1, 0, 1, 3, 0);
+    TU_EXPECT_IDS(t, "z", 1, 0, 1, 3, 0);
     /* Special text is plain unless parsed; parsed it is the control token. */
-    EXPECT(t, "<s>", 0, 1, 1);
+    TU_EXPECT_IDS(t, "<s>", 0, 1, 1);
     char *text;
     tern_token ids[] = {1, 3, 8, 10, 12};
     TU_OK(tern_detokenize(t, ids, 5, 0, &text, NULL));

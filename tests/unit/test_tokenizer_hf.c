@@ -12,27 +12,7 @@
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
 
-static void expect_ids(const tern_tokenizer *t, const char *text, int add_special, int parse_special,
-                       const tern_token *want, size_t n_want) {
-    tern_tokens got = {0};
-    TU_OK(tern_tokenize(t, text, strlen(text), add_special, parse_special, &got));
-    if (got.n != n_want || (n_want && memcmp(got.ids, want, n_want * sizeof *want))) {
-        print_error("text [%s]: expected %zu ids, got %zu:", text, n_want, got.n);
-        for (size_t i = 0; i < got.n; i++)
-            print_error(" %d", got.ids[i]);
-        print_error("\n");
-        tern_tokens_free(&got);
-        fail();
-    }
-    tern_tokens_free(&got);
-}
-
-#define EXPECT(t, text, add, parse, ...)                                                      \
-    do {                                                                                      \
-        static const tern_token want_[] = {__VA_ARGS__};                                      \
-        expect_ids((t), (text), (add), (parse), want_, sizeof want_ / sizeof want_[0]);       \
-    } while (0)
-#define EXPECT_NONE(t, text, add, parse) expect_ids((t), (text), (add), (parse), NULL, 0)
+#define EXPECT_NONE(t, text, add, parse) tu_expect_ids((t), (text), strlen(text), (add), (parse), NULL, 0)
 
 static void expect_decode(const tern_tokenizer *t, const tern_token *ids, size_t n, int render, const char *want) {
     char *text;
@@ -59,22 +39,22 @@ static void test_oracle_tiny(void **state) {
     /* Expected ids from @huggingface/tokenizers (tokens.js) 0.2.0 on this tokenizer.json/tokenizer_config.json,
      * encode(text, {add_special_tokens}) — which always parses added tokens, hence parse_special here. The
      * vocabulary is cut to 4096 ids, so most text goes through byte fallback (space = ▁ = E2 96 81). */
-    EXPECT(t, "Hello world", 0, 1, 310, 339, 346, 346, 349, 464, 388, 367, 357, 349, 352, 346, 338);
-    EXPECT(t, "Hello world", 1, 1, 2, 310, 339, 346, 346, 349, 464, 388, 367, 357, 349, 352, 346, 338);
-    EXPECT(t, " leading space", 0, 1, 464, 388, 367, 346, 339, 335, 338, 343, 348, 341, 464, 388, 367, 353, 350, 335,
+    TU_EXPECT_IDS(t, "Hello world", 0, 1, 310, 339, 346, 346, 349, 464, 388, 367, 357, 349, 352, 346, 338);
+    TU_EXPECT_IDS(t, "Hello world", 1, 1, 2, 310, 339, 346, 346, 349, 464, 388, 367, 357, 349, 352, 346, 338);
+    TU_EXPECT_IDS(t, " leading space", 0, 1, 464, 388, 367, 346, 339, 335, 338, 343, 348, 341, 464, 388, 367, 353, 350, 335,
            337, 339);
-    EXPECT(t, "two  spaces\n\nnewlines\n\n\n", 0, 1, 354, 357, 349, 464, 388, 367, 464, 388, 367, 353, 350, 335, 337,
+    TU_EXPECT_IDS(t, "two  spaces\n\nnewlines\n\n\n", 0, 1, 354, 357, 349, 464, 388, 367, 464, 388, 367, 353, 350, 335, 337,
            339, 353, 108, 348, 339, 357, 346, 343, 348, 339, 353, 109);
-    EXPECT(t, "<start_of_turn>user\nhi<end_of_turn>", 1, 1, 2, 105, 355, 353, 339, 352, 107, 342, 343, 106);
-    EXPECT(t, "<unused0> and <mask>", 0, 1, 6, 464, 388, 367, 335, 348, 338, 464, 388, 367, 4);
-    EXPECT(t, "\xc3\xa9\xf0\x9f\x98\x80 mixed \xc3\xbcn\xc3\xaf" "c\xc3\xb6" "d\xc3\xa9", 0, 1, 433, 407, 478, 397, 390,
+    TU_EXPECT_IDS(t, "<start_of_turn>user\nhi<end_of_turn>", 1, 1, 2, 105, 355, 353, 339, 352, 107, 342, 343, 106);
+    TU_EXPECT_IDS(t, "<unused0> and <mask>", 0, 1, 6, 464, 388, 367, 335, 348, 338, 464, 388, 367, 4);
+    TU_EXPECT_IDS(t, "\xc3\xa9\xf0\x9f\x98\x80 mixed \xc3\xbcn\xc3\xaf" "c\xc3\xb6" "d\xc3\xa9", 0, 1, 433, 407, 478, 397, 390,
            366, 464, 388, 367, 347, 343, 358, 339, 338, 464, 388, 367, 433, 426, 348, 433, 413, 337, 433, 420, 338, 433,
            407);
-    EXPECT(t, "</div></span><b>", 0, 1, 235, 231, 200);
-    EXPECT(t, "\t tab", 0, 1, 247, 464, 388, 367, 354, 335, 336);
+    TU_EXPECT_IDS(t, "</div></span><b>", 0, 1, 235, 231, 200);
+    TU_EXPECT_IDS(t, "\t tab", 0, 1, 247, 464, 388, 367, 354, 335, 336);
     EXPECT_NONE(t, "", 0, 1);
     /* Non-special added tokens match without parse_special; special ones then stay text. */
-    EXPECT(t, "<unused0>", 0, 0, 6);
+    TU_EXPECT_IDS(t, "<unused0>", 0, 0, 6);
     tern_tokens ids = {0};
     TU_OK(tern_tokenize(t, "<start_of_turn>", 15, 0, 0, &ids));
     assert_true(ids.n > 1);
@@ -207,9 +187,9 @@ static void test_gemma4_as_tokenizer_json(void **state) {
     TU_OK(tern_tokenizer_load(d, &t));
     assert_int_equal(tern_tokenizer_vocab_size(t), 262144);
     run_vectors(t, "gemma-4");
-    EXPECT(t, "<bos><|turn>user\nWhat is 2+2?<turn|>\n", 0, 1, 2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862,
+    TU_EXPECT_IDS(t, "<bos><|turn>user\nWhat is 2+2?<turn|>\n", 0, 1, 2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862,
            236778, 236881, 106, 107);
-    EXPECT(t, "Hi", 1, 0, 2, 10979);
+    TU_EXPECT_IDS(t, "Hi", 1, 0, 2, 10979);
     tern_tokenizer_free(t);
 }
 
@@ -223,7 +203,7 @@ static void test_llama3_as_tokenizer_json(void **state) {
     tern_tokenizer *t;
     TU_OK(tern_tokenizer_load(path, &t)); /* a tokenizer.json path works as well as its directory */
     run_vectors(t, "llama-bpe");
-    EXPECT(t, "Hello world", 1, 0, 128000, 9906, 1917);
+    TU_EXPECT_IDS(t, "Hello world", 1, 0, 128000, 9906, 1917);
     static const tern_token ids[] = {128000, 9906, 1917};
     expect_decode(t, ids, 3, 1, "<|begin_of_text|>Hello world");
     tern_tokenizer_free(t);
@@ -269,43 +249,43 @@ static tern_tokenizer *with_split(const char *behavior, const char *invert) {
 
 static void test_split_behaviors(void **state) {
     tern_tokenizer *t = make_ok(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-    EXPECT(t, "a-b", 0, 0, 6); /* a- (rank 0), then a-b (rank 2) */
-    EXPECT(t, "ab-", 0, 0, 3, 2); /* a- never forms: ab (rank 3) is the only pair... after "a","b","-": (b,-) none */
+    TU_EXPECT_IDS(t, "a-b", 0, 0, 6); /* a- (rank 0), then a-b (rank 2) */
+    TU_EXPECT_IDS(t, "ab-", 0, 0, 3, 2); /* a- never forms: ab (rank 3) is the only pair... after "a","b","-": (b,-) none */
     tern_tokenizer_free(t);
     t = with_split("Isolated", "false");
-    EXPECT(t, "a-b", 0, 0, 0, 2, 1);
-    EXPECT(t, "a--b", 0, 0, 0, 2, 2, 1);
+    TU_EXPECT_IDS(t, "a-b", 0, 0, 0, 2, 1);
+    TU_EXPECT_IDS(t, "a--b", 0, 0, 0, 2, 2, 1);
     tern_tokenizer_free(t);
     t = with_split("Removed", "false");
-    EXPECT(t, "a-b", 0, 0, 0, 1);
+    TU_EXPECT_IDS(t, "a-b", 0, 0, 0, 1);
     tern_tokenizer_free(t);
     t = with_split("Removed", "true"); /* inverted: the '-' are kept, the rest dropped */
-    EXPECT(t, "a-b-", 0, 0, 2, 2);
+    TU_EXPECT_IDS(t, "a-b-", 0, 0, 2, 2);
     tern_tokenizer_free(t);
     t = with_split("MergedWithPrevious", "false");
-    EXPECT(t, "a-b", 0, 0, 4, 1);
-    EXPECT(t, "a--b", 0, 0, 4, 2, 1); /* a second delimiter in a row stands alone */
+    TU_EXPECT_IDS(t, "a-b", 0, 0, 4, 1);
+    TU_EXPECT_IDS(t, "a--b", 0, 0, 4, 2, 1); /* a second delimiter in a row stands alone */
     tern_tokenizer_free(t);
     t = with_split("MergedWithNext", "false");
-    EXPECT(t, "a-b", 0, 0, 0, 5);
-    EXPECT(t, "-b-", 0, 0, 5, 2);
+    TU_EXPECT_IDS(t, "a-b", 0, 0, 0, 5);
+    TU_EXPECT_IDS(t, "-b-", 0, 0, 5, 2);
     tern_tokenizer_free(t);
     t = with_split("Contiguous", "false");
-    EXPECT(t, "a--b", 0, 0, 0, 7, 1);
+    TU_EXPECT_IDS(t, "a--b", 0, 0, 0, 7, 1);
     tern_tokenizer_free(t);
     /* Regex patterns and Digits. */
     t = make_ok(NULL, NULL, NULL, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\d\"},\"behavior\":\"Isolated\"}", NULL,
                 NULL, NULL);
-    EXPECT(t, "12", 0, 0, 13, 15);
+    TU_EXPECT_IDS(t, "12", 0, 0, 13, 15);
     tern_tokenizer_free(t);
     t = make_ok(NULL, NULL, NULL, "{\"type\":\"Digits\",\"individual_digits\":false}", NULL, NULL, NULL);
-    EXPECT(t, "12", 0, 0, 14);
+    TU_EXPECT_IDS(t, "12", 0, 0, 14);
     tern_tokenizer_free(t);
     t = make_ok(NULL, NULL, NULL,
                 "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":\"Digits\","
                 "\"individual_digits\":true}]}",
                 NULL, NULL, NULL);
-    EXPECT(t, " 12  ab ", 0, 0, 13, 15, 3);
+    TU_EXPECT_IDS(t, " 12  ab ", 0, 0, 13, 15, 3);
     tern_tokenizer_free(t);
 }
 
@@ -316,7 +296,7 @@ static void test_metaspace_and_normalizers(void **state) {
                                 "\"split\":true}",
                                 NULL, "{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"always\"}",
                                 NULL);
-    EXPECT(t, "a a", 0, 0, 9, 9);
+    TU_EXPECT_IDS(t, "a a", 0, 0, 9, 9);
     static const tern_token aa[] = {9, 9};
     expect_decode(t, aa, 2, 0, "a a");
     tern_tokenizer_free(t);
@@ -330,17 +310,17 @@ static void test_metaspace_and_normalizers(void **state) {
                 "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \","
                 "\"start\":1,\"stop\":0}]}",
                 NULL);
-    EXPECT(t, "a z", 0, 0, 9, 8, 16); /* ▁a ▁ <0x7A> */
+    TU_EXPECT_IDS(t, "a z", 0, 0, 9, 8, 16); /* ▁a ▁ <0x7A> */
     static const tern_token ids[] = {9, 8, 16};
     expect_decode(t, ids, 3, 0, "a z");
-    EXPECT(t, "y", 0, 0, 8, 10); /* no byte token for 'y': <unk> */
+    TU_EXPECT_IDS(t, "y", 0, 0, 8, 10); /* no byte token for 'y': <unk> */
     tern_tokenizer_free(t);
     /* A regex Replace normalizer and NFC (accepted as a no-op). */
     t = make_ok(NULL, NULL,
                 "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Replace\",\"pattern\":{\"Regex\":"
                 "\"[0-9]+\"},\"content\":\"-\"}]}",
                 NULL, NULL, NULL, NULL);
-    EXPECT(t, "a123b", 0, 0, 6);
+    TU_EXPECT_IDS(t, "a123b", 0, 0, 6);
     tern_tokenizer_free(t);
 }
 
@@ -354,7 +334,7 @@ static void test_bytelevel(void **state) {
     tern_tokenizer *t;
     TU_OK(tern_tokenizer_load_hf_buf(json, strlen(json), NULL, 0, "bl.json", &t));
     /* " a ab\n" after the prefix space: " a" | " ab" | "\n" -> Ġa | Ġa b | Ċ */
-    EXPECT(t, "a ab\n", 0, 0, 3, 3, 1, 5);
+    TU_EXPECT_IDS(t, "a ab\n", 0, 0, 3, 3, 1, 5);
     static const tern_token ids[] = {3, 3, 1, 5};
     expect_decode(t, ids, 4, 0, " a ab\n");
     tern_tokenizer_free(t);
@@ -370,10 +350,10 @@ static void test_added_tokens_and_templates(void **state) {
         "{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":"
         "{\"id\":\"<s>\",\"ids\":[11]},\"</s>\":{\"id\":\"</s>\",\"ids\":[12]}}}";
     tern_tokenizer *t = make_ok("\"unk_token\":\"<unk>\",\"fuse_unk\":true,", added, NULL, NULL, tmpl, NULL, NULL);
-    EXPECT(t, "ab", 1, 0, 11, 3, 12);
-    EXPECT(t, "a <tool> b", 0, 0, 0, 17, 1); /* the spaces around <tool> are swallowed */
-    EXPECT(t, "<s>a", 0, 1, 11, 0);
-    EXPECT(t, "xyz", 0, 0, 10); /* three unknown characters fuse into one <unk> */
+    TU_EXPECT_IDS(t, "ab", 1, 0, 11, 3, 12);
+    TU_EXPECT_IDS(t, "a <tool> b", 0, 0, 0, 17, 1); /* the spaces around <tool> are swallowed */
+    TU_EXPECT_IDS(t, "<s>a", 0, 1, 11, 0);
+    TU_EXPECT_IDS(t, "xyz", 0, 0, 10); /* three unknown characters fuse into one <unk> */
     assert_int_equal(tern_tokenizer_bos(t), 11);
     assert_int_equal(tern_tokenizer_eos(t), 12);
     assert_true(tern_tokenizer_is_special(t, 10));
@@ -381,14 +361,14 @@ static void test_added_tokens_and_templates(void **state) {
     /* tokenizer_config.json overrides the template: no EOS, and names BOS/EOS itself. */
     t = make_ok("\"unk_token\":\"<unk>\",", added, NULL, NULL, tmpl, NULL,
                 "{\"add_bos_token\":true,\"add_eos_token\":false,\"bos_token\":{\"content\":\"<s>\"},\"eos_token\":\"</s>\"}");
-    EXPECT(t, "ab", 1, 0, 11, 3);
-    EXPECT(t, "xy", 0, 0, 10, 10); /* without fuse_unk, one <unk> each */
+    TU_EXPECT_IDS(t, "ab", 1, 0, 11, 3);
+    TU_EXPECT_IDS(t, "xy", 0, 0, 10, 10); /* without fuse_unk, one <unk> each */
     assert_false(tern_tokenizer_adds_eos(t));
     tern_tokenizer_free(t);
     /* RobertaProcessing: cls/sep around the text. */
     t = make_ok(NULL, added, NULL, NULL, "{\"type\":\"RobertaProcessing\",\"cls\":[\"<s>\",11],\"sep\":[\"</s>\",12]}", NULL,
                 NULL);
-    EXPECT(t, "a", 1, 0, 11, 0, 12);
+    TU_EXPECT_IDS(t, "a", 1, 0, 11, 0, 12);
     tern_tokenizer_free(t);
 }
 

@@ -192,3 +192,18 @@ tern_err *tu_tiny_model(const char *name, tern_synth_dtype dt, uint64_t seed, co
     json_decref(cfg);
     return e;
 }
+
+void tu_expect_ids(const tern_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                   const tern_token *want, size_t n_want) {
+    tern_tokens got = {0};
+    TU_OK(tern_tokenize(t, text, len, add_special, parse_special, &got));
+    if (got.n != n_want || (n_want && memcmp(got.ids, want, n_want * sizeof *want))) {
+        print_error("text [%.*s]: expected %zu ids, got %zu:", (int)len, text, n_want, got.n);
+        for (size_t i = 0; i < got.n; i++)
+            print_error(" %d", got.ids[i]);
+        print_error("\n");
+        tern_tokens_free(&got);
+        fail();
+    }
+    tern_tokens_free(&got);
+}

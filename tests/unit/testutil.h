@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "models/synth.h"
+#include "tokenizer/tokenizer.h"
 #include "tensor/weight.h"
 
 /* Path under ../shared/testdata (TERN_TESTDATA); static buffer, valid until the next call. */
@@ -39,6 +40,15 @@ tern_err *tu_tiny_model(const char *name, tern_synth_dtype dt, uint64_t seed, co
  * have uneven ranges; fills w and returns its buffers in *data, *scales, *biases (the caller frees them). */
 void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group, tern_dtype sdt, uint64_t seed,
                    void **data, void **scales, void **biases);
+/* Tokenizes text[0..len) and fails the test, listing what came out, unless the ids are exactly want[0..n_want). */
+void tu_expect_ids(const tern_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                   const tern_token *want, size_t n_want);
+/* tu_expect_ids with a NUL-terminated text and the expected ids as the trailing arguments. */
+#define TU_EXPECT_IDS(t, text, add, parse, ...)                                                          \
+    do {                                                                                                 \
+        static const tern_token want_[] = {__VA_ARGS__};                                                 \
+        tu_expect_ids((t), (text), strlen(text), (add), (parse), want_, sizeof want_ / sizeof want_[0]); \
+    } while (0)
 /* Fails the test with the error's message if err is not NULL. */
 #define TU_OK(expr)                                                        \
     do {                                                                   \
