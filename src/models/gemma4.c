@@ -275,6 +275,7 @@ typedef struct fwd {
     uint8_t *tok_kind; /* [T] tern_mm_kind: prompt tokens take the throughput kernels, generated ones the latency kernels */
     int64_t *seq_end; /* [n_seq] length of each sequence after this forward */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
+    float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
 } fwd;
 
 typedef struct rows_job {
@@ -348,18 +349,15 @@ typedef struct attn_job {
     const float *inv_freq;
 } attn_job;
 
-/* Tokens [b, e): q/k norms and RoPE (angles once per token for all its heads), v's scale-free norm. */
+/* Tokens [b, e): q/k norms and RoPE (the token's angles from F->rope), v's scale-free norm. */
 static void qk_prep_range(void *ctx, size_t b, size_t e, int tid) {
     const attn_job *j = ctx;
     fwd *F = j->F;
     const layer_weights *L = j->L;
     const int64_t hd = L->hd, kvh = L->kvh;
     const float eps = (float)F->m->c.rms_norm_eps;
-    float *cs = malloc((size_t)hd * sizeof *cs), *sn = cs + hd / 2;
-    if (!cs)
-        return;
     for (size_t t = b; t < e; t++) {
-        tern_rope_angles(hd, j->inv_freq, F->tok_pos[t], cs, sn);
+        const float *cs = F->rope[L->type] + (int64_t)t * hd, *sn = cs + hd / 2;
         for (int64_t h = 0; h < j->nH; h++) {
             float *qh = F->q + ((int64_t)t * j->nH + h) * hd;
             tern_rmsnorm(qh, L->q_norm, hd, eps, qh);
@@ -372,7 +370,19 @@ static void qk_prep_range(void *ctx, size_t b, size_t e, int tid) {
             tern_rmsnorm(vh, NULL, hd, eps, vh);
         }
     }
-    free(cs);
+}
+
+/* Tokens [b, e): RoPE angles of each token's position for both layer types, shared by all layers of a type. */
+static void rope_range(void *ctx, size_t b, size_t e, int tid) {
+    fwd *F = ctx;
+    const tern_gemma4_config *c = &F->m->c;
+    for (int type = 0; type < 2; type++) {
+        const int64_t hd = type == TERN_LAYER_FULL ? c->global_head_dim : c->head_dim;
+        for (size_t t = b; t < e; t++) {
+            float *cs = F->rope[type] + (int64_t)t * hd;
+            tern_rope_angles(hd, F->m->inv_freq[type], F->tok_pos[t], cs, cs + hd / 2);
+        }
+    }
 }
 
 /* Attention of tokens [b, e): each query head over its KV head's cached positions in the window. */
@@ -607,11 +617,12 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
     F.tok_kind = malloc((size_t)T * sizeof *F.tok_kind);
     F.seq_end = calloc((size_t)tern_kv_n_seq(kv), sizeof *F.seq_end);
-    float **bufs[] = {&F.x, &F.xn, &F.q, &F.k, &F.v, &F.attn, &F.a, &F.g, &F.u, &F.f, &F.moe, &F.pli, &F.tmp};
-    int64_t widths[] = {H, H, qw, kw, kw, qw, H, ffn, ffn, H, H, N * P, 0};
+    float **bufs[] = {&F.x,   &F.xn,  &F.q,   &F.k,   &F.v,       &F.attn,       &F.a,           &F.g,
+                      &F.u,   &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.tmp};
+    int64_t widths[] = {H, H, qw, kw, kw, qw, H, ffn, ffn, H, H, N * P, c->head_dim, c->global_head_dim, 0};
     int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.seq_end;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        size_t n = i == 12 ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
+        size_t n = bufs[i] == &F.tmp ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
         *bufs[i] = tern_aligned_calloc(n, sizeof(float));
         oom |= !*bufs[i];
     }
@@ -629,6 +640,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             F.seq_end[b->seq[r]] = len + b->n_tok[r];
         }
         embed(&F, b);
+        tern_pool_parallel_for(pool, (size_t)T, 8, rope_range, &F);
         for (int l = 0; l < N; l++) {
             const layer_weights *L = &m->layers[l];
             attention(&F, L, l);
