@@ -276,6 +276,10 @@ typedef struct fwd {
     int64_t *seq_end; /* [n_seq] length of each sequence after this forward */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
+    /* Attention of few tokens runs as (token, chunk) units spread over the threads: their partials, and each
+     * token's first unit [T + 1]; NULL when the tokens themselves are the units. */
+    float *attn_parts;
+    int64_t *attn_unit0;
 } fwd;
 
 typedef struct rows_job {
@@ -385,27 +389,76 @@ static void rope_range(void *ctx, size_t b, size_t e, int tid) {
     }
 }
 
-/* Attention of tokens [b, e): each query head over its KV head's cached positions in the window. */
-static void attn_range(void *ctx, size_t b, size_t e, int tid) {
-    const attn_job *j = ctx;
+/* Token t's attention over its KV head's cached positions in the window, output to F->attn. */
+static tern_attn_args attn_args(const attn_job *j, int64_t t) {
     fwd *F = j->F;
     const layer_weights *L = j->L;
-    const tern_gemma4_config *c = &F->m->c;
-    float *scores = malloc((size_t)(j->nH * tern_kv_ctx(F->kv)) * sizeof *scores);
-    if (!scores)
+    const int seq = F->tok_seq[t];
+    const int64_t p = F->tok_pos[t], start = L->type == TERN_LAYER_SLIDING ? p - F->m->c.sliding_window + 1 : 0;
+    return (tern_attn_args){.q = F->q + t * j->nH * L->hd, .n_heads = j->nH, .kv_heads = L->kvh, .head_dim = L->hd,
+                            .k = tern_kv_rows(F->kv, L->cache, seq, 0), .v = tern_kv_rows(F->kv, L->cache, seq, 1),
+                            .dtype = tern_kv_dtype(F->kv), .slots = tern_kv_slots(F->kv, L->cache),
+                            .start = start < 0 ? 0 : start, .end = p, .out = F->attn + t * j->nH * L->hd};
+}
+
+/* Tokens [b, e), each whole. */
+static void attn_range(void *ctx, size_t b, size_t e, int tid) {
+    const attn_job *j = ctx;
+    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd);
+    float *scratch = malloc((size_t)(j->nH * TERN_ATTN_CHUNK + 2 * pf) * sizeof *scratch);
+    if (!scratch)
         return;
     for (size_t t = b; t < e; t++) {
-        int seq = F->tok_seq[t];
-        int64_t p = F->tok_pos[t];
-        int64_t start = L->type == TERN_LAYER_SLIDING ? p - c->sliding_window + 1 : 0;
-        tern_attn_args a = {
-            .q = F->q + (int64_t)t * j->nH * L->hd, .n_heads = j->nH, .kv_heads = L->kvh, .head_dim = L->hd,
-            .k = tern_kv_rows(F->kv, L->cache, seq, 0), .v = tern_kv_rows(F->kv, L->cache, seq, 1),
-            .dtype = tern_kv_dtype(F->kv), .slots = tern_kv_slots(F->kv, L->cache), .start = start < 0 ? 0 : start,
-            .end = p, .scores = scores, .out = F->attn + (int64_t)t * j->nH * L->hd};
+        tern_attn_args a = attn_args(j, (int64_t)t);
+        a.scores = scratch;
+        a.part = scratch + j->nH * TERN_ATTN_CHUNK;
         tern_attend(&a);
     }
+    free(scratch);
+}
+
+/* Units [b, e) of (token, chunk): each chunk's partial into F->attn_parts. */
+static void attn_chunk_range(void *ctx, size_t b, size_t e, int tid) {
+    const attn_job *j = ctx;
+    fwd *F = j->F;
+    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd);
+    float *scores = malloc((size_t)(j->nH * TERN_ATTN_CHUNK) * sizeof *scores);
+    if (!scores)
+        return;
+    int64_t t = 0;
+    for (int64_t u = (int64_t)b; u < (int64_t)e; u++) {
+        while (F->attn_unit0[t + 1] <= u)
+            t++;
+        tern_attn_args a = attn_args(j, t);
+        tern_attn_chunk(a.start, a.end, u - F->attn_unit0[t], &a.start, &a.end);
+        a.scores = scores;
+        a.part = F->attn_parts + u * pf;
+        tern_attend_part(&a);
+    }
     free(scores);
+}
+
+/* Attention of all tokens into F->attn: by token, or for few tokens by chunk with each token's partials merged
+ * in chunk order afterwards (the same arithmetic as tern_attend, so results do not depend on the split). */
+static void attend_all(fwd *F, const attn_job *j) {
+    if (!F->attn_parts) {
+        /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
+        tern_pool_parallel_balanced(F->pool, (size_t)F->T, 1, attn_range, (void *)j);
+        return;
+    }
+    F->attn_unit0[0] = 0;
+    for (int64_t t = 0; t < F->T; t++) {
+        const tern_attn_args a = attn_args(j, t);
+        F->attn_unit0[t + 1] = F->attn_unit0[t] + tern_attn_chunks(a.start, a.end);
+    }
+    tern_pool_parallel_balanced(F->pool, (size_t)F->attn_unit0[F->T], 1, attn_chunk_range, (void *)j);
+    const int64_t hd = j->L->hd, pf = tern_attn_part_floats(j->nH, hd);
+    for (int64_t t = 0; t < F->T; t++) {
+        float *acc = F->attn_parts + F->attn_unit0[t] * pf;
+        for (int64_t u = F->attn_unit0[t] + 1; u < F->attn_unit0[t + 1]; u++)
+            tern_attn_merge(j->nH, hd, acc, F->attn_parts + u * pf);
+        tern_attn_finish(j->nH, hd, acc, F->attn + t * j->nH * hd);
+    }
 }
 
 static void attention(fwd *F, const layer_weights *L, int layer) {
@@ -429,8 +482,7 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     if (L->owns_cache)
         for (int64_t t = 0; t < T; t++)
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
-    /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
-    tern_pool_parallel_balanced(F->pool, (size_t)T, 1, attn_range, &j);
+    attend_all(F, &j);
     mm(F, L->o, F->attn, F->a);
 }
 
@@ -600,6 +652,24 @@ static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern
     return NULL;
 }
 
+/* Fewer tokens than two per thread: attention by (token, chunk) units, with room for the most chunks any layer
+ * can have (full attention from position 0). */
+static tern_err *attn_split_alloc(fwd *F) {
+    const tern_gemma4_config *c = &F->m->c;
+    if (tern_pool_size(F->pool) < 2 || F->T >= 2 * tern_pool_size(F->pool))
+        return NULL;
+    const int64_t hd = c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim;
+    int64_t units = 0;
+    for (int64_t t = 0; t < F->T; t++)
+        units += tern_attn_chunks(0, F->tok_pos[t]);
+    F->attn_unit0 = malloc((size_t)(F->T + 1) * sizeof *F->attn_unit0);
+    F->attn_parts = tern_aligned_alloc((size_t)(units * tern_attn_part_floats(c->num_attention_heads, hd)) * sizeof(float),
+                                       TERN_ALIGN);
+    if (!F->attn_unit0 || !F->attn_parts)
+        return tern_errf(TERN_ENOMEM, "out of memory for attention over %lld chunks", (long long)units);
+    return NULL;
+}
+
 tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
                               float *hidden) {
     const tern_gemma4_config *c = &m->c;
@@ -639,6 +709,9 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             }
             F.seq_end[b->seq[r]] = len + b->n_tok[r];
         }
+        err = attn_split_alloc(&F);
+    }
+    if (!err) {
         embed(&F, b);
         tern_pool_parallel_for(pool, (size_t)T, 8, rope_range, &F);
         for (int l = 0; l < N; l++) {
@@ -681,5 +754,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     free(F.tok_pos);
     free(F.tok_kind);
     free(F.seq_end);
+    tern_aligned_free(F.attn_parts);
+    free(F.attn_unit0);
     return err;
 }

@@ -42,9 +42,9 @@ void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n);
 void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, float *y);
 
 struct tern_attn_args;
-/* Attention of one query token (see attention.h); head_dim a multiple of 16, at most 16 heads per KV head. */
-void tern_attend_avx512(const struct tern_attn_args *a);
+/* One chunk's attention partial (see attention.h); head_dim a multiple of 16, heads per KV head dividing 16. */
+void tern_attend_part_avx512(const struct tern_attn_args *a);
 /* The same with AVX2; head_dim a multiple of 8, heads per KV head dividing 8. */
-void tern_attend_avx2(const struct tern_attn_args *a);
+void tern_attend_part_avx2(const struct tern_attn_args *a);
 
 #endif

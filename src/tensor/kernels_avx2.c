@@ -246,11 +246,12 @@ static inline __m256 reduce8(const __m256 *v) {
     return _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
 }
 
-/* tern_attend_avx512's method with 8 lanes: 8/group positions per reduction, vectorised softmax with the
- * normalisation deferred to the output, V accumulated in registers per 8-wide slice of the head. */
-void tern_attend_avx2(const tern_attn_args *a) {
+/* tern_attend_part_avx512's method with 8 lanes: 8/group positions per reduction, vectorised exp, V
+ * accumulated in registers per 8-wide slice of the head. */
+void tern_attend_part_avx2(const tern_attn_args *a) {
     const int64_t hd = a->head_dim, group = a->n_heads / a->kv_heads, row = a->kv_heads * hd;
     const int64_t n = a->end - a->start + 1, P = 8 / group;
+    float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
     for (int64_t g = 0; g < a->kv_heads; g++) {
         const float *q = a->q + g * group * hd;
         float *sc = a->scores + g * group * n;
@@ -271,7 +272,6 @@ void tern_attend_avx2(const tern_attn_args *a) {
                 for (int64_t h = 0; h < group; h++)
                     sc[h * n + j0 + p] = sums[p * group + h];
         }
-        float inv[8];
         for (int64_t h = 0; h < group; h++) {
             float *s = sc + h * n, mx = -INFINITY;
             for (int64_t j = 0; j < n; j++)
@@ -284,7 +284,8 @@ void tern_attend_avx2(const tern_attn_args *a) {
                 sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
                 tail_store8(s + j, n - j, e);
             }
-            inv[h] = 1.0f / hsum8(sum);
+            mxs[g * group + h] = mx;
+            sums[g * group + h] = hsum8(sum);
         }
         for (int64_t d = 0; d < hd; d += 8) {
             __m256 o[8];
@@ -296,7 +297,7 @@ void tern_attend_avx2(const tern_attn_args *a) {
                     o[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[h * n + j]), vv, o[h]);
             }
             for (int64_t h = 0; h < group; h++)
-                _mm256_storeu_ps(a->out + (g * group + h) * hd + d, _mm256_mul_ps(o[h], _mm256_set1_ps(inv[h])));
+                _mm256_storeu_ps(out + (g * group + h) * hd + d, o[h]);
         }
     }
 }

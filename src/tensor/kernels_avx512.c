@@ -367,16 +367,12 @@ static inline __m512 reduce16(const __m512 *v) {
 }
 
 /* Per KV head: scores of its `group` query heads over 16/group positions at a time (each K row read once for
- * all of them, the 16 dot products reduced together); softmax with the vectorised exp, normalisation
- * deferred to the output; then V: per 16-wide slice of the head, every position's row scaled by each head's
- * weight into register accumulators. */
-void tern_attend_avx512(const tern_attn_args *a) {
+ * all of them, the 16 dot products reduced together); exp(score - max) with the vectorised exp; then V: per
+ * 16-wide slice of the head, every position's row scaled by each head's weight into register accumulators. */
+void tern_attend_part_avx512(const tern_attn_args *a) {
     const int64_t hd = a->head_dim, group = a->n_heads / a->kv_heads, row = a->kv_heads * hd;
     const int64_t n = a->end - a->start + 1;
-    if (16 % group) {
-        tern_attend_portable(a);
-        return;
-    }
+    float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
     const int64_t P = 16 / group; /* positions per reduction */
     for (int64_t g = 0; g < a->kv_heads; g++) {
         const float *q = a->q + g * group * hd;
@@ -399,13 +395,13 @@ void tern_attend_avx512(const tern_attn_args *a) {
                 for (int64_t h = 0; h < group; h++)
                     sc[h * n + j0 + p] = sums[p * group + h];
         }
-        float inv[16];
         for (int64_t h = 0; h < group; h++) {
             float *s = sc + h * n;
             __m512 mx = _mm512_set1_ps(-INFINITY);
             for (int64_t j = 0; j < n; j += 16)
                 mx = _mm512_mask_max_ps(mx, tail_mask16(n - j), mx, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
-            const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+            mxs[g * group + h] = _mm512_reduce_max_ps(mx);
+            const __m512 m = _mm512_set1_ps(mxs[g * group + h]);
             __m512 sum = _mm512_setzero_ps();
             for (int64_t j = 0; j < n; j += 16) {
                 const __mmask16 k = tail_mask16(n - j);
@@ -413,7 +409,7 @@ void tern_attend_avx512(const tern_attn_args *a) {
                 sum = _mm512_add_ps(sum, e);
                 _mm512_mask_storeu_ps(s + j, k, e);
             }
-            inv[h] = 1.0f / _mm512_reduce_add_ps(sum);
+            sums[g * group + h] = _mm512_reduce_add_ps(sum);
         }
         for (int64_t d = 0; d < hd; d += 16) {
             __m512 o[16];
@@ -425,7 +421,7 @@ void tern_attend_avx512(const tern_attn_args *a) {
                     o[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[h * n + j]), vv, o[h]);
             }
             for (int64_t h = 0; h < group; h++)
-                _mm512_storeu_ps(a->out + (g * group + h) * hd + d, _mm512_mul_ps(o[h], _mm512_set1_ps(inv[h])));
+                _mm512_storeu_ps(out + (g * group + h) * hd + d, o[h]);
         }
     }
 }

@@ -219,44 +219,102 @@ static void test_norm_gelu_mul_rope(void **state) {
     free(w);
 }
 
-/* Attention on the active ISA against the portable path: head dims 32..512, 1..8 query heads per KV head,
- * bf16 and f32 caches, runs of positions that wrap around the ring. */
+/* softmax(q K^T) V of every head in float64 from the stored (bf16-rounded) values, into ref [n_heads][head_dim]. */
+static void attn_ref(const tern_attn_args *a, const float *kf, const float *vf, double *ref) {
+    const int64_t hd = a->head_dim, row = a->kv_heads * hd, n = a->end - a->start + 1;
+    double *s = malloc((size_t)n * sizeof *s);
+    for (int64_t h = 0; h < a->n_heads; h++) {
+        const int64_t off = (h / (a->n_heads / a->kv_heads)) * hd;
+        double m = -INFINITY, den = 0;
+        for (int64_t p = a->start; p <= a->end; p++) {
+            double dot = 0;
+            for (int64_t i = 0; i < hd; i++)
+                dot += (double)a->q[h * hd + i] * kf[(p % a->slots) * row + off + i];
+            s[p - a->start] = dot;
+            m = dot > m ? dot : m;
+        }
+        for (int64_t d = 0; d < hd; d++)
+            ref[h * hd + d] = 0;
+        for (int64_t p = a->start; p <= a->end; p++) {
+            const double e = exp(s[p - a->start] - m);
+            for (int64_t d = 0; d < hd; d++)
+                ref[h * hd + d] += e * vf[(p % a->slots) * row + off + d];
+            den += e;
+        }
+        for (int64_t d = 0; d < hd; d++)
+            ref[h * hd + d] /= den;
+    }
+    free(s);
+}
+
+/* Attention on every ISA: against float64, and against the portable path; head dims 32..512, 1..16 query heads
+ * per KV head, bf16 and f32 caches, runs that wrap around the ring and span several chunks. Chunk partials
+ * computed apart and merged in order must give tern_attend's result bit for bit (how few tokens split). */
 static void test_attention(void **state) {
     static const int64_t hds[] = {32, 64, 128, 256, 512};
     static const int64_t groups[] = {1, 2, 3, 4, 8, 16};
+    static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}, {100, 390}, {250, 520}, {127, 128}};
+    const int64_t slots = 300;
     for (size_t hi = 0; hi < 5; hi++)
         for (size_t gi = 0; gi < 6; gi++)
             for (int f32 = 0; f32 < 2; f32++) {
-                const int64_t hd = hds[hi], kvh = 2, nH = kvh * groups[gi], slots = 24, row = kvh * hd;
+                const int64_t hd = hds[hi], kvh = 2, nH = kvh * groups[gi], row = kvh * hd;
+                const int64_t pf = tern_attn_part_floats(nH, hd), maxc = tern_attn_chunks(250, 520);
                 float *q = malloc((size_t)(nH * hd) * sizeof *q), *o1 = malloc((size_t)(nH * hd) * sizeof *o1);
-                float *o2 = malloc((size_t)(nH * hd) * sizeof *o2), *sc = malloc((size_t)(nH * slots) * sizeof *sc);
+                float *o2 = malloc((size_t)(nH * hd) * sizeof *o2), *sc = malloc((size_t)(nH * TERN_ATTN_CHUNK) * sizeof *sc);
+                float *part = malloc((size_t)(2 * pf) * sizeof *part), *parts = malloc((size_t)(maxc * pf) * sizeof *parts);
+                float *kf = malloc((size_t)(slots * row) * sizeof *kf), *vf = malloc((size_t)(slots * row) * sizeof *vf);
                 void *k = malloc((size_t)(slots * row) * 4), *v = malloc((size_t)(slots * row) * 4);
+                double *ref = malloc((size_t)(nH * hd) * sizeof *ref);
                 for (int64_t i = 0; i < nH * hd; i++)
                     q[i] = frand() * 0.5f;
                 for (int64_t i = 0; i < slots * row; i++) {
                     float a = frand(), b = frand();
                     if (f32) {
-                        ((float *)k)[i] = a;
-                        ((float *)v)[i] = b;
+                        ((float *)k)[i] = kf[i] = a;
+                        ((float *)v)[i] = vf[i] = b;
                     } else {
                         ((uint16_t *)k)[i] = tern_f32_to_bf16(a);
                         ((uint16_t *)v)[i] = tern_f32_to_bf16(b);
+                        kf[i] = tern_bf16_to_f32(((uint16_t *)k)[i]);
+                        vf[i] = tern_bf16_to_f32(((uint16_t *)v)[i]);
                     }
                 }
-                static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}};
-                for (int r = 0; r < 4; r++) {
+                for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
                     tern_attn_args a = {q, nH, kvh, hd, k, v, f32 ? TERN_DT_F32 : TERN_DT_BF16, slots, runs[r][0],
-                                        runs[r][1], sc, o1};
-                    tern_attend_portable(&a);
+                                        runs[r][1], sc, part, o1};
+                    tern_isa_set(TERN_ISA_PORTABLE);
+                    tern_attend(&a);
+                    attn_ref(&a, kf, vf, ref);
+                    for (int64_t i = 0; i < nH * hd; i++)
+                        if (fabs(o1[i] - ref[i]) > 2e-5)
+                            fail_msg("portable hd %lld group %lld run %zu: out[%lld] %g vs float64 %g", (long long)hd,
+                                     (long long)groups[gi], r, (long long)i, o1[i], ref[i]);
                     a.out = o2;
-                    for (tern_isa isa = TERN_ISA_AVX2; isa <= tern_isa_detect(); isa++) {
+                    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
                         tern_isa_set(isa);
                         tern_attend(&a);
                         for (int64_t i = 0; i < nH * hd; i++)
                             if (fabsf(o1[i] - o2[i]) > 1e-5f)
-                                fail_msg("%s hd %lld group %lld %s run %d: out[%lld] %g vs portable %g",
+                                fail_msg("%s hd %lld group %lld %s run %zu: out[%lld] %g vs portable %g",
                                          tern_isa_name(isa), (long long)hd, (long long)groups[gi], f32 ? "f32" : "bf16",
                                          r, (long long)i, o2[i], o1[i]);
+                        /* The split: every chunk's partial on its own, merged in order afterwards. */
+                        const int64_t nc = tern_attn_chunks(a.start, a.end);
+                        for (int64_t c = nc - 1; c >= 0; c--) {
+                            tern_attn_args ca = a;
+                            tern_attn_chunk(a.start, a.end, c, &ca.start, &ca.end);
+                            assert_true(ca.start >= a.start && ca.end <= a.end && ca.start <= ca.end);
+                            assert_true(ca.start / TERN_ATTN_CHUNK == ca.end / TERN_ATTN_CHUNK);
+                            ca.part = parts + c * pf;
+                            tern_attend_part(&ca);
+                        }
+                        for (int64_t c = 1; c < nc; c++)
+                            tern_attn_merge(nH, hd, parts, parts + c * pf);
+                        tern_attn_finish(nH, hd, parts, o1);
+                        if (memcmp(o1, o2, (size_t)(nH * hd) * sizeof *o1))
+                            fail_msg("%s hd %lld group %lld run %zu: split chunks differ from tern_attend",
+                                     tern_isa_name(isa), (long long)hd, (long long)groups[gi], r);
                     }
                     tern_isa_set(tern_isa_detect());
                 }
@@ -264,6 +322,11 @@ static void test_attention(void **state) {
                 free(o1);
                 free(o2);
                 free(sc);
+                free(part);
+                free(parts);
+                free(kf);
+                free(vf);
+                free(ref);
                 free(k);
                 free(v);
             }
