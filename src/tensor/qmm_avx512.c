@@ -7,7 +7,6 @@
  * tokens. The arithmetic is exactly tern_qmm_ref's (integer dots per group, then the same two FMAs in the
  * same order), so results are bit-identical to the portable definition and independent of the batch. */
 #include <immintrin.h>
-#include <string.h>
 
 #include "tensor/kernels.h"
 #include "tensor/qmm.h"
@@ -45,15 +44,18 @@ static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
     return _mm512_cvtph_ps(h);
 }
 
-static inline __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
+/* acc += W (unsigned bytes) x the four signed bytes at p broadcast to every lane. Written out because
+ * compilers issue a separate broadcast instead of the instruction's embedded-broadcast operand. */
+static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
 }
 
-/* Bytes ahead of the current chunk requested from memory: a single-token pass streams each block once,
- * and hardware prefetch alone leaves the core waiting on DRAM latency. */
-#define QMM_PREFETCH 8192
+/* Bytes ahead of the current chunk requested from memory: a block is streamed once per pass, and hardware
+ * prefetch alone leaves the core waiting on DRAM latency. A pass over several tokens consumes the stream
+ * several times slower, and its activations share L1 with the prefetched lines, so it looks less far ahead. */
+#define QMM_PREFETCH_1 8192
+#define QMM_PREFETCH_N 4096
 
 /* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
  * accumulators stay in registers); out[t] gets the 16 row results of token t0 + t. */
@@ -84,7 +86,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             int64_t xo[4];
             if (bits == 4) {
                 for (int u = 0; u < 2; u++) {
-                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(codes + (c + u) * 64 + (NT == 1 ? QMM_PREFETCH_1 : QMM_PREFETCH_N)), _MM_HINT_T0);
                     const __m512i W = _mm512_load_si512(codes + (c + u) * 64);
                     op[2 * u] = _mm512_and_si512(W, low4);
                     /* With four accumulator sets the odd ones take only high nibbles: W & 0xf0 is 16 x the code,
@@ -96,14 +98,14 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 }
             } else {
                 for (int u = 0; u < 4; u++) {
-                    _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(codes + (c + u) * 64 + (NT == 1 ? QMM_PREFETCH_1 : QMM_PREFETCH_N)), _MM_HINT_T0);
                     op[u] = _mm512_load_si512(codes + (c + u) * 64);
                     xo[u] = (c + u) * 4;
                 }
             }
             for (int t = 0; t < NT; t++)
                 for (int u = 0; u < 4; u++)
-                    acc4[u % sets][t] = _mm512_dpbusd_epi32(acc4[u % sets][t], op[u], bcast4(xq + t * in + xo[u]));
+                    acc4[u % sets][t] = dpbusd_bcast(acc4[u % sets][t], op[u], xq + t * in + xo[u]);
         }
         __m512i ia[8];
         for (int t = 0; t < NT; t++) {
