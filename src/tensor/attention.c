@@ -19,6 +19,12 @@ void tern_attn_chunk(int64_t start, int64_t end, int64_t c, int64_t *s, int64_t 
     *e = (first + 1) * TERN_ATTN_CHUNK - 1 < end ? (first + 1) * TERN_ATTN_CHUNK - 1 : end;
 }
 
+void tern_attn_rows(const tern_attn_args *a, int64_t offs[TERN_ATTN_CHUNK]) {
+    const int64_t n = a->end - a->start + 1, row = a->kv_heads * a->head_dim;
+    for (int64_t j = 0, slot = a->start % a->slots; j < n; j++, slot = slot + 1 == a->slots ? 0 : slot + 1)
+        offs[j] = slot * row;
+}
+
 static float elem(const void *base, tern_dtype dt, int64_t i) {
     return dt == TERN_DT_F32 ? ((const float *)base)[i] : tern_bf16_to_f32(((const uint16_t *)base)[i]);
 }

@@ -34,7 +34,9 @@ int64_t tern_attn_part_floats(int64_t n_heads, int64_t head_dim);
 /* Number of chunks of positions start..end, and the bounds of chunk c (0-based). */
 int64_t tern_attn_chunks(int64_t start, int64_t end);
 void tern_attn_chunk(int64_t start, int64_t end, int64_t c, int64_t *s, int64_t *e);
-/* The partial of a->start..a->end (within one chunk) into a->part, on the active ISA. */
+/* offs[j] = element offset in the cache of position a->start + j's row, for every position of a chunk. */
+void tern_attn_rows(const tern_attn_args *a, int64_t offs[TERN_ATTN_CHUNK]);
+/* The partial of a->start..a->end into a->part, on the active ISA; the run must lie within one chunk. */
 void tern_attend_part(const tern_attn_args *a);
 /* The portable implementation (the reference the SIMD paths are tested against). */
 void tern_attend_part_portable(const tern_attn_args *a);

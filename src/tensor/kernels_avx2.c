@@ -246,58 +246,69 @@ static inline __m256 reduce8(const __m256 *v) {
     return _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
 }
 
-/* tern_attend_part_avx512's method with 8 lanes: 8/group positions per reduction, vectorised exp, V
- * accumulated in registers per 8-wide slice of the head. */
-void tern_attend_part_avx2(const tern_attn_args *a) {
-    const int64_t hd = a->head_dim, group = a->n_heads / a->kv_heads, row = a->kv_heads * hd;
-    const int64_t n = a->end - a->start + 1, P = 8 / group;
+/* attend_kv_head of the AVX-512 path with 8 lanes: 8/group positions per reduction, vectorised exp, V
+ * accumulated in registers per 8-wide slice of the head (`group` a constant at every call). */
+static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn_args *a, const int64_t *offs,
+                                                                 int64_t n, int64_t g, const int group) {
+    const int64_t hd = a->head_dim, P = 8 / group;
     float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
-    for (int64_t g = 0; g < a->kv_heads; g++) {
-        const float *q = a->q + g * group * hd;
-        float *sc = a->scores + g * group * n;
-        for (int64_t j0 = 0; j0 < n; j0 += P) {
-            __m256 acc[8];
-            for (int i = 0; i < 8; i++)
-                acc[i] = _mm256_setzero_ps();
-            const int64_t np = n - j0 < P ? n - j0 : P;
-            for (int64_t d = 0; d < hd; d += 8)
-                for (int64_t p = 0; p < np; p++) {
-                    const __m256 kv = load8(a->k, a->dtype, ((a->start + j0 + p) % a->slots) * row + g * hd + d);
-                    for (int64_t h = 0; h < group; h++)
-                        acc[p * group + h] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + h * hd + d), acc[p * group + h]);
-                }
-            float sums[8];
-            _mm256_storeu_ps(sums, reduce8(acc));
-            for (int64_t p = 0; p < np; p++)
-                for (int64_t h = 0; h < group; h++)
-                    sc[h * n + j0 + p] = sums[p * group + h];
-        }
-        for (int64_t h = 0; h < group; h++) {
-            float *s = sc + h * n, mx = -INFINITY;
-            for (int64_t j = 0; j < n; j++)
-                mx = s[j] > mx ? s[j] : mx;
-            const __m256 m = _mm256_set1_ps(mx);
-            __m256 sum = _mm256_setzero_ps();
-            for (int64_t j = 0; j < n; j += 8) {
-                const __m256 e = exp256(_mm256_sub_ps(tail_load8(s + j, n - j), m));
-                const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-                sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
-                tail_store8(s + j, n - j, e);
+    const float *q = a->q + g * group * hd;
+    float *sc = a->scores + g * group * n;
+    for (int64_t j0 = 0; j0 < n; j0 += P) {
+        __m256 acc[8];
+        for (int i = 0; i < 8; i++)
+            acc[i] = _mm256_setzero_ps();
+        const int64_t np = n - j0 < P ? n - j0 : P;
+        for (int64_t d = 0; d < hd; d += 8)
+            for (int64_t p = 0; p < P && p < np; p++) {
+                const __m256 kv = load8(a->k, a->dtype, offs[j0 + p] + g * hd + d);
+                for (int h = 0; h < group; h++)
+                    acc[p * group + h] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + h * hd + d), acc[p * group + h]);
             }
-            mxs[g * group + h] = mx;
-            sums[g * group + h] = hsum8(sum);
-        }
-        for (int64_t d = 0; d < hd; d += 8) {
-            __m256 o[8];
-            for (int64_t h = 0; h < group; h++)
-                o[h] = _mm256_setzero_ps();
-            for (int64_t j = 0; j < n; j++) {
-                const __m256 vv = load8(a->v, a->dtype, ((a->start + j) % a->slots) * row + g * hd + d);
-                for (int64_t h = 0; h < group; h++)
-                    o[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[h * n + j]), vv, o[h]);
-            }
-            for (int64_t h = 0; h < group; h++)
-                _mm256_storeu_ps(out + (g * group + h) * hd + d, o[h]);
-        }
+        float dots[8];
+        _mm256_storeu_ps(dots, reduce8(acc));
+        for (int64_t p = 0; p < np; p++)
+            for (int h = 0; h < group; h++)
+                sc[h * n + j0 + p] = dots[p * group + h];
     }
+    for (int h = 0; h < group; h++) {
+        float *s = sc + h * n, mx = -INFINITY;
+        for (int64_t j = 0; j < n; j++)
+            mx = s[j] > mx ? s[j] : mx;
+        const __m256 m = _mm256_set1_ps(mx);
+        __m256 sum = _mm256_setzero_ps();
+        for (int64_t j = 0; j < n; j += 8) {
+            const __m256 e = exp256(_mm256_sub_ps(tail_load8(s + j, n - j), m));
+            const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+            sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
+            tail_store8(s + j, n - j, e);
+        }
+        mxs[g * group + h] = mx;
+        sums[g * group + h] = hsum8(sum);
+    }
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 o[8];
+        for (int h = 0; h < group; h++)
+            o[h] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 vv = load8(a->v, a->dtype, offs[j] + g * hd + d);
+            for (int h = 0; h < group; h++)
+                o[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[h * n + j]), vv, o[h]);
+        }
+        for (int h = 0; h < group; h++)
+            _mm256_storeu_ps(out + (g * group + h) * hd + d, o[h]);
+    }
+}
+
+void tern_attend_part_avx2(const tern_attn_args *a) {
+    const int64_t n = a->end - a->start + 1, group = a->n_heads / a->kv_heads;
+    int64_t offs[TERN_ATTN_CHUNK];
+    tern_attn_rows(a, offs);
+    for (int64_t g = 0; g < a->kv_heads; g++)
+        switch (group) {
+        case 1: attend_kv_head(a, offs, n, g, 1); break;
+        case 2: attend_kv_head(a, offs, n, g, 2); break;
+        case 4: attend_kv_head(a, offs, n, g, 4); break;
+        default: attend_kv_head(a, offs, n, g, 8); break;
+        }
 }

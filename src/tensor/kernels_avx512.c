@@ -366,62 +366,90 @@ static inline __m512 reduce16(const __m512 *v) {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
 }
 
-/* Per KV head: scores of its `group` query heads over 16/group positions at a time (each K row read once for
+/* Positions ahead of the current one whose K rows are requested from memory. */
+#define ATTN_K_AHEAD 8
+
+static inline void prefetch_row(const void *base, tern_dtype dt, int64_t off, int64_t n) {
+    const size_t es = dt == TERN_DT_F32 ? 4 : 2;
+    const char *p = (const char *)base + (size_t)off * es;
+    for (size_t b = 0; b < (size_t)n * es; b += 64)
+        _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+/* One KV head g: scores of its `group` query heads over 16/group positions at a time (each K row read once for
  * all of them, the 16 dot products reduced together); exp(score - max) with the vectorised exp; then V: per
- * 16-wide slice of the head, every position's row scaled by each head's weight into register accumulators. */
-void tern_attend_part_avx512(const tern_attn_args *a) {
-    const int64_t hd = a->head_dim, group = a->n_heads / a->kv_heads, row = a->kv_heads * hd;
-    const int64_t n = a->end - a->start + 1;
+ * 16-wide slice of the head, every position's row scaled by each head's weight into register accumulators.
+ * `group` is a constant at every call, so the accumulators stay in registers; offs[j] is position j's row. */
+static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn_args *a, const int64_t *offs,
+                                                                 int64_t n, int64_t g, const int group) {
+    const int64_t hd = a->head_dim, P = 16 / group; /* positions per reduction */
     float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
-    const int64_t P = 16 / group; /* positions per reduction */
-    for (int64_t g = 0; g < a->kv_heads; g++) {
-        const float *q = a->q + g * group * hd;
-        float *sc = a->scores + g * group * n; /* [group][n] */
-        for (int64_t j0 = 0; j0 < n; j0 += P) {
-            __m512 acc[16];
-            for (int i = 0; i < 16; i++)
-                acc[i] = _mm512_setzero_ps();
-            const int64_t np = n - j0 < P ? n - j0 : P;
-            for (int64_t d = 0; d < hd; d += 16)
-                for (int64_t p = 0; p < np; p++) {
-                    const int64_t off = ((a->start + j0 + p) % a->slots) * row + g * hd;
-                    const __m512 kv = load16(a->k, a->dtype, off + d);
-                    for (int64_t h = 0; h < group; h++)
-                        acc[p * group + h] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q + h * hd + d), acc[p * group + h]);
-                }
-            float sums[16];
-            _mm512_storeu_ps(sums, reduce16(acc));
-            for (int64_t p = 0; p < np; p++)
-                for (int64_t h = 0; h < group; h++)
-                    sc[h * n + j0 + p] = sums[p * group + h];
+    const float *q = a->q + g * group * hd;
+    float *sc = a->scores + g * group * n; /* [group][n] */
+    for (int64_t j0 = 0; j0 < n; j0 += P) {
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++)
+            acc[i] = _mm512_setzero_ps();
+        const int64_t np = n - j0 < P ? n - j0 : P;
+        /* The cache rows are cold (the weights streamed since the last step): ask for K a few rows ahead and
+         * for V now, so V's pass below finds its rows in cache. */
+        for (int64_t p = 0; p < P && p < np; p++) {
+            if (j0 + p + ATTN_K_AHEAD < n)
+                prefetch_row(a->k, a->dtype, offs[j0 + p + ATTN_K_AHEAD] + g * hd, hd);
+            prefetch_row(a->v, a->dtype, offs[j0 + p] + g * hd, hd);
         }
-        for (int64_t h = 0; h < group; h++) {
-            float *s = sc + h * n;
-            __m512 mx = _mm512_set1_ps(-INFINITY);
-            for (int64_t j = 0; j < n; j += 16)
-                mx = _mm512_mask_max_ps(mx, tail_mask16(n - j), mx, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
-            mxs[g * group + h] = _mm512_reduce_max_ps(mx);
-            const __m512 m = _mm512_set1_ps(mxs[g * group + h]);
-            __m512 sum = _mm512_setzero_ps();
-            for (int64_t j = 0; j < n; j += 16) {
-                const __mmask16 k = tail_mask16(n - j);
-                const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
-                sum = _mm512_add_ps(sum, e);
-                _mm512_mask_storeu_ps(s + j, k, e);
+        for (int64_t d = 0; d < hd; d += 16)
+            for (int64_t p = 0; p < P && p < np; p++) {
+                const __m512 kv = load16(a->k, a->dtype, offs[j0 + p] + g * hd + d);
+                for (int h = 0; h < group; h++)
+                    acc[p * group + h] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q + h * hd + d), acc[p * group + h]);
             }
-            sums[g * group + h] = _mm512_reduce_add_ps(sum);
-        }
-        for (int64_t d = 0; d < hd; d += 16) {
-            __m512 o[16];
-            for (int64_t h = 0; h < group; h++)
-                o[h] = _mm512_setzero_ps();
-            for (int64_t j = 0; j < n; j++) {
-                const __m512 vv = load16(a->v, a->dtype, ((a->start + j) % a->slots) * row + g * hd + d);
-                for (int64_t h = 0; h < group; h++)
-                    o[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[h * n + j]), vv, o[h]);
-            }
-            for (int64_t h = 0; h < group; h++)
-                _mm512_storeu_ps(out + (g * group + h) * hd + d, o[h]);
-        }
+        float dots[16];
+        _mm512_storeu_ps(dots, reduce16(acc));
+        for (int64_t p = 0; p < np; p++)
+            for (int h = 0; h < group; h++)
+                sc[h * n + j0 + p] = dots[p * group + h];
     }
+    for (int h = 0; h < group; h++) {
+        float *s = sc + h * n;
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+        for (int64_t j = 0; j < n; j += 16)
+            mx = _mm512_mask_max_ps(mx, tail_mask16(n - j), mx, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
+        mxs[g * group + h] = _mm512_reduce_max_ps(mx);
+        const __m512 m = _mm512_set1_ps(mxs[g * group + h]);
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n; j += 16) {
+            const __mmask16 k = tail_mask16(n - j);
+            const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
+            sum = _mm512_add_ps(sum, e);
+            _mm512_mask_storeu_ps(s + j, k, e);
+        }
+        sums[g * group + h] = _mm512_reduce_add_ps(sum);
+    }
+    for (int64_t d = 0; d < hd; d += 16) {
+        __m512 o[16];
+        for (int h = 0; h < group; h++)
+            o[h] = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n; j++) {
+            const __m512 vv = load16(a->v, a->dtype, offs[j] + g * hd + d);
+            for (int h = 0; h < group; h++)
+                o[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[h * n + j]), vv, o[h]);
+        }
+        for (int h = 0; h < group; h++)
+            _mm512_storeu_ps(out + (g * group + h) * hd + d, o[h]);
+    }
+}
+
+void tern_attend_part_avx512(const tern_attn_args *a) {
+    const int64_t n = a->end - a->start + 1, group = a->n_heads / a->kv_heads;
+    int64_t offs[TERN_ATTN_CHUNK];
+    tern_attn_rows(a, offs);
+    for (int64_t g = 0; g < a->kv_heads; g++)
+        switch (group) {
+        case 1: attend_kv_head(a, offs, n, g, 1); break;
+        case 2: attend_kv_head(a, offs, n, g, 2); break;
+        case 4: attend_kv_head(a, offs, n, g, 4); break;
+        case 8: attend_kv_head(a, offs, n, g, 8); break;
+        default: attend_kv_head(a, offs, n, g, 16); break;
+        }
 }
