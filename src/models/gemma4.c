@@ -300,6 +300,36 @@ static void rmsnorm_rows(tern_pool *pool, float *x, const float *w, int64_t rows
     tern_pool_parallel_for(pool, (size_t)rows, 1, rmsnorm_range, &j);
 }
 
+/* The residual step of each row: a = rmsnorm(a) * a_norm; x = (x + a) * scale; then, given x_norm,
+ * xn = rmsnorm(x) * x_norm (the next block's input). One pass per row instead of a region per step. */
+typedef struct residual_job {
+    float *x, *a, *xn;
+    const float *a_norm, *x_norm;
+    int64_t n;
+    float eps, scale;
+} residual_job;
+
+static void residual_range(void *ctx, size_t b, size_t e, int tid) {
+    const residual_job *j = ctx;
+    for (size_t r = b; r < e; r++) {
+        float *x = j->x + (int64_t)r * j->n, *a = j->a + (int64_t)r * j->n;
+        tern_rmsnorm(a, j->a_norm, j->n, j->eps, a);
+        for (int64_t i = 0; i < j->n; i++)
+            x[i] += a[i];
+        if (j->scale != 1.0f)
+            for (int64_t i = 0; i < j->n; i++)
+                x[i] *= j->scale;
+        if (j->x_norm)
+            tern_rmsnorm(x, j->x_norm, j->n, j->eps, j->xn + (int64_t)r * j->n);
+    }
+}
+
+static void residual_rows(fwd *F, float *a, const float *a_norm, float scale, const float *x_norm) {
+    const tern_gemma4_config *c = &F->m->c;
+    residual_job j = {F->x, a, F->xn, a_norm, x_norm, c->hidden_size, (float)c->rms_norm_eps, scale};
+    tern_pool_parallel_for(F->pool, (size_t)F->T, 1, residual_range, &j);
+}
+
 /* Element-wise passes over long arrays (batched MLP activations, logits), split across the pool. */
 typedef struct elem_job {
     float *a;
@@ -544,11 +574,12 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
     }
 }
 
-static void feed_forward(fwd *F, const layer_weights *L) {
+/* The feed-forward block on F->xn (x already normed by pre_ff_norm); its output added to x, which is then
+ * scaled by `scale`. */
+static void feed_forward(fwd *F, const layer_weights *L, float scale) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->T, H = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
-    rmsnorm_rows(F->pool, F->x, L->pre_ff_norm, T, H, eps, F->xn);
     mlp(F, L, F->xn, F->f);
     if (c->enable_moe_block) {
         rmsnorm_rows(F->pool, F->f, L->post_ff1_norm, T, H, eps, F->f);
@@ -561,23 +592,35 @@ static void feed_forward(fwd *F, const layer_weights *L) {
                 F->f[t * H + i] += mo[i];
         }
     }
-    rmsnorm_rows(F->pool, F->f, L->post_ff_norm, T, H, eps, F->f);
-    for (int64_t i = 0; i < T * H; i++)
-        F->x[i] += F->f[i];
+    residual_rows(F, F->f, L->post_ff_norm, scale, NULL);
 }
 
-static void per_layer_input(fwd *F, const layer_weights *L, int layer) {
-    const tern_gemma4_config *c = &F->m->c;
-    const int64_t T = F->T, H = c->hidden_size, P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
-    mm(F, L->pl_gate, F->x, F->g);
-    tern_gelu_tanh(F->g, T * P);
-    for (int64_t t = 0; t < T; t++)
+typedef struct ple_job {
+    fwd *F;
+    int layer;
+} ple_job;
+
+/* Tokens [b, e): g = gelu_tanh(g) * the token's per-layer input for this layer. */
+static void ple_gate_range(void *ctx, size_t b, size_t e, int tid) {
+    const ple_job *j = ctx;
+    const tern_gemma4_config *c = &j->F->m->c;
+    const int64_t P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
+    for (size_t t = b; t < e; t++) {
+        float *g = j->F->g + (int64_t)t * P;
+        const float *in = j->F->pli + ((int64_t)t * N + j->layer) * P;
+        tern_gelu_tanh(g, P);
         for (int64_t i = 0; i < P; i++)
-            F->g[t * P + i] *= F->pli[(t * N + layer) * P + i];
+            g[i] *= in[i];
+    }
+}
+
+/* The per-layer input block: its output added to x, which is then scaled by `scale`. */
+static void per_layer_input(fwd *F, const layer_weights *L, int layer, float scale) {
+    mm(F, L->pl_gate, F->x, F->g);
+    ple_job j = {F, layer};
+    tern_pool_parallel_for(F->pool, (size_t)F->T, 1, ple_gate_range, &j);
     mm(F, L->pl_proj, F->g, F->a);
-    rmsnorm_rows(F->pool, F->a, L->pl_norm, T, H, (float)c->rms_norm_eps, F->a);
-    for (int64_t i = 0; i < T * H; i++)
-        F->x[i] += F->a[i];
+    residual_rows(F, F->a, L->pl_norm, scale, NULL);
 }
 
 /* h0 = E[id] * sqrt(H) (soft tokens as given); PLE inputs pli [T][N][P]. */
@@ -717,14 +760,11 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         for (int l = 0; l < N; l++) {
             const layer_weights *L = &m->layers[l];
             attention(&F, L, l);
-            rmsnorm_rows(F.pool, F.a, L->post_attn_norm, T, H, (float)c->rms_norm_eps, F.a);
-            for (int64_t i = 0; i < T * H; i++)
-                F.x[i] += F.a[i];
-            feed_forward(&F, L);
+            residual_rows(&F, F.a, L->post_attn_norm, 1.0f, L->pre_ff_norm);
+            /* The layer's scalar applies after its last residual: the per-layer input's when there is one. */
+            feed_forward(&F, L, P > 0 ? 1.0f : L->layer_scalar);
             if (P > 0)
-                per_layer_input(&F, L, l);
-            for (int64_t i = 0; i < T * H; i++)
-                F.x[i] *= L->layer_scalar;
+                per_layer_input(&F, L, l, L->layer_scalar);
         }
         /* Outputs: the final-normed hidden state of the selected tokens, then tied logits with soft-cap. */
         int64_t n_out = 0;

@@ -86,9 +86,11 @@ int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *
     if (!tern_qact_alloc(&a, T, in, w0->group))
         return 0;
     j.a = &a;
-    /* Quantization in runs of 64 groups (4096 values at group 64): one token of a narrow product stays on
-     * the calling thread, batches and wide inputs (the down projection) are split. */
-    tern_pool_parallel_for(pool, (size_t)(T * (in / w0->group)), 64, fill_range, &j);
+    /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
+     * a narrow product): then the calling thread does it alone. */
+    const size_t groups = (size_t)(T * (in / w0->group)), threads = (size_t)tern_pool_size(pool);
+    const size_t per = (groups + threads - 1) / threads;
+    tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
     tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);
     return 1;
