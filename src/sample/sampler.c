@@ -33,11 +33,22 @@ double tern_rng_uniform(tern_rng *r) { return (double)(tern_rng_next(r) >> 11) *
 tern_sampling tern_sampling_greedy(void) { return (tern_sampling){0.0f, 0, 1.0f, 0.0f}; }
 
 int32_t tern_argmax(const float *logits, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (int32_t)best;
+    /* The maximum first, over 8 independent lanes (no carried index, so it vectorises), then its first
+     * position. NaNs never win a comparison, so they are skipped; all NaN yields 0. */
+    float lane[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            lane[k] = logits[i + k] > lane[k] ? logits[i + k] : lane[k];
+    for (; i < n; i++)
+        lane[0] = logits[i] > lane[0] ? logits[i] : lane[0];
+    float m = lane[0];
+    for (int k = 1; k < 8; k++)
+        m = lane[k] > m ? lane[k] : m;
+    for (i = 0; i < n; i++)
+        if (logits[i] == m)
+            return (int32_t)i;
+    return 0;
 }
 
 /* The sorted prefix of candidates in `idx`, grown (by ranking again with a larger k) as a walk needs more. */

@@ -45,6 +45,30 @@ static int32_t *ref_order(const float *x, int64_t n) {
     return o;
 }
 
+/* tern_argmax against a scan for the first greatest element: every length and position of the maximum
+ * around the 8-lane blocks, ties (the first wins), all-negative values, NaNs (skipped). */
+static void test_argmax(void **state) {
+    float v[40];
+    for (int n = 1; n <= 40; n++)
+        for (int at = 0; at < n; at++) {
+            for (int i = 0; i < n; i++)
+                v[i] = -100.0f - (float)((i * 7) % 13);
+            v[at] = -1.0f;
+            if (at + 9 < n)
+                v[at + 9] = -1.0f; /* a later tie */
+            assert_int_equal(tern_argmax(v, n), at);
+            if (at > 0) {
+                v[at - 1] = NAN;
+                assert_int_equal(tern_argmax(v, n), at);
+            }
+        }
+    for (int i = 0; i < 40; i++)
+        v[i] = NAN;
+    assert_int_equal(tern_argmax(v, 40), 0);
+    v[17] = -INFINITY;
+    assert_int_equal(tern_argmax(v, 40), 17);
+}
+
 static void test_rank_matches_sort(void **state) {
     const int64_t n = 3000;
     float *x = malloc((size_t)n * sizeof *x);
@@ -323,7 +347,7 @@ static void test_chain(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rank_matches_sort), cmocka_unit_test(test_sample_matches_reference),
+        cmocka_unit_test(test_argmax),            cmocka_unit_test(test_rank_matches_sort), cmocka_unit_test(test_sample_matches_reference),
         cmocka_unit_test(test_penalties),         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_chain),
     };
