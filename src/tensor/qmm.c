@@ -6,9 +6,10 @@
 #include "core/alloc.h"
 
 #define QMM_MAX_PARTS 4
-/* Bytes of a thread's run requested before it starts: the kernels prefetch this far ahead of themselves, so
- * without it the start of every run would wait on memory. */
-#define QMM_RUN_PREFETCH 8192
+/* Bytes of a thread's run requested before it starts when several tokens share the pass: their kernels
+ * prefetch ahead of themselves, so without it the start of every run would wait on memory. (Single-token passes
+ * leave the stream to the hardware prefetchers.) */
+#define QMM_RUN_PREFETCH 4096
 
 /* Up to 4 matrices sharing one input (q/k/v, gate/up) run as one parallel region over their row blocks laid
  * end to end: one activation quantization, one wake-up, and the threads balance over all the blocks. */
@@ -34,7 +35,7 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     uint8_t *own = NULL;
     if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN)))
         return;
-    if (direct)
+    if (direct && j->a->T > 1)
         for (size_t off = 0; off < QMM_RUN_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
             __builtin_prefetch(pk->data + (size_t)(j->row0[p] / 16 + b) * pk->block_bytes + off);
     for (int64_t blk = b; blk < e; blk++) {

@@ -51,11 +51,11 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
     return acc;
 }
 
-/* Bytes ahead of the current chunk requested from memory: a block is streamed once per pass, and hardware
- * prefetch alone leaves the core waiting on DRAM latency. A pass over several tokens consumes the stream
- * several times slower, and its activations share L1 with the prefetched lines, so it looks less far ahead. */
-#define QMM_PREFETCH_1 8192
-#define QMM_PREFETCH_N 4096
+/* Bytes ahead of the current chunk requested from memory in passes over several tokens: they consume the
+ * stream slowly enough that hardware prefetch alone leaves the core waiting on DRAM latency. A single-token
+ * pass consumes it fast enough for the hardware prefetchers, and there the extra instructions cost more than
+ * they save (measured over an e2b-like sequence of products: 2-5 points of bandwidth). */
+#define QMM_PREFETCH 4096
 
 /* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
  * accumulators stay in registers); out[t] gets the 16 row results of token t0 + t. */
@@ -86,8 +86,11 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             int64_t xo[4];
             if (bits == 4) {
                 for (int u = 0; u < 2; u++) {
-                    _mm_prefetch((const char *)(codes + (c + u) * 64 + (NT == 1 ? QMM_PREFETCH_1 : QMM_PREFETCH_N)), _MM_HINT_T0);
-                    const __m512i W = _mm512_load_si512(codes + (c + u) * 64);
+                    if (NT > 1)
+                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
+                    __m512i W = _mm512_load_si512(codes + (c + u) * 64);
+                    /* One load feeding both masks: left to itself the compiler folds the load into each. */
+                    __asm__("" : "+v"(W));
                     op[2 * u] = _mm512_and_si512(W, low4);
                     /* With four accumulator sets the odd ones take only high nibbles: W & 0xf0 is 16 x the code,
                      * one operation instead of a shift and a mask; the set's sum is divided by 16 exactly below. */
@@ -98,7 +101,8 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 }
             } else {
                 for (int u = 0; u < 4; u++) {
-                    _mm_prefetch((const char *)(codes + (c + u) * 64 + (NT == 1 ? QMM_PREFETCH_1 : QMM_PREFETCH_N)), _MM_HINT_T0);
+                    if (NT > 1)
+                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
                     op[u] = _mm512_load_si512(codes + (c + u) * 64);
                     xo[u] = (c + u) * 4;
                 }
