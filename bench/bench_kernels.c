@@ -1,12 +1,17 @@
 /* bench_kernels.c — the MLX affine int8 kernel alone: one packed matrix far larger than the caches,
  * single-token passes alternated with read-bandwidth probe passes (GB/s of each and their ratio), then
- * multi-token passes (GMAC/s) as prefill and batched decode run them.
+ * multi-token passes (GMAC/s) as prefill and batched decode run them. With --sequence, the products of a decode
+ * step of the e2b shape instead (per layer: q/k/v, o, gate/up, down, per-layer-input gate and projection, packed
+ * in forward order in one arena as the loader does), timed by shape against the probe: what the products alone
+ * cost, without the rest of the forward pass.
  * usage: bench_kernels [--bits 4|8] [--rows 16384] [--in 8192] [--group 64] [--iters 20] [--threads 2]
- *                      [--slab ROWS] */
+ *                      [--slab ROWS]
+ *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
 #include "tensor/cpu.h"
@@ -22,7 +27,112 @@ static long arg(int argc, char **argv, const char *name, long def) {
     return def;
 }
 
+static int has_flag(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name))
+            return 1;
+    return 0;
+}
+
+/* One decode step's products of the e2b shape: [rows, in] per layer, in forward order. */
+#define SEQ_SHAPES 6
+static const int64_t seq_shape[SEQ_SHAPES][2] = {{2560, 1536}, {1536, 2048}, {12288, 1536},
+                                                 {1536, 6144}, {256, 1536},  {1536, 256}};
+static const char *const seq_name[SEQ_SHAPES] = {"q/k/v", "o", "gate/up", "down", "ple gate", "ple proj"};
+
+static int run_sequence(int argc, char **argv) {
+    const int bits = (int)arg(argc, argv, "--bits", 4), L = (int)arg(argc, argv, "--layers", 35);
+    const int64_t T = arg(argc, argv, "--tokens", 1);
+    const int iters = (int)arg(argc, argv, "--iters", 12), threads = (int)arg(argc, argv, "--threads", 2);
+    const int n = L * SEQ_SHAPES, group = 64;
+    tern_weight *w = calloc((size_t)n, sizeof *w);
+    tern_qpack **pk = calloc((size_t)n, sizeof *pk);
+    float *x = malloc((size_t)(T * 12288) * sizeof *x), *y = malloc((size_t)(T * 12288) * sizeof *y);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        w[i] = (tern_weight){.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {seq_shape[i % SEQ_SHAPES][0], seq_shape[i % SEQ_SHAPES][1]},
+                             .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "seq"};
+        total += tern_qpack_bytes(&w[i]);
+    }
+    uint8_t *arena = tern_stream_alloc(total);
+    tern_pool *pool = NULL;
+    tern_membw *probe = NULL;
+    tern_err *err = !w || !pk || !x || !y || !arena ? tern_errf(TERN_ENOMEM, "out of memory") : NULL;
+    if (!err)
+        err = tern_pool_create(threads, &pool);
+    if (!err)
+        err = tern_membw_create((size_t)256 << 20, &probe);
+    /* Random codes and scales (the speed does not depend on the values), packed in order into the arena. */
+    uint64_t s = 1;
+    size_t off = 0;
+    for (int i = 0; i < n && !err; i++) {
+        const int64_t rows = w[i].shape[0], in = w[i].shape[1], words = tern_mlx_row_words(in, bits), ng = in / group;
+        uint32_t *data = malloc((size_t)(rows * words) * 4);
+        uint16_t *sb = malloc((size_t)(2 * rows * ng) * 2);
+        if (!data || !sb)
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+        for (int64_t k = 0; !err && k < rows * words; k++)
+            data[k] = (uint32_t)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 32);
+        for (int64_t k = 0; !err && k < 2 * rows * ng; k++)
+            sb[k] = (uint16_t)(0x3c00 + k % 61); /* bf16 values near 1/128 */
+        w[i].data = data;
+        w[i].scales = sb;
+        w[i].biases = sb + rows * ng;
+        if (!err)
+            err = tern_qpack_create(&w[i], arena + off, &pk[i]);
+        w[i].qpack = pk[i];
+        off += tern_qpack_bytes(&w[i]);
+        free(data);
+        free(sb);
+        w[i].data = w[i].scales = w[i].biases = NULL;
+    }
+    if (err) {
+        fprintf(stderr, "bench_kernels: %s\n", tern_err_msg(err));
+        return 1;
+    }
+    for (int64_t i = 0; i < T * 12288; i++)
+        x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    double t_shape[SEQ_SHAPES] = {0}, t_all = 0, t_probe = 0;
+    for (int it = 0; it <= iters; it++) { /* pass 0 warms up */
+        double t0 = tern_now_s();
+        for (int i = 0; i < n; i++) {
+            const double t1 = tern_now_s();
+            tern_matmul(pool, &w[i], x, T, y, T == 1 ? TERN_MM_DECODE : TERN_MM_PREFILL);
+            if (it)
+                t_shape[i % SEQ_SHAPES] += tern_now_s() - t1;
+        }
+        const double dt = tern_now_s() - t0, dp = tern_membw_pass(probe, pool);
+        if (it) {
+            t_all += dt;
+            t_probe += dp;
+        }
+    }
+    const double pgbs = (double)tern_membw_bytes(probe) * iters / t_probe * 1e-9;
+    printf("isa %s, %d threads, q%d/%d, %d layers x %d products, %lld token(s), %.1f MB per step\n",
+           tern_isa_name(tern_isa_active()), tern_pool_size(pool), bits, group, L, SEQ_SHAPES, (long long)T, total * 1e-6);
+    printf("all products: %.2f ms per step, %.2f GB/s; probe %.2f GB/s; ratio %.1f%%\n", t_all / iters * 1e3,
+           total * iters / t_all * 1e-9, pgbs, 100 * total * iters / t_all * 1e-9 / pgbs);
+    for (int k = 0; k < SEQ_SHAPES; k++) {
+        const double b = (double)tern_qpack_bytes(&w[k]);
+        printf("  %-9s %5lld x %-5lld %6.2f MB  %7.1f us each  %6.2f GB/s  %5.1f%% of probe\n", seq_name[k],
+               (long long)seq_shape[k][0], (long long)seq_shape[k][1], b * 1e-6, t_shape[k] / iters / L * 1e6,
+               b * L * iters / t_shape[k] * 1e-9, 100 * b * L * iters / t_shape[k] * 1e-9 / pgbs);
+    }
+    for (int i = 0; i < n; i++)
+        tern_qpack_free(pk[i]);
+    tern_membw_free(probe);
+    tern_pool_destroy(pool);
+    tern_aligned_free(arena);
+    free(w);
+    free(pk);
+    free(x);
+    free(y);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (has_flag(argc, argv, "--sequence"))
+        return run_sequence(argc, argv);
     const int bits = (int)arg(argc, argv, "--bits", 4), group = (int)arg(argc, argv, "--group", 64);
     const int64_t rows = arg(argc, argv, "--rows", 16384), in = arg(argc, argv, "--in", 8192);
     const int iters = (int)arg(argc, argv, "--iters", 20), threads = (int)arg(argc, argv, "--threads", 2);
