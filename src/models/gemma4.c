@@ -276,10 +276,6 @@ typedef struct fwd {
     int64_t *seq_end; /* [n_seq] length of each sequence after this forward */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
-    /* Attention of few tokens runs as (token, chunk) units spread over the threads: their partials, and each
-     * token's first unit [T + 1]; NULL when the tokens themselves are the units. */
-    float *attn_parts;
-    int64_t *attn_unit0;
 } fwd;
 
 typedef struct rows_job {
@@ -381,6 +377,7 @@ typedef struct attn_job {
     const layer_weights *L;
     int64_t nH;
     const float *inv_freq;
+    int64_t slices; /* attention units per token (shares of its query heads) */
 } attn_job;
 
 /* Tokens [b, e): q/k norms and RoPE (the token's angles from F->rope), v's scale-free norm. */
@@ -431,64 +428,22 @@ static tern_attn_args attn_args(const attn_job *j, int64_t t) {
                             .start = start < 0 ? 0 : start, .end = p, .out = F->attn + t * j->nH * L->hd};
 }
 
-/* Tokens [b, e), each whole. */
+/* Units [b, e): unit u is share u % slices of token u / slices's query heads. */
 static void attn_range(void *ctx, size_t b, size_t e, int tid) {
     const attn_job *j = ctx;
-    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd);
+    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd), S = j->slices;
     float *scratch = malloc((size_t)(j->nH * TERN_ATTN_CHUNK + 2 * pf) * sizeof *scratch);
     if (!scratch)
         return;
-    for (size_t t = b; t < e; t++) {
-        tern_attn_args a = attn_args(j, (int64_t)t);
+    for (size_t u = b; u < e; u++) {
+        tern_attn_args a = attn_args(j, (int64_t)u / S);
+        a.slice = (int64_t)u % S;
+        a.slices = S;
         a.scores = scratch;
         a.part = scratch + j->nH * TERN_ATTN_CHUNK;
         tern_attend(&a);
     }
     free(scratch);
-}
-
-/* Units [b, e) of (token, chunk): each chunk's partial into F->attn_parts. */
-static void attn_chunk_range(void *ctx, size_t b, size_t e, int tid) {
-    const attn_job *j = ctx;
-    fwd *F = j->F;
-    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd);
-    float *scores = malloc((size_t)(j->nH * TERN_ATTN_CHUNK) * sizeof *scores);
-    if (!scores)
-        return;
-    int64_t t = 0;
-    for (int64_t u = (int64_t)b; u < (int64_t)e; u++) {
-        while (F->attn_unit0[t + 1] <= u)
-            t++;
-        tern_attn_args a = attn_args(j, t);
-        tern_attn_chunk(a.start, a.end, u - F->attn_unit0[t], &a.start, &a.end);
-        a.scores = scores;
-        a.part = F->attn_parts + u * pf;
-        tern_attend_part(&a);
-    }
-    free(scores);
-}
-
-/* Attention of all tokens into F->attn: by token, or for few tokens by chunk with each token's partials merged
- * in chunk order afterwards (the same arithmetic as tern_attend, so results do not depend on the split). */
-static void attend_all(fwd *F, const attn_job *j) {
-    if (!F->attn_parts) {
-        /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
-        tern_pool_parallel_balanced(F->pool, (size_t)F->T, 1, attn_range, (void *)j);
-        return;
-    }
-    F->attn_unit0[0] = 0;
-    for (int64_t t = 0; t < F->T; t++) {
-        const tern_attn_args a = attn_args(j, t);
-        F->attn_unit0[t + 1] = F->attn_unit0[t] + tern_attn_chunks(a.start, a.end);
-    }
-    tern_pool_parallel_balanced(F->pool, (size_t)F->attn_unit0[F->T], 1, attn_chunk_range, (void *)j);
-    const int64_t hd = j->L->hd, pf = tern_attn_part_floats(j->nH, hd);
-    for (int64_t t = 0; t < F->T; t++) {
-        float *acc = F->attn_parts + F->attn_unit0[t] * pf;
-        for (int64_t u = F->attn_unit0[t] + 1; u < F->attn_unit0[t + 1]; u++)
-            tern_attn_merge(j->nH, hd, acc, F->attn_parts + u * pf);
-        tern_attn_finish(j->nH, hd, acc, F->attn + t * j->nH * hd);
-    }
 }
 
 static void attention(fwd *F, const layer_weights *L, int layer) {
@@ -507,12 +462,18 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     }
     if (L->owns_cache && L->k_eq_v)
         memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
-    attn_job j = {F, L, nH, inv_freq};
+    /* With fewer tokens than threads, each token's query heads are shared out (halving while the KV heads'
+     * groups divide), so every thread has attention to do; results do not depend on the split. */
+    int64_t slices = 1;
+    while (T * slices < tern_pool_size(F->pool) && (nH / kvh) % (2 * slices) == 0)
+        slices *= 2;
+    attn_job j = {F, L, nH, inv_freq, slices};
     tern_pool_parallel_for(F->pool, (size_t)T, 1, qk_prep_range, &j);
     if (L->owns_cache)
         for (int64_t t = 0; t < T; t++)
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
-    attend_all(F, &j);
+    /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
+    tern_pool_parallel_balanced(F->pool, (size_t)(T * slices), 1, attn_range, &j);
     mm(F, L->o, F->attn, F->a);
 }
 
@@ -695,24 +656,6 @@ static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern
     return NULL;
 }
 
-/* Fewer tokens than two per thread: attention by (token, chunk) units, with room for the most chunks any layer
- * can have (full attention from position 0). */
-static tern_err *attn_split_alloc(fwd *F) {
-    const tern_gemma4_config *c = &F->m->c;
-    if (tern_pool_size(F->pool) < 2 || F->T >= 2 * tern_pool_size(F->pool))
-        return NULL;
-    const int64_t hd = c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim;
-    int64_t units = 0;
-    for (int64_t t = 0; t < F->T; t++)
-        units += tern_attn_chunks(0, F->tok_pos[t]);
-    F->attn_unit0 = malloc((size_t)(F->T + 1) * sizeof *F->attn_unit0);
-    F->attn_parts = tern_aligned_alloc((size_t)(units * tern_attn_part_floats(c->num_attention_heads, hd)) * sizeof(float),
-                                       TERN_ALIGN);
-    if (!F->attn_unit0 || !F->attn_parts)
-        return tern_errf(TERN_ENOMEM, "out of memory for attention over %lld chunks", (long long)units);
-    return NULL;
-}
-
 tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
                               float *hidden) {
     const tern_gemma4_config *c = &m->c;
@@ -752,7 +695,6 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             }
             F.seq_end[b->seq[r]] = len + b->n_tok[r];
         }
-        err = attn_split_alloc(&F);
     }
     if (!err) {
         embed(&F, b);
@@ -794,7 +736,5 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     free(F.tok_pos);
     free(F.tok_kind);
     free(F.seq_end);
-    tern_aligned_free(F.attn_parts);
-    free(F.attn_unit0);
     return err;
 }

@@ -4,10 +4,12 @@
  * p at slot p % slots. Query head h uses KV head h / (n_heads / kv_heads); each K and V row is read once for
  * all the query heads sharing it. The score scale is 1.0 (Gemma 4 folds it into q_norm/k_norm).
  *
- * A run is cut into chunks at multiples of TERN_ATTN_CHUNK positions. Each chunk gives a partial (per head: the
- * output weighted by exp(score - chunk max), the max and the sum of the weights); partials merged in chunk
- * order give the attention. The cut depends only on positions, so a token's result is the same whether one
- * thread runs its chunks in turn (tern_attend) or several threads run them apart and merge after. */
+ * A run is cut into chunks at multiples of TERN_ATTN_CHUNK positions (bounding the scratch). Each chunk gives a
+ * partial (per head: the output weighted by exp(score - chunk max), the max and the sum of the weights);
+ * partials merged in chunk order give the attention.
+ *
+ * The query heads of each KV head can be split into `slices` equal shares run apart (by different threads):
+ * every head's arithmetic is the same whichever share it is computed in, so the split does not change results. */
 #ifndef TERN_TENSOR_ATTENTION_H
 #define TERN_TENSOR_ATTENTION_H
 
@@ -24,6 +26,8 @@ typedef struct tern_attn_args {
     tern_dtype dtype;     /* TERN_DT_BF16 or TERN_DT_F32 */
     int64_t slots;
     int64_t start, end;   /* positions start..end inclusive */
+    int64_t slice, slices; /* the query heads computed: share `slice` of each KV head's heads cut in `slices`
+                            * (0 or 1 slices: all heads); `slices` divides n_heads / kv_heads */
     float *scores;        /* scratch [n_heads][TERN_ATTN_CHUNK] */
     float *part;          /* a partial: tern_attn_part_floats() floats (tern_attend: twice that, as scratch) */
     float *out;           /* [n_heads][head_dim] (tern_attend only) */
@@ -31,20 +35,16 @@ typedef struct tern_attn_args {
 
 /* Floats in one partial: [n_heads][head_dim] weighted outputs, then [n_heads] maxima, then [n_heads] sums. */
 int64_t tern_attn_part_floats(int64_t n_heads, int64_t head_dim);
-/* Number of chunks of positions start..end, and the bounds of chunk c (0-based). */
-int64_t tern_attn_chunks(int64_t start, int64_t end);
-void tern_attn_chunk(int64_t start, int64_t end, int64_t c, int64_t *s, int64_t *e);
+/* Query heads per KV head in the args' slice, and the first of them for KV head g. */
+int64_t tern_attn_slice_heads(const tern_attn_args *a);
+int64_t tern_attn_slice_head0(const tern_attn_args *a, int64_t g);
 /* offs[j] = element offset in the cache of position a->start + j's row, for every position of a chunk. */
 void tern_attn_rows(const tern_attn_args *a, int64_t offs[TERN_ATTN_CHUNK]);
 /* The partial of a->start..a->end into a->part, on the active ISA; the run must lie within one chunk. */
 void tern_attend_part(const tern_attn_args *a);
 /* The portable implementation (the reference the SIMD paths are tested against). */
 void tern_attend_part_portable(const tern_attn_args *a);
-/* acc = acc merged with the partial of the chunk after it. */
-void tern_attn_merge(int64_t n_heads, int64_t head_dim, float *acc, const float *next);
-/* out = the attention a merged partial stands for (outputs divided by the sums). */
-void tern_attn_finish(int64_t n_heads, int64_t head_dim, const float *acc, float *out);
-/* out = softmax(q . K^T) V over start..end: every chunk in order, merged, finished. */
+/* out = softmax(q . K^T) V over start..end for the slice's heads: every chunk in order, merged. */
 void tern_attend(const tern_attn_args *a);
 
 #endif

@@ -250,10 +250,11 @@ static inline __m256 reduce8(const __m256 *v) {
  * accumulated in registers per 8-wide slice of the head (`group` a constant at every call). */
 static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn_args *a, const int64_t *offs,
                                                                  int64_t n, int64_t g, const int group) {
+    const int64_t h0 = tern_attn_slice_head0(a, g); /* the first of the `group` query heads computed here */
     const int64_t hd = a->head_dim, P = 8 / group;
     float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
-    const float *q = a->q + g * group * hd;
-    float *sc = a->scores + g * group * n;
+    const float *q = a->q + h0 * hd;
+    float *sc = a->scores + h0 * n;
     for (int64_t j0 = 0; j0 < n; j0 += P) {
         __m256 acc[8];
         for (int i = 0; i < 8; i++)
@@ -283,8 +284,8 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
             sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
             tail_store8(s + j, n - j, e);
         }
-        mxs[g * group + h] = mx;
-        sums[g * group + h] = hsum8(sum);
+        mxs[h0 + h] = mx;
+        sums[h0 + h] = hsum8(sum);
     }
     for (int64_t d = 0; d < hd; d += 8) {
         __m256 o[8];
@@ -296,12 +297,12 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
                 o[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[h * n + j]), vv, o[h]);
         }
         for (int h = 0; h < group; h++)
-            _mm256_storeu_ps(out + (g * group + h) * hd + d, o[h]);
+            _mm256_storeu_ps(out + (h0 + h) * hd + d, o[h]);
     }
 }
 
 void tern_attend_part_avx2(const tern_attn_args *a) {
-    const int64_t n = a->end - a->start + 1, group = a->n_heads / a->kv_heads;
+    const int64_t n = a->end - a->start + 1, group = tern_attn_slice_heads(a);
     int64_t offs[TERN_ATTN_CHUNK];
     tern_attn_rows(a, offs);
     for (int64_t g = 0; g < a->kv_heads; g++)

@@ -382,10 +382,11 @@ static inline void prefetch_row(const void *base, tern_dtype dt, int64_t off, in
  * `group` is a constant at every call, so the accumulators stay in registers; offs[j] is position j's row. */
 static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn_args *a, const int64_t *offs,
                                                                  int64_t n, int64_t g, const int group) {
+    const int64_t h0 = tern_attn_slice_head0(a, g); /* the first of the `group` query heads computed here */
     const int64_t hd = a->head_dim, P = 16 / group; /* positions per reduction */
     float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
-    const float *q = a->q + g * group * hd;
-    float *sc = a->scores + g * group * n; /* [group][n] */
+    const float *q = a->q + h0 * hd;
+    float *sc = a->scores + h0 * n; /* [group][n] */
     for (int64_t j0 = 0; j0 < n; j0 += P) {
         __m512 acc[16];
         for (int i = 0; i < 16; i++)
@@ -415,8 +416,8 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
         __m512 mx = _mm512_set1_ps(-INFINITY);
         for (int64_t j = 0; j < n; j += 16)
             mx = _mm512_mask_max_ps(mx, tail_mask16(n - j), mx, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
-        mxs[g * group + h] = _mm512_reduce_max_ps(mx);
-        const __m512 m = _mm512_set1_ps(mxs[g * group + h]);
+        mxs[h0 + h] = _mm512_reduce_max_ps(mx);
+        const __m512 m = _mm512_set1_ps(mxs[h0 + h]);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = 0; j < n; j += 16) {
             const __mmask16 k = tail_mask16(n - j);
@@ -424,7 +425,7 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
             sum = _mm512_add_ps(sum, e);
             _mm512_mask_storeu_ps(s + j, k, e);
         }
-        sums[g * group + h] = _mm512_reduce_add_ps(sum);
+        sums[h0 + h] = _mm512_reduce_add_ps(sum);
     }
     for (int64_t d = 0; d < hd; d += 16) {
         __m512 o[16];
@@ -436,12 +437,12 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
                 o[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[h * n + j]), vv, o[h]);
         }
         for (int h = 0; h < group; h++)
-            _mm512_storeu_ps(out + (g * group + h) * hd + d, o[h]);
+            _mm512_storeu_ps(out + (h0 + h) * hd + d, o[h]);
     }
 }
 
 void tern_attend_part_avx512(const tern_attn_args *a) {
-    const int64_t n = a->end - a->start + 1, group = a->n_heads / a->kv_heads;
+    const int64_t n = a->end - a->start + 1, group = tern_attn_slice_heads(a);
     int64_t offs[TERN_ATTN_CHUNK];
     tern_attn_rows(a, offs);
     for (int64_t g = 0; g < a->kv_heads; g++)

@@ -248,8 +248,8 @@ static void attn_ref(const tern_attn_args *a, const float *kf, const float *vf, 
 }
 
 /* Attention on every ISA: against float64, and against the portable path; head dims 32..512, 1..16 query heads
- * per KV head, bf16 and f32 caches, runs that wrap around the ring and span several chunks. Chunk partials
- * computed apart and merged in order must give tern_attend's result bit for bit (how few tokens split). */
+ * per KV head, bf16 and f32 caches, runs that wrap around the ring and span several chunks. The query heads
+ * computed in shares (slices, as threads split a lone token) must give the whole result bit for bit. */
 static void test_attention(void **state) {
     static const int64_t hds[] = {32, 64, 128, 256, 512};
     static const int64_t groups[] = {1, 2, 3, 4, 8, 16};
@@ -259,10 +259,10 @@ static void test_attention(void **state) {
         for (size_t gi = 0; gi < 6; gi++)
             for (int f32 = 0; f32 < 2; f32++) {
                 const int64_t hd = hds[hi], kvh = 2, nH = kvh * groups[gi], row = kvh * hd;
-                const int64_t pf = tern_attn_part_floats(nH, hd), maxc = tern_attn_chunks(250, 520);
+                const int64_t pf = tern_attn_part_floats(nH, hd);
                 float *q = malloc((size_t)(nH * hd) * sizeof *q), *o1 = malloc((size_t)(nH * hd) * sizeof *o1);
                 float *o2 = malloc((size_t)(nH * hd) * sizeof *o2), *sc = malloc((size_t)(nH * TERN_ATTN_CHUNK) * sizeof *sc);
-                float *part = malloc((size_t)(2 * pf) * sizeof *part), *parts = malloc((size_t)(maxc * pf) * sizeof *parts);
+                float *part = malloc((size_t)(2 * pf) * sizeof *part), *o3 = malloc((size_t)(nH * hd) * sizeof *o3);
                 float *kf = malloc((size_t)(slots * row) * sizeof *kf), *vf = malloc((size_t)(slots * row) * sizeof *vf);
                 void *k = malloc((size_t)(slots * row) * 4), *v = malloc((size_t)(slots * row) * 4);
                 double *ref = malloc((size_t)(nH * hd) * sizeof *ref);
@@ -281,8 +281,9 @@ static void test_attention(void **state) {
                     }
                 }
                 for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-                    tern_attn_args a = {q, nH, kvh, hd, k, v, f32 ? TERN_DT_F32 : TERN_DT_BF16, slots, runs[r][0],
-                                        runs[r][1], sc, part, o1};
+                    tern_attn_args a = {.q = q, .n_heads = nH, .kv_heads = kvh, .head_dim = hd, .k = k, .v = v,
+                                        .dtype = f32 ? TERN_DT_F32 : TERN_DT_BF16, .slots = slots, .start = runs[r][0],
+                                        .end = runs[r][1], .scores = sc, .part = part, .out = o1};
                     tern_isa_set(TERN_ISA_PORTABLE);
                     tern_attend(&a);
                     attn_ref(&a, kf, vf, ref);
@@ -299,31 +300,30 @@ static void test_attention(void **state) {
                                 fail_msg("%s hd %lld group %lld %s run %zu: out[%lld] %g vs portable %g",
                                          tern_isa_name(isa), (long long)hd, (long long)groups[gi], f32 ? "f32" : "bf16",
                                          r, (long long)i, o2[i], o1[i]);
-                        /* The split: every chunk's partial on its own, merged in order afterwards. */
-                        const int64_t nc = tern_attn_chunks(a.start, a.end);
-                        for (int64_t c = nc - 1; c >= 0; c--) {
-                            tern_attn_args ca = a;
-                            tern_attn_chunk(a.start, a.end, c, &ca.start, &ca.end);
-                            assert_true(ca.start >= a.start && ca.end <= a.end && ca.start <= ca.end);
-                            assert_true(ca.start / TERN_ATTN_CHUNK == ca.end / TERN_ATTN_CHUNK);
-                            ca.part = parts + c * pf;
-                            tern_attend_part(&ca);
+                        /* The split: each share of every KV head's query heads on its own, into a poisoned output. */
+                        for (int64_t S = 2; S <= groups[gi]; S *= 2) {
+                            if (groups[gi] % S)
+                                continue;
+                            for (int64_t i = 0; i < nH * hd; i++)
+                                o3[i] = NAN;
+                            tern_attn_args sa = a;
+                            sa.out = o3;
+                            sa.slices = S;
+                            for (sa.slice = S - 1; sa.slice >= 0; sa.slice--)
+                                tern_attend(&sa);
+                            if (memcmp(o3, o2, (size_t)(nH * hd) * sizeof *o3))
+                                fail_msg("%s hd %lld group %lld run %zu: %lld slices differ from the whole", tern_isa_name(isa),
+                                         (long long)hd, (long long)groups[gi], r, (long long)S);
                         }
-                        for (int64_t c = 1; c < nc; c++)
-                            tern_attn_merge(nH, hd, parts, parts + c * pf);
-                        tern_attn_finish(nH, hd, parts, o1);
-                        if (memcmp(o1, o2, (size_t)(nH * hd) * sizeof *o1))
-                            fail_msg("%s hd %lld group %lld run %zu: split chunks differ from tern_attend",
-                                     tern_isa_name(isa), (long long)hd, (long long)groups[gi], r);
                     }
                     tern_isa_set(tern_isa_detect());
                 }
                 free(q);
                 free(o1);
                 free(o2);
+                free(o3);
                 free(sc);
                 free(part);
-                free(parts);
                 free(kf);
                 free(vf);
                 free(ref);
