@@ -45,7 +45,14 @@ int32_t tern_argmax(const float *logits, int64_t n) {
     float m = lane[0];
     for (int k = 1; k < 8; k++)
         m = lane[k] > m ? lane[k] : m;
-    for (i = 0; i < n; i++)
+    for (i = 0; i + 8 <= n; i += 8) { /* the block holding the first maximum, 8 comparisons at a time */
+        int hit = 0;
+        for (int k = 0; k < 8; k++)
+            hit |= logits[i + k] == m;
+        if (hit)
+            break;
+    }
+    for (; i < n; i++)
         if (logits[i] == m)
             return (int32_t)i;
     return 0;
