@@ -695,8 +695,6 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             }
             F.seq_end[b->seq[r]] = len + b->n_tok[r];
         }
-    }
-    if (!err) {
         embed(&F, b);
         tern_pool_parallel_for(pool, (size_t)T, 8, rope_range, &F);
         for (int l = 0; l < N; l++) {

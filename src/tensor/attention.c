@@ -29,7 +29,8 @@ static float elem(const void *base, tern_dtype dt, int64_t i) {
     return dt == TERN_DT_F32 ? ((const float *)base)[i] : tern_bf16_to_f32(((const uint16_t *)base)[i]);
 }
 
-void tern_attend_part_portable(const tern_attn_args *a) {
+/* The partial of a->start..a->end (within one chunk) into a->part: the portable reference of the SIMD paths. */
+static void attend_part_portable(const tern_attn_args *a) {
     const int64_t hd = a->head_dim, row = a->kv_heads * hd, n = a->end - a->start + 1, sh = tern_attn_slice_heads(a);
     float *out = a->part, *mx = out + a->n_heads * hd, *sum = mx + a->n_heads;
     for (int64_t g = 0; g < a->kv_heads; g++)
@@ -58,7 +59,8 @@ void tern_attend_part_portable(const tern_attn_args *a) {
         }
 }
 
-void tern_attend_part(const tern_attn_args *a) {
+/* The same on the active ISA. */
+static void attend_part(const tern_attn_args *a) {
     /* Chosen by the whole group, not the slice, so that every slice of a token takes the same path. */
     const int64_t group = a->n_heads / a->kv_heads;
     if (tern_isa_active() == TERN_ISA_AVX512 && a->head_dim % 16 == 0 && 16 % group == 0) {
@@ -69,7 +71,7 @@ void tern_attend_part(const tern_attn_args *a) {
         tern_attend_part_avx2(a);
         return;
     }
-    tern_attend_part_portable(a);
+    attend_part_portable(a);
 }
 
 /* acc = acc merged with the partial of the chunk after it, for the slice's heads. */
@@ -95,7 +97,7 @@ void tern_attend(const tern_attn_args *a) {
         c.start = i == first ? a->start : i * TERN_ATTN_CHUNK;
         c.end = i == last ? a->end : i * TERN_ATTN_CHUNK + TERN_ATTN_CHUNK - 1;
         c.part = a->part + (i > first ? pf : 0);
-        tern_attend_part(&c);
+        attend_part(&c);
         if (i > first)
             merge(a, a->part, c.part);
     }

@@ -40,10 +40,6 @@ int64_t tern_attn_slice_heads(const tern_attn_args *a);
 int64_t tern_attn_slice_head0(const tern_attn_args *a, int64_t g);
 /* offs[j] = element offset in the cache of position a->start + j's row, for every position of a chunk. */
 void tern_attn_rows(const tern_attn_args *a, int64_t offs[TERN_ATTN_CHUNK]);
-/* The partial of a->start..a->end into a->part, on the active ISA; the run must lie within one chunk. */
-void tern_attend_part(const tern_attn_args *a);
-/* The portable implementation (the reference the SIMD paths are tested against). */
-void tern_attend_part_portable(const tern_attn_args *a);
 /* out = softmax(q . K^T) V over start..end for the slice's heads: every chunk in order, merged. */
 void tern_attend(const tern_attn_args *a);
 
