@@ -427,7 +427,29 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
         }
         sums[h0 + h] = _mm512_reduce_add_ps(sum);
     }
-    for (int64_t d = 0; d < hd; d += 16) {
+    /* Two 16-wide slices per pass over the positions while the accumulators fit in registers: half the passes
+     * over the V rows, and each weight broadcast serves two FMAs. */
+    const int64_t W = group <= 8 ? 32 : 16;
+    int64_t d = 0;
+    for (; W == 32 && d + 32 <= hd; d += 32) {
+        __m512 o[16], p[8];
+        for (int h = 0; h < group; h++)
+            o[h] = p[h] = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n; j++) {
+            const __m512 v0 = load16(a->v, a->dtype, offs[j] + g * hd + d);
+            const __m512 v1 = load16(a->v, a->dtype, offs[j] + g * hd + d + 16);
+            for (int h = 0; h < group; h++) {
+                const __m512 w = _mm512_set1_ps(sc[h * n + j]);
+                o[h] = _mm512_fmadd_ps(w, v0, o[h]);
+                p[h] = _mm512_fmadd_ps(w, v1, p[h]);
+            }
+        }
+        for (int h = 0; h < group; h++) {
+            _mm512_storeu_ps(out + (h0 + h) * hd + d, o[h]);
+            _mm512_storeu_ps(out + (h0 + h) * hd + d + 16, p[h]);
+        }
+    }
+    for (; d < hd; d += 16) {
         __m512 o[16];
         for (int h = 0; h < group; h++)
             o[h] = _mm512_setzero_ps();

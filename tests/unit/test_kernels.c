@@ -247,15 +247,16 @@ static void attn_ref(const tern_attn_args *a, const float *kf, const float *vf, 
     free(s);
 }
 
-/* Attention on every ISA: against float64, and against the portable path; head dims 32..512, 1..16 query heads
- * per KV head, bf16 and f32 caches, runs that wrap around the ring and span several chunks. The query heads
- * computed in shares (slices, as threads split a lone token) must give the whole result bit for bit. */
+/* Attention on every ISA: against float64, and against the portable path; head dims 32..512 (48: a 16-wide tail
+ * after the 32-wide passes), 1..16 query heads per KV head, bf16 and f32 caches, runs that wrap around the ring
+ * and span several chunks. The query heads computed in shares (slices, as threads split a lone token) must give
+ * the whole result bit for bit. */
 static void test_attention(void **state) {
-    static const int64_t hds[] = {32, 64, 128, 256, 512};
+    static const int64_t hds[] = {32, 48, 64, 128, 256, 512};
     static const int64_t groups[] = {1, 2, 3, 4, 8, 16};
     static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}, {100, 390}, {250, 520}, {127, 128}};
     const int64_t slots = 300;
-    for (size_t hi = 0; hi < 5; hi++)
+    for (size_t hi = 0; hi < 6; hi++)
         for (size_t gi = 0; gi < 6; gi++)
             for (int f32 = 0; f32 < 2; f32++) {
                 const int64_t hd = hds[hi], kvh = 2, nH = kvh * groups[gi], row = kvh * hd;
