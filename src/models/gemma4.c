@@ -343,33 +343,46 @@ static void softcap_range(void *ctx, size_t b, size_t e, int tid) {
     tern_softcap(j->a + b, (int64_t)(e - b), j->cap);
 }
 
-/* y = x W^T for n tokens of the given kinds, one product per run of tokens of the same kind. */
-static void mm_runs(tern_pool *pool, const tern_weight *w, const float *x, float *y, const uint8_t *kind, int64_t n) {
-    const int64_t in = tern_weight_cols(w), out = tern_weight_rows(w);
+/* The matrices of one product step of the forward pass: one matrix, or several reading the same input (q/k/v,
+ * gate/up) multiplied in one region. */
+typedef struct mm_set {
+    const tern_weight *w[3];
+    int n;
+} mm_set;
+
+static mm_set one(const tern_weight *w) { return (mm_set){{w}, 1}; }
+
+/* ys[i] = x W_i^T for the set's matrices over n tokens of the given kinds, one product per run of tokens of one
+ * kind. `next` is the set multiplied after this one (a hint that lets its memory stream start early), or NULL. */
+static void mm_runs(tern_pool *pool, const mm_set *s, const float *x, float *const *ys, const uint8_t *kind,
+                    int64_t n, const mm_set *next) {
+    const int64_t in = tern_weight_cols(s->w[0]);
     for (int64_t t0 = 0; t0 < n;) {
         int64_t t1 = t0 + 1;
         while (t1 < n && kind[t1] == kind[t0])
             t1++;
-        tern_matmul(pool, w, x + t0 * in, t1 - t0, y + t0 * out, (tern_mm_kind)kind[t0]);
+        float *yt[3];
+        for (int i = 0; i < s->n; i++)
+            yt[i] = ys[i] + t0 * tern_weight_rows(s->w[i]);
+        tern_matmul_group(pool, s->w, s->n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0], next ? next->w : NULL,
+                          next ? next->n : 0);
         t0 = t1;
     }
 }
 
-static void mm(fwd *F, const tern_weight *w, const float *x, float *y) { mm_runs(F->pool, w, x, y, F->tok_kind, F->T); }
+static void mm(fwd *F, const mm_set *s, const float *x, float *const *ys, const mm_set *next) {
+    mm_runs(F->pool, s, x, ys, F->tok_kind, F->T, next);
+}
 
-/* Several products of the same input (q/k/v, gate/up): grouped per run of tokens of one kind. */
-static void mm_group(fwd *F, const tern_weight *const *ws, int n, const float *x, float *const *ys) {
-    const int64_t in = tern_weight_cols(ws[0]);
-    for (int64_t t0 = 0; t0 < F->T;) {
-        int64_t t1 = t0 + 1;
-        while (t1 < F->T && F->tok_kind[t1] == F->tok_kind[t0])
-            t1++;
-        float *yt[4];
-        for (int i = 0; i < n; i++)
-            yt[i] = ys[i] + t0 * tern_weight_rows(ws[i]);
-        tern_matmul_group(F->pool, ws, n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)F->tok_kind[t0]);
-        t0 = t1;
-    }
+/* Layer l's first product (q/k/v, or q alone when the layer reads another layer's cache); past the last layer,
+ * the tied head. */
+static mm_set first_product(const tern_gemma4 *m, int l) {
+    if (l >= m->c.num_hidden_layers)
+        return one(m->embed);
+    const layer_weights *L = &m->layers[l];
+    if (!L->owns_cache)
+        return one(L->q);
+    return (mm_set){{L->q, L->k, L->v}, L->k_eq_v ? 2 : 3};
 }
 
 typedef struct attn_job {
@@ -453,13 +466,9 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
     const float eps = (float)c->rms_norm_eps;
     const float *inv_freq = m->inv_freq[L->type];
     rmsnorm_rows(F->pool, F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
-    if (L->owns_cache) { /* q, k and v read the same normed input */
-        const tern_weight *ws[3] = {L->q, L->k, L->v};
-        float *ys[3] = {F->q, F->k, F->v};
-        mm_group(F, ws, L->k_eq_v ? 2 : 3, F->xn, ys);
-    } else {
-        mm(F, L->q, F->xn, F->q);
-    }
+    const mm_set qkv = first_product(m, layer), o = one(L->o); /* q, k and v read the same normed input */
+    float *ys[3] = {F->q, F->k, F->v};
+    mm(F, &qkv, F->xn, ys, &o);
     if (L->owns_cache && L->k_eq_v)
         memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
     /* With fewer tokens than threads, each token's query heads are shared out (halving while the KV heads'
@@ -474,18 +483,19 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
     /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
     tern_pool_parallel_balanced(F->pool, (size_t)(T * slices), 1, attn_range, &j);
-    mm(F, L->o, F->attn, F->a);
+    const mm_set gate_up = {{L->gate, L->up}, 2};
+    mm(F, &o, F->attn, &F->a, &gate_up);
 }
 
-/* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]. */
-static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out) {
+/* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]; `next` follows down. */
+static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out, const mm_set *next) {
     const int64_t T = F->T, ffn = L->ffn;
-    const tern_weight *ws[2] = {L->gate, L->up};
+    const mm_set gate_up = {{L->gate, L->up}, 2}, down = one(L->down);
     float *ys[2] = {F->g, F->u};
-    mm_group(F, ws, 2, xn, ys);
+    mm(F, &gate_up, xn, ys, &down);
     elem_job j = {F->g, F->u, 0};
     tern_pool_parallel_for(F->pool, (size_t)(T * ffn), 4096, gelu_mul_range, &j);
-    mm(F, L->down, F->g, out);
+    mm(F, &down, F->g, &out, next);
 }
 
 /* The MoE block of one token: router over x, experts over y = pre_ff2(x); result into out [H]. */
@@ -537,11 +547,14 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
 
 /* The feed-forward block on F->xn (x already normed by pre_ff_norm); its output added to x, which is then
  * scaled by `scale`. */
-static void feed_forward(fwd *F, const layer_weights *L, float scale) {
+static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->T, H = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
-    mlp(F, L, F->xn, F->f);
+    /* What follows down: the experts' products when there is a MoE block (no hint), else the per-layer-input
+     * gate or the next layer. */
+    const mm_set next = c->hidden_size_per_layer_input > 0 ? one(L->pl_gate) : first_product(F->m, layer + 1);
+    mlp(F, L, F->xn, F->f, c->enable_moe_block ? NULL : &next);
     if (c->enable_moe_block) {
         rmsnorm_rows(F->pool, F->f, L->post_ff1_norm, T, H, eps, F->f);
         rmsnorm_rows(F->pool, F->x, L->pre_ff2_norm, T, H, eps, F->xn);
@@ -577,10 +590,11 @@ static void ple_gate_range(void *ctx, size_t b, size_t e, int tid) {
 
 /* The per-layer input block: its output added to x, which is then scaled by `scale`. */
 static void per_layer_input(fwd *F, const layer_weights *L, int layer, float scale) {
-    mm(F, L->pl_gate, F->x, F->g);
+    const mm_set gate = one(L->pl_gate), proj = one(L->pl_proj), next = first_product(F->m, layer + 1);
+    mm(F, &gate, F->x, &F->g, &proj);
     ple_job j = {F, layer};
     tern_pool_parallel_for(F->pool, (size_t)F->T, 1, ple_gate_range, &j);
-    mm(F, L->pl_proj, F->g, F->a);
+    mm(F, &proj, F->g, &F->a, &next);
     residual_rows(F, F->a, L->pl_norm, scale, NULL);
 }
 
@@ -601,7 +615,8 @@ static void embed(fwd *F, const tern_batch *b) {
     }
     if (P <= 0)
         return;
-    mm(F, m->ple_proj, F->x, F->pli);
+    const mm_set proj = one(m->ple_proj), next = first_product(m, 0);
+    mm(F, &proj, F->x, &F->pli, &next);
     const float inv_sqrt_h = 1.0f / sqrtf((float)H), inv_sqrt2 = 0.70710678118654752f;
     float *tok = F->tmp;
     for (int64_t t = 0; t < T; t++) {
@@ -702,7 +717,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             attention(&F, L, l);
             residual_rows(&F, F.a, L->post_attn_norm, 1.0f, L->pre_ff_norm);
             /* The layer's scalar applies after its last residual: the per-layer input's when there is one. */
-            feed_forward(&F, L, P > 0 ? 1.0f : L->layer_scalar);
+            feed_forward(&F, L, l, P > 0 ? 1.0f : L->layer_scalar);
             if (P > 0)
                 per_layer_input(&F, L, l, L->layer_scalar);
         }
@@ -720,7 +735,8 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         if (hidden)
             memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
         if (logits && n_out) {
-            mm_runs(pool, m->embed, F.xn, logits, F.tok_kind, n_out);
+            const mm_set head = one(m->embed);
+            mm_runs(pool, &head, F.xn, &logits, F.tok_kind, n_out, NULL);
             elem_job j = {logits, NULL, (float)c->final_logit_softcapping};
             if (c->final_logit_softcapping > 0)
                 tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);

@@ -94,7 +94,7 @@ static const tern_qmm_kernels *qmm_kernels(void) {
 void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                       float *y, tern_mm_kind kind) {
     const tern_qmm_kernels *qk = qmm_kernels();
-    if (qk && tern_qmm_run(pool, qk, &w, &row0, &n_out, 1, x, T, &y))
+    if (qk && tern_qmm_run(pool, qk, &w, &row0, &n_out, 1, x, T, &y, NULL, 0))
         return;
     switch (tern_isa_active()) {
     case TERN_ISA_AVX512:
@@ -116,13 +116,13 @@ void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t 
 }
 
 void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
-                       float *const *ys, tern_mm_kind kind) {
+                       float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next) {
     const tern_qmm_kernels *qk = qmm_kernels();
     if (qk && n <= 4) {
         int64_t row0s[4] = {0}, n_outs[4];
         for (int i = 0; i < n; i++)
             n_outs[i] = tern_weight_rows(ws[i]);
-        if (tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys))
+        if (tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys, next, n_next))
             return;
     }
     for (int i = 0; i < n; i++)

@@ -26,9 +26,10 @@ void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64
 void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind);
 
 /* ys[i] = X W_i^T for n (<= 4) matrices that read the same X (q/k/v, gate/up): one parallel region where the
- * kernels allow it, else one product each. Same results as n separate tern_matmul calls. */
+ * kernels allow it, else one product each. Same results as n separate tern_matmul calls. `next` (n_next
+ * matrices, or NULL) names the group the caller multiplies next, a hint for streaming it (see tern_qmm_run). */
 void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
-                       float *const *ys, tern_mm_kind kind);
+                       float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next);
 
 /* y = x * (mean(x^2) + eps)^-1/2 * w  (w may be NULL: the scale-free variant). In place allowed. */
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);
