@@ -16,10 +16,10 @@ typedef struct tern_mmap {
 tern_err *tern_mmap_open(const char *path, tern_mmap *out);
 /* Unmaps; a zeroed struct is fine. */
 void tern_mmap_close(tern_mmap *m);
-/* Reads a whole file into a NUL-terminated heap buffer (*len excludes the NUL); caps at max_bytes. */
 /* Lets the kernel drop the mapped pages wholly inside [p, p + len) from this process (read-only private file
  * mappings only: a later access reads the file again). For data kept elsewhere in another form. */
 void tern_mmap_release(const void *p, size_t len);
+/* Reads a whole file into a NUL-terminated heap buffer (*len excludes the NUL); caps at max_bytes. */
 tern_err *tern_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 /* Writes `len` bytes to `path` (created/truncated). */
 tern_err *tern_write_file(const char *path, const void *data, size_t len);
