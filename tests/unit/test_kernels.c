@@ -22,12 +22,6 @@ typedef struct owned_weight {
 } owned_weight;
 
 static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-}
 
 static owned_weight make_weight(tern_wformat fmt, int64_t rows, int64_t in, int bits, int group) {
     owned_weight o = {0};
@@ -45,7 +39,7 @@ static owned_weight make_weight(tern_wformat fmt, int64_t rows, int64_t in, int 
     size_t es = fmt == TERN_WF_F32 ? 4 : 2;
     o.data = malloc((size_t)(rows * in) * es);
     for (int64_t i = 0; i < rows * in; i++) {
-        float v = frand();
+        float v = tu_frand(&rng);
         if (fmt == TERN_WF_F32)
             ((float *)o.data)[i] = v;
         else if (fmt == TERN_WF_BF16)
@@ -70,7 +64,7 @@ static double run_case(tern_pool *pool, const owned_weight *o, int64_t row0, int
     float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * n_out) * sizeof *y);
     float *row = malloc((size_t)in * sizeof *row);
     for (int64_t i = 0; i < T * in; i++)
-        x[i] = frand() * 3.0f;
+        x[i] = tu_frand(&rng) * 3.0f;
     tern_matmul_rows(pool, &o->w, row0, n_out, x, T, y, kind);
     double worst = 0;
     for (int64_t r = 0; r < n_out; r++) {
@@ -168,9 +162,9 @@ static void test_norm_gelu_mul_rope(void **state) {
     for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
         tern_isa_set(isa);
         for (int64_t i = 0; i < n; i++) {
-            g[i] = frand() * 8;
-            u[i] = frand() * 3;
-            w[i] = 1 + frand();
+            g[i] = tu_frand(&rng) * 8;
+            u[i] = tu_frand(&rng) * 3;
+            w[i] = 1 + tu_frand(&rng);
         }
         memcpy(y, g, (size_t)n * sizeof *y);
         tern_gelu_tanh_mul(y, u, n);
@@ -202,7 +196,7 @@ static void test_norm_gelu_mul_rope(void **state) {
         inv[i] = i % 5 == 4 ? 0.0f : powf(10000.0f, -(float)i / 128.0f);
     for (int64_t pos = 0; pos < 5000; pos += 333) {
         for (int i = 0; i < 256; i++)
-            a[i] = b[i] = frand();
+            a[i] = b[i] = tu_frand(&rng);
         tern_rope_angles(256, inv, pos, cs, sn);
         tern_rope_apply(b, 256, inv, cs, sn);
         for (int i = 0; i < 128; i++) {
@@ -268,9 +262,9 @@ static void test_attention(void **state) {
                 void *k = malloc((size_t)(slots * row) * 4), *v = malloc((size_t)(slots * row) * 4);
                 double *ref = malloc((size_t)(nH * hd) * sizeof *ref);
                 for (int64_t i = 0; i < nH * hd; i++)
-                    q[i] = frand() * 0.5f;
+                    q[i] = tu_frand(&rng) * 0.5f;
                 for (int64_t i = 0; i < slots * row; i++) {
-                    float a = frand(), b = frand();
+                    float a = tu_frand(&rng), b = tu_frand(&rng);
                     if (f32) {
                         ((float *)k)[i] = kf[i] = a;
                         ((float *)v)[i] = vf[i] = b;
@@ -353,7 +347,7 @@ static void test_batch_independence(void **state) {
             float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * rows) * sizeof *y);
             float *y1 = malloc((size_t)rows * sizeof *y1);
             for (int64_t i = 0; i < T * in; i++)
-                x[i] = frand();
+                x[i] = tu_frand(&rng);
             static const int64_t Ts[] = {2, 9, 40};
             for (int kind = 0; kind < 2; kind++)
                 for (int ti = 0; ti < 3; ti++) {

@@ -17,12 +17,6 @@
 #include "testutil.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-}
 
 typedef struct qweight {
     tern_weight w;
@@ -95,7 +89,7 @@ static void test_reference_definition(void **state) {
     float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * rows) * sizeof *y);
     float *row = malloc((size_t)in * sizeof *row);
     for (int64_t i = 0; i < T * in; i++)
-        x[i] = frand() * 4.0f;
+        x[i] = tu_frand(&rng) * 4.0f;
     x[5] = 0; /* a zero group would divide by zero if mishandled */
     for (int k = 64; k < 128; k++)
         x[k] = 0;
@@ -147,7 +141,7 @@ static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
         qweight o = make_q(rows, in, cases[c].bits, cases[c].group, cases[c].sdt);
         float *x = malloc((size_t)(19 * in) * sizeof *x);
         for (int64_t i = 0; i < 19 * in; i++)
-            x[i] = frand() * (i % 97 == 0 ? 40.0f : 2.0f);
+            x[i] = tu_frand(&rng) * (i % 97 == 0 ? 40.0f : 2.0f);
         /* activation bytes */
         tern_qact r, s;
         assert_true(tern_qact_alloc(&r, 19, in, cases[c].group));

@@ -135,6 +135,13 @@ int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, s
     return cases;
 }
 
+float tu_frand(uint64_t *state) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return (float)((double)(*state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
 void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group, tern_dtype sdt, uint64_t seed,
                    void **data, void **scales, void **biases) {
     const int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
@@ -153,12 +160,8 @@ void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group
     float *x = malloc((size_t)in * sizeof *x);
     uint64_t r = seed | 1;
     for (int64_t row = 0; row < rows; row++) {
-        for (int64_t k = 0; k < in; k++) {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            x[k] = (float)((double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0) * (1.0f + (float)(k % 7));
-        }
+        for (int64_t k = 0; k < in; k++)
+            x[k] = tu_frand(&r) * (1.0f + (float)(k % 7));
         tern_mlx_quantize_row(x, in, bits, group, sdt, (uint32_t *)*data + row * words, (char *)*scales + (size_t)(row * ng) * ss,
                               (char *)*biases + (size_t)(row * ng) * ss);
     }

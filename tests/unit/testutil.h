@@ -36,6 +36,8 @@ int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, s
  * dtype dt (MLX recipes at group 32) from `seed`; `quantization` (JSON, or NULL) is the config's
  * "quantization" entry. The directory is written into dir[4096]. */
 tern_err *tu_tiny_model(const char *name, tern_synth_dtype dt, uint64_t seed, const char *quantization, char *dir);
+/* The next pseudo-random value in [-1, 1) of a xorshift64 sequence held in *state (non-zero). */
+float tu_frand(uint64_t *state);
 /* An MLX affine weight [rows][in] (bits, group, scale dtype sdt) quantized from pseudo-random rows whose groups
  * have uneven ranges; fills w and returns its buffers in *data, *scales, *biases (the caller frees them). */
 void tu_mlx_weight(tern_weight *w, int64_t rows, int64_t in, int bits, int group, tern_dtype sdt, uint64_t seed,
