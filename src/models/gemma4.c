@@ -385,6 +385,9 @@ static mm_set first_product(const tern_gemma4 *m, int l) {
     return (mm_set){{L->q, L->k, L->v}, L->k_eq_v ? 2 : 3};
 }
 
+/* Layer L's gate and up projections, which read the same normed input. */
+static mm_set gate_up_of(const layer_weights *L) { return (mm_set){{L->gate, L->up}, 2}; }
+
 typedef struct attn_job {
     fwd *F;
     const layer_weights *L;
@@ -483,14 +486,14 @@ static void attention(fwd *F, const layer_weights *L, int layer) {
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
     /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
     tern_pool_parallel_balanced(F->pool, (size_t)(T * slices), 1, attn_range, &j);
-    const mm_set gate_up = {{L->gate, L->up}, 2};
+    const mm_set gate_up = gate_up_of(L);
     mm(F, &o, F->attn, &F->a, &gate_up);
 }
 
 /* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]; `next` follows down. */
 static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out, const mm_set *next) {
     const int64_t T = F->T, ffn = L->ffn;
-    const mm_set gate_up = {{L->gate, L->up}, 2}, down = one(L->down);
+    const mm_set gate_up = gate_up_of(L), down = one(L->down);
     float *ys[2] = {F->g, F->u};
     mm(F, &gate_up, xn, ys, &down);
     elem_job j = {F->g, F->u, 0};

@@ -72,11 +72,11 @@ tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out)
     p->group_bytes = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
     p->block_bytes = p->group_bytes * (size_t)(p->in / w->group);
     p->owns_data = at == NULL;
-    p->data = at ? at : tern_stream_alloc(p->block_bytes * (size_t)p->blocks);
+    p->data = at ? at : tern_stream_alloc(tern_qpack_bytes(w));
     if (!p->data) {
-        const size_t bytes = p->block_bytes * (size_t)p->blocks;
         free(p);
-        return tern_errf(TERN_ENOMEM, "out of memory packing %s (%zu bytes)", w->name ? w->name : "a weight", bytes);
+        return tern_errf(TERN_ENOMEM, "out of memory packing %s (%zu bytes)", w->name ? w->name : "a weight",
+                         tern_qpack_bytes(w));
     }
     for (int64_t b = 0; b < p->blocks; b++)
         tern_qpack_block(w, b * 16, p->data + (size_t)b * p->block_bytes);
