@@ -30,6 +30,8 @@ struct tern_kv {
     kv_layer *layers;
     int64_t *len; /* [n_seq] */
     uint64_t bytes;
+    void *work; /* tern_kv_work's area, work_bytes long */
+    size_t work_bytes;
 };
 
 /* n zero bytes from the kernel, committed on first touch (page aligned, so also 64-byte aligned). */
@@ -97,7 +99,17 @@ void tern_kv_free(tern_kv *kv) {
     }
     free(kv->layers);
     free(kv->len);
+    tern_aligned_free(kv->work);
     free(kv);
+}
+
+void *tern_kv_work(tern_kv *kv, size_t bytes) {
+    if (bytes > kv->work_bytes) {
+        tern_aligned_free(kv->work);
+        kv->work = tern_aligned_alloc(bytes, TERN_ALIGN);
+        kv->work_bytes = kv->work ? bytes : 0;
+    }
+    return kv->work;
 }
 
 uint64_t tern_kv_bytes(const tern_kv *kv) { return kv->bytes; }

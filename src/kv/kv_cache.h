@@ -52,6 +52,10 @@ int64_t tern_kv_len(const tern_kv *kv, int seq);
 const void *tern_kv_rows(const tern_kv *kv, int layer, int seq, int value);
 /* Sets a sequence's length: after writing (grow), or to roll back by at most `extra` positions. */
 tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);
+/* Scratch memory for the forward pass that uses this cache: at least `bytes`, TERN_ALIGN-aligned, contents
+ * unspecified; kept (and grown when a larger pass needs it) until tern_kv_free, so that steady decoding does not
+ * map and fault in fresh pages every step. Invalidated by the next call. NULL when out of memory. */
+void *tern_kv_work(tern_kv *kv, size_t bytes);
 
 
 /* ---- for the serving engine and the prefix cache: raw positions, copies, memory ---------- */

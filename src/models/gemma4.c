@@ -462,13 +462,16 @@ static void attn_range(void *ctx, size_t b, size_t e, int tid) {
     free(scratch);
 }
 
-static void attention(fwd *F, const layer_weights *L, int layer) {
+/* The attention block; F->xn already holds this layer's normed input when `normed` (the previous layer's last
+ * residual pass produced it). */
+static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     tern_gemma4 *m = F->m;
     const tern_gemma4_config *c = &m->c;
     const int64_t T = F->T, nH = c->num_attention_heads, hd = L->hd, kvh = L->kvh;
     const float eps = (float)c->rms_norm_eps;
     const float *inv_freq = m->inv_freq[L->type];
-    rmsnorm_rows(F->pool, F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
+    if (!normed)
+        rmsnorm_rows(F->pool, F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
     const mm_set qkv = first_product(m, layer), o = one(L->o); /* q, k and v read the same normed input */
     float *ys[3] = {F->q, F->k, F->v};
     mm(F, &qkv, F->xn, ys, &o);
@@ -549,8 +552,8 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
 }
 
 /* The feed-forward block on F->xn (x already normed by pre_ff_norm); its output added to x, which is then
- * scaled by `scale`. */
-static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale) {
+ * scaled by `scale` and, given x_norm, normed with it into F->xn. */
+static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale, const float *x_norm) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->T, H = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
@@ -569,7 +572,7 @@ static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale)
                 F->f[t * H + i] += mo[i];
         }
     }
-    residual_rows(F, F->f, L->post_ff_norm, scale, NULL);
+    residual_rows(F, F->f, L->post_ff_norm, scale, x_norm);
 }
 
 typedef struct ple_job {
@@ -591,14 +594,15 @@ static void ple_gate_range(void *ctx, size_t b, size_t e, int tid) {
     }
 }
 
-/* The per-layer input block: its output added to x, which is then scaled by `scale`. */
-static void per_layer_input(fwd *F, const layer_weights *L, int layer, float scale) {
+/* The per-layer input block: its output added to x, which is then scaled by `scale` and, given x_norm, normed
+ * with it into F->xn. */
+static void per_layer_input(fwd *F, const layer_weights *L, int layer, float scale, const float *x_norm) {
     const mm_set gate = one(L->pl_gate), proj = one(L->pl_proj), next = first_product(F->m, layer + 1);
     mm(F, &gate, F->x, &F->g, &proj);
     ple_job j = {F, layer};
     tern_pool_parallel_for(F->pool, (size_t)F->T, 1, ple_gate_range, &j);
     mm(F, &proj, F->g, &F->a, &next);
-    residual_rows(F, F->a, L->pl_norm, scale, NULL);
+    residual_rows(F, F->a, L->pl_norm, scale, x_norm);
 }
 
 /* h0 = E[id] * sqrt(H) (soft tokens as given); PLE inputs pli [T][N][P]. */
@@ -694,12 +698,21 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     float **bufs[] = {&F.x,   &F.xn,  &F.q,   &F.k,   &F.v,       &F.attn,       &F.a,           &F.g,
                       &F.u,   &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.tmp};
     int64_t widths[] = {H, H, qw, kw, kw, qw, H, ffn, ffn, H, H, N * P, c->head_dim, c->global_head_dim, 0};
-    int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.seq_end;
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        size_t n = bufs[i] == &F.tmp ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
-        *bufs[i] = tern_aligned_calloc(n, sizeof(float));
-        oom |= !*bufs[i];
+    /* The activations live in the cache's work area, zeroed each pass (the area outlives the pass, so decode
+     * steps reuse its pages instead of faulting in fresh ones). */
+    const size_t nbufs = sizeof bufs / sizeof bufs[0], line = TERN_ALIGN / sizeof(float);
+    size_t floats[sizeof bufs / sizeof bufs[0]], total = 0;
+    for (size_t i = 0; i < nbufs; i++) {
+        floats[i] = bufs[i] == &F.tmp ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
+        total += (floats[i] + line - 1) / line * line;
     }
+    float *work = tern_kv_work(kv, total * sizeof(float));
+    if (work) {
+        memset(work, 0, total * sizeof(float));
+        for (size_t i = 0, off = 0; i < nbufs; off += (floats[i] + line - 1) / line * line, i++)
+            *bufs[i] = work + off;
+    }
+    int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.seq_end || !work;
     tern_err *err = oom ? tern_errf(TERN_ENOMEM, "out of memory for a batch of %lld tokens", (long long)T) : NULL;
     if (!err) {
         int64_t t = 0;
@@ -717,12 +730,14 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         tern_pool_parallel_for(pool, (size_t)T, 8, rope_range, &F);
         for (int l = 0; l < N; l++) {
             const layer_weights *L = &m->layers[l];
-            attention(&F, L, l);
+            /* The layer's last residual pass also norms x for the next layer's attention. */
+            const float *next_norm = l + 1 < N ? m->layers[l + 1].input_norm : NULL;
+            attention(&F, L, l, l > 0);
             residual_rows(&F, F.a, L->post_attn_norm, 1.0f, L->pre_ff_norm);
             /* The layer's scalar applies after its last residual: the per-layer input's when there is one. */
-            feed_forward(&F, L, l, P > 0 ? 1.0f : L->layer_scalar);
+            feed_forward(&F, L, l, P > 0 ? 1.0f : L->layer_scalar, P > 0 ? NULL : next_norm);
             if (P > 0)
-                per_layer_input(&F, L, l, L->layer_scalar);
+                per_layer_input(&F, L, l, L->layer_scalar, next_norm);
         }
         /* Outputs: the final-normed hidden state of the selected tokens, then tied logits with soft-cap. */
         int64_t n_out = 0;
@@ -747,8 +762,6 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         for (int r = 0; r < b->n_rows && !err; r++)
             err = tern_kv_set_len(kv, b->seq[r], F.seq_end[b->seq[r]]);
     }
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        tern_aligned_free(*bufs[i]);
     free(F.tok_seq);
     free(F.tok_pos);
     free(F.tok_kind);

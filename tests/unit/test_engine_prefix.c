@@ -3,9 +3,11 @@
  * layers whose window is far shorter than the reused prefix; LRU eviction of leaves under the byte
  * cap; pinned chains survive); and the KV cost arithmetic that admission relies on. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/json_util.h"
 #include "core/threadpool.h"
 #include "engine/fit.h"
@@ -102,6 +104,17 @@ static void test_kv_copy_export_release(void **state) {
     assert_memory_equal(a, b, (size_t)V * sizeof *a);
     TU_FAILS_WITH(tern_kv_copy_seq(kv, 1, 0, 42), "exceeds the 41 positions");
     TU_FAILS_WITH(tern_kv_copy_seq(kv, 5, 0, 1), "out of range");
+    /* The forward passes' work area: aligned, kept while large enough, grown (whole, writable) on demand. */
+    unsigned char *w = tern_kv_work(kv, 1000);
+    assert_non_null(w);
+    assert_int_equal((uintptr_t)w % TERN_ALIGN, 0);
+    assert_ptr_equal(tern_kv_work(kv, 10), w);
+    const size_t big = (size_t)48 << 20;
+    w = tern_kv_work(kv, big);
+    assert_non_null(w);
+    assert_int_equal((uintptr_t)w % TERN_ALIGN, 0);
+    memset(w, 1, big);
+    prefill(kv, 0, ids + 40, 1, 1, NULL, NULL, NULL); /* still usable by a forward pass after growing */
     free(a);
     free(b);
     free(k);
