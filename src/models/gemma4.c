@@ -326,20 +326,14 @@ static void residual_rows(fwd *F, float *a, const float *a_norm, float scale, co
     tern_pool_parallel_for(F->pool, (size_t)F->T, 1, residual_range, &j);
 }
 
-/* Element-wise passes over long arrays (batched MLP activations, logits), split across the pool. */
-typedef struct elem_job {
+/* The logit soft-cap over all output rows, split across the pool. */
+typedef struct softcap_job {
     float *a;
-    const float *b;
     float cap;
-} elem_job;
-
-static void gelu_mul_range(void *ctx, size_t b, size_t e, int tid) {
-    const elem_job *j = ctx;
-    tern_gelu_tanh_mul(j->a + b, j->b + b, (int64_t)(e - b));
-}
+} softcap_job;
 
 static void softcap_range(void *ctx, size_t b, size_t e, int tid) {
-    const elem_job *j = ctx;
+    const softcap_job *j = ctx;
     tern_softcap(j->a + b, (int64_t)(e - b), j->cap);
 }
 
@@ -353,9 +347,11 @@ typedef struct mm_set {
 static mm_set one(const tern_weight *w) { return (mm_set){{w}, 1}; }
 
 /* ys[i] = x W_i^T for the set's matrices over n tokens of the given kinds, one product per run of tokens of one
- * kind. `next` is the set multiplied after this one (a hint that lets its memory stream start early), or NULL. */
-static void mm_runs(tern_pool *pool, const mm_set *s, const float *x, float *const *ys, const uint8_t *kind,
-                    int64_t n, const mm_set *next) {
+ * kind; given mul, x is first rewritten as gelu_tanh(x) * mul (the gated MLP's activation, formed by the product's
+ * own input pass). `next` is the set multiplied after this one (a hint that lets its memory stream start early),
+ * or NULL. */
+static void mm_runs(tern_pool *pool, const mm_set *s, float *x, const float *mul, float *const *ys,
+                    const uint8_t *kind, int64_t n, const mm_set *next) {
     const int64_t in = tern_weight_cols(s->w[0]);
     for (int64_t t0 = 0; t0 < n;) {
         int64_t t1 = t0 + 1;
@@ -364,14 +360,18 @@ static void mm_runs(tern_pool *pool, const mm_set *s, const float *x, float *con
         float *yt[3];
         for (int i = 0; i < s->n; i++)
             yt[i] = ys[i] + t0 * tern_weight_rows(s->w[i]);
-        tern_matmul_group(pool, s->w, s->n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0], next ? next->w : NULL,
-                          next ? next->n : 0);
+        if (mul)
+            tern_matmul_gelu_group(pool, s->w, s->n, x + t0 * in, mul + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0],
+                                   next ? next->w : NULL, next ? next->n : 0);
+        else
+            tern_matmul_group(pool, s->w, s->n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0],
+                              next ? next->w : NULL, next ? next->n : 0);
         t0 = t1;
     }
 }
 
-static void mm(fwd *F, const mm_set *s, const float *x, float *const *ys, const mm_set *next) {
-    mm_runs(F->pool, s, x, ys, F->tok_kind, F->T, next);
+static void mm(fwd *F, const mm_set *s, float *x, float *const *ys, const mm_set *next) {
+    mm_runs(F->pool, s, x, NULL, ys, F->tok_kind, F->T, next);
 }
 
 /* Layer l's first product (q/k/v, or q alone when the layer reads another layer's cache); past the last layer,
@@ -494,14 +494,11 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
 }
 
 /* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]; `next` follows down. */
-static void mlp(fwd *F, const layer_weights *L, const float *xn, float *out, const mm_set *next) {
-    const int64_t T = F->T, ffn = L->ffn;
+static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_set *next) {
     const mm_set gate_up = gate_up_of(L), down = one(L->down);
     float *ys[2] = {F->g, F->u};
     mm(F, &gate_up, xn, ys, &down);
-    elem_job j = {F->g, F->u, 0};
-    tern_pool_parallel_for(F->pool, (size_t)(T * ffn), 4096, gelu_mul_range, &j);
-    mm(F, &down, F->g, &out, next);
+    mm_runs(F->pool, &down, F->g, F->u, &out, F->tok_kind, F->T, next);
 }
 
 /* The MoE block of one token: router over x, experts over y = pre_ff2(x); result into out [H]. */
@@ -754,8 +751,8 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
         if (logits && n_out) {
             const mm_set head = one(m->embed);
-            mm_runs(pool, &head, F.xn, &logits, F.tok_kind, n_out, NULL);
-            elem_job j = {logits, NULL, (float)c->final_logit_softcapping};
+            mm_runs(pool, &head, F.xn, NULL, &logits, F.tok_kind, n_out, NULL);
+            softcap_job j = {logits, (float)c->final_logit_softcapping};
             if (c->final_logit_softcapping > 0)
                 tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);
         }

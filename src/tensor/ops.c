@@ -115,18 +115,47 @@ void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t 
     tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y, kind);
 }
 
+/* The int8 products of a group of whole matrices, with the input gated (gelu_tanh(x) * mul) when mul is given;
+ * 0 when those kernels cannot take the group (nothing done). */
+static int qmm_group(tern_pool *pool, const tern_weight *const *ws, int n, float *gated, const float *x,
+                     const float *mul, int64_t T, float *const *ys, const tern_weight *const *next, int n_next) {
+    const tern_qmm_kernels *qk = qmm_kernels();
+    if (!qk || n > 4)
+        return 0;
+    int64_t row0s[4] = {0}, n_outs[4];
+    for (int i = 0; i < n; i++)
+        n_outs[i] = tern_weight_rows(ws[i]);
+    return mul ? tern_qmm_run_gelu(pool, qk, ws, row0s, n_outs, n, gated, mul, T, ys, next, n_next)
+               : tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys, next, n_next);
+}
+
 void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
                        float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next) {
-    const tern_qmm_kernels *qk = qmm_kernels();
-    if (qk && n <= 4) {
-        int64_t row0s[4] = {0}, n_outs[4];
-        for (int i = 0; i < n; i++)
-            n_outs[i] = tern_weight_rows(ws[i]);
-        if (tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys, next, n_next))
-            return;
-    }
+    if (qmm_group(pool, ws, n, NULL, x, NULL, T, ys, next, n_next))
+        return;
     for (int i = 0; i < n; i++)
         tern_matmul(pool, ws[i], x, T, ys[i], kind);
+}
+
+typedef struct gelu_mul_job {
+    float *x;
+    const float *mul;
+} gelu_mul_job;
+
+static void gelu_mul_range(void *ctx, size_t b, size_t e, int tid) {
+    const gelu_mul_job *j = ctx;
+    (void)tid;
+    tern_gelu_tanh_mul(j->x + b, j->mul + b, (int64_t)(e - b));
+}
+
+void tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
+                            int64_t T, float *const *ys, tern_mm_kind kind, const tern_weight *const *next,
+                            int n_next) {
+    if (qmm_group(pool, ws, n, x, x, mul, T, ys, next, n_next))
+        return;
+    gelu_mul_job j = {x, mul};
+    tern_pool_parallel_for(pool, (size_t)(T * tern_weight_cols(ws[0])), 4096, gelu_mul_range, &j);
+    tern_matmul_group(pool, ws, n, x, T, ys, kind, next, n_next);
 }
 
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {

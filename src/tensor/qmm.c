@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/alloc.h"
+#include "tensor/ops.h"
 
 #define QMM_MAX_PARTS 4
 /* Bytes of a thread's run requested before it starts when several tokens share the pass: their kernels
@@ -25,6 +26,8 @@ typedef struct qmm_job {
     int64_t start[QMM_MAX_PARTS + 1]; /* first virtual block of each part */
     tern_qact *a;   /* filled in the first region, read in the second */
     const float *x;
+    float *gated;     /* x itself when the input is gelu_tanh(x) * mul, formed before quantizing; else NULL */
+    const float *mul;
     size_t threads;
     const tern_weight *const *next; /* the group multiplied next (its packed copies), or NULL */
     int n_next;
@@ -92,18 +95,22 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
 static void fill_range(void *ctx, size_t b, size_t e, int tid) {
     const qmm_job *j = ctx;
     (void)tid;
+    if (j->gated) { /* units [b, e) are the contiguous floats [b * group, e * group) */
+        const size_t G = (size_t)j->a->group;
+        tern_gelu_tanh_mul(j->gated + b * G, j->mul + b * G, (int64_t)((e - b) * G));
+    }
     j->k->fill(j->a, j->x, (int64_t)b, (int64_t)e);
 }
 
-int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
-                 const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
-                 const tern_weight *const *next, int n_next) {
+static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+               const int64_t *n_outs, int n, const float *x, float *gated, const float *mul, int64_t T,
+               float *const *ys, const tern_weight *const *next, int n_next) {
     if (n < 1 || n > QMM_MAX_PARTS)
         return 0;
     const tern_weight *w0 = ws[0];
     const int64_t in = tern_weight_cols(w0);
-    qmm_job j = {.k = k, .n = n, .x = x, .threads = (size_t)tern_pool_size(pool), .next = next,
-                 .n_next = next ? n_next : 0};
+    qmm_job j = {.k = k, .n = n, .x = x, .gated = gated, .mul = mul, .threads = (size_t)tern_pool_size(pool),
+                 .next = next, .n_next = next ? n_next : 0};
     for (int p = 0; p < n; p++) {
         if (!tern_qpack_supported(ws[p]) || ws[p]->group != w0->group || tern_weight_cols(ws[p]) != in)
             return 0;
@@ -124,4 +131,16 @@ int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *
     tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);
     return 1;
+}
+
+int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                 const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
+                 const tern_weight *const *next, int n_next) {
+    return run(pool, k, ws, row0s, n_outs, n, x, NULL, NULL, T, ys, next, n_next);
+}
+
+int tern_qmm_run_gelu(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                      const int64_t *n_outs, int n, float *x, const float *mul, int64_t T, float *const *ys,
+                      const tern_weight *const *next, int n_next) {
+    return run(pool, k, ws, row0s, n_outs, n, x, x, mul, T, ys, next, n_next);
 }

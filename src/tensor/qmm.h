@@ -28,5 +28,10 @@ typedef struct tern_qmm_kernels {
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next);
+/* tern_qmm_run over the input gelu_tanh(x) * mul (both [T][in]), formed in x by the quantization pass itself
+ * (no pass of its own); x is left unchanged when it returns 0. */
+int tern_qmm_run_gelu(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                      const int64_t *n_outs, int n, float *x, const float *mul, int64_t T, float *const *ys,
+                      const tern_weight *const *next, int n_next);
 
 #endif

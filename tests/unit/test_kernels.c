@@ -369,6 +369,62 @@ static void test_batch_independence(void **state) {
     tern_pool_destroy(pool);
 }
 
+/* The gated MLP's product: gelu_tanh(x) * mul formed by the product's input pass gives bit for bit what the
+ * separate element-wise pass and the plain product give, and leaves the same activation in x. */
+static void test_gelu_group(void **state) {
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    static const struct {
+        tern_wformat fmt;
+        int bits, group;
+        int64_t in;
+    } cases[] = {{TERN_WF_MLX_AFFINE, 4, 64, 1536}, {TERN_WF_MLX_AFFINE, 8, 32, 96}, {TERN_WF_BF16, 0, 1, 100}};
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int64_t in = cases[c].in, rows[2] = {40, 19}, Tmax = 40;
+            owned_weight o[2];
+            for (int i = 0; i < 2; i++)
+                o[i] = make_weight(cases[c].fmt, rows[i], in, cases[c].bits, cases[c].group);
+            const tern_weight *ws[2] = {&o[0].w, &o[1].w};
+            const size_t xb = (size_t)(Tmax * in) * sizeof(float), yb = (size_t)(Tmax * 40) * sizeof(float);
+            float *x = malloc(xb), *mul = malloc(xb), *xe = malloc(xb), *xa = malloc(xb);
+            float *ye[2] = {malloc(yb), malloc(yb)}, *ya[2] = {malloc(yb), malloc(yb)};
+            for (int64_t i = 0; i < Tmax * in; i++) {
+                x[i] = 3 * tu_frand(&rng);
+                mul[i] = tu_frand(&rng);
+            }
+            static const int64_t Ts[] = {1, 5, 40};
+            for (int ti = 0; ti < 3; ti++) {
+                const int64_t T = Ts[ti];
+                const tern_mm_kind kind = T > 1 ? TERN_MM_PREFILL : TERN_MM_DECODE;
+                memcpy(xe, x, xb);
+                memcpy(xa, x, xb);
+                tern_gelu_tanh_mul(xe, mul, T * in);
+                tern_matmul_group(pool, ws, 2, xe, T, ye, kind, NULL, 0);
+                tern_matmul_gelu_group(pool, ws, 2, xa, mul, T, ya, kind, NULL, 0);
+                if (memcmp(xa, xe, (size_t)(T * in) * sizeof *xa))
+                    fail_msg("%s case %zu T %lld: the gated input differs", tern_isa_name(isa), c, (long long)T);
+                for (int i = 0; i < 2; i++)
+                    if (memcmp(ya[i], ye[i], (size_t)(T * rows[i]) * sizeof(float)))
+                        fail_msg("%s case %zu T %lld: product %d differs from the unfused one", tern_isa_name(isa), c,
+                                 (long long)T, i);
+            }
+            free(x);
+            free(mul);
+            free(xe);
+            free(xa);
+            for (int i = 0; i < 2; i++) {
+                free(ye[i]);
+                free(ya[i]);
+                free_weight(&o[i]);
+            }
+        }
+    }
+    tern_isa_set(tern_isa_detect());
+    tern_pool_destroy(pool);
+}
+
 static void test_isa_selection(void **state) {
     tern_isa best = tern_isa_detect();
     tern_isa_set(TERN_ISA_PORTABLE);
@@ -381,7 +437,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence),
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence), cmocka_unit_test(test_gelu_group),
         cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
     };
