@@ -3,10 +3,13 @@
  * multi-token passes (GMAC/s) as prefill and batched decode run them. With --sequence, the products of a decode
  * step of the e2b shape instead (per layer: q/k/v, o, gate/up, down, per-layer-input gate and projection, packed
  * in forward order in one arena as the loader does), timed by shape against the probe: what the products alone
- * cost, without the rest of the forward pass.
+ * cost, without the rest of the forward pass. With --ceiling (AVX-512 only), what bounds the kernel's arithmetic on
+ * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
+ * the kernel itself on cache-resident weights against that peak.
  * usage: bench_kernels [--bits 4|8] [--rows 16384] [--in 8192] [--group 64] [--iters 20] [--threads 2]
  *                      [--slab ROWS]
- *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8] */
+ *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
+ *        bench_kernels --ceiling [--bits 4|8] [--tokens 8] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +18,10 @@
 #include "core/threadpool.h"
 #include "core/timeutil.h"
 #include "tensor/cpu.h"
+#include "tensor/kernels.h"
 #include "tensor/membw.h"
 #include "tensor/ops.h"
+#include "tensor/qmm.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
@@ -130,9 +135,105 @@ static int run_sequence(int argc, char **argv) {
     return 0;
 }
 
+
+/* ---- --ceiling ------------------------------------------------------------------------------------- */
+
+/* Register-only instruction streams (inline assembly, so this file needs no AVX-512 compiler flags): twelve
+ * independent VPDPBUSD accumulators, optionally with other instructions mixed in, timed per iteration. */
+#define DP(r) "vpdpbusd %%zmm12, %%zmm13, %%zmm" #r "\n\t"
+#define DP12 DP(0) DP(1) DP(2) DP(3) DP(4) DP(5) DP(6) DP(7) DP(8) DP(9) DP(10) DP(11)
+#define DP16 DP12 DP(0) DP(1) DP(2) DP(3)
+#define CLOBBER "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", \
+                "xmm12", "xmm13", "xmm14", "xmm15"
+/* The operands are zeroed in every iteration (a rename-stage idiom, no issue slot), so no denormal or NaN from
+ * whatever the registers held can slow the floating-point instructions. */
+#define MIX_LOOP(extra)                                                                                     \
+    for (long i = 0; i < n; i++)                                                                            \
+        __asm__ volatile("vpxord %%zmm12, %%zmm12, %%zmm12\n\tvpxord %%zmm13, %%zmm13, %%zmm13\n\t" DP16 extra \
+                         ::: CLOBBER);                                                                      \
+    __asm__ volatile("vzeroupper" ::: CLOBBER);
+
+static double ns_per_iter(int which, long n) {
+    const double t0 = tern_now_s();
+    switch (which) {
+    case 0: MIX_LOOP("") break;
+    case 1: MIX_LOOP("vfmadd231ps %%zmm12, %%zmm13, %%zmm14\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm15\n\t"
+                     "vmulps %%zmm12, %%zmm13, %%zmm14\n\t") break;
+    case 2: MIX_LOOP("vcvtdq2ps %%zmm12, %%zmm14\n\tvaddps %%zmm12, %%zmm13, %%zmm15\n\t"
+                     "vpandd %%zmm12, %%zmm13, %%zmm14\n\tvpsrlw $4, %%zmm12, %%zmm15\n\t") break;
+    }
+    return (tern_now_s() - t0) / (double)n * 1e9;
+}
+
+static int run_ceiling(int argc, char **argv) {
+    if (tern_isa_active() != TERN_ISA_AVX512) {
+        fprintf(stderr, "bench_kernels --ceiling: needs the AVX-512 VNNI path (this CPU: %s)\n",
+                tern_isa_name(tern_isa_active()));
+        return 1;
+    }
+    const int bits = (int)arg(argc, argv, "--bits", 4), group = 64;
+    const int64_t T = arg(argc, argv, "--tokens", 8), rows = 128, in = 1536, ng = in / group;
+    const long n = 20000000;
+    ns_per_iter(0, n / 10); /* warm-up: the clock settles */
+    const double base = ns_per_iter(0, n), mul = ns_per_iter(1, n), other = ns_per_iter(2, n);
+    const double peak = 16 * 64 / base; /* GMAC/s: 64 multiply-adds per VPDPBUSD */
+    printf("one core: 16 VPDPBUSD %.2f ns -> peak %.1f GMAC/s\n", base, peak);
+    printf("  + 2 FMA + 1 multiply: %.2f ns (+%.1f VPDPBUSD slots); + convert, add, and, shift: %.2f ns (+%.1f)\n",
+           mul, (mul - base) / base * 16, other, other > base ? (other - base) / base * 16 : 0.0);
+    /* The kernel on a cache-resident matrix (random codes, scales near 1/128): one thread, every block per pass. */
+    const int64_t words = tern_mlx_row_words(in, bits);
+    uint32_t *data = malloc((size_t)(rows * words) * 4);
+    uint16_t *sb = malloc((size_t)(2 * rows * ng) * 2);
+    float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * rows) * sizeof *y);
+    tern_qact a = {0};
+    if (!data || !sb || !x || !y || !tern_qact_alloc(&a, T, in, group)) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 7;
+    for (int64_t k = 0; k < rows * words; k++)
+        data[k] = (uint32_t)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 32);
+    for (int64_t k = 0; k < 2 * rows * ng; k++)
+        sb[k] = (uint16_t)(0x3c00 + k % 61);
+    for (int64_t i = 0; i < T * in; i++)
+        x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    tern_weight w = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {rows, in}, .data = data, .scales = sb,
+                     .biases = sb + rows * ng, .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "hot"};
+    tern_qpack *pk = NULL;
+    tern_err *err = tern_qpack_create(&w, NULL, &pk);
+    if (err) {
+        fprintf(stderr, "bench_kernels: %s\n", tern_err_msg(err));
+        return 1;
+    }
+    tern_qmm_avx512.fill(&a, x, 0, T * ng);
+    const long passes = 200000 / T;
+    double t0 = 0;
+    for (long p = -passes / 10; p < passes; p++) { /* the first tenth warms up */
+        if (p == 0)
+            t0 = tern_now_s();
+        for (int64_t b = 0; b < pk->blocks; b++)
+            tern_qmm_avx512.block(pk->data + b * pk->block_bytes, &a, bits, TERN_DT_BF16, pk->group_bytes, y + b * 16,
+                                  rows, 16);
+    }
+    const double gmacs = (double)rows * in * T * passes / (tern_now_s() - t0) * 1e-9;
+    /* Per group of 64 inputs, token and 16 rows: 16 VPDPBUSD and the epilogue's three multiplies. */
+    printf("kernel, q%d, %lld token(s), %lld x %lld in cache: %.1f GMAC/s = %.1f%% of the peak "
+           "(16 / (16 + 3) = 84.2%% with the epilogue's multiplies)\n",
+           bits, (long long)T, (long long)rows, (long long)in, gmacs, 100 * gmacs / peak);
+    tern_qpack_free(pk);
+    tern_qact_free(&a);
+    free(data);
+    free(sb);
+    free(x);
+    free(y);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (has_flag(argc, argv, "--sequence"))
         return run_sequence(argc, argv);
+    if (has_flag(argc, argv, "--ceiling"))
+        return run_ceiling(argc, argv);
     const int bits = (int)arg(argc, argv, "--bits", 4), group = (int)arg(argc, argv, "--group", 64);
     const int64_t rows = arg(argc, argv, "--rows", 16384), in = arg(argc, argv, "--in", 8192);
     const int iters = (int)arg(argc, argv, "--iters", 20), threads = (int)arg(argc, argv, "--threads", 2);

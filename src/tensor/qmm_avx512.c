@@ -56,6 +56,12 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
  * pass consumes it fast enough for the hardware prefetchers, and there the extra instructions cost more than
  * they save (measured over an e2b-like sequence of products: 2-5 points of bandwidth). */
 #define QMM_PREFETCH 4096
+/* From 4 tokens a pass is busy enough with VPDPBUSD that the L1 requests above no longer keep enough lines in
+ * flight: a second stream of requests into L2, further ahead, does (paired over the e2b-shaped sequence at
+ * 8 tokens: q8 49 -> 38 ms at 36 GB/s, 53 -> 33 ms at 49 GB/s; q4 4 tokens 31 -> 19 ms, 8 tokens 3-6% faster).
+ * With 1 or 2 tokens it slows the stream (a single token: 100% -> 54-95% of the probe), with 3 it is even. */
+#define QMM_PREFETCH_L2 12288
+#define QMM_L2_TOKENS 4
 
 /* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
  * accumulators stay in registers); out[t] gets the 16 row results of token t0 + t. */
@@ -88,6 +94,8 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 for (int u = 0; u < 2; u++) {
                     if (NT > 1)
                         _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
+                    if (NT >= QMM_L2_TOKENS)
+                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH_L2), _MM_HINT_T1);
                     __m512i W = _mm512_load_si512(codes + (c + u) * 64);
                     /* One load feeding both masks: left to itself the compiler folds the load into each. */
                     __asm__("" : "+v"(W));
@@ -103,6 +111,8 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 for (int u = 0; u < 4; u++) {
                     if (NT > 1)
                         _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
+                    if (NT >= QMM_L2_TOKENS)
+                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH_L2), _MM_HINT_T1);
                     op[u] = _mm512_load_si512(codes + (c + u) * 64);
                     xo[u] = (c + u) * 4;
                 }
