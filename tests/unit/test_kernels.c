@@ -327,16 +327,19 @@ static void test_attention(void **state) {
             }
 }
 
+/* A weight of one stored format and width, as the cross-path tests sweep them. */
+typedef struct weight_case {
+    tern_wformat fmt;
+    int bits, group;
+    int64_t in;
+} weight_case;
+
 /* A token's output must not depend on the other tokens of its batch (the engine's "batched == solo"):
  * Y over T tokens equals T single-token products bit for bit, for every format, path and kind. */
 static void test_batch_independence(void **state) {
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
-    static const struct {
-        tern_wformat fmt;
-        int bits, group;
-        int64_t in;
-    } cases[] = {{TERN_WF_F32, 0, 1, 96},      {TERN_WF_F16, 0, 1, 1536},   {TERN_WF_BF16, 0, 1, 100},
+    static const weight_case cases[] = {{TERN_WF_F32, 0, 1, 96},      {TERN_WF_F16, 0, 1, 1536},   {TERN_WF_BF16, 0, 1, 100},
                  {TERN_WF_BF16, 0, 1, 1536},   {TERN_WF_MLX_AFFINE, 4, 64, 1536}, {TERN_WF_MLX_AFFINE, 8, 32, 256},
                  {TERN_WF_MLX_AFFINE, 4, 32, 96}, {TERN_WF_MLX_AFFINE, 8, 128, 384}};
     for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
@@ -374,11 +377,8 @@ static void test_batch_independence(void **state) {
 static void test_gelu_group(void **state) {
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
-    static const struct {
-        tern_wformat fmt;
-        int bits, group;
-        int64_t in;
-    } cases[] = {{TERN_WF_MLX_AFFINE, 4, 64, 1536}, {TERN_WF_MLX_AFFINE, 8, 32, 96}, {TERN_WF_BF16, 0, 1, 100}};
+    static const weight_case cases[] = {
+        {TERN_WF_MLX_AFFINE, 4, 64, 1536}, {TERN_WF_MLX_AFFINE, 8, 32, 96}, {TERN_WF_BF16, 0, 1, 100}};
     for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
         tern_isa_set(isa);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
