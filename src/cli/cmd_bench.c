@@ -16,8 +16,9 @@
 #include "tensor/membw.h"
 
 static const char *usage =
-    "usage: tern bench MODEL_DIR [-p 512] [-n 128] [--batch B] [--threads T] [--kv bf16|f32] [--json]\n"
-    "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each.\n";
+    "usage: tern bench MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv bf16|f32] [--json]\n"
+    "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
+    "same D tokens of context (prefilled untimed; default 0).\n";
 
 #define CHUNK 512
 
@@ -37,7 +38,7 @@ static double region_cost_us(tern_pool *pool) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    tern_opt opts[] = {{"p", 1, 0},  {"n", 1, 0},    {"batch", 1, 0}, {"threads", 1, 0},
+    tern_opt opts[] = {{"p", 1, 0},  {"n", 1, 0},    {"batch", 1, 0}, {"threads", 1, 0}, {"depth", 1, 0},
                        {"kv", 1, 0}, {"json", 0, 0}, {"help", 0, 0},  {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("bench", argc, argv, opts, pos, 1);
@@ -47,11 +48,12 @@ int cmd_bench(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
-    int64_t P, N, B, threads;
+    int64_t P, N, B, D, threads;
     const char *kv_s = tern_args_get(opts, "kv");
     if (np != 1 || tern_args_int("bench", opts, "p", 512, 0, 1 << 20, &P) ||
         tern_args_int("bench", opts, "n", 128, 0, 1 << 20, &N) || tern_args_int("bench", opts, "batch", 1, 1, 256, &B) ||
         tern_args_int("bench", opts, "threads", 0, 0, 1024, &threads) ||
+        tern_args_int("bench", opts, "depth", 0, 0, 1 << 20, &D) ||
         (kv_s && strcmp(kv_s, "bf16") && strcmp(kv_s, "f32"))) {
         fputs(usage, stderr);
         return 2;
@@ -75,16 +77,16 @@ int cmd_bench(int argc, char **argv) {
         tern_membw_pass(probe, pool); /* warm-up */
     if (!err)
         region_us = region_cost_us(pool);
-    int64_t ctx = (P > 1 ? P : 1) + N + 1;
+    int64_t ctx = (P > 1 ? P : 1) + D + N + 1, nids = (P > B ? P : B) > D ? (P > B ? P : B) : D;
     if (!err) {
         logits = malloc((size_t)((B + 1) * c->vocab_size) * sizeof *logits);
-        ids = malloc((size_t)((P > B ? P : B) + 1) * sizeof *ids);
+        ids = malloc((size_t)(nids + 1) * sizeof *ids);
         if (!logits || !ids)
             err = tern_errf(TERN_ENOMEM, "out of memory");
     }
     tern_rng rng;
     tern_rng_seed(&rng, 1);
-    for (int64_t i = 0; ids && i < (P > B ? P : B) + 1; i++)
+    for (int64_t i = 0; ids && i < nids + 1; i++)
         ids[i] = (int32_t)(tern_rng_next(&rng) % (uint64_t)c->vocab_size);
     /* Prefill (after one warm-up token that faults every weight page in). */
     if (!err)
@@ -110,18 +112,27 @@ int cmd_bench(int argc, char **argv) {
     int32_t *next = malloc((size_t)B * sizeof *next);
     if (!err && (!seqs || !ones || !next))
         err = tern_errf(TERN_ENOMEM, "out of memory");
+    /* The context every decode row starts from: D tokens prefilled once (untimed) and copied to the others. */
+    if (!err)
+        err = tern_kv_set_len(kv, 0, 0);
+    for (int64_t t = 0; t < D && !err; t += CHUNK) {
+        int64_t cnt = D - t < CHUNK ? D - t : CHUNK;
+        tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_NONE};
+        err = tern_gemma4_forward(m, kv, pool, &b, NULL, NULL);
+    }
     for (int64_t r = 0; r < B && !err; r++) {
         seqs[r] = (int)r;
         ones[r] = 1;
         next[r] = ids[r];
-        err = tern_kv_set_len(kv, (int)r, 0);
+        if (r > 0)
+            err = tern_kv_copy_seq(kv, (int)r, 0, D);
     }
     /* With B > 1, one more sequence decodes alone between the batched steps: the speed-up of batching is
      * then measured against a single row under the same machine conditions. */
     int solo_seq = (int)B;
     int64_t one = 1;
     if (!err && B > 1)
-        err = tern_kv_set_len(kv, solo_seq, 0);
+        err = tern_kv_copy_seq(kv, solo_seq, 0, D);
     if (!err && N > 0) {
         int32_t solo_next = ids[0];
         float *solo_logits = logits + B * c->vocab_size;
@@ -162,20 +173,22 @@ int cmd_bench(int argc, char **argv) {
                    "\"decode_tok_s\": %.2f, \"decode_aggregate_tok_s\": %.2f, \"bytes_per_token\": %.0f, "
                    "\"bandwidth_gb_s\": %.2f, \"decode_efficiency\": %.3f, \"threads\": %d, \"batch\": %lld, "
                    "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f, \"single_row_tok_s\": %.2f, "
-                   "\"batch_speedup\": %.2f}\n",
+                   "\"batch_speedup\": %.2f, \"depth\": %lld}\n",
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
                    tern_pool_size(pool), (long long)B, isa, kvdt == TERN_DT_F32 ? "f32" : "bf16", region_us, solo,
-                   speedup);
+                   speedup, (long long)D);
         } else {
             printf("model            %s\nisa              %s, %d threads, kv %s\n"
                    "prefill          %lld tokens: %.2f tok/s\n"
-                   "decode           %lld steps x %lld rows: %.2f tok/s per row, %.2f tok/s aggregate\n"
+                   "decode           %lld steps x %lld rows after %lld tokens of context: %.2f tok/s per row, "
+                   "%.2f tok/s aggregate\n"
                    "weights/step     %.1f MB streamed per decode step\n"
                    "read bandwidth   %.2f GB/s (measured between the decode steps, %d threads)\n"
                    "decode limit     %.2f steps/s; efficiency %.1f%%\n"
                    "thread pool      %.2f us per parallel region\n",
                    pos[0], isa, tern_pool_size(pool), kvdt == TERN_DT_F32 ? "f32" : "bf16", (long long)P, prefill_tps,
-                   (long long)N, (long long)B, steps, steps * (double)B, bytes * 1e-6, bw, tern_pool_size(pool),
+                   (long long)N, (long long)B, (long long)D, steps, steps * (double)B, bytes * 1e-6, bw,
+                   tern_pool_size(pool),
                    bytes > 0 ? bw * 1e9 / bytes : 0, eff * 100, region_us);
             if (B > 1)
                 printf("batching         %.2f tok/s for one row decoded between the batched steps; %lld rows give "

@@ -393,7 +393,9 @@ typedef struct attn_job {
     const layer_weights *L;
     int64_t nH;
     const float *inv_freq;
-    int64_t slices; /* attention units per token (shares of its query heads) */
+    int64_t slices; /* shares of a token's query heads computed apart */
+    int64_t spans;  /* 2: a token's two spans of positions computed apart, their partials in parts; else 1 */
+    float *parts;   /* spans == 2: [T][2] partials, finished after the region */
 } attn_job;
 
 /* Tokens [b, e): q/k norms and RoPE (the token's angles from F->rope), v's scale-free norm. */
@@ -444,20 +446,25 @@ static tern_attn_args attn_args(const attn_job *j, int64_t t) {
                             .start = start < 0 ? 0 : start, .end = p, .out = F->attn + t * j->nH * L->hd};
 }
 
-/* Units [b, e): unit u is share u % slices of token u / slices's query heads. */
+/* Units [b, e): unit u is, of token u / (spans * slices), span (u / slices) % spans of its positions for share
+ * u % slices of its query heads; with one span the unit's result is final, with two it is a partial. */
 static void attn_range(void *ctx, size_t b, size_t e, int tid) {
     const attn_job *j = ctx;
-    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd), S = j->slices;
-    float *scratch = malloc((size_t)(j->nH * TERN_ATTN_CHUNK + 2 * pf) * sizeof *scratch);
+    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd), S = j->slices, P = j->spans;
+    float *scratch = malloc((size_t)(j->nH * TERN_ATTN_CHUNK + 3 * pf) * sizeof *scratch);
     if (!scratch)
         return;
     for (size_t u = b; u < e; u++) {
-        tern_attn_args a = attn_args(j, (int64_t)u / S);
+        const int64_t t = (int64_t)u / (S * P), span = (int64_t)u / S % P;
+        tern_attn_args a = attn_args(j, t);
         a.slice = (int64_t)u % S;
         a.slices = S;
         a.scores = scratch;
         a.part = scratch + j->nH * TERN_ATTN_CHUNK;
-        tern_attend(&a);
+        if (P == 1)
+            tern_attend(&a);
+        else
+            tern_attend_span(&a, span, j->parts + (t * 2 + span) * pf);
     }
     free(scratch);
 }
@@ -477,18 +484,37 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     mm(F, &qkv, F->xn, ys, &o);
     if (L->owns_cache && L->k_eq_v)
         memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
-    /* With fewer tokens than threads, each token's query heads are shared out (halving while the KV heads'
-     * groups divide), so every thread has attention to do; results do not depend on the split. */
-    int64_t slices = 1;
-    while (T * slices < tern_pool_size(F->pool) && (nH / kvh) % (2 * slices) == 0)
+    /* With fewer tokens than threads, each token's work is shared out so that every thread has attention to do:
+     * over runs of 3 or more chunks, its two spans of positions (each thread then reads half the cache rows);
+     * and/or its query heads, halved while the KV heads' groups divide. Results do not depend on the split. */
+    const int threads = tern_pool_size(F->pool);
+    int64_t slices = 1, spans = 2;
+    for (int64_t t = 0; t < T && T < threads; t++) {
+        const tern_attn_args a = attn_args(&(attn_job){F, L, nH, inv_freq, 1, 1, NULL}, t);
+        if (a.end / TERN_ATTN_CHUNK - a.start / TERN_ATTN_CHUNK < 2)
+            spans = 1;
+    }
+    if (T >= threads)
+        spans = 1;
+    while (T * spans * slices < threads && (nH / kvh) % (2 * slices) == 0)
         slices *= 2;
-    attn_job j = {F, L, nH, inv_freq, slices};
+    const int64_t pf = tern_attn_part_floats(nH, hd);
+    float *parts = spans > 1 ? malloc((size_t)(T * 2 * pf) * sizeof *parts) : NULL;
+    if (spans > 1 && !parts)
+        spans = 1;
+    attn_job j = {F, L, nH, inv_freq, slices, spans, parts};
     tern_pool_parallel_for(F->pool, (size_t)T, 1, qk_prep_range, &j);
     if (L->owns_cache)
         for (int64_t t = 0; t < T; t++)
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
     /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
-    tern_pool_parallel_balanced(F->pool, (size_t)(T * slices), 1, attn_range, &j);
+    tern_pool_parallel_balanced(F->pool, (size_t)(T * spans * slices), 1, attn_range, &j);
+    for (int64_t t = 0; spans > 1 && t < T; t++) {
+        tern_attn_args a = attn_args(&j, t);
+        float *pt[2] = {parts + t * 2 * pf, parts + (t * 2 + 1) * pf};
+        tern_attn_finish(&a, pt, 2);
+    }
+    free(parts);
     const mm_set gate_up = gate_up_of(L);
     mm(F, &o, F->attn, &F->a, &gate_up);
 }

@@ -89,23 +89,41 @@ static void merge(const tern_attn_args *a, float *acc, const float *next) {
         }
 }
 
-void tern_attend(const tern_attn_args *a) {
-    const int64_t first = a->start / TERN_ATTN_CHUNK, last = a->end / TERN_ATTN_CHUNK;
-    const int64_t hd = a->head_dim, sh = tern_attn_slice_heads(a), pf = tern_attn_part_floats(a->n_heads, hd);
+int64_t tern_attn_spans(const tern_attn_args *a) {
+    return a->end / TERN_ATTN_CHUNK > a->start / TERN_ATTN_CHUNK ? 2 : 1;
+}
+
+void tern_attend_span(const tern_attn_args *a, int64_t span, float *acc) {
+    const int64_t first = a->start / TERN_ATTN_CHUNK, last = a->end / TERN_ATTN_CHUNK, half = (last - first + 2) / 2;
+    const int64_t i0 = span == 0 ? first : first + half, i1 = span == 0 && last > first ? first + half - 1 : last;
     tern_attn_args c = *a;
-    for (int64_t i = first; i <= last; i++) {
+    for (int64_t i = i0; i <= i1; i++) {
         c.start = i == first ? a->start : i * TERN_ATTN_CHUNK;
         c.end = i == last ? a->end : i * TERN_ATTN_CHUNK + TERN_ATTN_CHUNK - 1;
-        c.part = a->part + (i > first ? pf : 0);
+        c.part = i == i0 ? acc : a->part;
         attend_part(&c);
-        if (i > first)
-            merge(a, a->part, c.part);
+        if (i > i0)
+            merge(a, acc, a->part);
     }
-    const float *sum = a->part + a->n_heads * hd + a->n_heads;
+}
+
+void tern_attn_finish(const tern_attn_args *a, float *const *parts, int64_t n) {
+    const int64_t hd = a->head_dim, sh = tern_attn_slice_heads(a);
+    if (n > 1)
+        merge(a, parts[0], parts[1]);
+    const float *sum = parts[0] + a->n_heads * hd + a->n_heads;
     for (int64_t g = 0; g < a->kv_heads; g++)
         for (int64_t h = tern_attn_slice_head0(a, g); h < tern_attn_slice_head0(a, g) + sh; h++) {
             const float inv = 1.0f / sum[h];
             for (int64_t d = 0; d < hd; d++)
-                a->out[h * hd + d] = a->part[h * hd + d] * inv;
+                a->out[h * hd + d] = parts[0][h * hd + d] * inv;
         }
+}
+
+void tern_attend(const tern_attn_args *a) {
+    const int64_t pf = tern_attn_part_floats(a->n_heads, a->head_dim), n = tern_attn_spans(a);
+    float *parts[2] = {a->part + pf, a->part + 2 * pf};
+    for (int64_t s = 0; s < n; s++)
+        tern_attend_span(a, s, parts[s]);
+    tern_attn_finish(a, parts, n);
 }

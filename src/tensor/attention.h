@@ -5,8 +5,10 @@
  * all the query heads sharing it. The score scale is 1.0 (Gemma 4 folds it into q_norm/k_norm).
  *
  * A run is cut into chunks at multiples of TERN_ATTN_CHUNK positions (bounding the scratch). Each chunk gives a
- * partial (per head: the output weighted by exp(score - chunk max), the max and the sum of the weights);
- * partials merged in chunk order give the attention.
+ * partial (per head: the output weighted by exp(score - chunk max), the max and the sum of the weights). A run
+ * of several chunks is computed in two spans of whole chunks (the first half, rounded up, and the rest), each
+ * span's partials merged in chunk order, then the two spans' merged: that is the definition every caller follows,
+ * so the spans of one token can be computed apart (by two threads) with the same result.
  *
  * The query heads of each KV head can be split into `slices` equal shares run apart (by different threads):
  * every head's arithmetic is the same whichever share it is computed in, so the split does not change results. */
@@ -29,7 +31,7 @@ typedef struct tern_attn_args {
     int64_t slice, slices; /* the query heads computed: share `slice` of each KV head's heads cut in `slices`
                             * (0 or 1 slices: all heads); `slices` divides n_heads / kv_heads */
     float *scores;        /* scratch [n_heads][TERN_ATTN_CHUNK] */
-    float *part;          /* a partial: tern_attn_part_floats() floats (tern_attend: twice that, as scratch) */
+    float *part;          /* scratch: one partial, tern_attn_part_floats() floats (tern_attend: three) */
     float *out;           /* [n_heads][head_dim] (tern_attend only) */
 } tern_attn_args;
 
@@ -40,7 +42,13 @@ int64_t tern_attn_slice_heads(const tern_attn_args *a);
 int64_t tern_attn_slice_head0(const tern_attn_args *a, int64_t g);
 /* offs[j] = element offset in the cache of position a->start + j's row, for every position of a chunk. */
 void tern_attn_rows(const tern_attn_args *a, int64_t offs[TERN_ATTN_CHUNK]);
-/* out = softmax(q . K^T) V over start..end for the slice's heads: every chunk in order, merged. */
+/* Spans of the run: 1 when it lies in one chunk, else 2. */
+int64_t tern_attn_spans(const tern_attn_args *a);
+/* The partial of span `span` (its chunks merged in order) for the slice's heads into acc (one partial). */
+void tern_attend_span(const tern_attn_args *a, int64_t span, float *acc);
+/* out = the attention of the slice's heads from the partials of the run's n spans (parts[0] is overwritten). */
+void tern_attn_finish(const tern_attn_args *a, float *const *parts, int64_t n);
+/* out = softmax(q . K^T) V over start..end for the slice's heads: every span, merged. */
 void tern_attend(const tern_attn_args *a);
 
 #endif

@@ -143,6 +143,39 @@ static void test_incremental_equals_full(void **state) {
     tern_gemma4_free(m);
 }
 
+/* A lone token after a long context (its full layers' attention split by spans of positions across the threads)
+ * gives the logits the same token gives decoded in a batch (no split), bit for bit. */
+static void test_long_context_solo_equals_batched(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("long", TERN_SYNTH_F32), &m));
+    const int64_t n = 400, V = 512, chunk = 16;
+    int32_t *ids = malloc((size_t)(n + 2) * sizeof *ids);
+    fill_ids(ids, n + 2);
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 3, n + 4, chunk, TERN_DT_F32, &kv));
+    int seq = 0;
+    for (int64_t t = 0; t < n; t += chunk) {
+        int64_t cnt = chunk;
+        tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_NONE};
+        TU_OK(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL));
+    }
+    TU_OK(tern_kv_copy_seq(kv, 1, 0, n));
+    float *solo = malloc((size_t)V * sizeof *solo), *both = malloc((size_t)(2 * V) * sizeof *both);
+    int64_t one[2] = {1, 1};
+    tern_batch b1 = {.n_rows = 1, .seq = &seq, .n_tok = one, .ids = ids + n, .out = TERN_OUT_LAST};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &b1, solo, NULL));
+    int seqs[2] = {1, 2};
+    const int32_t pair[2] = {ids[n], ids[n + 1]};
+    tern_batch b2 = {.n_rows = 2, .seq = seqs, .n_tok = one, .ids = pair, .out = TERN_OUT_LAST};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &b2, both, NULL));
+    assert_memory_equal(solo, both, (size_t)V * sizeof *solo);
+    free(solo);
+    free(both);
+    free(ids);
+    tern_kv_free(kv);
+    tern_gemma4_free(m);
+}
+
 /* Rolling back a sequence and re-decoding reproduces the same logits (speculative decoding needs it). */
 static void test_rollback(void **state) {
     tern_gemma4 *m;
@@ -379,7 +412,7 @@ static void test_bad_batches(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
-        cmocka_unit_test(test_rollback),      cmocka_unit_test(test_bf16_kv),
+        cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),      cmocka_unit_test(test_bf16_kv),
         cmocka_unit_test(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

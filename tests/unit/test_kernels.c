@@ -243,12 +243,12 @@ static void attn_ref(const tern_attn_args *a, const float *kf, const float *vf, 
 
 /* Attention on every ISA: against float64, and against the portable path; head dims 32..512 (48: a 16-wide tail
  * after the 32-wide passes), 1..16 query heads per KV head, bf16 and f32 caches, runs that wrap around the ring
- * and span several chunks. The query heads computed in shares (slices, as threads split a lone token) must give
- * the whole result bit for bit. */
+ * and span several chunks. The query heads computed in shares (slices), and the two spans of a run computed
+ * apart and then finished (as threads split a lone token), must give the whole result bit for bit. */
 static void test_attention(void **state) {
     static const int64_t hds[] = {32, 48, 64, 128, 256, 512};
     static const int64_t groups[] = {1, 2, 3, 4, 8, 16};
-    static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}, {100, 390}, {250, 520}, {127, 128}};
+    static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}, {100, 390}, {250, 520}, {127, 128}, {5, 299}};
     const int64_t slots = 300;
     for (size_t hi = 0; hi < 6; hi++)
         for (size_t gi = 0; gi < 6; gi++)
@@ -257,7 +257,8 @@ static void test_attention(void **state) {
                 const int64_t pf = tern_attn_part_floats(nH, hd);
                 float *q = malloc((size_t)(nH * hd) * sizeof *q), *o1 = malloc((size_t)(nH * hd) * sizeof *o1);
                 float *o2 = malloc((size_t)(nH * hd) * sizeof *o2), *sc = malloc((size_t)(nH * TERN_ATTN_CHUNK) * sizeof *sc);
-                float *part = malloc((size_t)(2 * pf) * sizeof *part), *o3 = malloc((size_t)(nH * hd) * sizeof *o3);
+                float *part = malloc((size_t)(3 * pf) * sizeof *part), *o3 = malloc((size_t)(nH * hd) * sizeof *o3);
+                float *sp = malloc((size_t)(2 * pf) * sizeof *sp);
                 float *kf = malloc((size_t)(slots * row) * sizeof *kf), *vf = malloc((size_t)(slots * row) * sizeof *vf);
                 void *k = malloc((size_t)(slots * row) * 4), *v = malloc((size_t)(slots * row) * 4);
                 double *ref = malloc((size_t)(nH * hd) * sizeof *ref);
@@ -310,6 +311,24 @@ static void test_attention(void **state) {
                                 fail_msg("%s hd %lld group %lld run %zu: %lld slices differ from the whole", tern_isa_name(isa),
                                          (long long)hd, (long long)groups[gi], r, (long long)S);
                         }
+                        /* The spans apart (the second first), each in the two halves of the heads when they split. */
+                        const int64_t n = tern_attn_spans(&a), S = groups[gi] % 2 ? 1 : 2;
+                        assert_int_equal(n, runs[r][1] / TERN_ATTN_CHUNK > runs[r][0] / TERN_ATTN_CHUNK ? 2 : 1);
+                        for (int64_t i = 0; i < nH * hd; i++)
+                            o3[i] = NAN;
+                        tern_attn_args sa = a;
+                        sa.out = o3;
+                        sa.slices = S;
+                        for (int64_t span = n - 1; span >= 0; span--)
+                            for (sa.slice = 0; sa.slice < S; sa.slice++)
+                                tern_attend_span(&sa, span, sp + span * pf);
+                        float *pt[2] = {sp, sp + pf};
+                        sa.slices = 1;
+                        sa.slice = 0;
+                        tern_attn_finish(&sa, pt, n);
+                        if (memcmp(o3, o2, (size_t)(nH * hd) * sizeof *o3))
+                            fail_msg("%s hd %lld group %lld run %zu: spans computed apart differ from the whole",
+                                     tern_isa_name(isa), (long long)hd, (long long)groups[gi], r);
                     }
                     tern_isa_set(tern_isa_detect());
                 }
@@ -319,6 +338,7 @@ static void test_attention(void **state) {
                 free(o3);
                 free(sc);
                 free(part);
+                free(sp);
                 free(kf);
                 free(vf);
                 free(ref);

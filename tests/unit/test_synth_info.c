@@ -129,7 +129,7 @@ static void test_bench_json(void **state) {
     const char *dir = tu_tmpdir("bench_json");
     char *out = NULL;
     assert_int_equal(tu_runf(NULL, "%s synth --preset tiny --dtype q4 --group 32 --seed 2 %s/m >/dev/null", tu_tern_bin(), dir), 0);
-    assert_int_equal(tu_runf(&out, "%s bench %s/m -p 20 -n 4 --batch 3 --threads 2 --json", tu_tern_bin(), dir), 0);
+    assert_int_equal(tu_runf(&out, "%s bench %s/m -p 20 -n 4 --batch 3 --depth 150 --threads 2 --json", tu_tern_bin(), dir), 0);
     json_error_t je;
     json_t *o = json_loads(out, 0, &je);
     if (!o)
@@ -143,6 +143,7 @@ static void test_bench_json(void **state) {
     }
     assert_int_equal(json_integer_value(json_object_get(o, "threads")), 2);
     assert_int_equal(json_integer_value(json_object_get(o, "batch")), 3);
+    assert_int_equal(json_integer_value(json_object_get(o, "depth")), 150);
     assert_true(json_is_string(json_object_get(o, "isa")));
     const double per_row = json_number_value(json_object_get(o, "decode_tok_s"));
     const double aggregate = json_number_value(json_object_get(o, "decode_aggregate_tok_s"));
