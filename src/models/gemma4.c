@@ -488,14 +488,12 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
      * over runs of 3 or more chunks, its two spans of positions (each thread then reads half the cache rows);
      * and/or its query heads, halved while the KV heads' groups divide. Results do not depend on the split. */
     const int threads = tern_pool_size(F->pool);
-    int64_t slices = 1, spans = 2;
-    for (int64_t t = 0; t < T && T < threads; t++) {
-        const tern_attn_args a = attn_args(&(attn_job){F, L, nH, inv_freq, 1, 1, NULL}, t);
+    int64_t slices = 1, spans = T < threads ? 2 : 1;
+    for (int64_t t = 0; t < T && spans > 1; t++) {
+        const tern_attn_args a = attn_args(&(attn_job){.F = F, .L = L, .nH = nH}, t);
         if (a.end / TERN_ATTN_CHUNK - a.start / TERN_ATTN_CHUNK < 2)
             spans = 1;
     }
-    if (T >= threads)
-        spans = 1;
     while (T * spans * slices < threads && (nH / kvh) % (2 * slices) == 0)
         slices *= 2;
     const int64_t pf = tern_attn_part_floats(nH, hd);
