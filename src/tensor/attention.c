@@ -74,6 +74,20 @@ static void attend_part(const tern_attn_args *a) {
     attend_part_portable(a);
 }
 
+/* y = y * ca + x * cn over one head's outputs, on the active ISA. */
+static void axpby(float *y, const float *x, int64_t n, float ca, float cn) {
+    if (tern_isa_active() == TERN_ISA_AVX512) {
+        tern_axpby_avx512(y, x, n, ca, cn);
+        return;
+    }
+    if (tern_isa_active() == TERN_ISA_AVX2) {
+        tern_axpby_avx2(y, x, n, ca, cn);
+        return;
+    }
+    for (int64_t d = 0; d < n; d++)
+        y[d] = y[d] * ca + x[d] * cn;
+}
+
 /* acc = acc merged with the partial of the chunk after it, for the slice's heads. */
 static void merge(const tern_attn_args *a, float *acc, const float *next) {
     const int64_t hd = a->head_dim, sh = tern_attn_slice_heads(a);
@@ -82,8 +96,7 @@ static void merge(const tern_attn_args *a, float *acc, const float *next) {
     for (int64_t g = 0; g < a->kv_heads; g++)
         for (int64_t h = tern_attn_slice_head0(a, g); h < tern_attn_slice_head0(a, g) + sh; h++) {
             const float m = am[h] > nm[h] ? am[h] : nm[h], ca = expf(am[h] - m), cn = expf(nm[h] - m);
-            for (int64_t d = 0; d < hd; d++)
-                acc[h * hd + d] = acc[h * hd + d] * ca + next[h * hd + d] * cn;
+            axpby(acc + h * hd, next + h * hd, hd, ca, cn);
             am[h] = m;
             as[h] = as[h] * ca + ns[h] * cn;
         }

@@ -46,5 +46,8 @@ struct tern_attn_args;
 void tern_attend_part_avx512(const struct tern_attn_args *a);
 /* The same with AVX2; head_dim a multiple of 8, heads per KV head dividing 8. */
 void tern_attend_part_avx2(const struct tern_attn_args *a);
+/* y = y * a + x * b over n floats (the rescaled sum that merges two attention partials). */
+void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b);
+void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b);
 
 #endif

@@ -301,6 +301,12 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
     }
 }
 
+void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b) {
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    for (int64_t i = 0; i < n; i += 8)
+        tail_store8(y + i, n - i, _mm256_fmadd_ps(tail_load8(y + i, n - i), va, _mm256_mul_ps(tail_load8(x + i, n - i), vb)));
+}
+
 void tern_attend_part_avx2(const tern_attn_args *a) {
     const int64_t n = a->end - a->start + 1, group = tern_attn_slice_heads(a);
     int64_t offs[TERN_ATTN_CHUNK];

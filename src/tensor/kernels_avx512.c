@@ -463,6 +463,15 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
     }
 }
 
+void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b) {
+    const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask16(n - i);
+        const __m512 r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, y + i), va, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vb));
+        _mm512_mask_storeu_ps(y + i, k, r);
+    }
+}
+
 void tern_attend_part_avx512(const tern_attn_args *a) {
     const int64_t n = a->end - a->start + 1, group = tern_attn_slice_heads(a);
     int64_t offs[TERN_ATTN_CHUNK];

@@ -153,6 +153,30 @@ static void test_activations(void **state) {
     free(c);
 }
 
+/* The attention merge's rescaled sum y = y * a + x * b, SIMD kernels against double on widths around the vector
+ * lengths (tails of 1..15). */
+static void test_axpby(void **state) {
+    static const int64_t ns[] = {1, 7, 8, 9, 15, 16, 17, 31, 100};
+    float y[100], x[100], y0[100];
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+        for (int isa = 0; isa < 2; isa++) {
+            if ((isa ? TERN_ISA_AVX512 : TERN_ISA_AVX2) > tern_isa_detect())
+                continue;
+            const int64_t n = ns[k];
+            for (int64_t i = 0; i < 100; i++) {
+                y[i] = y0[i] = tu_frand(&rng);
+                x[i] = tu_frand(&rng);
+            }
+            (isa ? tern_axpby_avx512 : tern_axpby_avx2)(y, x, n, 0.75f, 1.25f);
+            for (int64_t i = 0; i < 100; i++) {
+                const double want = i < n ? (double)y0[i] * 0.75 + (double)x[i] * 1.25 : y0[i];
+                if (fabs(y[i] - want) > 1e-6)
+                    fail_msg("%s n %lld: y[%lld] %g, want %g", isa ? "avx512" : "avx2", (long long)n, (long long)i,
+                             y[i], want);
+            }
+        }
+}
+
 /* gelu(g) * u in one pass, rmsnorm (odd widths, with and without weight) against double references on every
  * path; RoPE in two steps (shared angles) against double, zero frequencies left alone. */
 static void test_norm_gelu_mul_rope(void **state) {
@@ -457,7 +481,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence), cmocka_unit_test(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_axpby), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence), cmocka_unit_test(test_gelu_group),
         cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
     };
