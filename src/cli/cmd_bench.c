@@ -77,7 +77,8 @@ int cmd_bench(int argc, char **argv) {
         tern_membw_pass(probe, pool); /* warm-up */
     if (!err)
         region_us = region_cost_us(pool);
-    int64_t ctx = (P > 1 ? P : 1) + D + N + 1, nids = (P > B ? P : B) > D ? (P > B ? P : B) : D;
+    /* Token ids for the prompt, the context and one first token per row. */
+    const int64_t ctx = (P > 1 ? P : 1) + D + N + 1, most = P > B ? P : B, nids = most > D ? most : D;
     if (!err) {
         logits = malloc((size_t)((B + 1) * c->vocab_size) * sizeof *logits);
         ids = malloc((size_t)(nids + 1) * sizeof *ids);

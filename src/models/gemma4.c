@@ -722,15 +722,16 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     /* The activations live in the cache's work area, zeroed each pass (the area outlives the pass, so decode
      * steps reuse its pages instead of faulting in fresh ones). */
     const size_t nbufs = sizeof bufs / sizeof bufs[0], line = TERN_ALIGN / sizeof(float);
-    size_t floats[sizeof bufs / sizeof bufs[0]], total = 0;
+    size_t floats[sizeof bufs / sizeof bufs[0]], total = 0; /* each rounded up to whole cache lines */
     for (size_t i = 0; i < nbufs; i++) {
-        floats[i] = bufs[i] == &F.tmp ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
-        total += (floats[i] + line - 1) / line * line;
+        const size_t n = bufs[i] == &F.tmp ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
+        floats[i] = (n + line - 1) / line * line;
+        total += floats[i];
     }
     float *work = tern_kv_work(kv, total * sizeof(float));
     if (work) {
         memset(work, 0, total * sizeof(float));
-        for (size_t i = 0, off = 0; i < nbufs; off += (floats[i] + line - 1) / line * line, i++)
+        for (size_t i = 0, off = 0; i < nbufs; off += floats[i], i++)
             *bufs[i] = work + off;
     }
     int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.seq_end || !work;

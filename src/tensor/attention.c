@@ -108,7 +108,7 @@ int64_t tern_attn_spans(const tern_attn_args *a) {
 
 void tern_attend_span(const tern_attn_args *a, int64_t span, float *acc) {
     const int64_t first = a->start / TERN_ATTN_CHUNK, last = a->end / TERN_ATTN_CHUNK, half = (last - first + 2) / 2;
-    const int64_t i0 = span == 0 ? first : first + half, i1 = span == 0 && last > first ? first + half - 1 : last;
+    const int64_t i0 = span == 0 ? first : first + half, i1 = span == 0 ? first + half - 1 : last;
     tern_attn_args c = *a;
     for (int64_t i = i0; i <= i1; i++) {
         c.start = i == first ? a->start : i * TERN_ATTN_CHUNK;

@@ -63,6 +63,14 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
 #define QMM_PREFETCH_L2 12288
 #define QMM_L2_TOKENS 4
 
+/* The requests above for a pass over NT tokens (a compile-time constant), issued at each 64-byte chunk. */
+static inline __attribute__((always_inline)) void request_ahead(const uint8_t *chunk, const int NT) {
+    if (NT > 1)
+        _mm_prefetch((const char *)(chunk + QMM_PREFETCH), _MM_HINT_T0);
+    if (NT >= QMM_L2_TOKENS)
+        _mm_prefetch((const char *)(chunk + QMM_PREFETCH_L2), _MM_HINT_T1);
+}
+
 /* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
  * accumulators stay in registers); out[t] gets the 16 row results of token t0 + t. */
 static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, const tern_qact *a, int64_t t0,
@@ -92,10 +100,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             int64_t xo[4];
             if (bits == 4) {
                 for (int u = 0; u < 2; u++) {
-                    if (NT > 1)
-                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
-                    if (NT >= QMM_L2_TOKENS)
-                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH_L2), _MM_HINT_T1);
+                    request_ahead(codes + (c + u) * 64, NT);
                     __m512i W = _mm512_load_si512(codes + (c + u) * 64);
                     /* One load feeding both masks: left to itself the compiler folds the load into each. */
                     __asm__("" : "+v"(W));
@@ -109,10 +114,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 }
             } else {
                 for (int u = 0; u < 4; u++) {
-                    if (NT > 1)
-                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH), _MM_HINT_T0);
-                    if (NT >= QMM_L2_TOKENS)
-                        _mm_prefetch((const char *)(codes + (c + u) * 64 + QMM_PREFETCH_L2), _MM_HINT_T1);
+                    request_ahead(codes + (c + u) * 64, NT);
                     op[u] = _mm512_load_si512(codes + (c + u) * 64);
                     xo[u] = (c + u) * 4;
                 }
