@@ -49,6 +49,19 @@ void tern_mmap_release(const void *p, size_t len) {
         (void)madvise((void *)b, e - b, MADV_DONTNEED); /* advice: if refused, the pages just stay */
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels refuse it with EINVAL */
+#endif
+
+void tern_mmap_prefault(const void *p, size_t len) {
+    if (!p || !len)
+        return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), b = (uintptr_t)p / page * page;
+    const uintptr_t e = ((uintptr_t)p + len + page - 1) / page * page;
+    if (e > b && madvise((void *)b, e - b, MADV_POPULATE_READ) != 0)
+        (void)madvise((void *)b, e - b, MADV_WILLNEED); /* at least read ahead into the page cache */
+}
+
 void tern_mmap_close(tern_mmap *m) {
     if (m->data)
         munmap((void *)m->data, m->size);

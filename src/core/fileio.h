@@ -19,6 +19,10 @@ void tern_mmap_close(tern_mmap *m);
 /* Lets the kernel drop the mapped pages wholly inside [p, p + len) from this process (read-only private file
  * mappings only: a later access reads the file again). For data kept elsewhere in another form. */
 void tern_mmap_release(const void *p, size_t len);
+/* Reads the mapped pages of [p, p + len) in now and maps them into this process, so that later accesses take
+ * no page faults (advice: where the kernel cannot, the pages load on first touch as before). For data read a
+ * little at a time at unpredictable places, such as embedding rows. */
+void tern_mmap_prefault(const void *p, size_t len);
 /* Reads a whole file into a NUL-terminated heap buffer (*len excludes the NUL); caps at max_bytes. */
 tern_err *tern_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 /* Writes `len` bytes to `path` (created/truncated). */

@@ -206,6 +206,13 @@ tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) {
         err = bind_layers(m);
     if (!err && tern_isa_active() != TERN_ISA_PORTABLE) /* only the int8 kernels read the packed copies */
         err = tern_gemma4_weights_pack(m->gw);
+    /* The embedding tables are read a row per token, wherever the ids fall: without this each new id faults its
+     * rows in (from disk, the first time) in the middle of a decode step. */
+    if (!err) {
+        tern_weight_prefault(m->embed);
+        if (m->embed_ple)
+            tern_weight_prefault(m->embed_ple);
+    }
     if (err) {
         tern_gemma4_free(m);
         return err;

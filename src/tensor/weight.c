@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "core/fileio.h"
 #include "tensor/quant_mlx.h"
 
 const char *tern_wformat_describe(const tern_weight *w, char *buf, int len) {
@@ -30,4 +31,23 @@ uint64_t tern_weight_bytes(const tern_weight *w) {
     case TERN_WF_NONE: return 0;
     }
     return 0;
+}
+
+void tern_weight_prefault(const tern_weight *w) {
+    const uint64_t rows = (uint64_t)tern_weight_rows(w), cols = (uint64_t)tern_weight_cols(w);
+    switch (w->fmt) {
+    case TERN_WF_MLX_AFFINE: {
+        const uint64_t per_row = cols / (uint64_t)w->group * tern_dtype_size(w->sdtype);
+        tern_mmap_prefault(w->data, (size_t)(rows * (uint64_t)tern_mlx_row_words((int64_t)cols, w->bits) * 4));
+        tern_mmap_prefault(w->scales, (size_t)(rows * per_row));
+        tern_mmap_prefault(w->biases, (size_t)(rows * per_row));
+        break;
+    }
+    case TERN_WF_MXFP4:
+        tern_mmap_prefault(w->data, (size_t)(rows * cols / 2));
+        tern_mmap_prefault(w->scales, (size_t)(rows * cols / 32));
+        break;
+    case TERN_WF_NONE: break;
+    default: tern_mmap_prefault(w->data, (size_t)tern_weight_bytes(w));
+    }
 }

@@ -41,6 +41,8 @@ static inline int64_t tern_weight_cols(const tern_weight *w) { return w->ndim ? 
 
 /* Bytes the stored weight occupies (data plus scales and biases). */
 uint64_t tern_weight_bytes(const tern_weight *w);
+/* Loads every page of w's stored data now (tern_mmap_prefault): for tables read a row at a time. */
+void tern_weight_prefault(const tern_weight *w);
 /* Short name of a format ("bf16", "q4/64", ...) written into buf. */
 const char *tern_wformat_describe(const tern_weight *w, char *buf, int len);
 
