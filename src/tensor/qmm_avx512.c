@@ -63,6 +63,9 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
 #define QMM_PREFETCH_L2 12288
 #define QMM_L2_TOKENS 4
 
+/* Groups ahead of the current one whose activations a single-token pass requests (see qmm_block). */
+#define QMM_ACT_AHEAD 2
+
 /* The requests above for a pass over NT tokens (a compile-time constant), issued at each 64-byte chunk. */
 static inline __attribute__((always_inline)) void request_ahead(const uint8_t *chunk, const int NT) {
     if (NT > 1)
@@ -85,6 +88,11 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
         const int8_t *xq = a->q + t0 * in + g * G;
+        /* A lone token's activation line of a group is read once per block, so over wide inputs the whole block
+         * has streamed through L1 since its last use and it comes from L2 every time; requested two groups
+         * ahead it is there on time. */
+        if (NT == 1 && g + QMM_ACT_AHEAD < ng)
+            _mm_prefetch((const char *)(xq + QMM_ACT_AHEAD * G), _MM_HINT_T0);
         /* With few tokens a single accumulator would chain every VPDPBUSD on the one before: up to four sets
          * (summed at the end of the group; integer sums, so the result is the same) keep the chains short. */
         const int sets = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
