@@ -67,7 +67,7 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = NULL;
     double bw = 0, prefill_s = 0, decode_s = 0, region_us = 0, probe_s = 0, solo_s = 0;
     tern_membw *probe = NULL;
-    tern_err *err = tern_gemma4_load(pos[0], &m);
+    tern_err *err = tern_gemma4_load_threads(pos[0], (int)threads, &m);
     if (!err)
         err = tern_pool_create((int)threads, &pool);
     const tern_gemma4_config *c = m ? tern_gemma4_config_of(m) : NULL;

@@ -56,7 +56,7 @@ int cmd_logits(int argc, char **argv) {
     float *logits = NULL, *hidden = NULL;
     tern_err *err = tern_parse_ids(ids_s, &ids, &n);
     if (!err)
-        err = tern_gemma4_load(pos[0], &m);
+        err = tern_gemma4_load_threads(pos[0], (int)threads, &m);
     if (!err)
         err = tern_pool_create((int)threads, &pool);
     if (!err)

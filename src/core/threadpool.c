@@ -66,8 +66,7 @@ static int take(struct span *s, int front, size_t *b, size_t *e) {
     }
 }
 
-/* Thread t's contiguous share [*lo, *hi) of `units` split T ways. */
-static void share_of(size_t units, size_t t, size_t T, size_t *lo, size_t *hi) {
+void tern_pool_share(size_t units, size_t t, size_t T, size_t *lo, size_t *hi) {
     *lo = (size_t)((uint64_t)units * t / T);
     *hi = (size_t)((uint64_t)units * (t + 1) / T);
 }
@@ -88,7 +87,7 @@ static void run_share(tern_pool *p, int tid) {
         return;
     }
     size_t b, e;
-    share_of(units, (size_t)tid, T, &b, &e);
+    tern_pool_share(units, (size_t)tid, T, &b, &e);
     b *= g;
     e = e * g < n ? e * g : n;
     if (b < e)
@@ -198,7 +197,7 @@ static void parallel(tern_pool *p, size_t n, size_t grain, int balanced, tern_ra
     p->balanced = balanced && units < ((uint64_t)1 << 32);
     for (int t = 0; p->balanced && t < p->nthreads; t++) {
         size_t lo, hi;
-        share_of(units, (size_t)t, (size_t)p->nthreads, &lo, &hi);
+        tern_pool_share(units, (size_t)t, (size_t)p->nthreads, &lo, &hi);
         atomic_store_explicit(&p->spans[t].v, (uint64_t)lo | (uint64_t)hi << 32, memory_order_relaxed);
     }
     atomic_store(&p->pending, p->nthreads - 1);

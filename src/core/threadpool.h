@@ -30,6 +30,9 @@ void tern_pool_parallel_for(tern_pool *pool, size_t n, size_t grain, tern_range_
  * the others' shares from their ends, so the threads finish together. fn may be called several times per
  * thread, with ranges aligned to `grain`. */
 void tern_pool_parallel_balanced(tern_pool *pool, size_t n, size_t grain, tern_range_fn fn, void *ctx);
+/* Thread t's own contiguous share [*lo, *hi) of `units` split T ways: what parallel_for gives it, and where
+ * parallel_balanced starts it (data laid out by these shares is read by each thread as one run). */
+void tern_pool_share(size_t units, size_t t, size_t T, size_t *lo, size_t *hi);
 /* The number of online cores. */
 int tern_cpu_count(void);
 

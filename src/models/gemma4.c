@@ -181,7 +181,11 @@ static tern_err *bind_layers(tern_gemma4 *m) {
     return NULL;
 }
 
-tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) {
+static tern_err *pack_products(tern_gemma4 *m, int threads);
+
+tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) { return tern_gemma4_load_threads(dir, 0, out); }
+
+tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **out) {
     *out = NULL;
     tern_gemma4 *m = calloc(1, sizeof *m);
     if (!m)
@@ -205,7 +209,7 @@ tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) {
     if (!err)
         err = bind_layers(m);
     if (!err && tern_isa_active() != TERN_ISA_PORTABLE) /* only the int8 kernels read the packed copies */
-        err = tern_gemma4_weights_pack(m->gw);
+        err = pack_products(m, threads > 0 ? threads : tern_cpu_count());
     /* The embedding tables are read a row per token, wherever the ids fall: without this each new id faults its
      * rows in (from disk, the first time) in the middle of a decode step. */
     if (!err) {
@@ -346,10 +350,7 @@ static void softcap_range(void *ctx, size_t b, size_t e, int tid) {
 
 /* The matrices of one product step of the forward pass: one matrix, or several reading the same input (q/k/v,
  * gate/up) multiplied in one region. */
-typedef struct mm_set {
-    const tern_weight *w[3];
-    int n;
-} mm_set;
+typedef tern_gemma4_product mm_set;
 
 static mm_set one(const tern_weight *w) { return (mm_set){{w}, 1}; }
 
@@ -394,6 +395,40 @@ static mm_set first_product(const tern_gemma4 *m, int l) {
 
 /* Layer L's gate and up projections, which read the same normed input. */
 static mm_set gate_up_of(const layer_weights *L) { return (mm_set){{L->gate, L->up}, 2}; }
+
+/* The dense products of a forward pass in the order it runs them (MoE experts aside); with out NULL, only
+ * counted. */
+static size_t forward_products(const tern_gemma4 *m, mm_set *out) {
+    size_t n = 0;
+#define PUT(set) (out ? (void)(out[n] = (set)) : (void)0, n++)
+    if (m->ple_proj)
+        PUT(one(m->ple_proj));
+    for (int l = 0; l < m->c.num_hidden_layers; l++) {
+        const layer_weights *L = &m->layers[l];
+        PUT(first_product(m, l));
+        PUT(one(L->o));
+        PUT(gate_up_of(L));
+        PUT(one(L->down));
+        if (L->pl_gate && L->pl_proj) {
+            PUT(one(L->pl_gate));
+            PUT(one(L->pl_proj));
+        }
+    }
+    PUT(one(m->embed));
+#undef PUT
+    return n;
+}
+
+static tern_err *pack_products(tern_gemma4 *m, int threads) {
+    const size_t n = forward_products(m, NULL);
+    mm_set *list = malloc(n * sizeof *list);
+    if (!list)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    forward_products(m, list);
+    tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads);
+    free(list);
+    return err;
+}
 
 typedef struct attn_job {
     fwd *F;

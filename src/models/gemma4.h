@@ -32,8 +32,12 @@ typedef struct tern_batch {
                                  * only on this, never on the other rows of the batch. */
 } tern_batch;
 
-/* Loads MODEL_DIR (config.json + safetensors); refuses a checkpoint with missing or mis-shaped tensors. */
+/* Loads MODEL_DIR (config.json + safetensors); refuses a checkpoint with missing or mis-shaped tensors. The
+ * packed weights are laid out for a pool of one thread per core (tern_gemma4_weights_pack). */
 tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out);
+/* The same with the packed weights laid out for a pool of `threads` threads (0: one per core). A pool of another
+ * size computes the same results, only its memory streams restart more often. */
+tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **out);
 /* Frees the model; NULL is fine. */
 void tern_gemma4_free(tern_gemma4 *m);
 /* The parsed hyper-parameters. */

@@ -10,6 +10,8 @@
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
+
+#include "core/threadpool.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
@@ -210,42 +212,126 @@ static int packable(const tern_gemma4_weights *w, size_t i) {
     return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]);
 }
 
-tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w) {
+/* Whether product p can be laid out by shares: all its matrices packable, not yet packed, and alike in width,
+ * group and format (as the grouped int8 product requires). */
+static int splittable(const tern_gemma4_weights *w, const tern_gemma4_product *p) {
+    for (int i = 0; i < p->n; i++) {
+        const tern_weight *a = p->w[i], *b = p->w[0];
+        const size_t k = (size_t)(a - w->w);
+        if (k >= w->n || !packable(w, k) || tern_weight_cols(a) != tern_weight_cols(b) || a->group != b->group ||
+            a->bits != b->bits || a->sdtype != b->sdtype)
+            return 0;
+        for (int j = 0; j < i; j++)
+            if (p->w[j] == a)
+                return 0;
+    }
+    return p->n > 0;
+}
+
+/* Blocks and block bytes of a packable matrix. */
+static int64_t blocks_of(const tern_weight *w) { return (tern_weight_rows(w) + 15) / 16; }
+static size_t block_bytes_of(const tern_weight *w) {
+    return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(tern_weight_cols(w) / w->group);
+}
+
+/* Packs product p's matrices with thread t's share of the product's blocks at cursor[t] (advanced). */
+static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t **cursor) {
+    int64_t units = 0;
+    for (int i = 0; i < p->n; i++)
+        units += blocks_of(p->w[i]);
+    int64_t *first = malloc((size_t)threads * sizeof *first);
+    uint8_t **at = malloc((size_t)threads * sizeof *at);
+    tern_err *err = first && at ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
+    for (int i = 0, start = 0; i < p->n && !err; start += (int)blocks_of(p->w[i]), i++) {
+        const int64_t nb = blocks_of(p->w[i]);
+        const size_t bb = block_bytes_of(p->w[i]);
+        int pieces = 0;
+        for (int t = 0; t < threads; t++) {
+            size_t lo, hi;
+            tern_pool_share((size_t)units, (size_t)t, (size_t)threads, &lo, &hi);
+            const int64_t b = (int64_t)lo > start ? (int64_t)lo - start : 0;
+            const int64_t e = (int64_t)hi - start < nb ? (int64_t)hi - start : nb;
+            if (b >= e)
+                continue;
+            first[pieces] = b;
+            at[pieces++] = cursor[t];
+            cursor[t] += (size_t)(e - b) * bb;
+        }
+        tern_qpack *pk;
+        if (!(err = tern_qpack_create_split(p->w[i], pieces, first, at, &pk)))
+            ((tern_weight *)p->w[i])->qpack = pk;
+    }
+    free(first);
+    free(at);
+    return err;
+}
+
+/* Bytes of thread t's shares of product p. */
+static size_t share_bytes(const tern_gemma4_product *p, int t, int threads) {
+    int64_t units = 0;
+    for (int i = 0; i < p->n; i++)
+        units += blocks_of(p->w[i]);
+    size_t lo, hi, bytes = 0;
+    tern_pool_share((size_t)units, (size_t)t, (size_t)threads, &lo, &hi);
+    for (int i = 0, start = 0; i < p->n; start += (int)blocks_of(p->w[i]), i++) {
+        const int64_t b = (int64_t)lo > start ? (int64_t)lo : start;
+        const int64_t e = (int64_t)hi < start + blocks_of(p->w[i]) ? (int64_t)hi : start + blocks_of(p->w[i]);
+        if (b < e)
+            bytes += (size_t)(e - b) * block_bytes_of(p->w[i]);
+    }
+    return bytes;
+}
+
+tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
+                                   int threads) {
     if (w->packed)
         return NULL;
-    /* Forward order: the specs list each layer in execution order, but the tied head (embed_tokens, listed
-     * first) runs last. */
-    size_t *order = malloc(w->n * sizeof *order), n = 0, head = w->n, total = 0;
-    if (!order)
+    threads = threads < 1 ? 1 : threads;
+    size_t total = 0;
+    for (size_t i = 0; i < w->n; i++)
+        if (packable(w, i))
+            total += tern_qpack_bytes(&w->w[i]);
+    if (!total)
+        return NULL;
+    if (!(w->packed = tern_stream_alloc(total)))
+        return tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
+    /* Each thread's region holds its shares of the listed products in order; the rest follow. */
+    uint8_t **cursor = calloc((size_t)threads, sizeof *cursor);
+    char *split = calloc(n ? n : 1, 1);
+    if (!cursor || !split) {
+        free(cursor);
+        free(split);
         return tern_errf(TERN_ENOMEM, "out of memory");
-    for (size_t i = 0; i < w->n; i++) {
+    }
+    size_t off = 0;
+    for (size_t k = 0; k < n; k++) /* decided before anything is packed: packing marks matrices as packed */
+        split[k] = (char)splittable(w, &products[k]);
+    for (int t = 0; t < threads; t++) {
+        cursor[t] = w->packed + off;
+        for (size_t k = 0; k < n; k++)
+            off += split[k] ? share_bytes(&products[k], t, threads) : 0;
+    }
+    tern_err *err = NULL;
+    for (size_t k = 0; k < n && !err; k++)
+        if (split[k])
+            err = pack_split(&products[k], threads, cursor);
+    for (size_t i = 0; i < w->n && !err; i++) {
         if (!packable(w, i))
             continue;
-        total += tern_qpack_bytes(&w->w[i]);
-        if (w->specs[i].kind == TERN_WK_EMBED)
-            head = i;
-        else
-            order[n++] = i;
-    }
-    if (head < w->n)
-        order[n++] = head;
-    tern_err *err = NULL;
-    if (n && !(w->packed = tern_stream_alloc(total)))
-        err = tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
-    for (size_t k = 0, off = 0; k < n && !err; k++) {
-        tern_weight *wt = &w->w[order[k]];
         tern_qpack *pk;
-        if (!(err = tern_qpack_create(wt, w->packed + off, &pk))) {
-            wt->qpack = pk;
-            off += tern_qpack_bytes(wt);
-            /* Products read only the packed copy now: the mapped codes can leave memory (the portable path
-             * would fault them back in). The tied head's codes stay: embedding lookups read them. */
-            if (order[k] != head)
-                tern_mmap_release(wt->data, (size_t)tern_mlx_row_words(tern_weight_cols(wt), wt->bits) * 4 *
-                                                (size_t)tern_weight_rows(wt));
+        if (!(err = tern_qpack_create(&w->w[i], w->packed + off, &pk))) {
+            w->w[i].qpack = pk;
+            off += tern_qpack_bytes(&w->w[i]);
         }
     }
-    free(order);
+    /* Products read only the packed copies now: the mapped codes can leave memory (the portable path would
+     * fault them back in). The tied head's codes stay: embedding lookups read them. */
+    for (size_t i = 0; i < w->n && !err; i++)
+        if (w->w[i].qpack && w->specs[i].kind != TERN_WK_EMBED)
+            tern_mmap_release(w->w[i].data, (size_t)tern_mlx_row_words(tern_weight_cols(&w->w[i]), w->w[i].bits) * 4 *
+                                                (size_t)tern_weight_rows(&w->w[i]));
+    free(cursor);
+    free(split);
     return err;
 }
 

@@ -73,11 +73,21 @@ tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const struct tern_quant_
                            const struct tern_checkpoint *ck, tern_gemma4_weights **out);
 /* The bound weight of relative name (e.g. "layers.0.mlp.up_proj"), or NULL if not in the spec list. */
 const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name);
+/* One product step of the forward pass: up to three matrices reading the same input, multiplied in one
+ * parallel region over their 16-row blocks laid end to end. */
+typedef struct tern_gemma4_product {
+    const tern_weight *w[3];
+    int n;
+} tern_gemma4_product;
+
 /* Gives every MLX affine q4/q8 matrix used in products (linears, experts, the tied head) a copy packed for
- * the int8 kernels (qpack.h), all in one arena laid out in the order a forward pass reads them (the tied
- * head last), so decode streams one long run; freed with the weights. The lookup-only per-layer table is
- * left as stored. */
-tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w);
+ * the int8 kernels (qpack.h), all in one arena; freed with the weights. The listed products (in forward order)
+ * are cut by the thread pool's shares of their blocks (tern_pool_share, `threads` ways) and each thread's shares
+ * of all of them are laid end to end: a decode step then reads one run per thread, so the memory stream does not
+ * restart at every product. Packable matrices not listed follow whole. The lookup-only per-layer table is left
+ * as stored. */
+tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
+                                   int threads);
 /* Frees; NULL is fine. */
 void tern_gemma4_weights_free(tern_gemma4_weights *w);
 

@@ -46,11 +46,11 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
         return;
     if (direct && j->a->T > 1)
         for (size_t off = 0; off < QMM_RUN_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
-            __builtin_prefetch(pk->data + (size_t)(j->row0[p] / 16 + b) * pk->block_bytes + off);
+            __builtin_prefetch(tern_qpack_block_data(pk, j->row0[p] / 16 + b + (int64_t)(off / pk->block_bytes)) + off % pk->block_bytes);
     for (int64_t blk = b; blk < e; blk++) {
         const uint8_t *src = own;
         if (direct)
-            src = pk->data + (size_t)(j->row0[p] / 16 + blk) * pk->block_bytes;
+            src = tern_qpack_block_data(pk, j->row0[p] / 16 + blk);
         else
             tern_qpack_block(w, j->row0[p] + blk * 16, own);
         const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
@@ -74,7 +74,7 @@ static void prefetch_next(const qmm_job *j, int tid) {
             const tern_qpack *pk = j->next[p]->qpack;
             const size_t left = (size_t)(pk->blocks - blk) * pk->block_bytes;
             for (size_t off = 0; off < QMM_NEXT_PREFETCH && off < left; off += 64)
-                __builtin_prefetch(pk->data + (size_t)blk * pk->block_bytes + off);
+                __builtin_prefetch(tern_qpack_block_data(pk, blk + (int64_t)(off / pk->block_bytes)) + off % pk->block_bytes);
             return;
         }
 }

@@ -55,14 +55,15 @@ size_t tern_qpack_bytes(const tern_weight *w) {
     return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(in / w->group) * (size_t)blocks;
 }
 
-tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out) {
+static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, tern_qpack **out) {
     *out = NULL;
+    const char *name = w->name ? w->name : "weight";
     if (!tern_qpack_supported(w))
         return tern_errf(TERN_EINVAL, "%s: only MLX affine 4/8-bit weights with groups of 32 or more can be packed",
-                         w->name ? w->name : "weight");
+                         name);
     tern_qpack *p = calloc(1, sizeof *p);
     if (!p)
-        return tern_errf(TERN_ENOMEM, "out of memory packing %s", w->name ? w->name : "a weight");
+        return tern_errf(TERN_ENOMEM, "out of memory packing %s", name);
     p->rows = tern_weight_rows(w);
     p->in = tern_weight_cols(w);
     p->blocks = (p->rows + 15) / 16;
@@ -72,16 +73,46 @@ tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out)
     p->group_bytes = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
     p->block_bytes = p->group_bytes * (size_t)(p->in / w->group);
     p->owns_data = at == NULL;
-    p->data = at ? at : tern_stream_alloc(tern_qpack_bytes(w));
-    if (!p->data) {
-        free(p);
-        return tern_errf(TERN_ENOMEM, "out of memory packing %s (%zu bytes)", w->name ? w->name : "a weight",
-                         tern_qpack_bytes(w));
+    p->pieces = n;
+    p->first = malloc((size_t)n * sizeof *p->first);
+    p->piece_data = malloc((size_t)n * sizeof *p->piece_data);
+    if (p->first && p->piece_data) {
+        for (int i = 0; i < n; i++) {
+            p->first[i] = first ? first[i] : 0;
+            p->piece_data[i] = at ? at[i] : NULL;
+        }
+        if (!at)
+            p->piece_data[0] = tern_stream_alloc(tern_qpack_bytes(w));
+        p->data = p->piece_data[0];
     }
-    for (int64_t b = 0; b < p->blocks; b++)
-        tern_qpack_block(w, b * 16, p->data + (size_t)b * p->block_bytes);
+    if (!p->data) {
+        tern_qpack_free(p);
+        return tern_errf(TERN_ENOMEM, "out of memory packing %s (%zu bytes)", name, tern_qpack_bytes(w));
+    }
+    for (int i = 0; i < n; i++) {
+        const int64_t end = i + 1 < n ? p->first[i + 1] : p->blocks;
+        if (p->first[i] >= end || (i == 0 && p->first[0] != 0)) {
+            tern_qpack_free(p);
+            return tern_errf(TERN_EINVAL, "%s: pieces must start at block 0 and increase", name);
+        }
+        for (int64_t b = p->first[i]; b < end; b++)
+            tern_qpack_block(w, b * 16, p->piece_data[i] + (size_t)(b - p->first[i]) * p->block_bytes);
+    }
     *out = p;
     return NULL;
+}
+
+tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out) {
+    return create(w, 1, NULL, at ? &at : NULL, out);
+}
+
+tern_err *tern_qpack_create_split(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at,
+                                  tern_qpack **out) {
+    if (n < 1 || !first || !at) {
+        *out = NULL;
+        return tern_errf(TERN_EINVAL, "%s: a split packing needs at least one piece", w->name ? w->name : "weight");
+    }
+    return create(w, n, first, at, out);
 }
 
 void tern_qpack_free(tern_qpack *p) {
@@ -89,6 +120,8 @@ void tern_qpack_free(tern_qpack *p) {
         return;
     if (p->owns_data)
         tern_aligned_free(p->data);
+    free(p->first);
+    free(p->piece_data);
     free(p);
 }
 

@@ -26,14 +26,27 @@
 #include "tensor/weight.h"
 
 typedef struct tern_qpack {
-    uint8_t *data;       /* blocks * block_bytes, 64-byte aligned */
-    int owns_data;       /* 0 when data lies in a caller's arena */
+    uint8_t *data;       /* the first piece's blocks */
+    int owns_data;       /* 0 when the pieces lie in a caller's arena */
     int64_t rows, in, blocks;
     int bits, group;
     tern_dtype sdtype;
     size_t group_bytes;  /* scales + biases + codes of one group of one block */
     size_t block_bytes;  /* ng * group_bytes */
+    /* The blocks may lie in several runs ("pieces"): piece i holds blocks [first[i], first[i + 1]) (the last up
+     * to `blocks`) contiguously from piece_data[i]; first[0] = 0. One piece unless packed with a split. */
+    int pieces;
+    int64_t *first;
+    uint8_t **piece_data;
 } tern_qpack;
+
+/* The packed bytes of block b (< p->blocks). */
+static inline const uint8_t *tern_qpack_block_data(const tern_qpack *p, int64_t b) {
+    int i = p->pieces - 1;
+    while (i > 0 && p->first[i] > b)
+        i--;
+    return p->piece_data[i] + (size_t)(b - p->first[i]) * p->block_bytes;
+}
 
 /* Whether a weight can be packed: MLX affine with 4 or 8 bits, group >= 32 a power of two dividing the width. */
 int tern_qpack_supported(const tern_weight *w);
@@ -46,6 +59,10 @@ size_t tern_qpack_bytes(const tern_weight *w);
 /* Packs the whole weight (rows flattened over leading dims) into a new tern_qpack; *out NULL on error. With
  * `at` non-NULL (64-byte aligned, tern_qpack_bytes long) the codes go there and stay the caller's. */
 tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out);
+/* The same with the blocks in n pieces placed by the caller: blocks [first[i], first[i + 1]) at at[i]
+ * (64-byte aligned, room for their blocks); first[0] must be 0 and first increasing, below the block count. */
+tern_err *tern_qpack_create_split(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at,
+                                  tern_qpack **out);
 void tern_qpack_free(tern_qpack *p);
 
 /* Activations of T tokens quantized per weight group (see above). */

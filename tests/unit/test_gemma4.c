@@ -14,6 +14,7 @@
 #include "models/gemma4_weights.h"
 #include "tensor/cpu.h"
 #include "tensor/ops.h"
+#include "tensor/qpack.h"
 #include "models/synth.h"
 #include "testutil.h"
 
@@ -382,6 +383,94 @@ static void test_quantized_twins(void **state) {
     free(q);
 }
 
+/* Where thread t's share (tern_pool_share over the product's blocks) of the product w[0..n) starts and ends in
+ * the packed arena; 0 when the share is empty or does not lie in one run. */
+static int share_run(const tern_weight *const *w, int n, int t, int T, const uint8_t **b, const uint8_t **e) {
+    int64_t units = 0;
+    for (int i = 0; i < n; i++)
+        units += w[i]->qpack->blocks;
+    size_t lo, hi;
+    tern_pool_share((size_t)units, (size_t)t, (size_t)T, &lo, &hi);
+    *b = *e = NULL;
+    for (int i = 0, start = 0; i < n; start += (int)w[i]->qpack->blocks, i++)
+        for (int64_t blk = 0; blk < w[i]->qpack->blocks; blk++) {
+            if (start + blk < (int64_t)lo || start + blk >= (int64_t)hi)
+                continue;
+            const uint8_t *d = tern_qpack_block_data(w[i]->qpack, blk);
+            if (*e && d != *e)
+                return 0;
+            if (!*b)
+                *b = d;
+            *e = d + w[i]->qpack->block_bytes;
+        }
+    return *b != NULL;
+}
+
+/* The packed weights are laid out for the thread pool: each thread's shares of the forward's products, in the
+ * order the forward runs them (the per-layer-input model projection, then per layer q/k/v or q, o, gate/up, down,
+ * the per-layer-input gate and projection; the tied head last), follow each other in one run. A layout for
+ * another pool size gives the same results. */
+static void test_packed_runs(void **state) {
+    if (tern_isa_detect() == TERN_ISA_PORTABLE) {
+        print_message("no int8 kernels on this CPU: nothing is packed\n");
+        return;
+    }
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("runs-q4", TERN_SYNTH_Q4), &m));
+    const tern_gemma4_weights *gw = tern_gemma4_weights_of(m);
+    const tern_gemma4_config *c = tern_gemma4_config_of(m);
+    const tern_weight *prod[512][3];
+    int parts[512], n = 0;
+    char name[128];
+#define W1(fmt, l) (snprintf(name, sizeof name, fmt, l), tern_gemma4_find(gw, name))
+    prod[n][0] = tern_gemma4_find(gw, "per_layer_model_projection"), parts[n++] = 1;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const tern_weight *k = W1("layers.%d.self_attn.k_proj", l), *v = W1("layers.%d.self_attn.v_proj", l);
+        prod[n][0] = W1("layers.%d.self_attn.q_proj", l);
+        parts[n] = k && k->fmt != TERN_WF_NONE ? (v && v->fmt != TERN_WF_NONE ? 3 : 2) : 1;
+        prod[n][1] = k, prod[n][2] = v, n++;
+        prod[n][0] = W1("layers.%d.self_attn.o_proj", l), parts[n++] = 1;
+        prod[n][0] = W1("layers.%d.mlp.gate_proj", l), prod[n][1] = W1("layers.%d.mlp.up_proj", l), parts[n++] = 2;
+        prod[n][0] = W1("layers.%d.mlp.down_proj", l), parts[n++] = 1;
+        prod[n][0] = W1("layers.%d.per_layer_input_gate", l), parts[n++] = 1;
+        prod[n][0] = W1("layers.%d.per_layer_projection", l), parts[n++] = 1;
+    }
+    prod[n][0] = tern_gemma4_find(gw, "embed_tokens"), parts[n++] = 1;
+#undef W1
+    const int T = tern_cpu_count();
+    int checked = 0;
+    for (int t = 0; t < T; t++) {
+        const uint8_t *end = NULL, *b, *e;
+        for (int k = 0; k < n; k++) {
+            int packed = 1;
+            for (int i = 0; i < parts[k]; i++)
+                packed &= prod[k][i]->qpack != NULL; /* this tiny model's 16-wide per-layer inputs are narrower
+                                                       * than a group: those products use the float kernels */
+            if (!packed || !share_run(prod[k], parts[k], t, T, &b, &e))
+                continue;
+            checked++;
+            if (end && b != end)
+                fail_msg("thread %d of %d: product %d starts %td bytes from where the one before ended", t, T, k,
+                         b - end);
+            end = e;
+        }
+    }
+    assert_true(checked >= 4 * c->num_hidden_layers); /* q/k/v, o, gate/up and down of every layer at least */
+    /* Laid out for another pool size: the same logits, bit for bit. */
+    const int64_t V = c->vocab_size, len = 12;
+    int32_t ids[12];
+    fill_ids(ids, len);
+    float *want = malloc(sizeof(float) * (size_t)(len * V)), *got = malloc(sizeof(float) * (size_t)(len * V));
+    run_all(m, TERN_DT_F32, ids, len, want, NULL);
+    tern_gemma4_free(m);
+    TU_OK(tern_gemma4_load_threads(tiny_model("runs-q4", TERN_SYNTH_Q4), 3, &m));
+    run_all(m, TERN_DT_F32, ids, len, got, NULL);
+    assert_memory_equal(got, want, sizeof(float) * (size_t)(len * V));
+    free(want);
+    free(got);
+    tern_gemma4_free(m);
+}
+
 static void test_bad_batches(void **state) {
     tern_gemma4 *m;
     TU_OK(tern_gemma4_load(tiny_model("bad", TERN_SYNTH_F32), &m));
@@ -414,6 +503,7 @@ int main(void) {
         cmocka_unit_test(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),      cmocka_unit_test(test_bf16_kv),
         cmocka_unit_test(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_packed_runs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,11 +1,12 @@
 /* test_qpack.c — the packed MLX affine layout and the int8 product: packing is lossless and puts every code
  * where qpack.h says; the portable product is the dot of dequantized weights with quantized activations;
- * the AVX-512 and AVX2 quantizers and kernels reproduce the portable ones bit for bit (packed copy or not, any
- * slab offset, every token count, bf16/f16/f32 scales). */
+ * the AVX-512 and AVX2 quantizers and kernels reproduce the portable ones bit for bit (packed copy or not, in one
+ * run or in pieces, any slab offset, every token count, bf16/f16/f32 scales). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/half.h"
 #include "core/threadpool.h"
 #include "tensor/cpu.h"
@@ -28,6 +29,23 @@ static qweight make_q(int64_t rows, int64_t in, int bits, int group, tern_dtype 
     qweight o = {0};
     tu_mlx_weight(&o.w, rows, in, bits, group, sdt, rng++, &o.data, &o.scales, &o.biases);
     return o;
+}
+
+/* Packs o in pieces starting at blocks 0, 1 and 3 (fewer for small weights), the last piece first in one buffer
+ * (*buf, the caller's to free), so that no piece follows the one before it. */
+static void pack_split(qweight *o, uint8_t **buf) {
+    const int64_t blocks = (tern_weight_rows(&o->w) + 15) / 16, first[] = {0, 1, 3};
+    const int n = blocks > 3 ? 3 : blocks > 1 ? 2 : 1;
+    const size_t bb = tern_qpack_bytes(&o->w) / (size_t)blocks;
+    *buf = tern_aligned_alloc(tern_qpack_bytes(&o->w), 64);
+    assert_non_null(*buf);
+    uint8_t *at[3];
+    size_t off = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        at[i] = *buf + off * bb;
+        off += (size_t)((i + 1 < n ? first[i + 1] : blocks) - first[i]);
+    }
+    TU_OK(tern_qpack_create_split(&o->w, n, first, at, &o->pk));
 }
 
 static void free_q(qweight *o) {
@@ -71,7 +89,17 @@ static void test_layout(void **state) {
                         assert_memory_equal(grp + (16 + rr) * ss, wb, ss);
                     }
                 }
+            /* Split into pieces: every block's bytes the same as in one run. */
+            uint8_t *buf;
+            tern_qpack *whole = o.pk;
+            pack_split(&o, &buf);
+            assert_int_equal(o.pk->pieces, 2);
+            for (int64_t blk = 0; blk < whole->blocks; blk++)
+                assert_memory_equal(tern_qpack_block_data(o.pk, blk), tern_qpack_block_data(whole, blk), whole->block_bytes);
+            assert_ptr_equal(tern_qpack_block_data(o.pk, 1), buf); /* the last piece lies first */
+            tern_qpack_free(whole);
             free_q(&o);
+            tern_aligned_free(buf);
         }
     tern_weight bad = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {16, 96}, .bits = 3, .group = 32, .sdtype = TERN_DT_BF16};
     tern_qpack *pk = NULL;
@@ -151,11 +179,15 @@ static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
         assert_memory_equal(r.q, s.q, (size_t)(19 * in));
         assert_memory_equal(r.xs, s.xs, (size_t)(19 * in / cases[c].group) * sizeof(float));
         assert_memory_equal(r.isum, s.isum, (size_t)(19 * in / cases[c].group) * sizeof(float));
-        for (int packed = 0; packed < 2; packed++) {
-            if (packed) {
+        uint8_t *buf = NULL;
+        for (int packed = 0; packed < 3; packed++) { /* not packed, packed in one run, packed in pieces */
+            if (packed == 1)
                 TU_OK(tern_qpack_create(&o.w, NULL, &o.pk));
-                o.w.qpack = o.pk;
+            if (packed == 2) {
+                tern_qpack_free(o.pk);
+                pack_split(&o, &buf);
             }
+            o.w.qpack = o.pk;
             for (size_t si = 0; si < sizeof slabs / sizeof slabs[0]; si++)
                 for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
                     const int64_t row0 = slabs[si][0], n_out = slabs[si][1], T = Ts[ti];
@@ -181,6 +213,7 @@ static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
         tern_qact_free(&s);
         free(x);
         free_q(&o);
+        tern_aligned_free(buf);
     }
     tern_pool_destroy(pool);
     tern_isa_set(tern_isa_detect());
