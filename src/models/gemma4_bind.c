@@ -7,11 +7,10 @@
 
 #include "core/alloc.h"
 #include "core/fileio.h"
+#include "core/threadpool.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
-
-#include "core/threadpool.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
@@ -234,28 +233,36 @@ static size_t block_bytes_of(const tern_weight *w) {
     return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(tern_weight_cols(w) / w->group);
 }
 
+/* The blocks [*b, *e) of product p's matrix i that lie in thread t's share of the product's blocks laid end to
+ * end (tern_pool_share, as the grouped product splits them); empty when *b >= *e. */
+static void share_of_part(const tern_gemma4_product *p, int i, int t, int threads, int64_t *b, int64_t *e) {
+    int64_t units = 0, start = 0;
+    for (int k = 0; k < p->n; k++) {
+        units += blocks_of(p->w[k]);
+        start += k < i ? blocks_of(p->w[k]) : 0;
+    }
+    size_t lo, hi;
+    tern_pool_share((size_t)units, (size_t)t, (size_t)threads, &lo, &hi);
+    const int64_t nb = blocks_of(p->w[i]);
+    *b = (int64_t)lo > start ? (int64_t)lo - start : 0;
+    *e = (int64_t)hi - start < nb ? (int64_t)hi - start : nb;
+}
+
 /* Packs product p's matrices with thread t's share of the product's blocks at cursor[t] (advanced). */
 static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t **cursor) {
-    int64_t units = 0;
-    for (int i = 0; i < p->n; i++)
-        units += blocks_of(p->w[i]);
     int64_t *first = malloc((size_t)threads * sizeof *first);
     uint8_t **at = malloc((size_t)threads * sizeof *at);
     tern_err *err = first && at ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
-    for (int i = 0, start = 0; i < p->n && !err; start += (int)blocks_of(p->w[i]), i++) {
-        const int64_t nb = blocks_of(p->w[i]);
-        const size_t bb = block_bytes_of(p->w[i]);
+    for (int i = 0; i < p->n && !err; i++) {
         int pieces = 0;
         for (int t = 0; t < threads; t++) {
-            size_t lo, hi;
-            tern_pool_share((size_t)units, (size_t)t, (size_t)threads, &lo, &hi);
-            const int64_t b = (int64_t)lo > start ? (int64_t)lo - start : 0;
-            const int64_t e = (int64_t)hi - start < nb ? (int64_t)hi - start : nb;
+            int64_t b, e;
+            share_of_part(p, i, t, threads, &b, &e);
             if (b >= e)
                 continue;
             first[pieces] = b;
             at[pieces++] = cursor[t];
-            cursor[t] += (size_t)(e - b) * bb;
+            cursor[t] += (size_t)(e - b) * block_bytes_of(p->w[i]);
         }
         tern_qpack *pk;
         if (!(err = tern_qpack_create_split(p->w[i], pieces, first, at, &pk)))
@@ -266,18 +273,13 @@ static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t *
     return err;
 }
 
-/* Bytes of thread t's shares of product p. */
+/* Bytes of thread t's share of product p. */
 static size_t share_bytes(const tern_gemma4_product *p, int t, int threads) {
-    int64_t units = 0;
-    for (int i = 0; i < p->n; i++)
-        units += blocks_of(p->w[i]);
-    size_t lo, hi, bytes = 0;
-    tern_pool_share((size_t)units, (size_t)t, (size_t)threads, &lo, &hi);
-    for (int i = 0, start = 0; i < p->n; start += (int)blocks_of(p->w[i]), i++) {
-        const int64_t b = (int64_t)lo > start ? (int64_t)lo : start;
-        const int64_t e = (int64_t)hi < start + blocks_of(p->w[i]) ? (int64_t)hi : start + blocks_of(p->w[i]);
-        if (b < e)
-            bytes += (size_t)(e - b) * block_bytes_of(p->w[i]);
+    size_t bytes = 0;
+    for (int i = 0; i < p->n; i++) {
+        int64_t b, e;
+        share_of_part(p, i, t, threads, &b, &e);
+        bytes += b < e ? (size_t)(e - b) * block_bytes_of(p->w[i]) : 0;
     }
     return bytes;
 }
