@@ -51,11 +51,14 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
     return acc;
 }
 
-/* Bytes ahead of the current chunk requested from memory in passes over several tokens: they consume the
- * stream slowly enough that hardware prefetch alone leaves the core waiting on DRAM latency. A single-token
- * pass consumes it fast enough for the hardware prefetchers, and there the extra instructions cost more than
- * they save (measured over an e2b-like sequence of products: 2-5 points of bandwidth). */
+/* Bytes ahead of the current chunk requested from memory in passes over 4 or more tokens: they consume the
+ * stream slowly enough that hardware prefetch alone leaves the core waiting on DRAM latency (without them a pass
+ * over 4 or 8 tokens takes ~1.8x as long). Passes over 1 to 3 tokens consume it fast enough for the hardware
+ * prefetchers, and there the requests get in their way (over the e2b-like sequence of products at 47-60 GB/s:
+ * 2 tokens 75 -> 80%, 3 tokens 53-67 -> 64-76% of the probe without them; a single token loses 2-14 points with
+ * them at 35-60 GB/s); at ~35 GB/s 2 and 3 tokens are even either way. */
 #define QMM_PREFETCH 4096
+#define QMM_L1_TOKENS 4
 /* From 4 tokens a pass is busy enough with VPDPBUSD that the L1 requests above no longer keep enough lines in
  * flight: a second stream of requests into L2, further ahead, does (paired over the e2b-shaped sequence at
  * 8 tokens: q8 49 -> 38 ms at 36 GB/s, 53 -> 33 ms at 49 GB/s; q4 4 tokens 31 -> 19 ms, 8 tokens 3-6% faster).
@@ -63,12 +66,12 @@ static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
 #define QMM_PREFETCH_L2 12288
 #define QMM_L2_TOKENS 4
 
-/* Groups ahead of the current one whose activations a single-token pass requests (see qmm_block). */
+/* Groups ahead of the current one whose activations a pass over 1 to 3 tokens requests (see qmm_block). */
 #define QMM_ACT_AHEAD 2
 
 /* The requests above for a pass over NT tokens (a compile-time constant), issued at each 64-byte chunk. */
 static inline __attribute__((always_inline)) void request_ahead(const uint8_t *chunk, const int NT) {
-    if (NT > 1)
+    if (NT >= QMM_L1_TOKENS)
         _mm_prefetch((const char *)(chunk + QMM_PREFETCH), _MM_HINT_T0);
     if (NT >= QMM_L2_TOKENS)
         _mm_prefetch((const char *)(chunk + QMM_PREFETCH_L2), _MM_HINT_T1);
@@ -88,11 +91,12 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
         const int8_t *xq = a->q + t0 * in + g * G;
-        /* A lone token's activation line of a group is read once per block, so over wide inputs the whole block
-         * has streamed through L1 since its last use and it comes from L2 every time; requested two groups
-         * ahead it is there on time. */
-        if (NT == 1 && g + QMM_ACT_AHEAD < ng)
-            _mm_prefetch((const char *)(xq + QMM_ACT_AHEAD * G), _MM_HINT_T0);
+        /* A token's activation line of a group is read once per block, so over wide inputs the whole block has
+         * streamed through L1 since its last use and it comes from L2 every time; requested two groups ahead it
+         * is there on time. */
+        if (NT < QMM_L1_TOKENS && g + QMM_ACT_AHEAD < ng)
+            for (int t = 0; t < NT; t++)
+                _mm_prefetch((const char *)(xq + t * in + QMM_ACT_AHEAD * G), _MM_HINT_T0);
         /* With few tokens a single accumulator would chain every VPDPBUSD on the one before: up to four sets
          * (summed at the end of the group; integer sums, so the result is the same) keep the chains short. */
         const int sets = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
