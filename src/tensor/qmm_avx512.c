@@ -93,8 +93,9 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         const int8_t *xq = a->q + t0 * in + g * G;
         /* A token's activation line of a group is read once per block, so over wide inputs the whole block has
          * streamed through L1 since its last use and it comes from L2 every time; requested two groups ahead it
-         * is there on time. */
-        if (NT < QMM_L1_TOKENS && g + QMM_ACT_AHEAD < ng)
+         * is there on time. Not for a lone token over 8-bit codes: there the request cost 4-7 points of the
+         * probe at ~58 GB/s (with 2 tokens it gains 1-2). */
+        if ((bits == 4 || NT > 1) && NT < QMM_L1_TOKENS && g + QMM_ACT_AHEAD < ng)
             for (int t = 0; t < NT; t++)
                 _mm_prefetch((const char *)(xq + t * in + QMM_ACT_AHEAD * G), _MM_HINT_T0);
         /* With few tokens a single accumulator would chain every VPDPBUSD on the one before: up to four sets
