@@ -16,9 +16,11 @@
 #include "tensor/membw.h"
 
 static const char *usage =
-    "usage: tern bench MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv bf16|f32] [--json]\n"
+    "usage: tern bench MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv bf16|f32] [--profile]\n"
+    "                  [--json]\n"
     "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
-    "same D tokens of context (prefilled untimed; default 0).\n";
+    "same D tokens of context (prefilled untimed; default 0). --profile: where a decode step's time goes, by phase\n"
+    "of the forward pass, with the weights each phase reads and their rate against the measured bandwidth.\n";
 
 #define CHUNK 512
 
@@ -37,9 +39,28 @@ static double region_cost_us(tern_pool *pool) {
     return best;
 }
 
+/* The decode steps' phases: time per step, weights read, and that read's rate against the measured bandwidth. */
+static void print_profile(const tern_gemma4_profile *p, double bw_gb_s) {
+    double total = 0;
+    for (int ph = 0; ph < TERN_PH_COUNT; ph++)
+        total += p->seconds[ph];
+    printf("profile          per decode step (%lld steps): phase, time, share, weights read, their rate\n",
+           (long long)p->passes);
+    for (int ph = 0; ph < TERN_PH_COUNT; ph++) {
+        const double s = p->seconds[ph] / (double)p->passes, b = p->bytes[ph] / (double)p->passes;
+        if (s <= 0 && b <= 0)
+            continue;
+        printf("  %-10s %9.1f us %5.1f%%", tern_phase_name((tern_phase)ph), s * 1e6, total > 0 ? 100 * p->seconds[ph] / total : 0);
+        if (b > 0 && s > 0)
+            printf("  %8.1f MB  %6.2f GB/s = %5.1f%% of the bandwidth", b * 1e-6, b / s * 1e-9,
+                   bw_gb_s > 0 ? 100 * b / s * 1e-9 / bw_gb_s : 0);
+        printf("\n");
+    }
+}
+
 int cmd_bench(int argc, char **argv) {
     tern_opt opts[] = {{"p", 1, 0},  {"n", 1, 0},    {"batch", 1, 0}, {"threads", 1, 0}, {"depth", 1, 0},
-                       {"kv", 1, 0}, {"json", 0, 0}, {"help", 0, 0},  {0, 0, 0}};
+                       {"kv", 1, 0}, {"json", 0, 0}, {"profile", 0, 0}, {"help", 0, 0},  {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("bench", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -58,7 +79,8 @@ int cmd_bench(int argc, char **argv) {
         fputs(usage, stderr);
         return 2;
     }
-    int json = tern_args_get(opts, "json") != NULL;
+    int json = tern_args_get(opts, "json") != NULL, profiling = tern_args_get(opts, "profile") != NULL;
+    tern_gemma4_profile prof = {0};
     tern_dtype kvdt = kv_s && !strcmp(kv_s, "f32") ? TERN_DT_F32 : TERN_DT_BF16;
     tern_gemma4 *m = NULL;
     tern_pool *pool = NULL;
@@ -146,7 +168,9 @@ int cmd_bench(int argc, char **argv) {
             t0 = tern_now_s();
             for (int64_t r = 0; r < B; r++)
                 next[r] = tern_argmax(logits + r * c->vocab_size, c->vocab_size);
+            tern_gemma4_set_profile(m, profiling ? &prof : NULL);
             err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL);
+            tern_gemma4_set_profile(m, NULL);
             decode_s += tern_now_s() - t0;
             if (!err && B > 1) {
                 t0 = tern_now_s();
@@ -174,10 +198,19 @@ int cmd_bench(int argc, char **argv) {
                    "\"decode_tok_s\": %.2f, \"decode_aggregate_tok_s\": %.2f, \"bytes_per_token\": %.0f, "
                    "\"bandwidth_gb_s\": %.2f, \"decode_efficiency\": %.3f, \"threads\": %d, \"batch\": %lld, "
                    "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f, \"single_row_tok_s\": %.2f, "
-                   "\"batch_speedup\": %.2f, \"depth\": %lld}\n",
+                   "\"batch_speedup\": %.2f, \"depth\": %lld",
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
                    tern_pool_size(pool), (long long)B, isa, kvdt == TERN_DT_F32 ? "f32" : "bf16", region_us, solo,
                    speedup, (long long)D);
+            if (profiling && prof.passes) {
+                printf(", \"profile\": [");
+                for (int ph = 0; ph < TERN_PH_COUNT; ph++)
+                    printf("%s{\"phase\": \"%s\", \"us_per_step\": %.1f, \"weight_bytes_per_step\": %.0f}", ph ? ", " : "",
+                           tern_phase_name((tern_phase)ph), prof.seconds[ph] * 1e6 / (double)prof.passes,
+                           prof.bytes[ph] / (double)prof.passes);
+                printf("]");
+            }
+            printf("}\n");
         } else {
             printf("model            %s\nisa              %s, %d threads, kv %s\n"
                    "prefill          %lld tokens: %.2f tok/s\n"
@@ -194,6 +227,8 @@ int cmd_bench(int argc, char **argv) {
             if (B > 1)
                 printf("batching         %.2f tok/s for one row decoded between the batched steps; %lld rows give "
                        "%.2fx its throughput\n", solo, (long long)B, speedup);
+            if (profiling && prof.passes)
+                print_profile(&prof, bw);
         }
     }
     free(seqs);

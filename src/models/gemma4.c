@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "core/half.h"
 #include "core/json_util.h"
+#include "core/timeutil.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
@@ -51,6 +52,7 @@ struct tern_gemma4 {
     float embed_scale, ple_scale;
     layer_weights *layers;
     float *inv_freq[2]; /* by layer type: [head_dim/2] */
+    tern_gemma4_profile *prof; /* tern_gemma4_set_profile, or NULL */
     float **owned;      /* float copies of small vectors, freed at the end */
     size_t n_owned;
 };
@@ -241,6 +243,14 @@ void tern_gemma4_free(tern_gemma4 *m) {
 }
 
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m) { return &m->c; }
+
+void tern_gemma4_set_profile(tern_gemma4 *m, tern_gemma4_profile *p) { m->prof = p; }
+
+const char *tern_phase_name(tern_phase ph) {
+    static const char *const names[TERN_PH_COUNT] = {"setup", "embed", "qkv", "attn-prep", "attention", "o",
+                                                      "gate/up", "down", "moe", "ple", "residual", "head"};
+    return ph >= 0 && ph < TERN_PH_COUNT ? names[ph] : "?";
+}
 const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
 
 uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) {
@@ -287,7 +297,21 @@ typedef struct fwd {
     int64_t *seq_end; /* [n_seq] length of each sequence after this forward */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
+    tern_gemma4_profile *prof; /* the model's, or NULL */
+    double t_mark;             /* profiling: when the current phase began */
 } fwd;
+
+/* Profiling: charges the time since the last mark to phase ph, and the bytes of the product set s (or NULL) that
+ * ran in it. */
+static void mark(fwd *F, tern_phase ph, const struct tern_gemma4_product *s) {
+    if (!F->prof)
+        return;
+    const double t = tern_now_s();
+    F->prof->seconds[ph] += t - F->t_mark;
+    F->t_mark = t;
+    for (int i = 0; s && i < s->n; i++)
+        F->prof->bytes[ph] += (double)tern_weight_bytes(s->w[i]);
+}
 
 typedef struct rows_job {
     float *x, *y;
@@ -335,6 +359,7 @@ static void residual_rows(fwd *F, float *a, const float *a_norm, float scale, co
     const tern_gemma4_config *c = &F->m->c;
     residual_job j = {F->x, a, F->xn, a_norm, x_norm, c->hidden_size, (float)c->rms_norm_eps, scale};
     tern_pool_parallel_for(F->pool, (size_t)F->T, 1, residual_range, &j);
+    mark(F, TERN_PH_RESIDUAL, NULL);
 }
 
 /* The logit soft-cap over all output rows, split across the pool. */
@@ -519,11 +544,14 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     const int64_t T = F->T, nH = c->num_attention_heads, hd = L->hd, kvh = L->kvh;
     const float eps = (float)c->rms_norm_eps;
     const float *inv_freq = m->inv_freq[L->type];
-    if (!normed)
+    if (!normed) {
         rmsnorm_rows(F->pool, F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
+        mark(F, TERN_PH_RESIDUAL, NULL);
+    }
     const mm_set qkv = first_product(m, layer), o = one(L->o); /* q, k and v read the same normed input */
     float *ys[3] = {F->q, F->k, F->v};
     mm(F, &qkv, F->xn, ys, &o);
+    mark(F, TERN_PH_QKV, &qkv);
     if (L->owns_cache && L->k_eq_v)
         memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
     /* With fewer tokens than threads, each token's work is shared out so that every thread has attention to do:
@@ -547,6 +575,7 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     if (L->owns_cache)
         for (int64_t t = 0; t < T; t++)
             tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
+    mark(F, TERN_PH_ATTN_PREP, NULL);
     /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
     tern_pool_parallel_balanced(F->pool, (size_t)(T * spans * slices), 1, attn_range, &j);
     for (int64_t t = 0; spans > 1 && t < T; t++) {
@@ -555,8 +584,10 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
         tern_attn_finish(&a, pt, 2);
     }
     free(parts);
+    mark(F, TERN_PH_ATTN, NULL);
     const mm_set gate_up = gate_up_of(L);
     mm(F, &o, F->attn, &F->a, &gate_up);
+    mark(F, TERN_PH_O, &o);
 }
 
 /* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]; `next` follows down. */
@@ -564,7 +595,9 @@ static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_
     const mm_set gate_up = gate_up_of(L), down = one(L->down);
     float *ys[2] = {F->g, F->u};
     mm(F, &gate_up, xn, ys, &down);
+    mark(F, TERN_PH_GATE_UP, &gate_up);
     mm_runs(F->pool, &down, F->g, F->u, &out, F->tok_kind, F->T, next);
+    mark(F, TERN_PH_DOWN, &down);
 }
 
 /* The MoE block of one token: router over x, experts over y = pre_ff2(x); result into out [H]. */
@@ -634,6 +667,7 @@ static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale,
             for (int64_t i = 0; i < H; i++)
                 F->f[t * H + i] += mo[i];
         }
+        mark(F, TERN_PH_MOE, NULL);
     }
     residual_rows(F, F->f, L->post_ff_norm, scale, x_norm);
 }
@@ -662,9 +696,11 @@ static void ple_gate_range(void *ctx, size_t b, size_t e, int tid) {
 static void per_layer_input(fwd *F, const layer_weights *L, int layer, float scale, const float *x_norm) {
     const mm_set gate = one(L->pl_gate), proj = one(L->pl_proj), next = first_product(F->m, layer + 1);
     mm(F, &gate, F->x, &F->g, &proj);
+    mark(F, TERN_PH_PLE, &gate);
     ple_job j = {F, layer};
     tern_pool_parallel_for(F->pool, (size_t)F->T, 1, ple_gate_range, &j);
     mm(F, &proj, F->g, &F->a, &next);
+    mark(F, TERN_PH_PLE, &proj);
     residual_rows(F, F->a, L->pl_norm, scale, x_norm);
 }
 
@@ -683,10 +719,13 @@ static void embed(fwd *F, const tern_batch *b) {
         for (int64_t i = 0; i < H; i++)
             xt[i] *= m->embed_scale;
     }
-    if (P <= 0)
+    if (P <= 0) {
+        mark(F, TERN_PH_EMBED, NULL);
         return;
+    }
     const mm_set proj = one(m->ple_proj), next = first_product(m, 0);
     mm(F, &proj, F->x, &F->pli, &next);
+    mark(F, TERN_PH_EMBED, &proj);
     const float inv_sqrt_h = 1.0f / sqrtf((float)H), inv_sqrt2 = 0.70710678118654752f;
     float *tok = F->tmp;
     for (int64_t t = 0; t < T; t++) {
@@ -701,6 +740,7 @@ static void embed(fwd *F, const tern_batch *b) {
                 p[i] = (p[i] + tok[l * P + i] * m->ple_scale) * inv_sqrt2;
         }
     }
+    mark(F, TERN_PH_EMBED, NULL);
 }
 
 static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern_batch *b, int64_t *T) {
@@ -753,7 +793,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         tmpw += H + c->num_experts + 4 * c->moe_intermediate_size + H;
     if (ffn < P)
         ffn = P;
-    fwd F = {.m = m, .kv = kv, .pool = pool, .T = T};
+    fwd F = {.m = m, .kv = kv, .pool = pool, .T = T, .prof = m->prof, .t_mark = m->prof ? tern_now_s() : 0};
     F.tok_seq = malloc((size_t)T * sizeof *F.tok_seq);
     F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
     F.tok_kind = malloc((size_t)T * sizeof *F.tok_kind);
@@ -790,8 +830,10 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             }
             F.seq_end[b->seq[r]] = len + b->n_tok[r];
         }
+        mark(&F, TERN_PH_SETUP, NULL);
         embed(&F, b);
         tern_pool_parallel_for(pool, (size_t)T, 8, rope_range, &F);
+        mark(&F, TERN_PH_SETUP, NULL);
         for (int l = 0; l < N; l++) {
             const layer_weights *L = &m->layers[l];
             /* The layer's last residual pass also norms x for the next layer's attention. */
@@ -822,9 +864,14 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             softcap_job j = {logits, (float)c->final_logit_softcapping};
             if (c->final_logit_softcapping > 0)
                 tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);
+            mark(&F, TERN_PH_HEAD, &head);
         }
+        mark(&F, TERN_PH_HEAD, NULL);
         for (int r = 0; r < b->n_rows && !err; r++)
             err = tern_kv_set_len(kv, b->seq[r], F.seq_end[b->seq[r]]);
+        mark(&F, TERN_PH_SETUP, NULL);
+        if (F.prof)
+            F.prof->passes++;
     }
     free(F.tok_seq);
     free(F.tok_pos);

@@ -52,6 +52,38 @@ uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m);
  * slots, where `chunk` bounds both the tokens one row may append per forward and the rollback depth. */
 tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,
                                 tern_kv **out);
+/* The phases of a forward pass, as tern_gemma4_profile charges its time. */
+typedef enum tern_phase {
+    TERN_PH_SETUP,     /* work area, RoPE angles, KV bookkeeping */
+    TERN_PH_EMBED,     /* embedding and per-layer-input lookups, the per-layer-input model projection */
+    TERN_PH_QKV,       /* the q/k/v products (q alone in layers reading another layer's cache) */
+    TERN_PH_ATTN_PREP, /* q/k/v norms, RoPE, KV cache writes */
+    TERN_PH_ATTN,      /* attention over the cached positions */
+    TERN_PH_O,         /* the o product */
+    TERN_PH_GATE_UP,   /* the gate/up products */
+    TERN_PH_DOWN,      /* the down product (GELU(gate) x up formed in its input pass) */
+    TERN_PH_MOE,       /* the MoE block: router and experts */
+    TERN_PH_PLE,       /* the per-layer-input gate and projection products and the GELU between them */
+    TERN_PH_RESIDUAL,  /* residual norms and adds */
+    TERN_PH_HEAD,      /* final norm, tied LM head, logit soft-cap */
+    TERN_PH_COUNT
+} tern_phase;
+
+/* Short name of a phase ("qkv", "attention", ...). */
+const char *tern_phase_name(tern_phase ph);
+
+/* Wall time and weight bytes of forward passes, by phase (each phase's time is the main thread's, from the end
+ * of the phase before it, so the phases add up to the whole pass). */
+typedef struct tern_gemma4_profile {
+    double seconds[TERN_PH_COUNT];
+    double bytes[TERN_PH_COUNT]; /* bytes of the matrices the phase's products read */
+    int64_t passes;
+} tern_gemma4_profile;
+
+/* From now on every forward pass adds its phases to *p (not zeroed here); NULL stops. The timing costs a clock
+ * read per phase, ~13 per layer. */
+void tern_gemma4_set_profile(tern_gemma4 *m, tern_gemma4_profile *p);
+
 /* Runs the batch; logits is [n_out][V] (or NULL), hidden is [n_out][H] (or NULL), where n_out counts the rows
  * (TERN_OUT_LAST) or tokens (TERN_OUT_ALL) of the rows with output, in row order. Advances each row's KV
  * sequence by its n_tok. */

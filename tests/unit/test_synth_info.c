@@ -124,12 +124,13 @@ static void test_info_reports_problems(void **state) {
 }
 
 /* bench --json: one object with the fields users script against, all consistent with each other (no timing
- * is judged: only that the numbers are there, positive and add up). */
+ * is judged: only that the numbers are there, positive and add up); with --profile, every phase of the forward
+ * pass, whose products read exactly the bytes a decode step is said to stream. */
 static void test_bench_json(void **state) {
     const char *dir = tu_tmpdir("bench_json");
     char *out = NULL;
     assert_int_equal(tu_runf(NULL, "%s synth --preset tiny --dtype q4 --group 32 --seed 2 %s/m >/dev/null", tu_tern_bin(), dir), 0);
-    assert_int_equal(tu_runf(&out, "%s bench %s/m -p 20 -n 4 --batch 3 --depth 150 --threads 2 --json", tu_tern_bin(), dir), 0);
+    assert_int_equal(tu_runf(&out, "%s bench %s/m -p 20 -n 4 --batch 3 --depth 150 --threads 2 --profile --json", tu_tern_bin(), dir), 0);
     json_error_t je;
     json_t *o = json_loads(out, 0, &je);
     if (!o)
@@ -145,6 +146,20 @@ static void test_bench_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(o, "batch")), 3);
     assert_int_equal(json_integer_value(json_object_get(o, "depth")), 150);
     assert_true(json_is_string(json_object_get(o, "isa")));
+    json_t *prof = json_object_get(o, "profile");
+    assert_true(json_is_array(prof) && json_array_size(prof) == 12);
+    double bytes = 0, us = 0;
+    for (size_t i = 0; i < json_array_size(prof); i++) {
+        json_t *e = json_array_get(prof, i);
+        assert_true(json_is_string(json_object_get(e, "phase")));
+        assert_true(json_number_value(json_object_get(e, "us_per_step")) >= 0);
+        bytes += json_number_value(json_object_get(e, "weight_bytes_per_step"));
+        us += json_number_value(json_object_get(e, "us_per_step"));
+    }
+    assert_true(us > 0);
+    const double step_bytes = json_number_value(json_object_get(o, "bytes_per_token"));
+    if (fabs(bytes - step_bytes) > 12) /* each phase's figure is rounded to a whole byte */
+        fail_msg("profile: the phases read %.0f bytes per step, bytes_per_token says %.0f", bytes, step_bytes);
     const double per_row = json_number_value(json_object_get(o, "decode_tok_s"));
     const double aggregate = json_number_value(json_object_get(o, "decode_aggregate_tok_s"));
     assert_true(fabs(aggregate - 3 * per_row) <= 0.02 * aggregate + 0.01);
