@@ -50,7 +50,8 @@ static void print_profile(const tern_gemma4_profile *p, double bw_gb_s) {
         const double s = p->seconds[ph] / (double)p->passes, b = p->bytes[ph] / (double)p->passes;
         if (s <= 0 && b <= 0)
             continue;
-        printf("  %-10s %9.1f us %5.1f%%", tern_phase_name((tern_phase)ph), s * 1e6, total > 0 ? 100 * p->seconds[ph] / total : 0);
+        printf("  %-10s %9.1f us %5.1f%%", tern_phase_name((tern_phase)ph), s * 1e6,
+               total > 0 ? 100 * p->seconds[ph] / total : 0);
         if (b > 0 && s > 0)
             printf("  %8.1f MB  %6.2f GB/s = %5.1f%% of the bandwidth", b * 1e-6, b / s * 1e-9,
                    bw_gb_s > 0 ? 100 * b / s * 1e-9 / bw_gb_s : 0);
@@ -205,9 +206,9 @@ int cmd_bench(int argc, char **argv) {
             if (profiling && prof.passes) {
                 printf(", \"profile\": [");
                 for (int ph = 0; ph < TERN_PH_COUNT; ph++)
-                    printf("%s{\"phase\": \"%s\", \"us_per_step\": %.1f, \"weight_bytes_per_step\": %.0f}", ph ? ", " : "",
-                           tern_phase_name((tern_phase)ph), prof.seconds[ph] * 1e6 / (double)prof.passes,
-                           prof.bytes[ph] / (double)prof.passes);
+                    printf("%s{\"phase\": \"%s\", \"us_per_step\": %.1f, \"weight_bytes_per_step\": %.0f}",
+                           ph ? ", " : "", tern_phase_name((tern_phase)ph),
+                           prof.seconds[ph] * 1e6 / (double)prof.passes, prof.bytes[ph] / (double)prof.passes);
                 printf("]");
             }
             printf("}\n");

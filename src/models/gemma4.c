@@ -243,6 +243,7 @@ void tern_gemma4_free(tern_gemma4 *m) {
 }
 
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m) { return &m->c; }
+const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
 
 void tern_gemma4_set_profile(tern_gemma4 *m, tern_gemma4_profile *p) { m->prof = p; }
 
@@ -251,7 +252,6 @@ const char *tern_phase_name(tern_phase ph) {
                                                       "gate/up", "down", "moe", "ple", "residual", "head"};
     return ph >= 0 && ph < TERN_PH_COUNT ? names[ph] : "?";
 }
-const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
 
 uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) {
     double total = 0;
@@ -444,6 +444,7 @@ static size_t forward_products(const tern_gemma4 *m, mm_set *out) {
     return n;
 }
 
+/* The packed copies of the weights, laid out for a pool of `threads` threads (tern_gemma4_weights_pack). */
 static tern_err *pack_products(tern_gemma4 *m, int threads) {
     const size_t n = forward_products(m, NULL);
     mm_set *list = malloc(n * sizeof *list);

@@ -46,7 +46,7 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
         return;
     if (direct && j->a->T > 1)
         for (size_t off = 0; off < QMM_RUN_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
-            __builtin_prefetch(tern_qpack_block_data(pk, j->row0[p] / 16 + b + (int64_t)(off / pk->block_bytes)) + off % pk->block_bytes);
+            __builtin_prefetch(tern_qpack_block_data(pk, j->row0[p] / 16 + b + (int64_t)(off / bb)) + off % bb);
     for (int64_t blk = b; blk < e; blk++) {
         const uint8_t *src = own;
         if (direct)
@@ -74,7 +74,8 @@ static void prefetch_next(const qmm_job *j, int tid) {
             const tern_qpack *pk = j->next[p]->qpack;
             const size_t left = (size_t)(pk->blocks - blk) * pk->block_bytes;
             for (size_t off = 0; off < QMM_NEXT_PREFETCH && off < left; off += 64)
-                __builtin_prefetch(tern_qpack_block_data(pk, blk + (int64_t)(off / pk->block_bytes)) + off % pk->block_bytes);
+                __builtin_prefetch(tern_qpack_block_data(pk, blk + (int64_t)(off / pk->block_bytes)) +
+                                   off % pk->block_bytes);
             return;
         }
 }
