@@ -66,7 +66,7 @@ static inline __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* Half `h` (rows 8h .. 8h+7) of one block against NT (1 or 2, a compile-time constant) tokens from t0. */
+/* Half `h` (rows 8h .. 8h+7) of one block against NT (a compile-time constant) tokens from t0. */
 static inline __attribute__((always_inline)) void half_block(const uint8_t *blk, int h, const tern_qact *a,
                                                              int64_t t0, const int NT, const int bits,
                                                              tern_dtype sdt, size_t gbytes, __m256 *out) {
@@ -121,21 +121,91 @@ static inline __attribute__((always_inline)) void half_block(const uint8_t *blk,
         out[t] = acc[t];
 }
 
+/* Both halves of one block against NT (1 or 2, a compile-time constant) tokens from t0, in one pass: each 64-byte
+ * chunk is read once and each broadcast of four activation bytes serves both halves. Per half the integer sums
+ * are added in half_block's order and the epilogue is the same, so the results are too. out[t][h]. */
+static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk, const tern_qact *a, int64_t t0,
+                                                              const int NT, const int bits, tern_dtype sdt,
+                                                              size_t gbytes, __m256 out[2][2]) {
+    const int64_t in = a->in, G = a->group, ng = in / G;
+    const size_t ss = sdt == TERN_DT_F32 ? 4 : 2;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][2];
+    for (int t = 0; t < NT; t++)
+        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
+        const int8_t *xq = a->q + t0 * in + g * G;
+        __m256i idot[2][2];
+        for (int t = 0; t < NT; t++)
+            idot[t][0] = idot[t][1] = _mm256_setzero_si256();
+        if (bits == 4) {
+            for (int64_t c0 = 0; c0 < G / 8; c0 += 4) {
+                __m256i p16[2][2];
+                for (int t = 0; t < NT; t++)
+                    p16[t][0] = p16[t][1] = _mm256_setzero_si256();
+                for (int64_t c = c0; c < c0 + 4; c++)
+                    for (int h = 0; h < 2; h++) {
+                        const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64 + 32 * h));
+                        const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
+                        for (int t = 0; t < NT; t++) {
+                            p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(lo, bcast4(xq + t * in + c * 8)));
+                            p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(hi, bcast4(xq + t * in + c * 8 + 4)));
+                        }
+                    }
+                for (int t = 0; t < NT; t++)
+                    for (int h = 0; h < 2; h++)
+                        idot[t][h] = _mm256_add_epi32(idot[t][h], _mm256_madd_epi16(p16[t][h], ones));
+            }
+        } else {
+            for (int64_t c0 = 0; c0 < G / 4; c0 += 8) {
+                __m256i pl[2][2], ph[2][2];
+                for (int t = 0; t < NT; t++)
+                    pl[t][0] = pl[t][1] = ph[t][0] = ph[t][1] = _mm256_setzero_si256();
+                for (int64_t c = c0; c < c0 + 8; c++)
+                    for (int h = 0; h < 2; h++) {
+                        const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64 + 32 * h));
+                        const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
+                        for (int t = 0; t < NT; t++) {
+                            const __m256i xv = bcast4(xq + t * in + c * 4);
+                            pl[t][h] = _mm256_add_epi16(pl[t][h], _mm256_maddubs_epi16(lo, xv));
+                            ph[t][h] = _mm256_add_epi16(ph[t][h], _mm256_maddubs_epi16(hi, xv));
+                        }
+                    }
+                for (int t = 0; t < NT; t++)
+                    for (int h = 0; h < 2; h++)
+                        idot[t][h] = _mm256_add_epi32(idot[t][h], _mm256_add_epi32(_mm256_madd_epi16(pl[t][h], ones),
+                                                                                   _mm256_slli_epi32(_mm256_madd_epi16(ph[t][h], ones), 4)));
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256 s = load_scales8(grp + 8 * h * ss, sdt), b = load_scales8(grp + (16 + 8 * h) * ss, sdt);
+            for (int t = 0; t < NT; t++) {
+                const int64_t i = (t0 + t) * ng + g;
+                const __m256 inner = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[t][h]), s, _mm256_mul_ps(b, _mm256_set1_ps(a->isum[i])));
+                acc[t][h] = _mm256_fmadd_ps(_mm256_set1_ps(a->xs[i]), inner, acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[t][0] = acc[t][0], out[t][1] = acc[t][1];
+}
+
 static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,
                   int64_t ystride, int valid) {
-    for (int h = 0; h < 2 && valid > 8 * h; h++) {
-        const int n = valid - 8 * h < 8 ? valid - 8 * h : 8;
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        for (int64_t t0 = 0; t0 < a->T; t0 += 2) {
-            const int nt = a->T - t0 < 2 ? 1 : 2;
-            __m256 out[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-            if (nt == 2)
-                bits == 4 ? half_block(blk, h, a, t0, 2, 4, sdt, gbytes, out) : half_block(blk, h, a, t0, 2, 8, sdt, gbytes, out);
-            else
-                bits == 4 ? half_block(blk, h, a, t0, 1, 4, sdt, gbytes, out) : half_block(blk, h, a, t0, 1, 8, sdt, gbytes, out);
-            for (int t = 0; t < nt; t++)
-                _mm256_maskstore_ps(y + (t0 + t) * ystride + 8 * h, m, out[t]);
-        }
+    __m256i m[2];
+    for (int h = 0; h < 2; h++)
+        m[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid - 8 * h), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t t0 = 0; t0 < a->T; t0 += 2) {
+        const int nt = a->T - t0 < 2 ? 1 : 2;
+        __m256 out[2][2];
+        if (nt == 2)
+            bits == 4 ? whole_block(blk, a, t0, 2, 4, sdt, gbytes, out) : whole_block(blk, a, t0, 2, 8, sdt, gbytes, out);
+        else
+            bits == 4 ? whole_block(blk, a, t0, 1, 4, sdt, gbytes, out) : whole_block(blk, a, t0, 1, 8, sdt, gbytes, out);
+        for (int t = 0; t < nt; t++)
+            for (int h = 0; h < 2 && valid > 8 * h; h++)
+                _mm256_maskstore_ps(y + (t0 + t) * ystride + 8 * h, m[h], out[t][h]);
     }
 }
 
