@@ -3,10 +3,10 @@
  *
  * (MLX affine q4/q8 weights with groups of 32 or more take the int8 kernel of qmm_avx512.c before reaching
  * this file; other MLX shapes and mxfp4 come here as rows converted to bf16.)
- * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations.
+ * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations, 4 rows x 4 tokens at a time.
  * - bf16 weights, many tokens (prefill): tiles of rows in L2, 4x4 register blocks of VDPBF16PS dot products
  *   summed in the same order as the GEMV, so results do not depend on the batch.
- * - f32/f16 weights: f32 FMA (the parity path keeps f32 precision end to end).
+ * - f32/f16 weights: f32 FMA, 4 rows x 4 tokens at a time (the parity path keeps f32 precision end to end).
  * Also the bandwidth probe's read loop, vectorised exp/tanh/GELU/soft-cap/RMSNorm, and attention. */
 #include <immintrin.h>
 #include <math.h>
@@ -50,23 +50,62 @@ typedef struct bf16_job {
     float *y;
 } bf16_job;
 
+/* y[t][r] for NR stored rows from W (stride `in`) x NT tokens (compile-time constants at every call). Each
+ * (row, token) is one chain of VDPBF16PS along k, as in gemm_dot; the NR rows run side by side so that the
+ * chains overlap (one row alone waits on its chain's latency: ~11 GB/s per core). */
+static inline __attribute__((always_inline)) void gemv_dot(const uint16_t *W, int64_t in, const uint16_t *X,
+                                                           int64_t in_pad, const int NR, const int NT, float *y,
+                                                           int64_t ystride) {
+    __m512 acc[4][4];
+    for (int r = 0; r < NR; r++)
+        for (int t = 0; t < NT; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < in; k += 32) {
+        const __mmask32 m = tail_mask32(in - k);
+        __m512i wv[4];
+        for (int r = 0; r < NR; r++)
+            wv[r] = _mm512_maskz_loadu_epi16(m, W + r * in + k);
+        for (int t = 0; t < NT; t++) {
+            const __m512i xv = _mm512_loadu_si512(X + t * in_pad + k);
+            for (int r = 0; r < NR; r++)
+                acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv[r], (__m512bh)xv);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int r = 0; r < NR; r++)
+            y[t * ystride + r] = hsum(acc[r][t]);
+}
+
+#define GEMV_CASE(nr, nt) gemv_dot(wr, in, xb, j->in_pad, nr, nt, y, j->n_out)
+
 static void bf16_gemv_range(void *ctx, size_t b, size_t e, int tid) {
     const bf16_job *j = ctx;
     const int64_t in = j->in;
-    for (size_t o = b; o < e; o++) {
+    for (size_t o = b; o < e; o += 4) {
+        const int nr = e - o < 4 ? (int)(e - o) : 4;
         const uint16_t *wr = (const uint16_t *)j->w->data + (j->row0 + (int64_t)o) * in;
         for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
-            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-            for (int64_t k = 0; k < in; k += 32) {
-                const __m512i wv = _mm512_maskz_loadu_epi16(tail_mask32(in - k), wr + k);
-                for (int t = 0; t < nt; t++) {
-                    const __m512i xv = _mm512_loadu_si512(j->xb + (t0 + t) * j->in_pad + k);
-                    acc[t] = _mm512_dpbf16_ps(acc[t], (__m512bh)wv, (__m512bh)xv);
-                }
+            const uint16_t *xb = j->xb + t0 * j->in_pad;
+            float *y = j->y + t0 * j->n_out + (int64_t)o;
+            switch (nr * 4 + nt) {
+            case 4 * 4 + 4: GEMV_CASE(4, 4); break;
+            case 4 * 4 + 3: GEMV_CASE(4, 3); break;
+            case 4 * 4 + 2: GEMV_CASE(4, 2); break;
+            case 4 * 4 + 1: GEMV_CASE(4, 1); break;
+            case 3 * 4 + 4: GEMV_CASE(3, 4); break;
+            case 3 * 4 + 3: GEMV_CASE(3, 3); break;
+            case 3 * 4 + 2: GEMV_CASE(3, 2); break;
+            case 3 * 4 + 1: GEMV_CASE(3, 1); break;
+            case 2 * 4 + 4: GEMV_CASE(2, 4); break;
+            case 2 * 4 + 3: GEMV_CASE(2, 3); break;
+            case 2 * 4 + 2: GEMV_CASE(2, 2); break;
+            case 2 * 4 + 1: GEMV_CASE(2, 1); break;
+            case 1 * 4 + 4: GEMV_CASE(1, 4); break;
+            case 1 * 4 + 3: GEMV_CASE(1, 3); break;
+            case 1 * 4 + 2: GEMV_CASE(1, 2); break;
+            default: GEMV_CASE(1, 1); break;
             }
-            for (int t = 0; t < nt; t++)
-                j->y[(t0 + t) * j->n_out + (int64_t)o] = hsum(acc[t]);
         }
     }
 }
@@ -169,40 +208,64 @@ typedef struct f32_job {
     float *y;
 } f32_job;
 
-static void f32_range(void *ctx, size_t b, size_t e, int tid) {
-    const f32_job *j = ctx;
+/* y[t][r] for NR rows of f32 or f16 weights from row r0 x NT tokens (compile-time constants at every call): per
+ * (row, token) one chain of FMAs along k, the NR rows side by side so the chains overlap; f16 rows are widened
+ * as they are read (exactly). */
+static inline __attribute__((always_inline)) void f32_dot(const f32_job *j, int64_t r0, int64_t t0, const int NR,
+                                                          const int NT, const int half, float *y) {
     const int64_t in = j->in;
-    float *row = j->w->fmt == TERN_WF_F16 ? malloc((size_t)in * sizeof *row) : NULL;
-    if (j->w->fmt == TERN_WF_F16 && !row)
-        return;
-    for (size_t o = b; o < e; o++) {
-        const int64_t r = j->row0 + (int64_t)o;
-        const float *wr;
-        if (row) {
-            const uint16_t *hr = (const uint16_t *)j->w->data + r * in;
-            int64_t k = 0;
-            for (; k + 16 <= in; k += 16)
-                _mm512_storeu_ps(row + k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hr + k))));
-            for (; k < in; k++)
-                row[k] = tern_f16_to_f32(hr[k]);
-            wr = row;
-        } else {
-            wr = (const float *)j->w->data + r * in;
-        }
-        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
-            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
-            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-            for (int64_t k = 0; k < in; k += 16) {
-                const __mmask16 m = tail_mask16(in - k);
-                const __m512 wv = _mm512_maskz_loadu_ps(m, wr + k);
-                for (int t = 0; t < nt; t++)
-                    acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, j->x + (t0 + t) * in + k), acc[t]);
-            }
-            for (int t = 0; t < nt; t++)
-                j->y[(t0 + t) * j->n_out + (int64_t)o] = hsum(acc[t]);
+    __m512 acc[4][4];
+    for (int r = 0; r < NR; r++)
+        for (int t = 0; t < NT; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < in; k += 16) {
+        const __mmask16 m = tail_mask16(in - k);
+        __m512 wv[4];
+        for (int r = 0; r < NR; r++)
+            wv[r] = half ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)j->w->data + (r0 + r) * in + k))
+                         : _mm512_maskz_loadu_ps(m, (const float *)j->w->data + (r0 + r) * in + k);
+        for (int t = 0; t < NT; t++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, j->x + (t0 + t) * in + k);
+            for (int r = 0; r < NR; r++)
+                acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
         }
     }
-    free(row);
+    for (int t = 0; t < NT; t++)
+        for (int r = 0; r < NR; r++)
+            y[t * j->n_out + r] = hsum(acc[r][t]);
+}
+
+#define F32_CASE(nr, nt) half ? f32_dot(j, r0, t0, nr, nt, 1, y) : f32_dot(j, r0, t0, nr, nt, 0, y)
+
+static void f32_range(void *ctx, size_t b, size_t e, int tid) {
+    const f32_job *j = ctx;
+    const int half = j->w->fmt == TERN_WF_F16;
+    for (size_t o = b; o < e; o += 4) {
+        const int nr = e - o < 4 ? (int)(e - o) : 4;
+        const int64_t r0 = j->row0 + (int64_t)o;
+        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
+            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
+            float *y = j->y + t0 * j->n_out + (int64_t)o;
+            switch (nr * 4 + nt) {
+            case 4 * 4 + 4: F32_CASE(4, 4); break;
+            case 4 * 4 + 3: F32_CASE(4, 3); break;
+            case 4 * 4 + 2: F32_CASE(4, 2); break;
+            case 4 * 4 + 1: F32_CASE(4, 1); break;
+            case 3 * 4 + 4: F32_CASE(3, 4); break;
+            case 3 * 4 + 3: F32_CASE(3, 3); break;
+            case 3 * 4 + 2: F32_CASE(3, 2); break;
+            case 3 * 4 + 1: F32_CASE(3, 1); break;
+            case 2 * 4 + 4: F32_CASE(2, 4); break;
+            case 2 * 4 + 3: F32_CASE(2, 3); break;
+            case 2 * 4 + 2: F32_CASE(2, 2); break;
+            case 2 * 4 + 1: F32_CASE(2, 1); break;
+            case 1 * 4 + 4: F32_CASE(1, 4); break;
+            case 1 * 4 + 3: F32_CASE(1, 3); break;
+            case 1 * 4 + 2: F32_CASE(1, 2); break;
+            default: F32_CASE(1, 1); break;
+            }
+        }
+    }
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------------ */
