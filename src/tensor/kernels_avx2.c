@@ -1,7 +1,8 @@
 /* kernels_avx2.c — AVX2 + FMA kernels (compiled with AVX2 flags; called only when cpuid reports them).
  * Matrix products: each weight row is expanded to f32 in registers (bf16 by shifting, f16 by F16C, MLX
  * affine shapes the int8 kernel of qmm_avx2.c does not take by variable shifts of the packed words and one
- * FMA per group) into a row buffer that stays in L1, then dotted with up to 4 tokens at a time. Also the
+ * FMA per group) into a row buffer (f32, bf16 and f16 rows are widened as they are read), then 4 rows at a time
+ * are dotted with up to 2 tokens at a time. Also the
  * bandwidth probe's read loop, vectorised exp/tanh/GELU/soft-cap/RMSNorm, and attention (8 lanes). */
 #include <immintrin.h>
 #include <math.h>
@@ -82,32 +83,93 @@ typedef struct avx2_job {
     float *y;
 } avx2_job;
 
+/* Elements k .. k+7 of a row stored as f32 (FMT 0), bf16 (1) or f16 (2), widened exactly. */
+static inline __attribute__((always_inline)) __m256 row8(const void *row, int64_t k, const int FMT) {
+    if (FMT == 0)
+        return _mm256_loadu_ps((const float *)row + k);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + k));
+    return FMT == 1 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+
+static inline float row_elem(const void *row, int64_t k, const int FMT) {
+    return FMT == 0 ? ((const float *)row)[k]
+         : FMT == 1 ? tern_bf16_to_f32(((const uint16_t *)row)[k]) : tern_f16_to_f32(((const uint16_t *)row)[k]);
+}
+
+/* y[t][r] for NR rows wr[r] (stored as FMT) x NT tokens from x (compile-time constants at every call): per (row,
+ * token) one chain of FMAs along k, then the scalar tail; the NR rows side by side so that their chains overlap
+ * (one row alone waits on its chain's latency), each row widened as it is read. */
+static inline __attribute__((always_inline)) void dot_rows(const void *const *wr, const float *x, int64_t in,
+                                                           const int NR, const int NT, const int FMT, float *y,
+                                                           int64_t ystride) {
+    __m256 acc[4][2];
+    for (int r = 0; r < NR; r++)
+        for (int t = 0; t < NT; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= in; k += 8) {
+        __m256 wv[4];
+        for (int r = 0; r < NR; r++)
+            wv[r] = row8(wr[r], k, FMT);
+        for (int t = 0; t < NT; t++) {
+            const __m256 xv = _mm256_loadu_ps(x + t * in + k);
+            for (int r = 0; r < NR; r++)
+                acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int r = 0; r < NR; r++) {
+            float s = hsum8(acc[r][t]);
+            for (int64_t kk = k; kk < in; kk++)
+                s += row_elem(wr[r], kk, FMT) * x[t * in + kk];
+            y[t * ystride + r] = s;
+        }
+}
+
+#define DOT_FMT(nr, nt) \
+    (fmt == 1 ? dot_rows(wr, x, in, nr, nt, 1, y, ys) : fmt == 2 ? dot_rows(wr, x, in, nr, nt, 2, y, ys) \
+              : dot_rows(wr, x, in, nr, nt, 0, y, ys))
+
+static void dot_case(const void *const *wr, const float *x, int64_t in, int nr, int nt, int fmt, float *y, int64_t ys) {
+    switch (nr * 2 + nt) {
+    case 4 * 2 + 2: DOT_FMT(4, 2); break;
+    case 4 * 2 + 1: DOT_FMT(4, 1); break;
+    case 3 * 2 + 2: DOT_FMT(3, 2); break;
+    case 3 * 2 + 1: DOT_FMT(3, 1); break;
+    case 2 * 2 + 2: DOT_FMT(2, 2); break;
+    case 2 * 2 + 1: DOT_FMT(2, 1); break;
+    case 1 * 2 + 2: DOT_FMT(1, 2); break;
+    default: DOT_FMT(1, 1); break;
+    }
+}
+
 static void avx2_range(void *ctx, size_t b, size_t e, int tid) {
     const avx2_job *j = ctx;
     const int64_t in = j->in;
-    float *row = malloc((size_t)in * sizeof *row);
-    if (!row)
+    const tern_wformat f = j->w->fmt;
+    /* f32, bf16 and f16 rows are read where they are stored; other formats are expanded to f32 first. */
+    const int fmt = f == TERN_WF_BF16 ? 1 : f == TERN_WF_F16 ? 2 : 0, in_place = f == TERN_WF_F32 || fmt;
+    const size_t es = f == TERN_WF_F32 ? 4 : 2;
+    float *rows = in_place ? NULL : malloc((size_t)(4 * in) * sizeof *rows);
+    if (!in_place && !rows)
         return;
-    for (size_t o = b; o < e; o++) {
-        expand_row(j->w, j->row0 + (int64_t)o, in, row);
-        for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
-            const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
-            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-            int64_t k = 0;
-            for (; k + 8 <= in; k += 8) {
-                const __m256 wv = _mm256_loadu_ps(row + k);
-                for (int t = 0; t < nt; t++)
-                    acc[t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(j->x + (t0 + t) * in + k), acc[t]);
-            }
-            for (int t = 0; t < nt; t++) {
-                float s = hsum8(acc[t]);
-                for (int64_t kk = k; kk < in; kk++)
-                    s += row[kk] * j->x[(t0 + t) * in + kk];
-                j->y[(t0 + t) * j->n_out + (int64_t)o] = s;
+    for (size_t o = b; o < e; o += 4) {
+        const int nr = e - o < 4 ? (int)(e - o) : 4;
+        const void *wr[4];
+        for (int r = 0; r < nr; r++) {
+            const int64_t row = j->row0 + (int64_t)o + r;
+            if (in_place)
+                wr[r] = (const char *)j->w->data + (size_t)(row * in) * es;
+            else {
+                expand_row(j->w, row, in, rows + r * in);
+                wr[r] = rows + r * in;
             }
         }
+        for (int64_t t0 = 0; t0 < j->T; t0 += 2)
+            dot_case(wr, j->x + t0 * in, in, nr, j->T - t0 < 2 ? 1 : 2, fmt, j->y + t0 * j->n_out + (int64_t)o,
+                     j->n_out);
     }
-    free(row);
+    free(rows);
 }
 
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
