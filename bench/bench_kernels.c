@@ -1,4 +1,5 @@
-/* bench_kernels.c — the MLX affine int8 kernel alone: one packed matrix far larger than the caches,
+/* bench_kernels.c — the matrix kernels alone (the MLX affine int8 kernel, or with --format the f32/f16/bf16 ones):
+ * one matrix far larger than the caches,
  * single-token passes alternated with read-bandwidth probe passes (GB/s of each and their ratio), then
  * multi-token passes (GMAC/s) as prefill and batched decode run them. With --sequence, the products of a decode
  * step of the e2b shape instead (per layer: q/k/v, o, gate/up, down, per-layer-input gate and projection, packed
@@ -6,8 +7,8 @@
  * cost, without the rest of the forward pass. With --ceiling (AVX-512 only), what bounds the kernel's arithmetic on
  * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
  * the kernel itself on cache-resident weights against that peak.
- * usage: bench_kernels [--bits 4|8] [--rows 16384] [--in 8192] [--group 64] [--iters 20] [--threads 2]
- *                      [--slab ROWS]
+ * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
+ *                      [--threads 2] [--slab ROWS]
  *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
  *        bench_kernels --ceiling [--bits 4|8] [--tokens 8] */
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/half.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
 #include "tensor/cpu.h"
@@ -244,62 +246,24 @@ static int run_ceiling(int argc, char **argv) {
 }
 #endif
 
-int main(int argc, char **argv) {
-    if (has_flag(argc, argv, "--sequence"))
-        return run_sequence(argc, argv);
-    if (has_flag(argc, argv, "--ceiling"))
-        return run_ceiling(argc, argv);
-    const int bits = (int)arg(argc, argv, "--bits", 4), group = (int)arg(argc, argv, "--group", 64);
-    const int64_t rows = arg(argc, argv, "--rows", 16384), in = arg(argc, argv, "--in", 8192);
-    const int iters = (int)arg(argc, argv, "--iters", 20), threads = (int)arg(argc, argv, "--threads", 2);
-    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group;
-    uint32_t *data = malloc((size_t)(rows * words) * 4);
-    uint16_t *scales = malloc((size_t)(rows * ng) * 2), *biases = malloc((size_t)(rows * ng) * 2);
-    float *row = malloc((size_t)in * sizeof *row);
-    const int64_t Tmax = 64;
-    float *x = malloc((size_t)(Tmax * in) * sizeof *x), *y = malloc((size_t)(Tmax * rows) * sizeof *y);
-    if (!data || !scales || !biases || !row || !x || !y) {
-        fprintf(stderr, "bench_kernels: out of memory\n");
-        return 1;
-    }
-    uint64_t s = 1;
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t k = 0; k < in; k++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            row[k] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
-        }
-        tern_mlx_quantize_row(row, in, bits, group, TERN_DT_BF16, data + r * words, scales + r * ng, biases + r * ng);
-    }
-    for (int64_t i = 0; i < Tmax * in; i++)
-        x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
-    tern_weight w = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {rows, in}, .data = data, .scales = scales,
-                     .biases = biases, .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "bench"};
-    tern_qpack *pk = NULL;
-    tern_pool *pool = NULL;
-    tern_membw *probe = NULL;
-    tern_err *err = tern_qpack_create(&w, NULL, &pk);
-    if (!err)
-        err = tern_pool_create(threads, &pool);
-    if (!err)
-        err = tern_membw_create((size_t)256 << 20, &probe);
-    if (err) {
-        fprintf(stderr, "bench_kernels: %s\n", tern_err_msg(err));
-        return 1;
-    }
-    w.qpack = pk;
-    const double wbytes = (double)pk->block_bytes * (double)pk->blocks;
+/* One weight far larger than the caches: single-token passes alternated with probe passes, optionally the same
+ * stream cut into products of `slab` rows, then multi-token passes. wbytes: what one pass reads. */
+static void measure_matrix(int argc, char **argv, tern_pool *pool, tern_membw *probe, const tern_weight *w,
+                           double wbytes, const float *x, float *y, const char *what) {
+    const int64_t rows = w->shape[0], in = w->shape[1];
+    const int iters = (int)arg(argc, argv, "--iters", 20);
     double mm_s = 0, probe_s = 0;
-    tern_matmul(pool, &w, x, 1, y, TERN_MM_DECODE); /* warm-up */
+    tern_matmul(pool, w, x, 1, y, TERN_MM_DECODE); /* warm-up */
     tern_membw_pass(probe, pool);
     for (int i = 0; i < iters; i++) {
         double t0 = tern_now_s();
-        tern_matmul(pool, &w, x, 1, y, TERN_MM_DECODE);
+        tern_matmul(pool, w, x, 1, y, TERN_MM_DECODE);
         mm_s += tern_now_s() - t0;
         probe_s += tern_membw_pass(probe, pool);
     }
     const double mm_gbs = wbytes * iters / mm_s * 1e-9, probe_gbs = (double)tern_membw_bytes(probe) * iters / probe_s * 1e-9;
-    printf("isa %s, %d threads, q%d/%d, %lld x %lld (%.1f MB packed)\n", tern_isa_name(tern_isa_active()),
-           tern_pool_size(pool), bits, group, (long long)rows, (long long)in, wbytes * 1e-6);
+    printf("isa %s, %d threads, %s, %lld x %lld (%.1f MB)\n", tern_isa_name(tern_isa_active()), tern_pool_size(pool),
+           what, (long long)rows, (long long)in, wbytes * 1e-6);
     printf("T=1   %.2f GB/s streamed; probe %.2f GB/s; ratio %.1f%%\n", mm_gbs, probe_gbs, 100 * mm_gbs / probe_gbs);
     /* The same stream cut into separate products of `slab` rows each (one parallel region per product, as a
      * forward pass makes one per matrix): what a region boundary costs. */
@@ -310,7 +274,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < iters; i++) {
             double t0 = tern_now_s();
             for (int64_t k = 0; k < nslab; k++)
-                tern_matmul_rows(pool, &w, k * slab, slab, x, 1, y, TERN_MM_DECODE);
+                tern_matmul_rows(pool, w, k * slab, slab, x, 1, y, TERN_MM_DECODE);
             sl_s += tern_now_s() - t0;
             sl_probe += tern_membw_pass(probe, pool);
         }
@@ -325,11 +289,83 @@ int main(int argc, char **argv) {
         double t0 = tern_now_s();
         const int reps = iters / 4 > 1 ? iters / 4 : 1;
         for (int i = 0; i < reps; i++)
-            tern_matmul(pool, &w, x, T, y, TERN_MM_PREFILL);
+            tern_matmul(pool, w, x, T, y, TERN_MM_PREFILL);
         const double dt = tern_now_s() - t0;
         printf("T=%-3lld %.1f GMAC/s (%.2f GB/s of weights)\n", (long long)T, (double)rows * in * T * reps / dt * 1e-9,
                wbytes * reps / dt * 1e-9);
     }
+}
+
+int main(int argc, char **argv) {
+    if (has_flag(argc, argv, "--sequence"))
+        return run_sequence(argc, argv);
+    if (has_flag(argc, argv, "--ceiling"))
+        return run_ceiling(argc, argv);
+    const int bits = (int)arg(argc, argv, "--bits", 4), group = (int)arg(argc, argv, "--group", 64);
+    const int64_t rows = arg(argc, argv, "--rows", 16384), in = arg(argc, argv, "--in", 8192);
+    const int threads = (int)arg(argc, argv, "--threads", 2);
+    const char *format = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--format"))
+            format = argv[i + 1];
+    const tern_wformat fmt = !format ? TERN_WF_MLX_AFFINE : !strcmp(format, "f32") ? TERN_WF_F32
+                           : !strcmp(format, "f16")   ? TERN_WF_F16 : !strcmp(format, "bf16") ? TERN_WF_BF16
+                                                                                                : TERN_WF_NONE;
+    if (fmt == TERN_WF_NONE) {
+        fprintf(stderr, "bench_kernels: --format takes f32, f16 or bf16 (without it: MLX q4/q8, --bits)\n");
+        return 2;
+    }
+    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group, Tmax = 64;
+    const size_t es = fmt == TERN_WF_F32 ? 4 : 2; /* float formats: bytes per element */
+    void *data = malloc(fmt == TERN_WF_MLX_AFFINE ? (size_t)(rows * words) * 4 : (size_t)(rows * in) * es);
+    uint16_t *scales = malloc((size_t)(rows * ng) * 2), *biases = malloc((size_t)(rows * ng) * 2);
+    float *row = malloc((size_t)in * sizeof *row);
+    float *x = malloc((size_t)(Tmax * in) * sizeof *x), *y = malloc((size_t)(Tmax * rows) * sizeof *y);
+    if (!data || !scales || !biases || !row || !x || !y) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 1;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t k = 0; k < in; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            row[k] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
+        }
+        if (fmt == TERN_WF_MLX_AFFINE)
+            tern_mlx_quantize_row(row, in, bits, group, TERN_DT_BF16, (uint32_t *)data + r * words, scales + r * ng,
+                                  biases + r * ng);
+        else
+            for (int64_t k = 0; k < in; k++) {
+                if (fmt == TERN_WF_F32)
+                    ((float *)data)[r * in + k] = row[k];
+                else
+                    ((uint16_t *)data)[r * in + k] = fmt == TERN_WF_F16 ? tern_f32_to_f16(row[k]) : tern_f32_to_bf16(row[k]);
+            }
+    }
+    for (int64_t i = 0; i < Tmax * in; i++)
+        x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    tern_weight w = {.fmt = fmt, .ndim = 2, .shape = {rows, in}, .data = data, .scales = scales, .biases = biases,
+                     .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "bench"};
+    tern_qpack *pk = NULL;
+    tern_pool *pool = NULL;
+    tern_membw *probe = NULL;
+    tern_err *err = fmt == TERN_WF_MLX_AFFINE ? tern_qpack_create(&w, NULL, &pk) : NULL;
+    if (!err)
+        err = tern_pool_create(threads, &pool);
+    if (!err)
+        err = tern_membw_create((size_t)256 << 20, &probe);
+    if (err) {
+        fprintf(stderr, "bench_kernels: %s\n", tern_err_msg(err));
+        return 1;
+    }
+    w.qpack = pk;
+    char what[32];
+    if (pk)
+        snprintf(what, sizeof what, "q%d/%d packed", bits, group);
+    else
+        snprintf(what, sizeof what, "%s", format);
+    measure_matrix(argc, argv, pool, probe, &w, pk ? (double)pk->block_bytes * (double)pk->blocks : (double)(rows * in) * (double)es,
+                   x, y, what);
     tern_membw_free(probe);
     tern_pool_destroy(pool);
     tern_qpack_free(pk);
