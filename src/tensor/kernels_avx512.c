@@ -24,6 +24,27 @@ static float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 static __mmask16 tail_mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 static __mmask32 tail_mask32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1); }
 
+/* CALL(NR, NT) with NR = nr and NT = nt (each 1..4) as compile-time constants, so the register blocks unroll. */
+#define SWITCH_4X4(nr, nt, CALL)                                                                                  \
+    switch ((nr) * 4 + (nt)) {                                                                                    \
+    case 4 * 4 + 4: CALL(4, 4); break;                                                                            \
+    case 4 * 4 + 3: CALL(4, 3); break;                                                                            \
+    case 4 * 4 + 2: CALL(4, 2); break;                                                                            \
+    case 4 * 4 + 1: CALL(4, 1); break;                                                                            \
+    case 3 * 4 + 4: CALL(3, 4); break;                                                                            \
+    case 3 * 4 + 3: CALL(3, 3); break;                                                                            \
+    case 3 * 4 + 2: CALL(3, 2); break;                                                                            \
+    case 3 * 4 + 1: CALL(3, 1); break;                                                                            \
+    case 2 * 4 + 4: CALL(2, 4); break;                                                                            \
+    case 2 * 4 + 3: CALL(2, 3); break;                                                                            \
+    case 2 * 4 + 2: CALL(2, 2); break;                                                                            \
+    case 2 * 4 + 1: CALL(2, 1); break;                                                                            \
+    case 1 * 4 + 4: CALL(1, 4); break;                                                                            \
+    case 1 * 4 + 3: CALL(1, 3); break;                                                                            \
+    case 1 * 4 + 2: CALL(1, 2); break;                                                                            \
+    default: CALL(1, 1); break;                                                                                   \
+    }
+
 /* ---- bf16 activations ------------------------------------------------------------------------- */
 
 /* x [T][in] -> bf16 [T][in_pad] (zero padded to a multiple of 32). */
@@ -51,8 +72,9 @@ typedef struct bf16_job {
 } bf16_job;
 
 /* y[t][r] for NR stored rows from W (stride `in`) x NT tokens (compile-time constants at every call). Each
- * (row, token) is one chain of VDPBF16PS along k, as in gemm_dot; the NR rows run side by side so that the
- * chains overlap (one row alone waits on its chain's latency: ~11 GB/s per core). */
+ * (row, token) is one chain of VDPBF16PS along k (the GEMV and the tiled GEMM both take it, so a token's result
+ * does not depend on which ran); the NR rows run side by side so that the chains overlap (one row alone waits on
+ * its chain's latency: ~11 GB/s per core). */
 static inline __attribute__((always_inline)) void gemv_dot(const uint16_t *W, int64_t in, const uint16_t *X,
                                                            int64_t in_pad, const int NR, const int NT, float *y,
                                                            int64_t ystride) {
@@ -88,24 +110,7 @@ static void bf16_gemv_range(void *ctx, size_t b, size_t e, int tid) {
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
             const uint16_t *xb = j->xb + t0 * j->in_pad;
             float *y = j->y + t0 * j->n_out + (int64_t)o;
-            switch (nr * 4 + nt) {
-            case 4 * 4 + 4: GEMV_CASE(4, 4); break;
-            case 4 * 4 + 3: GEMV_CASE(4, 3); break;
-            case 4 * 4 + 2: GEMV_CASE(4, 2); break;
-            case 4 * 4 + 1: GEMV_CASE(4, 1); break;
-            case 3 * 4 + 4: GEMV_CASE(3, 4); break;
-            case 3 * 4 + 3: GEMV_CASE(3, 3); break;
-            case 3 * 4 + 2: GEMV_CASE(3, 2); break;
-            case 3 * 4 + 1: GEMV_CASE(3, 1); break;
-            case 2 * 4 + 4: GEMV_CASE(2, 4); break;
-            case 2 * 4 + 3: GEMV_CASE(2, 3); break;
-            case 2 * 4 + 2: GEMV_CASE(2, 2); break;
-            case 2 * 4 + 1: GEMV_CASE(2, 1); break;
-            case 1 * 4 + 4: GEMV_CASE(1, 4); break;
-            case 1 * 4 + 3: GEMV_CASE(1, 3); break;
-            case 1 * 4 + 2: GEMV_CASE(1, 2); break;
-            default: GEMV_CASE(1, 1); break;
-            }
+            SWITCH_4X4(nr, nt, GEMV_CASE);
         }
     }
 }
@@ -132,29 +137,8 @@ static void row_to_bf16(const tern_weight *w, int64_t r, int64_t in, int64_t kpa
         out[k] = tern_f32_to_bf16(scratch[k]);
 }
 
-/* y[t][r] for NR rows x NT tokens (compile-time constants at every call): dot products along k. */
-static inline __attribute__((always_inline)) void gemm_dot(const uint16_t *W, const uint16_t *X, int64_t kpad,
-                                                           const int NR, const int NT, float *y, int64_t ystride) {
-    __m512 acc[4][4];
-    for (int r = 0; r < NR; r++)
-        for (int t = 0; t < NT; t++)
-            acc[r][t] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kpad; k += 32) {
-        __m512i wv[4];
-        for (int r = 0; r < NR; r++)
-            wv[r] = _mm512_loadu_si512(W + r * kpad + k);
-        for (int t = 0; t < NT; t++) {
-            const __m512i xv = _mm512_loadu_si512(X + t * kpad + k);
-            for (int r = 0; r < NR; r++)
-                acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv[r], (__m512bh)xv);
-        }
-    }
-    for (int t = 0; t < NT; t++)
-        for (int r = 0; r < NR; r++)
-            y[t * ystride + r] = hsum(acc[r][t]);
-}
-
-#define GEMM_CASE(nr, nt) gemm_dot(tile + i * kpad, xb, kpad, nr, nt, y, j->n_out)
+/* A tile row is kpad elements, zero padded: gemv_dot over it reads whole vectors and sums in the same order. */
+#define GEMM_CASE(nr, nt) gemv_dot(tile + i * kpad, kpad, xb, kpad, nr, nt, y, j->n_out)
 
 static void gemm_range(void *ctx, size_t b, size_t e, int tid) {
     const gemm_job *j = ctx;
@@ -173,24 +157,7 @@ static void gemm_range(void *ctx, size_t b, size_t e, int tid) {
             for (int64_t i = 0; i < rows; i += 4) {
                 const int nr = rows - i < 4 ? (int)(rows - i) : 4;
                 float *y = j->y + t0 * j->n_out + (int64_t)o0 + i;
-                switch (nr * 4 + nt) {
-                case 4 * 4 + 4: GEMM_CASE(4, 4); break;
-                case 4 * 4 + 3: GEMM_CASE(4, 3); break;
-                case 4 * 4 + 2: GEMM_CASE(4, 2); break;
-                case 4 * 4 + 1: GEMM_CASE(4, 1); break;
-                case 3 * 4 + 4: GEMM_CASE(3, 4); break;
-                case 3 * 4 + 3: GEMM_CASE(3, 3); break;
-                case 3 * 4 + 2: GEMM_CASE(3, 2); break;
-                case 3 * 4 + 1: GEMM_CASE(3, 1); break;
-                case 2 * 4 + 4: GEMM_CASE(2, 4); break;
-                case 2 * 4 + 3: GEMM_CASE(2, 3); break;
-                case 2 * 4 + 2: GEMM_CASE(2, 2); break;
-                case 2 * 4 + 1: GEMM_CASE(2, 1); break;
-                case 1 * 4 + 4: GEMM_CASE(1, 4); break;
-                case 1 * 4 + 3: GEMM_CASE(1, 3); break;
-                case 1 * 4 + 2: GEMM_CASE(1, 2); break;
-                default: GEMM_CASE(1, 1); break;
-                }
+                SWITCH_4X4(nr, nt, GEMM_CASE);
             }
         }
     }
@@ -246,24 +213,7 @@ static void f32_range(void *ctx, size_t b, size_t e, int tid) {
         for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
             float *y = j->y + t0 * j->n_out + (int64_t)o;
-            switch (nr * 4 + nt) {
-            case 4 * 4 + 4: F32_CASE(4, 4); break;
-            case 4 * 4 + 3: F32_CASE(4, 3); break;
-            case 4 * 4 + 2: F32_CASE(4, 2); break;
-            case 4 * 4 + 1: F32_CASE(4, 1); break;
-            case 3 * 4 + 4: F32_CASE(3, 4); break;
-            case 3 * 4 + 3: F32_CASE(3, 3); break;
-            case 3 * 4 + 2: F32_CASE(3, 2); break;
-            case 3 * 4 + 1: F32_CASE(3, 1); break;
-            case 2 * 4 + 4: F32_CASE(2, 4); break;
-            case 2 * 4 + 3: F32_CASE(2, 3); break;
-            case 2 * 4 + 2: F32_CASE(2, 2); break;
-            case 2 * 4 + 1: F32_CASE(2, 1); break;
-            case 1 * 4 + 4: F32_CASE(1, 4); break;
-            case 1 * 4 + 3: F32_CASE(1, 3); break;
-            case 1 * 4 + 2: F32_CASE(1, 2); break;
-            default: F32_CASE(1, 1); break;
-            }
+            SWITCH_4X4(nr, nt, F32_CASE);
         }
     }
 }
