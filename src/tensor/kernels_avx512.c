@@ -3,10 +3,11 @@
  *
  * (MLX affine q4/q8 weights with groups of 32 or more take the int8 kernel of qmm_avx512.c before reaching
  * this file; other MLX shapes and mxfp4 come here as rows converted to bf16.)
- * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations, 4 rows x 4 tokens at a time.
+ * - bf16 weights, few tokens: VDPBF16PS on the stored rows with bf16 activations, 8 rows x 1-2 or 4 rows x 4
+ *   tokens at a time.
  * - bf16 weights, many tokens (prefill): tiles of rows in L2, 4x4 register blocks of VDPBF16PS dot products
  *   summed in the same order as the GEMV, so results do not depend on the batch.
- * - f32/f16 weights: f32 FMA, 4 rows x 4 tokens at a time (the parity path keeps f32 precision end to end).
+ * - f32/f16 weights: f32 FMA, rows and tokens blocked as for bf16 (the parity path keeps f32 precision end to end).
  * Also the bandwidth probe's read loop, vectorised exp/tanh/GELU/soft-cap/RMSNorm, and attention. */
 #include <immintrin.h>
 #include <math.h>
@@ -71,20 +72,21 @@ typedef struct bf16_job {
     float *y;
 } bf16_job;
 
-/* y[t][r] for NR stored rows from W (stride `in`) x NT tokens (compile-time constants at every call). Each
+/* y[t][r] for NR stored rows from W (stride `in`) x NT tokens (compile-time constants at every call; NR <= 8,
+ * NR x NT <= 16). Each
  * (row, token) is one chain of VDPBF16PS along k (the GEMV and the tiled GEMM both take it, so a token's result
  * does not depend on which ran); the NR rows run side by side so that the chains overlap (one row alone waits on
  * its chain's latency: ~11 GB/s per core). */
 static inline __attribute__((always_inline)) void gemv_dot(const uint16_t *W, int64_t in, const uint16_t *X,
                                                            int64_t in_pad, const int NR, const int NT, float *y,
                                                            int64_t ystride) {
-    __m512 acc[4][4];
+    __m512 acc[8][4];
     for (int r = 0; r < NR; r++)
         for (int t = 0; t < NT; t++)
             acc[r][t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < in; k += 32) {
         const __mmask32 m = tail_mask32(in - k);
-        __m512i wv[4];
+        __m512i wv[8];
         for (int r = 0; r < NR; r++)
             wv[r] = _mm512_maskz_loadu_epi16(m, W + r * in + k);
         for (int t = 0; t < NT; t++) {
@@ -103,14 +105,26 @@ static inline __attribute__((always_inline)) void gemv_dot(const uint16_t *W, in
 static void bf16_gemv_range(void *ctx, size_t b, size_t e, int tid) {
     const bf16_job *j = ctx;
     const int64_t in = j->in;
-    for (size_t o = b; o < e; o += 4) {
-        const int nr = e - o < 4 ? (int)(e - o) : 4;
-        const uint16_t *wr = (const uint16_t *)j->w->data + (j->row0 + (int64_t)o) * in;
+    for (size_t o8 = b; o8 < e; o8 += 8) {
+        const int rows = e - o8 < 8 ? (int)(e - o8) : 8;
         for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
             const uint16_t *xb = j->xb + t0 * j->in_pad;
-            float *y = j->y + t0 * j->n_out + (int64_t)o;
-            SWITCH_4X4(nr, nt, GEMV_CASE);
+            /* One or two tokens: 8 rows at once (8 or 16 chains in flight; with 3 KB rows 4 left ~20% of the
+             * bandwidth unused). */
+            if (rows == 8 && nt <= 2) {
+                const uint16_t *wr = (const uint16_t *)j->w->data + (j->row0 + (int64_t)o8) * in;
+                float *y = j->y + t0 * j->n_out + (int64_t)o8;
+                nt == 1 ? GEMV_CASE(8, 1) : GEMV_CASE(8, 2);
+                continue;
+            }
+            for (int sub = 0; sub < rows; sub += 4) {
+                const size_t o = o8 + (size_t)sub;
+                const int nr = rows - sub < 4 ? rows - sub : 4;
+                const uint16_t *wr = (const uint16_t *)j->w->data + (j->row0 + (int64_t)o) * in;
+                float *y = j->y + t0 * j->n_out + (int64_t)o;
+                SWITCH_4X4(nr, nt, GEMV_CASE);
+            }
         }
     }
 }
@@ -175,19 +189,20 @@ typedef struct f32_job {
     float *y;
 } f32_job;
 
-/* y[t][r] for NR rows of f32 or f16 weights from row r0 x NT tokens (compile-time constants at every call): per
+/* y[t][r] for NR rows of f32 or f16 weights from row r0 x NT tokens (compile-time constants at every call; NR <= 8,
+ * NR x NT <= 16): per
  * (row, token) one chain of FMAs along k, the NR rows side by side so the chains overlap; f16 rows are widened
  * as they are read (exactly). */
 static inline __attribute__((always_inline)) void f32_dot(const f32_job *j, int64_t r0, int64_t t0, const int NR,
                                                           const int NT, const int half, float *y) {
     const int64_t in = j->in;
-    __m512 acc[4][4];
+    __m512 acc[8][4];
     for (int r = 0; r < NR; r++)
         for (int t = 0; t < NT; t++)
             acc[r][t] = _mm512_setzero_ps();
     for (int64_t k = 0; k < in; k += 16) {
         const __mmask16 m = tail_mask16(in - k);
-        __m512 wv[4];
+        __m512 wv[8];
         for (int r = 0; r < NR; r++)
             wv[r] = half ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)j->w->data + (r0 + r) * in + k))
                          : _mm512_maskz_loadu_ps(m, (const float *)j->w->data + (r0 + r) * in + k);
@@ -207,13 +222,23 @@ static inline __attribute__((always_inline)) void f32_dot(const f32_job *j, int6
 static void f32_range(void *ctx, size_t b, size_t e, int tid) {
     const f32_job *j = ctx;
     const int half = j->w->fmt == TERN_WF_F16;
-    for (size_t o = b; o < e; o += 4) {
-        const int nr = e - o < 4 ? (int)(e - o) : 4;
-        const int64_t r0 = j->row0 + (int64_t)o;
+    for (size_t o8 = b; o8 < e; o8 += 8) {
+        const int rows = e - o8 < 8 ? (int)(e - o8) : 8;
         for (int64_t t0 = 0; t0 < j->T; t0 += 4) {
             const int nt = j->T - t0 < 4 ? (int)(j->T - t0) : 4;
-            float *y = j->y + t0 * j->n_out + (int64_t)o;
-            SWITCH_4X4(nr, nt, F32_CASE);
+            if (rows == 8 && nt <= 2) { /* as in bf16_gemv_range */
+                const int64_t r0 = j->row0 + (int64_t)o8;
+                float *y = j->y + t0 * j->n_out + (int64_t)o8;
+                nt == 1 ? F32_CASE(8, 1) : F32_CASE(8, 2);
+                continue;
+            }
+            for (int sub = 0; sub < rows; sub += 4) {
+                const size_t o = o8 + (size_t)sub;
+                const int nr = rows - sub < 4 ? rows - sub : 4;
+                const int64_t r0 = j->row0 + (int64_t)o;
+                float *y = j->y + t0 * j->n_out + (int64_t)o;
+                SWITCH_4X4(nr, nt, F32_CASE);
+            }
         }
     }
 }
