@@ -421,36 +421,28 @@ static mm_set first_product(const tern_gemma4 *m, int l) {
 /* Layer L's gate and up projections, which read the same normed input. */
 static mm_set gate_up_of(const layer_weights *L) { return (mm_set){{L->gate, L->up}, 2}; }
 
-/* The dense products of a forward pass in the order it runs them (MoE experts aside); with out NULL, only
- * counted. */
-static size_t forward_products(const tern_gemma4 *m, mm_set *out) {
-    size_t n = 0;
-#define PUT(set) (out ? (void)(out[n] = (set)) : (void)0, n++)
-    if (m->ple_proj)
-        PUT(one(m->ple_proj));
-    for (int l = 0; l < m->c.num_hidden_layers; l++) {
-        const layer_weights *L = &m->layers[l];
-        PUT(first_product(m, l));
-        PUT(one(L->o));
-        PUT(gate_up_of(L));
-        PUT(one(L->down));
-        if (L->pl_gate && L->pl_proj) {
-            PUT(one(L->pl_gate));
-            PUT(one(L->pl_proj));
-        }
-    }
-    PUT(one(m->embed));
-#undef PUT
-    return n;
-}
-
-/* The packed copies of the weights, laid out for a pool of `threads` threads (tern_gemma4_weights_pack). */
+/* The packed copies of the weights, laid out for a pool of `threads` threads (tern_gemma4_weights_pack) along the
+ * dense products of a forward pass in the order it runs them (MoE experts aside): at most 6 per layer, the
+ * per-layer-input model projection first and the tied head last. */
 static tern_err *pack_products(tern_gemma4 *m, int threads) {
-    const size_t n = forward_products(m, NULL);
-    mm_set *list = malloc(n * sizeof *list);
+    mm_set *list = malloc((size_t)(6 * m->c.num_hidden_layers + 2) * sizeof *list);
     if (!list)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    forward_products(m, list);
+    size_t n = 0;
+    if (m->ple_proj)
+        list[n++] = one(m->ple_proj);
+    for (int l = 0; l < m->c.num_hidden_layers; l++) {
+        const layer_weights *L = &m->layers[l];
+        list[n++] = first_product(m, l);
+        list[n++] = one(L->o);
+        list[n++] = gate_up_of(L);
+        list[n++] = one(L->down);
+        if (L->pl_gate && L->pl_proj) {
+            list[n++] = one(L->pl_gate);
+            list[n++] = one(L->pl_proj);
+        }
+    }
+    list[n++] = one(m->embed);
     tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads);
     free(list);
     return err;
@@ -859,15 +851,14 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         }
         if (hidden)
             memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
+        const mm_set head = one(m->embed);
         if (logits && n_out) {
-            const mm_set head = one(m->embed);
             mm_runs(pool, &head, F.xn, NULL, &logits, F.tok_kind, n_out, NULL);
             softcap_job j = {logits, (float)c->final_logit_softcapping};
             if (c->final_logit_softcapping > 0)
                 tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);
-            mark(&F, TERN_PH_HEAD, &head);
         }
-        mark(&F, TERN_PH_HEAD, NULL);
+        mark(&F, TERN_PH_HEAD, logits && n_out ? &head : NULL);
         for (int r = 0; r < b->n_rows && !err; r++)
             err = tern_kv_set_len(kv, b->seq[r], F.seq_end[b->seq[r]]);
         mark(&F, TERN_PH_SETUP, NULL);

@@ -59,8 +59,8 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     tern_aligned_free(own);
 }
 
-/* The first QMM_NEXT_PREFETCH bytes of thread tid's share of the next group (the pool's balanced split gives
- * thread t the blocks from units * t / threads on), requested while the other threads finish this one. */
+/* The first QMM_NEXT_PREFETCH bytes of thread tid's share of the next group (tern_pool_share: where the pool's
+ * balanced split starts it), requested while the other threads finish this one. */
 static void prefetch_next(const qmm_job *j, int tid) {
     int64_t units = 0;
     for (int p = 0; p < j->n_next; p++) {
@@ -68,7 +68,9 @@ static void prefetch_next(const qmm_job *j, int tid) {
             return;
         units += j->next[p]->qpack->blocks;
     }
-    int64_t blk = (int64_t)((uint64_t)units * (uint64_t)tid / j->threads);
+    size_t lo, hi;
+    tern_pool_share((size_t)units, (size_t)tid, j->threads, &lo, &hi);
+    int64_t blk = (int64_t)lo;
     for (int p = 0; p < j->n_next; p++, blk -= j->next[p - 1]->qpack->blocks)
         if (blk < j->next[p]->qpack->blocks) {
             const tern_qpack *pk = j->next[p]->qpack;
@@ -89,7 +91,9 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
             qmm_part(j, p, lo - j->start[p], hi - j->start[p]);
     }
     /* The end of this thread's own share (it may still take from the others'). */
-    if (j->n_next > 0 && e == (size_t)((uint64_t)j->start[j->n] * (uint64_t)(tid + 1) / j->threads))
+    size_t lo, hi;
+    tern_pool_share((size_t)j->start[j->n], (size_t)tid, j->threads, &lo, &hi);
+    if (j->n_next > 0 && e == hi)
         prefetch_next(j, tid);
 }
 
