@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     tern_model *m;
-    tern_model_opts mo = {.model_dir = dir};
+    tern_model_opts mo = {.model_dir = dir, .threads = threads};
     tern_err *err = tern_model_load(&mo, &m);
     if (err)
         return die(err);

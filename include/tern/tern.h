@@ -38,6 +38,7 @@ typedef struct tern_model_opts {
     const char *model_dir;          /* config.json + *.safetensors (required) */
     const char *tokenizer_path;     /* NULL: model_dir (tokenizer.json [+ tokenizer_config.json]); or a file */
     const char *chat_template_path; /* NULL: found in model_dir if present (chat_template.jinja, ...) */
+    int threads; /* the engines' kernel threads, for which the packed weights are laid out; 0 = one per core */
 } tern_model_opts;
 
 typedef struct tern_model_info {
@@ -47,6 +48,7 @@ typedef struct tern_model_info {
     uint64_t weights_bytes;            /* text-decoder tensors as stored */
     uint64_t kv_full_bytes_per_token;  /* bf16 K+V over full-attention layers */
     uint64_t kv_sliding_bytes_per_token; /* bf16 K+V over sliding layers (saturates at the window) */
+    int threads;                       /* the thread count the packed weights are laid out for */
 } tern_model_info;
 
 /* Loads weights (mmapped), tokenizer and chat template; errors name the file at fault. */
@@ -84,7 +86,7 @@ typedef struct tern_engine_opts {
     int64_t prefix_cache_bytes; /* prefix cache cap; < 0 = default (half the budget, within free memory), 0 = off */
     int prefix_block;          /* tokens per prefix-cache block; default 64 */
     int max_queue;             /* requests waiting for a row before submit says TERN_EOVERLOAD; default 64 */
-    int threads;               /* kernel threads; 0 = one per core */
+    int threads;               /* kernel threads; 0 = the model's (tern_model_opts.threads) */
     int prefill_chunk;         /* most prompt tokens one row feeds per step; default 256 */
     int step_tokens;           /* most tokens in one forward (decode rows first, then prefill chunks); default 512 */
     int kv_f32;                /* 1: keep K/V in f32 instead of bf16 */
@@ -227,6 +229,7 @@ void tern_stream_free(tern_stream *s);
 typedef struct tern_metrics {
     /* configuration */
     int parallel;
+    int threads; /* kernel threads */
     int64_t ctx;
     uint64_t kv_budget_bytes;
     uint64_t prefix_cache_cap_bytes;

@@ -101,7 +101,7 @@ int cmd_run(int argc, char **argv) {
     }
     req.max_tokens = n_gen;
     int print_ids = tern_args_get(opts, "print-ids") != NULL;
-    tern_model_opts mo = {.model_dir = pos[0]};
+    tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
     tern_model *m = NULL;
     tern_engine *e = NULL;
     tern_stream *s = NULL;

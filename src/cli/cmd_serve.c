@@ -76,7 +76,7 @@ int cmd_serve(int argc, char **argv) {
     tern_model *model = NULL;
     tern_engine *engine = NULL;
     tern_server *server = NULL;
-    tern_model_opts mo = {.model_dir = pos[0]};
+    tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
     tern_err *err = tern_model_load(&mo, &model);
     if (!err) {
         tern_engine_opts eo;
@@ -114,9 +114,10 @@ int cmd_serve(int argc, char **argv) {
     tern_model_get_info(model, &info);
     const char *host = tern_args_get(opts, "host") ? tern_args_get(opts, "host") : "127.0.0.1";
     int v6 = strchr(host, ':') != NULL;
-    printf("tern: serving %s at http://%s%s%s:%d (parallel %d, ctx %lld, KV budget %.1f MiB, weights %.1f MiB%s)\n",
+    printf("tern: serving %s at http://%s%s%s:%d (parallel %d, %d threads, ctx %lld, KV budget %.1f MiB, weights "
+           "%.1f MiB%s)\n",
            tern_server_model_id(server), v6 ? "[" : "", host, v6 ? "]" : "", tern_server_port(server), em.parallel,
-           (long long)em.ctx, (double)em.kv_budget_bytes / (1 << 20), (double)info.weights_bytes / (1 << 20),
+           em.threads, (long long)em.ctx, (double)em.kv_budget_bytes / (1 << 20), (double)info.weights_bytes / (1 << 20),
            api_key ? ", API key required" : "");
     fflush(stdout);
 

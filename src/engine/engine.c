@@ -53,6 +53,8 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
         return tern_errf(TERN_EINVAL, "max_queue must be in [1, 1048576], got %d", o.max_queue);
     if (o.threads < 0 || o.threads > 1024)
         return tern_errf(TERN_EINVAL, "threads must be in [0, 1024], got %d", o.threads);
+    if (o.threads == 0) /* the pool the weights are laid out for: each thread then reads one run per step */
+        o.threads = tern_gemma4_layout_threads(e->g);
     if (o.prefill_chunk == 0)
         o.prefill_chunk = 256;
     if (o.prefill_chunk < 1 || o.prefill_chunk > 1 << 16)
@@ -173,6 +175,7 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
     e->next_id = 1;
     e->seed_state = tern_now_ns() ^ (uint64_t)(uintptr_t)e;
     e->m.parallel = P;
+    e->m.threads = tern_pool_size(e->pool);
     e->m.ctx = e->o.ctx;
     e->m.kv_budget_bytes = e->budget.total;
     e->m.prefix_cache_cap_bytes = e->pc ? pc_cap : 0;

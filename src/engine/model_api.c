@@ -11,12 +11,14 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     *out = NULL;
     if (!o || !o->model_dir)
         return tern_errf(TERN_EINVAL, "tern_model_load: no model directory given");
+    if (o->threads < 0 || o->threads > 1024)
+        return tern_errf(TERN_EINVAL, "threads must be in [0, 1024], got %d", o->threads);
     tern_model *m = calloc(1, sizeof *m);
     if (!m || !(m->dir = strdup(o->model_dir))) {
         free(m);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
-    tern_err *err = tern_gemma4_load(o->model_dir, &m->g);
+    tern_err *err = tern_gemma4_load_threads(o->model_dir, o->threads, &m->g);
     if (!err)
         err = tern_tokenizer_load(o->tokenizer_path ? o->tokenizer_path : o->model_dir, &m->tok);
     if (!err) {
@@ -72,6 +74,7 @@ void tern_model_get_info(const tern_model *m, tern_model_info *out) {
     int64_t full = tern_gemma4_kv_bytes_per_token(c, 2, 0), all = tern_gemma4_kv_bytes_per_token(c, 2, 1);
     out->kv_full_bytes_per_token = (uint64_t)full;
     out->kv_sliding_bytes_per_token = (uint64_t)(all - full);
+    out->threads = tern_gemma4_layout_threads(m->g);
 }
 
 const char *tern_model_chat_template(const tern_model *m, const char **origin) {

@@ -54,6 +54,7 @@ struct tern_gemma4 {
     float *inv_freq[2]; /* by layer type: [head_dim/2] */
     tern_gemma4_profile *prof; /* tern_gemma4_set_profile, or NULL */
     float **owned;      /* float copies of small vectors, freed at the end */
+    int layout_threads; /* the pool size the packed weights are laid out for */
     size_t n_owned;
 };
 
@@ -210,8 +211,9 @@ tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **o
                         m->gw->n_problems, m->gw->problems[0], dir);
     if (!err)
         err = bind_layers(m);
+    m->layout_threads = threads > 0 ? threads : tern_cpu_count();
     if (!err && tern_isa_active() != TERN_ISA_PORTABLE) /* only the int8 kernels read the packed copies */
-        err = pack_products(m, threads > 0 ? threads : tern_cpu_count());
+        err = pack_products(m, m->layout_threads);
     /* The embedding tables are read a row per token, wherever the ids fall: without this each new id faults its
      * rows in (from disk, the first time) in the middle of a decode step. */
     if (!err) {
@@ -244,6 +246,8 @@ void tern_gemma4_free(tern_gemma4 *m) {
 
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m) { return &m->c; }
 const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
+
+int tern_gemma4_layout_threads(const tern_gemma4 *m) { return m->layout_threads; }
 
 void tern_gemma4_set_profile(tern_gemma4 *m, tern_gemma4_profile *p) { m->prof = p; }
 

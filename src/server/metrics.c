@@ -134,6 +134,7 @@ char *srv_metrics_render(srv_metrics *m, tern_engine *e, size_t *len) {
         scalar(&b, "tern_active_rows", "gauge", "Rows prefilling or decoding.", em.active_rows);
         scalar(&b, "tern_prefilling_rows", "gauge", "Rows still prefilling their prompt.", em.prefilling_rows);
         scalar(&b, "tern_parallel_rows", "gauge", "Rows decoded together at most (--parallel).", em.parallel);
+        scalar(&b, "tern_threads", "gauge", "Kernel threads (--threads).", em.threads);
         scalar(&b, "tern_max_queue", "gauge", "Waiting requests allowed before 429 (--max-queue).", em.max_queue);
         scalar(&b, "tern_ctx_tokens", "gauge", "Positions per request (--ctx).", (double)em.ctx);
         scalar(&b, "tern_engine_steps_total", "counter", "Batched forwards run.", (double)em.steps);

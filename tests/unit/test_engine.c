@@ -262,6 +262,52 @@ static void wait_idle(tern_engine *e) {
     fail_msg("engine did not become idle");
 }
 
+/* ---- thread count ------------------------------------------------------------------------------- */
+
+/* A model loaded for 3 threads lays its packed weights out for them, an engine left at threads 0 runs that many,
+ * and greedy decoding gives the reference's tokens (a model laid out for the core count, one thread). Thread
+ * counts out of range are refused at load. */
+static void test_model_threads(void **state) {
+    tern_model *m = NULL;
+    const int bad[] = {-1, 1025};
+    for (int i = 0; i < 2; i++) {
+        tern_model_opts mo = {.model_dir = model_dir_q4, .threads = bad[i]};
+        tern_err *err = tern_model_load(&mo, &m);
+        assert_non_null(err);
+        assert_int_equal(err->code, TERN_EINVAL);
+        assert_null(m);
+        tern_err_free(err);
+    }
+    tern_model_opts mo = {.model_dir = model_dir_q4, .threads = 3};
+    TU_OK(tern_model_load(&mo, &m));
+    tern_model_info info;
+    tern_model_get_info(m, &info);
+    assert_int_equal(info.threads, 3);
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.parallel = 2;
+    o.ctx = 160;
+    tern_engine *e;
+    TU_OK(tern_engine_create(m, &o, &e));
+    tern_metrics em;
+    tern_engine_metrics(e, &em);
+    assert_int_equal(em.threads, 3);
+    enum { LEN = 20, GEN = 16 };
+    int32_t prompt[LEN], ref[GEN];
+    fill_ids(prompt, LEN, 77);
+    ref_greedy_in(model_dir_q4, prompt, LEN, GEN, ref);
+    static result r;
+    memset(&r, 0, sizeof r);
+    tern_request rq = greedy_request(prompt, LEN, GEN);
+    tern_stream *s = submit(e, &rq);
+    drain(s, &r);
+    tern_stream_free(s);
+    assert_int_equal(r.n, GEN);
+    assert_memory_equal(r.toks, ref, sizeof ref);
+    tern_engine_destroy(e);
+    tern_model_free(m);
+}
+
 /* ---- batched == solo ------------------------------------------------------------------------------ */
 
 static void batched_equals_solo(tern_model *mdl, const char *dir) {
@@ -836,7 +882,7 @@ int main(void) {
         cmocka_unit_test(test_seeded_sampling),     cmocka_unit_test(test_seeded_sampling_bf16),
         cmocka_unit_test(test_prefix_cache_hits),   cmocka_unit_test(test_cancel_frees_memory),
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
-        cmocka_unit_test(test_text_callbacks_shutdown),
+        cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
