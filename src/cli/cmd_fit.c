@@ -1,6 +1,6 @@
 /* cmd_fit.c — `tern fit MODEL_DIR [--ctx N] [--parallel N] [--budget GIB]`: what fits in memory.
  * Weights bytes, KV bytes per token (sliding layers stop growing at their ring of window + chunk
- * positions), the KV a request of --ctx positions needs, and what a budget holds. The report
+ * positions), the KV a request of --ctx positions needs, what a budget holds, the activations. The report
  * depends only on the checkpoint and the flags, never on the machine, so it can be diffed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +14,12 @@
 
 static const char *usage =
     "usage: tern fit MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv bf16|f32]\n"
+    "                [--step-tokens N]\n"
     "Reports weights and KV-cache memory: bytes per token, per request of --ctx positions (default\n"
     "min(trained context, 8192)), for --parallel rows (default 4), and what a KV budget of --budget GiB\n"
     "holds (default: exactly what the rows need). --chunk is the engine's prefill chunk (default 256):\n"
-    "sliding layers keep window + chunk positions.\n";
+    "sliding layers keep window + chunk positions. --step-tokens is the most tokens of one forward\n"
+    "(default 512, the engine's), whose activations are counted too.\n";
 
 /* Bytes in the largest binary unit that keeps the number >= 1 (two decimals); rotates over 4 buffers. */
 static const char *human(uint64_t b) {
@@ -58,13 +60,13 @@ static void print_plan(const char *dir, const tern_fit_plan *p, const char *kv_n
     if (p->ctx_train > 0 && p->ctx > p->ctx_train)
         printf("warning:      --ctx %lld exceeds the trained context of %lld\n", (long long)p->ctx,
                (long long)p->ctx_train);
-    printf("total:        %s (weights + KV budget; the prefix cache and activations come on top)\n",
-           human(p->total));
+    printf("activations:  %s (a forward of up to %lld tokens)\n", human(p->activations), (long long)p->step_tokens);
+    printf("total:        %s (weights + KV budget + activations; the prefix cache comes on top)\n", human(p->total));
 }
 
 int cmd_fit(int argc, char **argv) {
-    tern_opt opts[] = {{"ctx", 1, 0},   {"parallel", 1, 0}, {"budget", 1, 0}, {"chunk", 1, 0},
-                       {"kv", 1, 0},    {"help", 0, 0},     {0, 0, 0}};
+    tern_opt opts[] = {{"ctx", 1, 0}, {"parallel", 1, 0},    {"budget", 1, 0}, {"chunk", 1, 0},
+                       {"kv", 1, 0},  {"step-tokens", 1, 0}, {"help", 0, 0},   {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("fit", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -73,7 +75,7 @@ int cmd_fit(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
-    int64_t ctx, parallel, chunk;
+    int64_t ctx, parallel, chunk, step;
     const char *kv = tern_args_get(opts, "kv"), *budget_s = tern_args_get(opts, "budget");
     double budget_gib = 0;
     if (budget_s) {
@@ -86,7 +88,8 @@ int cmd_fit(int argc, char **argv) {
     }
     if (np != 1 || tern_args_int("fit", opts, "ctx", 0, 1, 1 << 24, &ctx) ||
         tern_args_int("fit", opts, "parallel", 4, 1, 4096, &parallel) ||
-        tern_args_int("fit", opts, "chunk", 256, 1, 1 << 16, &chunk) || (kv && strcmp(kv, "bf16") && strcmp(kv, "f32"))) {
+        tern_args_int("fit", opts, "chunk", 256, 1, 1 << 16, &chunk) ||
+        tern_args_int("fit", opts, "step-tokens", 512, 1, 1 << 20, &step) || (kv && strcmp(kv, "bf16") && strcmp(kv, "f32"))) {
         fputs(usage, stderr);
         return 2;
     }
@@ -100,7 +103,7 @@ int cmd_fit(int argc, char **argv) {
         err = tern_fit_weights(pos[0], &c, &text, &other);
     if (!err)
         err = tern_fit_compute(&c, text, other, ctx, (int)parallel, (uint64_t)(budget_gib * 1024.0 * 1024.0 * 1024.0),
-                               kv && !strcmp(kv, "f32") ? 4 : 2, chunk, &plan);
+                               kv && !strcmp(kv, "f32") ? 4 : 2, chunk, step, &plan);
     if (err) {
         fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
         tern_err_free(err);

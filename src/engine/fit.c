@@ -9,6 +9,7 @@
 #include "core/json_util.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
+#include "models/gemma4.h"
 #include "models/gemma4_weights.h"
 
 tern_err *tern_fit_weights(const char *model_dir, const tern_gemma4_config *c, uint64_t *text_bytes,
@@ -45,15 +46,19 @@ tern_err *tern_fit_weights(const char *model_dir, const tern_gemma4_config *c, u
     return err;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 int64_t tern_fit_default_ctx(const tern_gemma4_config *c) {
     return c->max_position_embeddings > 0 && c->max_position_embeddings < 8192 ? c->max_position_embeddings : 8192;
 }
 
 tern_err *tern_fit_compute(const tern_gemma4_config *c, uint64_t weights, uint64_t other, int64_t ctx, int parallel,
-                           uint64_t budget, int elem_bytes, int64_t chunk, tern_fit_plan *out) {
+                           uint64_t budget, int elem_bytes, int64_t chunk, int64_t step_tokens, tern_fit_plan *out) {
     memset(out, 0, sizeof *out);
     if (parallel < 1 || parallel > 4096)
         return tern_errf(TERN_EINVAL, "--parallel must be in [1, 4096], got %d", parallel);
+    if (step_tokens < 0 || step_tokens > 1 << 20)
+        return tern_errf(TERN_EINVAL, "--step-tokens must be in [1, 1048576], got %lld", (long long)step_tokens);
     if (ctx < 0)
         return tern_errf(TERN_EINVAL, "--ctx must be >= 1, got %lld", (long long)ctx);
     out->weights_bytes = weights;
@@ -74,7 +79,9 @@ tern_err *tern_fit_compute(const tern_gemma4_config *c, uint64_t weights, uint64
     int64_t cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : INT64_MAX / 2;
     out->ctx_per_row = tern_kv_cost_max_positions(&out->cost, out->budget / (uint64_t)parallel, cap);
     out->max_one_request = tern_kv_cost_max_positions(&out->cost, out->budget, cap);
-    out->total = weights > UINT64_MAX - out->budget ? UINT64_MAX : weights + out->budget;
+    out->step_tokens = step_tokens ? step_tokens : 512;
+    out->activations = tern_gemma4_work_bytes(c, out->step_tokens);
+    out->total = sat_add(sat_add(weights, out->budget), out->activations);
     return NULL;
 }
 

@@ -24,16 +24,19 @@ typedef struct tern_fit_plan {
     int64_t rows_at_ctx;        /* full-context requests the budget holds at once (capped at parallel) */
     int64_t ctx_per_row;        /* the context every one of `parallel` rows could have within the budget */
     int64_t max_one_request;    /* the longest single request the budget holds (capped at ctx_train) */
-    uint64_t total;             /* weights + budget */
+    int64_t step_tokens;        /* most tokens in one forward */
+    uint64_t activations;       /* the work area of a forward of step_tokens tokens */
+    uint64_t total;             /* weights + budget + activations */
 } tern_fit_plan;
 
 /* Sums the stored bytes of the text decoder's tensors in MODEL_DIR and of everything else. */
 tern_err *tern_fit_weights(const char *model_dir, const tern_gemma4_config *c, uint64_t *text_bytes,
                            uint64_t *other_bytes);
 /* Plans `parallel` rows of `ctx` positions (0 = min(ctx_train, 8192)) with KV elements of elem_bytes and
- * `chunk` extra ring slots, in `budget` bytes (0 = exactly what the rows need). */
+ * `chunk` extra ring slots, in `budget` bytes (0 = exactly what the rows need), forwards of at most
+ * step_tokens tokens (0 = the engine's default, 512). */
 tern_err *tern_fit_compute(const tern_gemma4_config *c, uint64_t weights, uint64_t other, int64_t ctx, int parallel,
-                           uint64_t budget, int elem_bytes, int64_t chunk, tern_fit_plan *out);
+                           uint64_t budget, int elem_bytes, int64_t chunk, int64_t step_tokens, tern_fit_plan *out);
 /* The default context: min(ctx_train, 8192). */
 int64_t tern_fit_default_ctx(const tern_gemma4_config *c);
 /* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */

@@ -112,6 +112,7 @@ void *tern_kv_work(tern_kv *kv, size_t bytes) {
     return kv->work;
 }
 
+size_t tern_kv_work_bytes(const tern_kv *kv) { return kv->work_bytes; }
 uint64_t tern_kv_bytes(const tern_kv *kv) { return kv->bytes; }
 int64_t tern_kv_ctx(const tern_kv *kv) { return kv->ctx; }
 int tern_kv_n_seq(const tern_kv *kv) { return kv->n_seq; }

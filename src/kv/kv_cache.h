@@ -56,6 +56,8 @@ tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);
  * unspecified; kept (and grown when a larger pass needs it) until tern_kv_free, so that steady decoding does not
  * map and fault in fresh pages every step. Invalidated by the next call. NULL when out of memory. */
 void *tern_kv_work(tern_kv *kv, size_t bytes);
+/* The work area's size now: the largest `bytes` asked of tern_kv_work so far (0 before the first pass). */
+size_t tern_kv_work_bytes(const tern_kv *kv);
 
 
 /* ---- for the serving engine and the prefix cache: raw positions, copies, memory ---------- */

@@ -778,39 +778,54 @@ static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern
     return NULL;
 }
 
+/* The floats of each activation buffer of a forward over T tokens (whole cache lines each), in the order of
+ * fwd's x, xn, q, k, v, attn, a, g, u, f, moe, pli, rope[0], rope[1], tmp; returns their sum. */
+#define WORK_BUFS 15
+static size_t work_floats(const tern_gemma4_config *c, int64_t T, size_t floats[WORK_BUFS]) {
+    const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
+    const int64_t qw = c->num_attention_heads * (c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim);
+    int64_t ffn = c->intermediate_size * 2, tmpw = H + N * P;
+    if (c->enable_moe_block)
+        tmpw += H + c->num_experts + 4 * c->moe_intermediate_size + H;
+    if (ffn < P)
+        ffn = P;
+    const int64_t per_token[WORK_BUFS] = {H, H, qw, qw, qw, qw, H, ffn, ffn, H, H, N * P, c->head_dim, c->global_head_dim};
+    const size_t line = TERN_ALIGN / sizeof(float);
+    size_t total = 0;
+    for (int i = 0; i < WORK_BUFS; i++) {
+        const size_t n = i == WORK_BUFS - 1 ? (size_t)tmpw : (size_t)(T * (per_token[i] ? per_token[i] : 1));
+        floats[i] = (n + line - 1) / line * line;
+        total += floats[i];
+    }
+    return total;
+}
+
+uint64_t tern_gemma4_work_bytes(const tern_gemma4_config *c, int64_t T) {
+    size_t floats[WORK_BUFS];
+    return (uint64_t)work_floats(c, T, floats) * sizeof(float);
+}
+
 tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
                               float *hidden) {
     const tern_gemma4_config *c = &m->c;
     int64_t T;
     TERN_TRY(check_batch(m, kv, b, &T));
     const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
-    int64_t qw = c->num_attention_heads * (c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim);
-    int64_t kw = qw, ffn = c->intermediate_size * 2, tmpw = H + N * P;
-    if (c->enable_moe_block)
-        tmpw += H + c->num_experts + 4 * c->moe_intermediate_size + H;
-    if (ffn < P)
-        ffn = P;
     fwd F = {.m = m, .kv = kv, .pool = pool, .T = T, .prof = m->prof, .t_mark = m->prof ? tern_now_s() : 0};
     F.tok_seq = malloc((size_t)T * sizeof *F.tok_seq);
     F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
     F.tok_kind = malloc((size_t)T * sizeof *F.tok_kind);
     F.seq_end = calloc((size_t)tern_kv_n_seq(kv), sizeof *F.seq_end);
-    float **bufs[] = {&F.x,   &F.xn,  &F.q,   &F.k,   &F.v,       &F.attn,       &F.a,           &F.g,
-                      &F.u,   &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.tmp};
-    int64_t widths[] = {H, H, qw, kw, kw, qw, H, ffn, ffn, H, H, N * P, c->head_dim, c->global_head_dim, 0};
+    float **bufs[WORK_BUFS] = {&F.x, &F.xn,  &F.q,   &F.k,       &F.v,       &F.attn, &F.a, &F.g,
+                               &F.u, &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.tmp};
     /* The activations live in the cache's work area, zeroed each pass (the area outlives the pass, so decode
      * steps reuse its pages instead of faulting in fresh ones). */
-    const size_t nbufs = sizeof bufs / sizeof bufs[0], line = TERN_ALIGN / sizeof(float);
-    size_t floats[sizeof bufs / sizeof bufs[0]], total = 0; /* each rounded up to whole cache lines */
-    for (size_t i = 0; i < nbufs; i++) {
-        const size_t n = bufs[i] == &F.tmp ? (size_t)tmpw : (size_t)(T * (widths[i] ? widths[i] : 1));
-        floats[i] = (n + line - 1) / line * line;
-        total += floats[i];
-    }
+    size_t floats[WORK_BUFS];
+    const size_t total = work_floats(c, T, floats);
     float *work = tern_kv_work(kv, total * sizeof(float));
     if (work) {
         memset(work, 0, total * sizeof(float));
-        for (size_t i = 0, off = 0; i < nbufs; off += floats[i], i++)
+        for (size_t i = 0, off = 0; i < WORK_BUFS; off += floats[i], i++)
             *bufs[i] = work + off;
     }
     int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.seq_end || !work;

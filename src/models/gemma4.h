@@ -38,6 +38,8 @@ tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out);
 /* The same with the packed weights laid out for a pool of `threads` threads (0: one per core). A pool of another
  * size computes the same results, only its memory streams restart more often. */
 tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **out);
+/* Bytes of the activation buffers a forward over T tokens keeps in its KV cache's work area (tern_kv_work). */
+uint64_t tern_gemma4_work_bytes(const tern_gemma4_config *c, int64_t T);
 /* The pool size the packed weights are laid out for (the loader's `threads`, resolved). */
 int tern_gemma4_layout_threads(const tern_gemma4 *m);
 /* Frees the model; NULL is fine. */

@@ -326,21 +326,27 @@ static void test_fit(void **state) {
     assert_int_equal(other, 0);
     tern_fit_plan p;
     /* ring = window 8 + chunk 16 = 24 slots; full 256 B/token, sliding 384 B/token (bf16) */
-    TU_OK(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, &p));
+    TU_OK(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, 0, &p));
     assert_int_equal(p.per_request, 100 * 256 + 24 * 384);
     assert_int_equal(p.all_rows, 3 * p.per_request);
     assert_int_equal(p.budget, p.all_rows);
     assert_int_equal(p.rows_at_ctx, 3);
     assert_int_equal(p.ctx_per_row, 100);
-    assert_int_equal(p.total, text + p.budget);
-    TU_OK(tern_fit_compute(c, text, other, 100, 3, 2 * p.per_request + 10, 2, 16, &p));
+    assert_int_equal(p.step_tokens, 512); /* the engine's default */
+    assert_int_equal(p.activations, tern_gemma4_work_bytes(c, 512));
+    assert_int_equal(p.total, text + p.budget + p.activations);
+    TU_OK(tern_fit_compute(c, text, other, 100, 3, 2 * p.per_request + 10, 2, 16, 0, &p));
     assert_int_equal(p.rows_at_ctx, 2);
     assert_true(p.ctx_per_row < 100 && p.ctx_per_row > 50);
     assert_int_equal(p.max_one_request, (2 * (100 * 256 + 24 * 384) + 10 - 24 * 384) / 256);
-    TU_OK(tern_fit_compute(c, text, other, 0, 1, 0, 4, 16, &p)); /* f32 KV doubles the bytes */
+    TU_OK(tern_fit_compute(c, text, other, 0, 1, 0, 4, 16, 0, &p)); /* f32 KV doubles the bytes */
     assert_int_equal(p.ctx, tern_fit_default_ctx(c));
     assert_int_equal(p.cost.full_per_pos, 512);
-    TU_FAILS_WITH(tern_fit_compute(c, text, other, 100, 0, 0, 2, 16, &p), "--parallel");
+    TU_OK(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, 64, &p)); /* activations grow with the step */
+    assert_int_equal(p.activations, tern_gemma4_work_bytes(c, 64));
+    assert_true(tern_gemma4_work_bytes(c, 64) < tern_gemma4_work_bytes(c, 512));
+    TU_FAILS_WITH(tern_fit_compute(c, text, other, 100, 0, 0, 2, 16, 0, &p), "--parallel");
+    TU_FAILS_WITH(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, -1, &p), "--step-tokens");
     TU_FAILS_WITH(tern_fit_weights("/nonexistent-dir", c, &text, &other), "/nonexistent-dir");
 }
 

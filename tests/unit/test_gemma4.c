@@ -137,6 +137,8 @@ static void test_incremental_equals_full(void **state) {
             fail_msg("chunk %lld: max |incremental - full| = %g", (long long)chunk, d);
         /* The ring holds window + chunk slots, far fewer than the 30 positions. */
         assert_true(tern_kv_slots(kv, 0) == 8 + chunk);
+        /* The activations took what `tern fit` counts for forwards of `chunk` tokens. */
+        assert_int_equal(tern_kv_work_bytes(kv), tern_gemma4_work_bytes(tern_gemma4_config_of(m), chunk));
         tern_kv_free(kv);
     }
     free(full);
