@@ -34,12 +34,16 @@ void tern_softcap_avx512(float *x, int64_t n, float cap);
 void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n);
 /* tern_rmsnorm with the sum of squares in double lanes (differs from the portable order only in rounding). */
 void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, float *y);
+/* tern_rope_apply: pairs (i, i + dim/2) rotated by the angle whose cos/sin are cs[i]/sn[i]; pairs of zero
+ * frequency left untouched. */
+void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 
 /* The same with AVX2 + FMA (8 lanes). */
 void tern_gelu_tanh_avx2(float *x, int64_t n);
 void tern_softcap_avx2(float *x, int64_t n, float cap);
 void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n);
 void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, float *y);
+void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 
 struct tern_attn_args;
 /* One chunk's attention partial (see attention.h); head_dim a multiple of 16, heads per KV head dividing 16. */

@@ -292,6 +292,21 @@ void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, flo
     }
 }
 
+void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
+    const int64_t half = dim / 2;
+    for (int64_t i = 0; i < half; i += 8) {
+        const int64_t n = half - i;
+        /* Lanes of zero frequency keep x (unordered compare: a NaN frequency rotates, as in the portable path). */
+        const __m256 live = _mm256_cmp_ps(tail_load8(inv_freq + i, n), _mm256_setzero_ps(), _CMP_NEQ_UQ);
+        const __m256 x0 = tail_load8(x + i, n), x1 = tail_load8(x + i + half, n);
+        const __m256 c = tail_load8(cs + i, n), s = tail_load8(sn + i, n);
+        const __m256 r0 = _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s));
+        const __m256 r1 = _mm256_add_ps(_mm256_mul_ps(x1, c), _mm256_mul_ps(x0, s));
+        tail_store8(x + i, n, _mm256_blendv_ps(x0, r0, live));
+        tail_store8(x + i + half, n, _mm256_blendv_ps(x1, r1, live));
+    }
+}
+
 static inline __m256 load8(const void *base, tern_dtype dt, int64_t i) {
     if (dt == TERN_DT_F32)
         return _mm256_loadu_ps((const float *)base + i);

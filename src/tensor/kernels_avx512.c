@@ -366,6 +366,20 @@ void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, f
     }
 }
 
+void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
+    const int64_t half = dim / 2;
+    for (int64_t i = 0; i < half; i += 16) {
+        const __mmask16 m = tail_mask16(half - i);
+        /* Unordered compare, as the portable `!= 0` reads: a NaN frequency rotates (and spreads the NaN). */
+        const __mmask16 live =
+            _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, inv_freq + i), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        const __m512 x0 = _mm512_maskz_loadu_ps(m, x + i), x1 = _mm512_maskz_loadu_ps(m, x + i + half);
+        const __m512 c = _mm512_maskz_loadu_ps(m, cs + i), s = _mm512_maskz_loadu_ps(m, sn + i);
+        _mm512_mask_storeu_ps(x + i, live, _mm512_sub_ps(_mm512_mul_ps(x0, c), _mm512_mul_ps(x1, s)));
+        _mm512_mask_storeu_ps(x + i + half, live, _mm512_add_ps(_mm512_mul_ps(x1, c), _mm512_mul_ps(x0, s)));
+    }
+}
+
 void tern_softcap_avx512(float *x, int64_t n, float cap) {
     const __m512 c = _mm512_set1_ps(cap), ic = _mm512_set1_ps(1.0f / cap);
     for (int64_t i = 0; i < n; i += 16) {

@@ -188,6 +188,14 @@ void tern_rope_angles(int64_t dim, const float *inv_freq, int64_t pos, float *cs
 }
 
 void tern_rope_apply(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
+    if (tern_isa_active() == TERN_ISA_AVX512) {
+        tern_rope_apply_avx512(x, dim, inv_freq, cs, sn);
+        return;
+    }
+    if (tern_isa_active() == TERN_ISA_AVX2) {
+        tern_rope_apply_avx2(x, dim, inv_freq, cs, sn);
+        return;
+    }
     int64_t half = dim / 2;
     for (int64_t i = 0; i < half; i++) {
         if (inv_freq[i] == 0.0f)

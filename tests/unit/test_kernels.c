@@ -214,23 +214,33 @@ static void test_norm_gelu_mul_rope(void **state) {
                 }
             }
     }
-    tern_isa_set(tern_isa_detect());
-    float inv[128], cs[128], sn[128], a[256], b[256];
-    for (int i = 0; i < 128; i++)
-        inv[i] = i % 5 == 4 ? 0.0f : powf(10000.0f, -(float)i / 128.0f);
-    for (int64_t pos = 0; pos < 5000; pos += 333) {
-        for (int i = 0; i < 256; i++)
-            a[i] = b[i] = tu_frand(&rng);
-        tern_rope_angles(256, inv, pos, cs, sn);
-        tern_rope_apply(b, 256, inv, cs, sn);
-        for (int i = 0; i < 128; i++) {
-            const double t = (double)pos * inv[i], c = cos(t), s = sin(t);
-            const double w0 = inv[i] == 0 ? a[i] : a[i] * c - a[i + 128] * s;
-            const double w1 = inv[i] == 0 ? a[i + 128] : a[i + 128] * c + a[i] * s;
-            if (fabs(b[i] - w0) > 1e-6 || fabs(b[i + 128] - w1) > 1e-6 || (inv[i] == 0 && (b[i] != a[i] || b[i + 128] != a[i + 128])))
-                fail_msg("rope pos %lld pair %d: (%g, %g), want (%g, %g)", (long long)pos, i, b[i], b[i + 128], w0, w1);
+    /* RoPE over head dims with and without vector tails (2 .. 512), every path. */
+    static const int dims[] = {2, 34, 64, 96, 256, 512};
+    float inv[256], cs[256], sn[256], a[512], b[512];
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            const int dim = dims[di], half = dim / 2;
+            for (int i = 0; i < half; i++)
+                inv[i] = i % 5 == 4 ? 0.0f : powf(10000.0f, -(float)i / (float)half);
+            for (int64_t pos = 0; pos < 5000; pos += 333) {
+                for (int i = 0; i < dim; i++)
+                    a[i] = b[i] = tu_frand(&rng);
+                tern_rope_angles(dim, inv, pos, cs, sn);
+                tern_rope_apply(b, dim, inv, cs, sn);
+                for (int i = 0; i < half; i++) {
+                    const double t = (double)pos * inv[i], c = cos(t), s = sin(t);
+                    const double w0 = inv[i] == 0 ? a[i] : a[i] * c - a[i + half] * s;
+                    const double w1 = inv[i] == 0 ? a[i + half] : a[i + half] * c + a[i] * s;
+                    if (fabs(b[i] - w0) > 1e-6 || fabs(b[i + half] - w1) > 1e-6 ||
+                        (inv[i] == 0 && (b[i] != a[i] || b[i + half] != a[i + half])))
+                        fail_msg("%s: rope dim %d pos %lld pair %d: (%g, %g), want (%g, %g)", tern_isa_name(isa), dim,
+                                 (long long)pos, i, b[i], b[i + half], w0, w1);
+                }
+            }
         }
     }
+    tern_isa_set(tern_isa_detect());
     free(g);
     free(u);
     free(y);
