@@ -460,9 +460,11 @@ typedef struct attn_job {
     int64_t slices; /* shares of a token's query heads computed apart */
     int64_t spans;  /* 2: a token's two spans of positions computed apart, their partials in parts; else 1 */
     float *parts;   /* spans == 2: [T][2] partials, finished after the region */
+    int layer;
 } attn_job;
 
-/* Tokens [b, e): q/k norms and RoPE (the token's angles from F->rope), v's scale-free norm. */
+/* Tokens [b, e): q/k norms and RoPE (the token's angles from F->rope), v's scale-free norm, and, in a layer that
+ * owns its cache, the token's K/V written to it (every token of a forward has its own slot). */
 static void qk_prep_range(void *ctx, size_t b, size_t e, int tid) {
     const attn_job *j = ctx;
     fwd *F = j->F;
@@ -482,6 +484,9 @@ static void qk_prep_range(void *ctx, size_t b, size_t e, int tid) {
             tern_rope_apply(kh, hd, j->inv_freq, cs, sn);
             tern_rmsnorm(vh, NULL, hd, eps, vh);
         }
+        if (L->owns_cache)
+            tern_kv_write(F->kv, j->layer, F->tok_seq[t], F->tok_pos[t], F->k + (int64_t)t * kvh * hd,
+                          F->v + (int64_t)t * kvh * hd);
     }
 }
 
@@ -567,11 +572,8 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     float *parts = spans > 1 ? malloc((size_t)(T * 2 * pf) * sizeof *parts) : NULL;
     if (spans > 1 && !parts)
         spans = 1;
-    attn_job j = {F, L, nH, inv_freq, slices, spans, parts};
+    attn_job j = {F, L, nH, inv_freq, slices, spans, parts, layer};
     tern_pool_parallel_for(F->pool, (size_t)T, 1, qk_prep_range, &j);
-    if (L->owns_cache)
-        for (int64_t t = 0; t < T; t++)
-            tern_kv_write(F->kv, layer, F->tok_seq[t], F->tok_pos[t], F->k + t * kvh * hd, F->v + t * kvh * hd);
     mark(F, TERN_PH_ATTN_PREP, NULL);
     /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
     tern_pool_parallel_balanced(F->pool, (size_t)(T * spans * slices), 1, attn_range, &j);
