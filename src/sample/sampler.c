@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "sample/topk.h"
+#include "tensor/ops.h"
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -74,6 +75,49 @@ static int32_t rank_at(ranked *r, int64_t i) {
     return r->idx[i];
 }
 
+/* Blocks of the vocabulary whose sums let a draw with nothing cut skip to its block. */
+#define SAMPLE_BLOCK 256
+
+/* The sum of p[b, e) over four interleaved chains (no chain of dependent additions across the whole block). */
+static double block_sum(const float *p, int64_t b, int64_t e) {
+    double s[4] = {0, 0, 0, 0};
+    int64_t i = b;
+    for (; i + 4 <= e; i += 4)
+        for (int k = 0; k < 4; k++)
+            s[k] += (double)p[i + k];
+    for (; i < e; i++)
+        s[0] += (double)p[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* A draw over the whole vocabulary in index order, w holding (logit - max) / T: w becomes e^w, the total is the
+ * sum of the block sums, and the draw finds its block by their running sum, then its token within. */
+static int32_t draw_all(float *w, int64_t n, tern_rng *rng) {
+    tern_exp(w, n);
+    double total = 0;
+    for (int64_t b = 0; b < n; b += SAMPLE_BLOCK)
+        total += block_sum(w, b, b + SAMPLE_BLOCK < n ? b + SAMPLE_BLOCK : n);
+    const double u = tern_rng_uniform(rng) * total;
+    double acc = 0;
+    for (int64_t b = 0; b < n; b += SAMPLE_BLOCK) {
+        const int64_t e = b + SAMPLE_BLOCK < n ? b + SAMPLE_BLOCK : n;
+        const double bs = block_sum(w, b, e);
+        if (u < acc + bs) { /* the draw falls in this block: walk it */
+            double a = acc;
+            for (int64_t i = b; i < e; i++) {
+                a += (double)w[i];
+                if (u < a)
+                    return (int32_t)i;
+            }
+        }
+        acc += bs;
+    }
+    for (int64_t i = n - 1; i > 0; i--) /* rounding left u at the very top: the last possible token */
+        if (w[i] > 0.0f)
+            return (int32_t)i;
+    return 0;
+}
+
 int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx) {
     if (p->temperature <= 0.0f || n <= 1)
         return tern_argmax(logits, n);
@@ -86,6 +130,8 @@ int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern
         float w = (logits[i] - mx) / p->temperature;
         work[i] = w == w ? w : -INFINITY;
     }
+    if (!(p->top_k > 0 && p->top_k < n) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f))
+        return draw_all(work, n, rng);
     ranked r = {work, idx, n, 0};
     int64_t m = p->top_k > 0 && p->top_k < n ? p->top_k : n; /* candidates kept so far: ranks [0, m) */
     if (m < n)

@@ -29,6 +29,8 @@ int32_t tern_argmax(const float *logits, int64_t n);
 /* Picks a token. Processing order (as Hugging Face applies it): temperature, top-k, top-p, min-p;
  * the draw walks the kept candidates from the most likely down (ties: lower id first). Candidates
  * are ranked only as deep as the walk goes (topk.h), so a typical call costs O(n), not a sort.
+ * When nothing is cut (no top-k below n, top-p 1, min-p 0) nothing is ranked: the draw walks the
+ * vocabulary in index order, by blocks of 256 (each summed over 4 interleaved chains, in double).
  * `work` must hold n floats and `idx` n ints; logits are not modified. */
 int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx);
 

@@ -37,6 +37,8 @@ void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, f
 /* tern_rope_apply: pairs (i, i + dim/2) rotated by the angle whose cos/sin are cs[i]/sn[i]; pairs of zero
  * frequency left untouched. */
 void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
+/* tern_exp: e^x in place, 0 below -87 and for NaN. */
+void tern_exp_avx512(float *x, int64_t n);
 
 /* The same with AVX2 + FMA (8 lanes). */
 void tern_gelu_tanh_avx2(float *x, int64_t n);
@@ -44,6 +46,7 @@ void tern_softcap_avx2(float *x, int64_t n, float cap);
 void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n);
 void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, float *y);
 void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
+void tern_exp_avx2(float *x, int64_t n);
 
 struct tern_attn_args;
 /* One chunk's attention partial (see attention.h); head_dim a multiple of 16, heads per KV head dividing 16. */

@@ -292,6 +292,14 @@ void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, flo
     }
 }
 
+void tern_exp_avx2(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 v = tail_load8(x + i, n - i);
+        const __m256 live = _mm256_cmp_ps(v, _mm256_set1_ps(-87.0f), _CMP_GE_OQ); /* NaN: not live */
+        tail_store8(x + i, n - i, _mm256_and_ps(live, exp256(v)));
+    }
+}
+
 void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
     const int64_t half = dim / 2;
     for (int64_t i = 0; i < half; i += 8) {

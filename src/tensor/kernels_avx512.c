@@ -366,6 +366,15 @@ void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, f
     }
 }
 
+void tern_exp_avx512(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        const __mmask16 live = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_GE_OQ); /* NaN: not live */
+        _mm512_mask_storeu_ps(x + i, m, _mm512_maskz_mov_ps(live, exp512(v)));
+    }
+}
+
 void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
     const int64_t half = dim / 2;
     for (int64_t i = 0; i < half; i += 16) {

@@ -249,6 +249,19 @@ void tern_softcap(float *x, int64_t n, float cap) {
         x[i] = cap * tanhf(x[i] / cap);
 }
 
+void tern_exp(float *x, int64_t n) {
+    if (tern_isa_active() == TERN_ISA_AVX512) {
+        tern_exp_avx512(x, n);
+        return;
+    }
+    if (tern_isa_active() == TERN_ISA_AVX2) {
+        tern_exp_avx2(x, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] >= -87.0f ? expf(x[i]) : 0.0f;
+}
+
 void tern_softmax(float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++)

@@ -153,6 +153,31 @@ static void test_activations(void **state) {
     free(c);
 }
 
+/* e^x in place against libm from -87 to 88 (lengths with tails), and exactly 0 below -87, for -inf and NaN. */
+static void test_exp(void **state) {
+    const int64_t n = 17501; /* -87 .. 88 in steps of 0.01, odd so every path has a tail */
+    float *x = malloc((size_t)n * sizeof *x);
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = -87.0f + 0.01f * (float)i;
+        tern_exp(x, n);
+        for (int64_t i = 0; i < n; i++) {
+            const double want = exp((double)(-87.0f + 0.01f * (float)i));
+            if (fabs(x[i] - want) > 3e-7 * want)
+                fail_msg("%s: exp(%g) = %g, want %g", tern_isa_name(isa), -87.0f + 0.01f * (float)i, x[i], want);
+        }
+        float odd[5] = {-87.5f, -1000.0f, -INFINITY, NAN, 0.0f};
+        tern_exp(odd, 5);
+        for (int i = 0; i < 4; i++)
+            if (odd[i] != 0.0f)
+                fail_msg("%s: exp of case %d = %g, want 0", tern_isa_name(isa), i, odd[i]);
+        assert_true(odd[4] == 1.0f);
+    }
+    tern_isa_set(tern_isa_detect());
+    free(x);
+}
+
 /* The attention merge's rescaled sum y = y * a + x * b, SIMD kernels against double on widths around the vector
  * lengths (tails of 1..15). */
 static void test_axpby(void **state) {
@@ -491,7 +516,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_axpby), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence), cmocka_unit_test(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_exp), cmocka_unit_test(test_axpby), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence), cmocka_unit_test(test_gelu_group),
         cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
     };

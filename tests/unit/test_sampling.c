@@ -10,6 +10,7 @@
 #include "sample/penalties.h"
 #include "sample/sampler.h"
 #include "sample/topk.h"
+#include "tensor/ops.h"
 #include "testutil.h"
 
 static uint32_t lcg(uint32_t *s) {
@@ -113,7 +114,18 @@ static void test_rank_matches_sort(void **state) {
     free(idx);
 }
 
-/* The textbook sampler: sort everything, then temperature, top-k, top-p, min-p, draw in order. */
+/* Sum of p[b, e) as the sampler defines it for blocks: four chains i % 4, then (0 + 1) + (2 + 3). */
+static double ref_block_sum(const float *p, int64_t b, int64_t e) {
+    double s[4] = {0, 0, 0, 0};
+    const int64_t whole = b + (e - b) / 4 * 4;
+    for (int64_t i = b; i < e; i++)
+        s[i < whole ? (i - b) % 4 : 0] += p[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* The textbook sampler: sort everything, then temperature, top-k, top-p, min-p, draw in order. When nothing is
+ * cut, the draw is over the whole vocabulary in index order, with the library's e^x and the block sums of 256
+ * that tern_sample defines. */
 static int32_t ref_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng) {
     if (p->temperature <= 0)
         return tern_argmax(logits, n);
@@ -121,6 +133,27 @@ static int32_t ref_sample(const float *logits, int64_t n, const tern_sampling *p
     float *w = malloc((size_t)n * sizeof *w);
     for (int64_t i = 0; i < n; i++)
         w[i] = (logits[i] - mx) / p->temperature;
+    if (!(p->top_k > 0 && p->top_k < n) && p->top_p >= 1 && p->min_p <= 0) {
+        tern_exp(w, n);
+        const int64_t nb = (n + 255) / 256;
+        double *bs = malloc((size_t)nb * sizeof *bs), total = 0, acc = 0;
+        for (int64_t k = 0; k < nb; k++)
+            total += bs[k] = ref_block_sum(w, 256 * k, 256 * k + 256 < n ? 256 * k + 256 : n);
+        const double u = tern_rng_uniform(rng) * total;
+        int32_t pick = -1;
+        for (int64_t k = 0; k < nb && pick < 0; acc += bs[k], k++) {
+            double a = acc;
+            for (int64_t i = 256 * k; u < acc + bs[k] && i < 256 * k + 256 && i < n && pick < 0; i++)
+                if (u < (a += w[i]))
+                    pick = (int32_t)i;
+        }
+        for (int64_t i = n - 1; pick < 0 && i >= 0; i--) /* rounding left u at the top: the last possible one */
+            if (w[i] > 0 || i == 0)
+                pick = (int32_t)i;
+        free(bs);
+        free(w);
+        return pick;
+    }
     int32_t *o = ref_order(w, n);
     int64_t m = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     double total = 0;
@@ -190,6 +223,23 @@ static void test_sample_matches_reference(void **state) {
         }
     }
     assert_true(differs_from_greedy); /* the draws are really random, not argmax in disguise */
+    /* Draws follow the distribution: logits ln 1, ln 2, ln 4 (and a banned token) give 1/7, 2/7, 4/7 with nothing
+     * cut, and top-k 2 gives 1/3, 2/3 of the two best. */
+    {
+        float d[4] = {0.0f, logf(2.0f), -INFINITY, logf(4.0f)};
+        const tern_sampling all = {1.0f, 0, 1.0f, 0.0f}, top2 = {1.0f, 2, 1.0f, 0.0f};
+        const double want[2][4] = {{1 / 7.0, 2 / 7.0, 0, 4 / 7.0}, {0, 1 / 3.0, 0, 2 / 3.0}};
+        tern_rng rd;
+        tern_rng_seed(&rd, 11);
+        for (int c = 0; c < 2; c++) {
+            int count[4] = {0};
+            for (int i = 0; i < 70000; i++)
+                count[tern_sample(d, 4, c ? &top2 : &all, &rd, work, idx)]++;
+            for (int k = 0; k < 4; k++)
+                if (fabs(count[k] / 70000.0 - want[c][k]) > 0.01)
+                    fail_msg("case %d: token %d drawn %d times in 70000, want %.4f of them", c, k, count[k], want[c][k]);
+        }
+    }
     /* Greedy: the largest logit, the lowest index on ties. */
     float t[5] = {1, 3, 3, -2, 0};
     tern_sampling g = tern_sampling_greedy();
