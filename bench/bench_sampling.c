@@ -4,13 +4,15 @@
  * Logits are normal with standard deviation S (default: 1, 3 and 6 in turn; random-weight checkpoints give
  * flat ones, trained models peaked ones). Settings: greedy; temperature 1 with nothing cut (the OpenAI and
  * Anthropic defaults); temperature 0.8 with top-p 0.95; top-k 40; llama.cpp's server defaults (top-k 40,
- * top-p 0.95, min-p 0.05, temperature 0.8). Prints the median milliseconds per draw. */
+ * top-p 0.95, min-p 0.05, temperature 0.8); and the log-probabilities of a token with its 5 best alternatives
+ * (the APIs' logprobs). Prints the median milliseconds per call. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/timeutil.h"
+#include "sample/logprobs.h"
 #include "sample/sampler.h"
 
 static int cmp_double(const void *a, const void *b) {
@@ -75,6 +77,17 @@ int main(int argc, char **argv) {
             printf("  sigma %-4g %-30s %8.3f ms  (mean id %lld)\n", sigmas[si], settings[k].name, t[iters / 2] * 1e3,
                    (long long)(picked / iters));
         }
+        double lp_sum = 0;
+        for (int it = 0; it < iters; it++) {
+            tern_logprobs lp;
+            const double t0 = tern_now_s();
+            tern_logprobs_compute(logits, vocab, it, 5, &lp);
+            t[it] = tern_now_s() - t0;
+            lp_sum += lp.chosen;
+        }
+        qsort(t, (size_t)iters, sizeof *t, cmp_double);
+        printf("  sigma %-4g %-30s %8.3f ms  (mean %.3f)\n", sigmas[si], "logprobs, top 5", t[iters / 2] * 1e3,
+               lp_sum / iters);
     }
     free(logits);
     free(work);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "sample/topk.h"
+#include "tensor/ops.h"
 
 double tern_logsumexp(const float *x, int64_t n) {
     float mx = -INFINITY;
@@ -12,10 +13,19 @@ double tern_logsumexp(const float *x, int64_t n) {
             mx = x[i];
     if (!(mx > -INFINITY))
         return -INFINITY;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)expf(x[i] - mx);
-    return (double)mx + log(s);
+    /* e^(x - max) a block at a time with the vectorised exp (NaN logits count as impossible), summed in double
+     * over four chains. */
+    double s[4] = {0, 0, 0, 0};
+    float e[256];
+    for (int64_t b = 0; b < n; b += 256) {
+        const int64_t m = n - b < 256 ? n - b : 256;
+        for (int64_t i = 0; i < m; i++)
+            e[i] = x[b + i] - mx;
+        tern_exp(e, m);
+        for (int64_t i = 0; i < m; i++)
+            s[i & 3] += (double)e[i];
+    }
+    return (double)mx + log((s[0] + s[1]) + (s[2] + s[3]));
 }
 
 void tern_logprobs_compute(const float *logits, int64_t n, int32_t chosen, int n_top, tern_logprobs *out) {

@@ -10,6 +10,7 @@
 #include "sample/penalties.h"
 #include "sample/sampler.h"
 #include "sample/topk.h"
+#include "tensor/cpu.h"
 #include "tensor/ops.h"
 #include "testutil.h"
 
@@ -320,6 +321,22 @@ static void test_logprobs(void **state) {
     assert_float_equal(lp.top[0], 3.0 - lse, 1e-6);
     tern_logprobs_compute(l, 4, 0, 50, &lp); /* clamped to the vocabulary */
     assert_int_equal(lp.n_top, 4);
+    /* A vocabulary of many blocks (with a tail) against double, on every path; banned tokens count for nothing. */
+    const int64_t V = 262147;
+    float *x = malloc((size_t)V * sizeof *x);
+    double mx = -INFINITY, s = 0;
+    for (int64_t i = 0; i < V; i++) {
+        x[i] = i % 1000 == 7 ? -INFINITY : (float)((i * 7919) % 2003) * 0.01f - 10.0f;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    for (int64_t i = 0; i < V; i++)
+        s += exp(x[i] - mx);
+    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        tern_isa_set(isa);
+        assert_float_equal(tern_logsumexp(x, V), mx + log(s), 1e-6);
+    }
+    tern_isa_set(tern_isa_detect());
+    free(x);
 }
 
 static void test_chain(void **state) {
