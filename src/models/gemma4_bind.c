@@ -227,23 +227,17 @@ static int splittable(const tern_gemma4_weights *w, const tern_gemma4_product *p
     return p->n > 0;
 }
 
-/* Blocks and block bytes of a packable matrix. */
-static int64_t blocks_of(const tern_weight *w) { return (tern_weight_rows(w) + 15) / 16; }
-static size_t block_bytes_of(const tern_weight *w) {
-    return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(tern_weight_cols(w) / w->group);
-}
-
 /* The blocks [*b, *e) of product p's matrix i that lie in thread t's share of the product's blocks laid end to
  * end (tern_pool_share, as the grouped product splits them); empty when *b >= *e. */
 static void share_of_part(const tern_gemma4_product *p, int i, int t, int threads, int64_t *b, int64_t *e) {
     int64_t units = 0, start = 0;
     for (int k = 0; k < p->n; k++) {
-        units += blocks_of(p->w[k]);
-        start += k < i ? blocks_of(p->w[k]) : 0;
+        units += tern_qpack_blocks(p->w[k]);
+        start += k < i ? tern_qpack_blocks(p->w[k]) : 0;
     }
     size_t lo, hi;
     tern_pool_share((size_t)units, (size_t)t, (size_t)threads, &lo, &hi);
-    const int64_t nb = blocks_of(p->w[i]);
+    const int64_t nb = tern_qpack_blocks(p->w[i]);
     *b = (int64_t)lo > start ? (int64_t)lo - start : 0;
     *e = (int64_t)hi - start < nb ? (int64_t)hi - start : nb;
 }
@@ -262,7 +256,7 @@ static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t *
                 continue;
             first[pieces] = b;
             at[pieces++] = cursor[t];
-            cursor[t] += (size_t)(e - b) * block_bytes_of(p->w[i]);
+            cursor[t] += (size_t)(e - b) * tern_qpack_block_bytes(p->w[i]);
         }
         tern_qpack *pk;
         if (!(err = tern_qpack_create_split(p->w[i], pieces, first, at, &pk)))
@@ -279,7 +273,7 @@ static size_t share_bytes(const tern_gemma4_product *p, int t, int threads) {
     for (int i = 0; i < p->n; i++) {
         int64_t b, e;
         share_of_part(p, i, t, threads, &b, &e);
-        bytes += b < e ? (size_t)(e - b) * block_bytes_of(p->w[i]) : 0;
+        bytes += b < e ? (size_t)(e - b) * tern_qpack_block_bytes(p->w[i]) : 0;
     }
     return bytes;
 }

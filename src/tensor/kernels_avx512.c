@@ -104,6 +104,15 @@ static inline __attribute__((always_inline)) void gemv_dot(const uint16_t *W, in
  * o .. o+nr-1 for tokens t0 .. t0+nt-1, 8 rows at once for one or two tokens (8 or 16 dot-product chains in flight:
  * with 3 KB rows 4 left ~20% of the bandwidth unused), else 4 rows x up to 4 tokens. Inlined with blk: as a call
  * per block it measured ~4 points slower on such rows. */
+/* CALL(NR, NT) for every block shape walk_blocks hands out (8 rows x 1-2 tokens, else up to 4 x 4), as constants. */
+#define SWITCH_BLOCK(nr, nt, CALL)                                                                                \
+    do {                                                                                                          \
+        if ((nr) == 8)                                                                                            \
+            (nt) == 1 ? CALL(8, 1) : CALL(8, 2);                                                                  \
+        else                                                                                                      \
+            SWITCH_4X4(nr, nt, CALL);                                                                             \
+    } while (0)
+
 static inline __attribute__((always_inline)) void walk_blocks(const void *job, size_t b, size_t e, int64_t T,
                         void (*blk)(const void *job, size_t o, int64_t t0, int nr, int nt)) {
     for (size_t o8 = b; o8 < e; o8 += 8) {
@@ -127,10 +136,7 @@ static inline __attribute__((always_inline)) void bf16_block(const void *ctx, si
     const int64_t in = j->in;
     const uint16_t *wr = (const uint16_t *)j->w->data + (j->row0 + (int64_t)o) * in, *xb = j->xb + t0 * j->in_pad;
     float *y = j->y + t0 * j->n_out + (int64_t)o;
-    if (nr == 8)
-        nt == 1 ? GEMV_CASE(8, 1) : GEMV_CASE(8, 2);
-    else
-        SWITCH_4X4(nr, nt, GEMV_CASE);
+    SWITCH_BLOCK(nr, nt, GEMV_CASE);
 }
 
 static void bf16_gemv_range(void *ctx, size_t b, size_t e, int tid) {
@@ -232,10 +238,7 @@ static inline __attribute__((always_inline)) void f32_block(const void *ctx, siz
     const int half = j->w->fmt == TERN_WF_F16;
     const int64_t r0 = j->row0 + (int64_t)o;
     float *y = j->y + t0 * j->n_out + (int64_t)o;
-    if (nr == 8)
-        nt == 1 ? F32_CASE(8, 1) : F32_CASE(8, 2);
-    else
-        SWITCH_4X4(nr, nt, F32_CASE);
+    SWITCH_BLOCK(nr, nt, F32_CASE);
 }
 
 static void f32_range(void *ctx, size_t b, size_t e, int tid) {

@@ -33,20 +33,28 @@ typedef struct qmm_job {
     int n_next;
 } qmm_job;
 
+/* Requests `bytes` of pk's packed blocks from block blk on (no further than its last block), piece by piece: the
+ * blocks may lie in several runs. */
+static void request_blocks(const tern_qpack *pk, int64_t blk, size_t bytes) {
+    const size_t left = (size_t)(pk->blocks - blk) * pk->block_bytes;
+    for (size_t off = 0; off < bytes && off < left; off += 64)
+        __builtin_prefetch(tern_qpack_block_data(pk, blk + (int64_t)(off / pk->block_bytes)) + off % pk->block_bytes);
+}
+
 /* Blocks [b, e) of part p: each from the weight's packed copy when its rows line up with it, else packed
  * here (weights loaded without a packed copy, or slabs starting mid-block). */
 static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     const tern_weight *w = j->w[p];
     const tern_qpack *pk = w->qpack;
-    const int64_t in = j->a->in, n_out = j->n_out[p];
-    const size_t gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype), bb = gb * (size_t)(in / w->group);
+    const int64_t n_out = j->n_out[p];
+    const size_t gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype), bb = tern_qpack_block_bytes(w);
     const int direct = pk && j->row0[p] % 16 == 0;
     uint8_t *own = NULL;
     if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN)))
         return;
+    const size_t run = (size_t)(e - b) * bb;
     if (direct && j->a->T > 1)
-        for (size_t off = 0; off < QMM_RUN_PREFETCH && off < (size_t)(e - b) * bb; off += 64)
-            __builtin_prefetch(tern_qpack_block_data(pk, j->row0[p] / 16 + b + (int64_t)(off / bb)) + off % bb);
+        request_blocks(pk, j->row0[p] / 16 + b, run < QMM_RUN_PREFETCH ? run : QMM_RUN_PREFETCH);
     for (int64_t blk = b; blk < e; blk++) {
         const uint8_t *src = own;
         if (direct)
@@ -73,11 +81,7 @@ static void prefetch_next(const qmm_job *j, int tid) {
     int64_t blk = (int64_t)lo;
     for (int p = 0; p < j->n_next; p++, blk -= j->next[p - 1]->qpack->blocks)
         if (blk < j->next[p]->qpack->blocks) {
-            const tern_qpack *pk = j->next[p]->qpack;
-            const size_t left = (size_t)(pk->blocks - blk) * pk->block_bytes;
-            for (size_t off = 0; off < QMM_NEXT_PREFETCH && off < left; off += 64)
-                __builtin_prefetch(tern_qpack_block_data(pk, blk + (int64_t)(off / pk->block_bytes)) +
-                                   off % pk->block_bytes);
+            request_blocks(j->next[p]->qpack, blk, QMM_NEXT_PREFETCH);
             return;
         }
 }

@@ -50,10 +50,13 @@ void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     }
 }
 
-size_t tern_qpack_bytes(const tern_weight *w) {
-    const int64_t in = tern_weight_cols(w), blocks = (tern_weight_rows(w) + 15) / 16;
-    return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(in / w->group) * (size_t)blocks;
+int64_t tern_qpack_blocks(const tern_weight *w) { return (tern_weight_rows(w) + 15) / 16; }
+
+size_t tern_qpack_block_bytes(const tern_weight *w) {
+    return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(tern_weight_cols(w) / w->group);
 }
+
+size_t tern_qpack_bytes(const tern_weight *w) { return tern_qpack_block_bytes(w) * (size_t)tern_qpack_blocks(w); }
 
 static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, tern_qpack **out) {
     *out = NULL;
@@ -66,12 +69,12 @@ static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8
         return tern_errf(TERN_ENOMEM, "out of memory packing %s", name);
     p->rows = tern_weight_rows(w);
     p->in = tern_weight_cols(w);
-    p->blocks = (p->rows + 15) / 16;
+    p->blocks = tern_qpack_blocks(w);
     p->bits = w->bits;
     p->group = w->group;
     p->sdtype = w->sdtype;
     p->group_bytes = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
-    p->block_bytes = p->group_bytes * (size_t)(p->in / w->group);
+    p->block_bytes = tern_qpack_block_bytes(w);
     p->owns_data = at == NULL;
     p->pieces = n;
     p->first = malloc((size_t)n * sizeof *p->first);

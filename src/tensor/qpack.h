@@ -56,6 +56,9 @@ size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype);
 void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out);
 /* Bytes the packed copy of w takes (a multiple of 64). */
 size_t tern_qpack_bytes(const tern_weight *w);
+/* The 16-row blocks of a packable weight, and the bytes of one packed block. */
+int64_t tern_qpack_blocks(const tern_weight *w);
+size_t tern_qpack_block_bytes(const tern_weight *w);
 /* Packs the whole weight (rows flattened over leading dims) into a new tern_qpack; *out NULL on error. With
  * `at` non-NULL (64-byte aligned, tern_qpack_bytes long) the codes go there and stay the caller's. */
 tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out);
