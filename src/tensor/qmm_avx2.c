@@ -26,29 +26,48 @@ static int32_t hsum8_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-/* tern_qact_fill_ref, 8 values at a time (rounding by the default mode: nearest even, as nearbyintf), over
- * units u0 .. u1 (unit u: group u % ng of token u / ng, at x + u * group). */
+/* tern_qact_fill_ref, 8 values at a time (max |x| ignoring NaN: vmaxps returns its second operand when one is
+ * NaN; clamped codes rounded by the default mode: nearest even, as nearbyintf), over units u0 .. u1 (unit u:
+ * group u % ng of token u / ng, at x + u * group). */
 static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
     const int64_t G = a->group;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     for (int64_t u = u0; u < u1; u++) {
         const float *xg = x + u * G;
         __m256 m = _mm256_setzero_ps();
         for (int64_t k = 0; k < G; k += 8)
-            m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xg + k), absmask));
-        const float amax = hmax8(m);
-        const __m256 inv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+            m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + k), absmask), m);
+        const int e = tern_qact_exponent(hmax8(m));
+        const __m256 inv = _mm256_set1_ps(tern_qact_pow2(-e));
         __m256i isum = _mm256_setzero_si256();
         int8_t *q = a->q + u * G;
         for (int64_t k = 0; k < G; k += 8) {
-            const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + k), inv));
-            isum = _mm256_add_epi32(isum, v);
-            const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(xg + k), inv), lo), hi);
+            const __m256i c = _mm256_cvtps_epi32(v);
+            isum = _mm256_add_epi32(isum, c);
+            const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
             _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(w16, w16));
         }
-        a->xs[u] = amax / 127.0f;
-        a->isum[u] = (float)hsum8_epi32(isum);
+        a->xs[u] = tern_qact_pow2(e);
+        a->xsum[u] = (float)hsum8_epi32(isum) * tern_qact_pow2(e);
     }
+}
+
+/* Whether 8 scales times any step allow the exponent add (see exponent_add_ok in qmm_avx512.c): exponent fields
+ * 65 .. 191. */
+static inline int exponent_add_ok8(__m256 s) {
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(s), _mm256_set1_epi32(0x7fffffff));
+    const __m256i off = _mm256_sub_epi32(mag, _mm256_set1_epi32((1 - TERN_QACT_EXP_MIN) << 23));
+    const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), off),
+                                           _mm256_cmpgt_epi32(_mm256_set1_epi32((254 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23), off));
+    return _mm256_movemask_ps(_mm256_castsi256_ps(in)) == 0xff;
+}
+
+static inline int32_t bits_of(float f) {
+    int32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
 }
 
 static inline __m256 load_scales8(const uint8_t *p, tern_dtype dt) {
@@ -125,10 +144,15 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
         }
         for (int h = 0; h < 2; h++) {
             const __m256 s = load_scales8(grp + 8 * h * ss, sdt), b = load_scales8(grp + (16 + 8 * h) * ss, sdt);
+            const int add = exponent_add_ok8(s);
+            const __m256i sm = _mm256_sub_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127 << 23));
             for (int t = 0; t < NT; t++) {
                 const int64_t i = (t0 + t) * ng + g;
-                const __m256 inner = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[t][h]), s, _mm256_mul_ps(b, _mm256_set1_ps(a->isum[i])));
-                acc[t][h] = _mm256_fmadd_ps(_mm256_set1_ps(a->xs[i]), inner, acc[t][h]);
+                /* s * xs: exact either way (xs is a power of two); the integer add spares a multiply. */
+                const __m256 st = add ? _mm256_castsi256_ps(_mm256_add_epi32(sm, _mm256_set1_epi32(bits_of(a->xs[i]))))
+                                      : _mm256_mul_ps(s, _mm256_set1_ps(a->xs[i]));
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[t][h]), st, acc[t][h]);
+                acc[t][h] = _mm256_fmadd_ps(b, _mm256_set1_ps(a->xsum[i]), acc[t][h]);
             }
         }
     }

@@ -7,31 +7,35 @@
  * tokens. The arithmetic is exactly tern_qmm_ref's (integer dots per group, then the same two FMAs in the
  * same order), so results are bit-identical to the portable definition and independent of the batch. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "tensor/kernels.h"
 #include "tensor/qmm.h"
 
-/* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x|, codes rounded to
- * nearest even by the current (default) rounding mode, exact integer sums. Unit u is group u % ng of token
- * u / ng, which starts at x + u * group since a token's groups are contiguous. */
+/* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x| (NaN ignored: vmaxps returns
+ * its second operand when one is NaN), a power-of-two step, codes clamped and rounded to nearest even by the
+ * current (default) rounding mode, exact integer sums. Unit u is group u % ng of token u / ng, which starts at
+ * x + u * group since a token's groups are contiguous. */
 static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
     const int64_t G = a->group;
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
     for (int64_t u = u0; u < u1; u++) {
         const float *xg = x + u * G;
         __m512 m = _mm512_setzero_ps();
         for (int64_t k = 0; k < G; k += 16)
-            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xg + k)));
-        const float amax = _mm512_reduce_max_ps(m);
-        const __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+            m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xg + k)), m);
+        const int e = tern_qact_exponent(_mm512_reduce_max_ps(m));
+        const __m512 inv = _mm512_set1_ps(tern_qact_pow2(-e));
         __m512i isum = _mm512_setzero_si512();
         int8_t *q = a->q + u * G;
         for (int64_t k = 0; k < G; k += 16) {
-            const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + k), inv));
-            isum = _mm512_add_epi32(isum, v);
-            _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtsepi32_epi8(v));
+            const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(xg + k), inv), lo), hi);
+            const __m512i c = _mm512_cvtps_epi32(v);
+            isum = _mm512_add_epi32(isum, c);
+            _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtsepi32_epi8(c));
         }
-        a->xs[u] = amax / 127.0f;
-        a->isum[u] = (float)_mm512_reduce_add_epi32(isum);
+        a->xs[u] = tern_qact_pow2(e);
+        a->xsum[u] = (float)_mm512_reduce_add_epi32(isum) * tern_qact_pow2(e);
     }
 }
 
@@ -42,6 +46,21 @@ static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
     if (dt == TERN_DT_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     return _mm512_cvtph_ps(h);
+}
+
+/* Whether every scale of a group times any step 2^e (e within the exponent range of qpack.h) is a normal float
+ * that adding e to its exponent field gives exactly: exponent fields 65 .. 191 (2^-62 <= |s| < 2^65). Zero and
+ * subnormal scales (a constant group stores a zero scale) take the multiply instead. */
+static inline int exponent_add_ok(__m512 s) {
+    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffffff));
+    const __m512i off = _mm512_sub_epi32(mag, _mm512_set1_epi32((1 - TERN_QACT_EXP_MIN) << 23));
+    return _mm512_cmplt_epu32_mask(off, _mm512_set1_epi32((254 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23)) == 0xffff;
+}
+
+static inline int32_t bits_of(float f) {
+    int32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
 }
 
 /* acc += W (unsigned bytes) x the four signed bytes at p broadcast to every lane. Written out because
@@ -147,10 +166,22 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                     ia[t] = _mm512_add_epi32(ia[t], acc4[k][t]);
         }
         const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
-        for (int t = 0; t < NT; t++) {
-            const int64_t i = (t0 + t) * ng + g;
-            const __m512 inner = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), s, _mm512_mul_ps(b, _mm512_set1_ps(a->isum[i])));
-            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(a->xs[i]), inner, acc[t]);
+        if (__builtin_expect(exponent_add_ok(s), 1)) {
+            /* s * xs by adding e to s's exponent field: (s - 2^127 in the field) + xs's field (127 + e). */
+            const __m512i sm = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(127 << 23));
+            for (int t = 0; t < NT; t++) {
+                const int64_t i = (t0 + t) * ng + g;
+                const __m512 st = _mm512_castsi512_ps(_mm512_add_epi32(sm, _mm512_set1_epi32(bits_of(a->xs[i]))));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), st, acc[t]);
+                acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(a->xsum[i]), acc[t]);
+            }
+        } else {
+            for (int t = 0; t < NT; t++) {
+                const int64_t i = (t0 + t) * ng + g;
+                const __m512 st = _mm512_mul_ps(s, _mm512_set1_ps(a->xs[i]));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), st, acc[t]);
+                acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(a->xsum[i]), acc[t]);
+            }
         }
     }
     for (int t = 0; t < NT; t++)

@@ -25,6 +25,15 @@ void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     const size_t ss = tern_dtype_size(w->sdtype), gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
     const int G = w->group, per_chunk = w->bits == 4 ? 8 : 4; /* codes of a row in one 64-byte chunk */
     memset(out, 0, gb * (size_t)ng);
+    /* Rows past the end: codes and bias 0, scale 1, so the kernels' check that a group's scales allow the exponent
+     * add (qmm_avx512.c) is not failed by padding. Their results are never stored. */
+    const float one_f32 = 1.0f;
+    const uint16_t one_half = w->sdtype == TERN_DT_BF16 ? 0x3f80 : 0x3c00;
+    const void *one = w->sdtype == TERN_DT_F32 ? (const void *)&one_f32 : (const void *)&one_half;
+    const int64_t valid = rows - row0 < 0 ? 0 : rows - row0 > 16 ? 16 : rows - row0;
+    for (int64_t r = valid; r < 16; r++)
+        for (int64_t g = 0; g < ng; g++)
+            memcpy(out + (size_t)g * gb + (size_t)r * ss, one, ss);
     for (int r = 0; r < 16 && row0 + r < rows; r++) {
         const int64_t row = row0 + r;
         const uint8_t *src = (const uint8_t *)w->data + (size_t)row * row_bytes;
@@ -136,8 +145,8 @@ int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group) {
     a->group = group;
     a->q = malloc((size_t)(T * in) + 64);
     a->xs = malloc((size_t)(T * ng) * sizeof(float));
-    a->isum = malloc((size_t)(T * ng) * sizeof(float));
-    if (!a->q || !a->xs || !a->isum) {
+    a->xsum = malloc((size_t)(T * ng) * sizeof(float));
+    if (!a->q || !a->xs || !a->xsum) {
         tern_qact_free(a);
         return 0;
     }
@@ -151,24 +160,25 @@ void tern_qact_fill_ref(tern_qact *a, const float *x) {
             const float *xg = x + t * in + g * G;
             float amax = 0;
             for (int64_t k = 0; k < G; k++)
-                amax = fmaxf(amax, fabsf(xg[k]));
-            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+                amax = fmaxf(amax, fabsf(xg[k])); /* NaN ignored */
+            const int e = tern_qact_exponent(amax);
+            const float inv = tern_qact_pow2(-e);
             int32_t isum = 0;
             for (int64_t k = 0; k < G; k++) {
-                float v = nearbyintf(xg[k] * inv);
-                v = v > 127 ? 127 : v < -127 ? -127 : v;
+                /* Clamped before rounding, as the SIMD quantizers do: NaN becomes -127 there and here. */
+                const float v = nearbyintf(fminf(fmaxf(xg[k] * inv, -127.0f), 127.0f));
                 a->q[t * in + g * G + k] = (int8_t)v;
                 isum += (int32_t)v;
             }
-            a->xs[t * ng + g] = amax / 127.0f;
-            a->isum[t * ng + g] = (float)isum;
+            a->xs[t * ng + g] = tern_qact_pow2(e);
+            a->xsum[t * ng + g] = (float)isum * tern_qact_pow2(e);
         }
 }
 
 void tern_qact_free(tern_qact *a) {
     free(a->q);
     free(a->xs);
-    free(a->isum);
+    free(a->xsum);
     memset(a, 0, sizeof *a);
 }
 
@@ -189,7 +199,7 @@ void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_
                     idot += (int32_t)q[k] * xq[k];
                 const float s = tern_mlx_scale(w->scales, w->sdtype, row * ng + g);
                 const float b = tern_mlx_scale(w->biases, w->sdtype, row * ng + g);
-                acc = fmaf(a->xs[t * ng + g], fmaf((float)idot, s, b * a->isum[t * ng + g]), acc);
+                acc = fmaf(b, a->xsum[t * ng + g], fmaf((float)idot, s * a->xs[t * ng + g], acc));
             }
             y[t * n_out + o] = acc;
         }

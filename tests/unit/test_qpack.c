@@ -81,9 +81,12 @@ static void test_layout(void **state) {
                     const unsigned want = r < rows ? tern_mlx_get((const uint32_t *)o.data + r * words, b, k) : 0;
                     if (q != want)
                         fail_msg("bits %d row %lld col %lld: packed code %u, stored %u", b, (long long)r, (long long)k, q, want);
-                    if (kk == 0) {
-                        char zero[4] = {0};
-                        const void *ws = r < rows ? (const char *)o.scales + (size_t)(r * ng + k / G) * ss : zero;
+                    if (kk == 0) { /* padding rows: scale 1, bias 0 */
+                        const float one_f32 = 1.0f;
+                        const uint16_t one_half = sdts[si] == TERN_DT_BF16 ? 0x3f80 : 0x3c00;
+                        char zero[4] = {0}, one[4];
+                        memcpy(one, sdts[si] == TERN_DT_F32 ? (const void *)&one_f32 : (const void *)&one_half, ss);
+                        const void *ws = r < rows ? (const char *)o.scales + (size_t)(r * ng + k / G) * ss : one;
                         const void *wb = r < rows ? (const char *)o.biases + (size_t)(r * ng + k / G) * ss : zero;
                         assert_memory_equal(grp + rr * ss, ws, ss);
                         assert_memory_equal(grp + (16 + rr) * ss, wb, ss);
@@ -125,6 +128,18 @@ static void test_reference_definition(void **state) {
     assert_true(tern_qact_alloc(&a, T, in, 64));
     tern_qact_fill_ref(&a, x);
     tern_qmm_ref(&o.w, 0, rows, &a, y);
+    /* Each group's step is the smallest power of two with 127 steps covering its largest magnitude. */
+    for (int64_t u = 0; u < T * 4; u++) {
+        float amax = 0;
+        for (int k = 0; k < 64; k++)
+            amax = fmaxf(amax, fabsf(x[u * 64 + k]));
+        int e;
+        assert_true(frexpf(a.xs[u], &e) == 0.5f);
+        if (amax > 0)
+            assert_true(127.0 * a.xs[u] >= amax && 63.5 * a.xs[u] < amax);
+        else
+            assert_true(a.xs[u] == ldexpf(1.0f, TERN_QACT_EXP_MIN));
+    }
     for (int64_t r = 0; r < rows; r++) {
         tern_weight_row(&o.w, r, row);
         for (int64_t t = 0; t < T; t++) {
@@ -170,6 +185,29 @@ static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
         float *x = malloc((size_t)(19 * in) * sizeof *x);
         for (int64_t i = 0; i < 19 * in; i++)
             x[i] = tu_frand(&rng) * (i % 97 == 0 ? 40.0f : 2.0f);
+        /* Token 17: groups at the ends of the step's range and beyond it (steps clamped, codes saturated), a NaN
+         * and infinities (NaN is ignored by the maxima, coded -127; infinity takes the largest step). */
+        static const float extremes[] = {0.0f, 1e-30f, 3e-41f, -1e25f, 1e38f, 0.0f, 1.0f, -127.0f};
+        const int64_t G = cases[c].group, ng = in / G;
+        for (int64_t g = 0; g < ng; g++)
+            for (int64_t k = 0; k < G; k++) {
+                const float v = extremes[g % 8] * (k % 3 == 0 ? 1.0f : -0.37f);
+                x[17 * in + g * G + k] = v;
+            }
+        x[17 * in + (ng - 1) * G + 1] = NAN;
+        x[17 * in + (ng > 1 ? ng - 2 : 0) * G + 2] = INFINITY;
+        /* Scales the kernels cannot shift by adding to their exponent (zero, subnormal, tiny, huge): those groups
+         * take the multiply, with the same result. */
+        static const float odd_scales[] = {0.0f, 1e-40f, 3e-20f, 1e21f}, odd_f16[] = {0.0f, 6e-8f, 1e-6f, 6e4f};
+        for (int r = 0; r < 4; r++) { /* group 0 of rows 5, 16, 27, 38 (token 17's group 0 is zero: no overflow) */
+            const int64_t at = (5 + 11 * r) * ng;
+            if (cases[c].sdt == TERN_DT_F32)
+                ((float *)o.scales)[at] = odd_scales[r];
+            else if (cases[c].sdt == TERN_DT_BF16)
+                ((uint16_t *)o.scales)[at] = tern_f32_to_bf16(odd_scales[r]);
+            else
+                ((uint16_t *)o.scales)[at] = tern_f32_to_f16(odd_f16[r]);
+        }
         /* activation bytes */
         tern_qact r, s;
         assert_true(tern_qact_alloc(&r, 19, in, cases[c].group));
@@ -178,7 +216,7 @@ static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
         k->fill(&s, x, 0, 19 * (in / cases[c].group));
         assert_memory_equal(r.q, s.q, (size_t)(19 * in));
         assert_memory_equal(r.xs, s.xs, (size_t)(19 * in / cases[c].group) * sizeof(float));
-        assert_memory_equal(r.isum, s.isum, (size_t)(19 * in / cases[c].group) * sizeof(float));
+        assert_memory_equal(r.xsum, s.xsum, (size_t)(19 * in / cases[c].group) * sizeof(float));
         uint8_t *buf = NULL;
         for (int packed = 0; packed < 3; packed++) { /* not packed, packed in one run, packed in pieces */
             if (packed == 1)
