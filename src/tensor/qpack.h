@@ -24,7 +24,6 @@
 #ifndef TERN_TENSOR_QPACK_H
 #define TERN_TENSOR_QPACK_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,11 +90,14 @@ typedef struct tern_qact {
 static inline int tern_qact_exponent(float amax) {
     if (!(amax > 0))
         return TERN_QACT_EXP_MIN;
-    if (amax > 3.4028234663852886e38f)
-        return TERN_QACT_EXP_MAX;
-    int E;
-    const float f = frexpf(amax, &E); /* amax = f * 2^E, f in [0.5, 1): 127 * 2^(E-7) = (127/128) * 2^E */
-    const int e = f > 127.0f / 128.0f ? E - 6 : E - 7;
+    union {
+        float f;
+        uint32_t u;
+    } v = {amax};
+    /* amax = 1.m * 2^(E - 127) with E the exponent field; 127 * 2^(E - 133) = (254/128) * 2^(E - 127) covers it
+     * unless 1.m > 254/128, i.e. m above 0x7e0000 (and 127 * 2^(E - 134) never does). A subnormal amax lands far below the minimum; infinity
+     * (field 255) far above the maximum. */
+    const int E = (int)(v.u >> 23 & 0xff), e = E - 133 + ((v.u & 0x7fffff) > 0x7e0000);
     return e < TERN_QACT_EXP_MIN ? TERN_QACT_EXP_MIN : e > TERN_QACT_EXP_MAX ? TERN_QACT_EXP_MAX : e;
 }
 
