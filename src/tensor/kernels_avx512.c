@@ -462,12 +462,16 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
                 prefetch_row(a->k, a->dtype, offs[j0 + p + ATTN_K_AHEAD] + g * hd, hd);
             prefetch_row(a->v, a->dtype, offs[j0 + p] + g * hd, hd);
         }
-        for (int64_t d = 0; d < hd; d += 16)
-            for (int64_t p = 0; p < P && p < np; p++) {
-                const __m512 kv = load16(a->k, a->dtype, offs[j0 + p] + g * hd + d);
-                for (int h = 0; h < group; h++)
-                    acc[p * group + h] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q + h * hd + d), acc[p * group + h]);
+        for (int64_t d = 0; d < hd; d += 16) {
+            __m512 kv[16];
+            for (int64_t p = 0; p < P; p++)
+                kv[p] = p < np ? load16(a->k, a->dtype, offs[j0 + p] + g * hd + d) : _mm512_setzero_ps();
+            for (int h = 0; h < group; h++) {
+                const __m512 qh = _mm512_loadu_ps(q + h * hd + d);
+                for (int64_t p = 0; p < P; p++)
+                    acc[p * group + h] = _mm512_fmadd_ps(kv[p], qh, acc[p * group + h]);
             }
+        }
         float dots[16];
         _mm512_storeu_ps(dots, reduce16(acc));
         for (int64_t p = 0; p < np; p++)
