@@ -439,6 +439,31 @@ static inline void prefetch_row(const void *base, tern_dtype dt, int64_t off, in
         _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
+/* out[h][d, d + 16 nv) for the `group` query heads from h0: the weighted sum of V's rows over the n positions,
+ * nv 16-wide slices at a time (group and nv constants at every call, so the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void v_slices(const tern_attn_args *a, const int64_t *offs, int64_t n,
+                                                           int64_t g, int64_t h0, const float *sc, float *out,
+                                                           int64_t d, const int group, const int nv) {
+    const int64_t hd = a->head_dim;
+    __m512 o[16][4];
+    for (int h = 0; h < group; h++)
+        for (int k = 0; k < nv; k++)
+            o[h][k] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        __m512 v[4];
+        for (int k = 0; k < nv; k++)
+            v[k] = load16(a->v, a->dtype, offs[j] + g * hd + d + 16 * k);
+        for (int h = 0; h < group; h++) {
+            const __m512 w = _mm512_set1_ps(sc[h * n + j]);
+            for (int k = 0; k < nv; k++)
+                o[h][k] = _mm512_fmadd_ps(w, v[k], o[h][k]);
+        }
+    }
+    for (int h = 0; h < group; h++)
+        for (int k = 0; k < nv; k++)
+            _mm512_storeu_ps(out + (h0 + h) * hd + d + 16 * k, o[h][k]);
+}
+
 /* One KV head g: scores of its `group` query heads over 16/group positions at a time (each K row read once for
  * all of them, the 16 dot products reduced together); exp(score - max) with the vectorised exp; then V: per
  * 16-wide slice of the head, every position's row scaled by each head's weight into register accumulators.
@@ -494,40 +519,17 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
         }
         sums[h0 + h] = _mm512_reduce_add_ps(sum);
     }
-    /* Two 16-wide slices per pass over the positions while the accumulators fit in registers: half the passes
-     * over the V rows, and each weight broadcast serves two FMAs. */
-    const int64_t W = group <= 8 ? 32 : 16;
+    /* Several 16-wide slices per pass over the positions while the accumulators fit in registers (4 with up to 4
+     * heads, 3 with 8, then 32-wide and 16-wide tails): fewer passes over the V rows, and each weight broadcast
+     * serves that many FMAs. */
+    const int NV = group <= 4 ? 4 : group <= 8 ? 3 : 1;
     int64_t d = 0;
-    for (; W == 32 && d + 32 <= hd; d += 32) {
-        __m512 o[16], p[8];
-        for (int h = 0; h < group; h++)
-            o[h] = p[h] = _mm512_setzero_ps();
-        for (int64_t j = 0; j < n; j++) {
-            const __m512 v0 = load16(a->v, a->dtype, offs[j] + g * hd + d);
-            const __m512 v1 = load16(a->v, a->dtype, offs[j] + g * hd + d + 16);
-            for (int h = 0; h < group; h++) {
-                const __m512 w = _mm512_set1_ps(sc[h * n + j]);
-                o[h] = _mm512_fmadd_ps(w, v0, o[h]);
-                p[h] = _mm512_fmadd_ps(w, v1, p[h]);
-            }
-        }
-        for (int h = 0; h < group; h++) {
-            _mm512_storeu_ps(out + (h0 + h) * hd + d, o[h]);
-            _mm512_storeu_ps(out + (h0 + h) * hd + d + 16, p[h]);
-        }
-    }
-    for (; d < hd; d += 16) {
-        __m512 o[16];
-        for (int h = 0; h < group; h++)
-            o[h] = _mm512_setzero_ps();
-        for (int64_t j = 0; j < n; j++) {
-            const __m512 vv = load16(a->v, a->dtype, offs[j] + g * hd + d);
-            for (int h = 0; h < group; h++)
-                o[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[h * n + j]), vv, o[h]);
-        }
-        for (int h = 0; h < group; h++)
-            _mm512_storeu_ps(out + (h0 + h) * hd + d, o[h]);
-    }
+    for (; NV > 1 && d + 16 * NV <= hd; d += 16 * NV)
+        v_slices(a, offs, n, g, h0, sc, out, d, group, NV);
+    for (; group <= 8 && d + 32 <= hd; d += 32)
+        v_slices(a, offs, n, g, h0, sc, out, d, group, 2);
+    for (; d < hd; d += 16)
+        v_slices(a, offs, n, g, h0, sc, out, d, group, 1);
 }
 
 void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b) {

@@ -300,8 +300,8 @@ static void attn_ref(const tern_attn_args *a, const float *kf, const float *vf, 
     free(s);
 }
 
-/* Attention on every ISA: against float64, and against the portable path; head dims 32..512 (48: a 16-wide tail
- * after the 32-wide passes), 1..16 query heads per KV head, bf16 and f32 caches, runs that wrap around the ring
+/* Attention on every ISA: against float64, and against the portable path; head dims 32..512 (tails after the
+ * 64-, 48- and 32-wide V passes), 1..16 query heads per KV head, bf16 and f32 caches, runs that wrap around the ring
  * and span several chunks. The query heads computed in shares (slices), and the two spans of a run computed
  * apart and then finished (as threads split a lone token), must give the whole result bit for bit. */
 static void test_attention(void **state) {
