@@ -6,11 +6,14 @@
  * in forward order in one arena as the loader does), timed by shape against the probe: what the products alone
  * cost, without the rest of the forward pass. With --ceiling (AVX-512 only), what bounds the kernel's arithmetic on
  * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
- * the kernel itself on cache-resident weights against that peak.
+ * the kernel itself on cache-resident weights against that peak. With --act-error, the accuracy cost of quantizing
+ * the activations: the product's relative error against float64, with the power-of-two step and with max|x|/127.
  * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
  *                      [--threads 2] [--slab ROWS]
  *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
- *        bench_kernels --ceiling [--bits 4|8] [--tokens 8] */
+ *        bench_kernels --ceiling [--bits 4|8] [--tokens 8]
+ *        bench_kernels --act-error [--bits 4|8] */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,7 +299,86 @@ static void measure_matrix(int argc, char **argv, tern_pool *pool, tern_membw *p
     }
 }
 
+/* ---- --act-error ----------------------------------------------------------------------------------- */
+
+static double gauss(uint64_t *s) { /* sum of 12 uniforms: mean 0, variance 1 */
+    double u = 0;
+    for (int i = 0; i < 12; i++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        u += (double)(*s >> 11) * 0x1.0p-53;
+    }
+    return u - 6;
+}
+
+/* The int8 product's error from quantizing the activations: tern_qmm_ref (power-of-two steps) and, for
+ * comparison, a step of exactly max|x| / 127 per group, each against the float64 product of the same dequantized
+ * weights with the unquantized activations; relative RMS over 256 outputs x 40 inputs per distribution. */
+static int run_act_error(int argc, char **argv) {
+    const int bits = (int)arg(argc, argv, "--bits", 4), G = 64;
+    const int64_t rows = 256, in = 1536, ng = in / G, words = tern_mlx_row_words(in, bits), trials = 40;
+    uint32_t *data = malloc((size_t)(rows * words) * 4);
+    uint16_t *sc = malloc((size_t)(rows * ng) * 2), *bi = malloc((size_t)(rows * ng) * 2);
+    float *wf = malloc((size_t)(rows * in) * sizeof *wf), *x = malloc((size_t)in * sizeof *x), *y = malloc((size_t)rows * sizeof *y);
+    double *xm = malloc((size_t)in * sizeof *xm);
+    tern_qact a = {0};
+    if (!data || !sc || !bi || !wf || !x || !y || !xm || !tern_qact_alloc(&a, 1, in, G)) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 11;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t k = 0; k < in; k++)
+            wf[r * in + k] = (float)gauss(&s);
+        tern_mlx_quantize_row(wf + r * in, in, bits, G, TERN_DT_BF16, data + r * words, sc + r * ng, bi + r * ng);
+    }
+    tern_weight w = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {rows, in}, .data = data, .scales = sc,
+                     .biases = bi, .sdtype = TERN_DT_BF16, .bits = bits, .group = G, .name = "w"};
+    for (int64_t r = 0; r < rows; r++)
+        tern_weight_row(&w, r, wf + r * in); /* from here on, the dequantized weights */
+    static const char *names[] = {"normal", "normal, every 97th x30", "normal, every 13th x8"};
+    for (int dist = 0; dist < 3; dist++) {
+        double e_kern = 0, e_max = 0, ref2 = 0;
+        for (int t = 0; t < trials; t++) {
+            for (int64_t k = 0; k < in; k++)
+                x[k] = (float)(gauss(&s) * (dist == 1 && k % 97 == 0 ? 30 : dist == 2 && k % 13 == 0 ? 8 : 1));
+            for (int64_t g = 0; g < ng; g++) { /* the max/127 step, for comparison */
+                double amax = 0;
+                for (int64_t k = g * G; k < (g + 1) * G; k++)
+                    amax = fmax(amax, fabs(x[k]));
+                const double st = amax > 0 ? amax / 127 : 1;
+                for (int64_t k = g * G; k < (g + 1) * G; k++)
+                    xm[k] = st * nearbyint(x[k] / st);
+            }
+            tern_qact_fill_ref(&a, x);
+            tern_qmm_ref(&w, 0, rows, &a, y);
+            for (int64_t r = 0; r < rows; r++) {
+                double ref = 0, m = 0;
+                for (int64_t k = 0; k < in; k++) {
+                    ref += (double)wf[r * in + k] * x[k];
+                    m += (double)wf[r * in + k] * xm[k];
+                }
+                e_kern += (y[r] - ref) * (y[r] - ref);
+                e_max += (m - ref) * (m - ref);
+                ref2 += ref * ref;
+            }
+        }
+        printf("q%d, activations %-24s relative RMS error: power-of-two step %.2e, max/127 step %.2e (ratio %.2f)\n",
+               bits, names[dist], sqrt(e_kern / ref2), sqrt(e_max / ref2), sqrt(e_kern / e_max));
+    }
+    tern_qact_free(&a);
+    free(data);
+    free(sc);
+    free(bi);
+    free(wf);
+    free(x);
+    free(y);
+    free(xm);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (has_flag(argc, argv, "--act-error"))
+        return run_act_error(argc, argv);
     if (has_flag(argc, argv, "--sequence"))
         return run_sequence(argc, argv);
     if (has_flag(argc, argv, "--ceiling"))
