@@ -64,12 +64,6 @@ static inline int exponent_add_ok8(__m256 s) {
     return _mm256_movemask_ps(_mm256_castsi256_ps(in)) == 0xff;
 }
 
-static inline int32_t bits_of(float f) {
-    int32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
-
 static inline __m256 load_scales8(const uint8_t *p, tern_dtype dt) {
     if (dt == TERN_DT_F32)
         return _mm256_loadu_ps((const float *)p);
@@ -149,7 +143,7 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
             for (int t = 0; t < NT; t++) {
                 const int64_t i = (t0 + t) * ng + g;
                 /* s * xs: exact either way (xs is a power of two); the integer add spares a multiply. */
-                const __m256 st = add ? _mm256_castsi256_ps(_mm256_add_epi32(sm, _mm256_set1_epi32(bits_of(a->xs[i]))))
+                const __m256 st = add ? _mm256_castsi256_ps(_mm256_add_epi32(sm, _mm256_set1_epi32(tern_qact_bits(a->xs[i]))))
                                       : _mm256_mul_ps(s, _mm256_set1_ps(a->xs[i]));
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[t][h]), st, acc[t][h]);
                 acc[t][h] = _mm256_fmadd_ps(b, _mm256_set1_ps(a->xsum[i]), acc[t][h]);

@@ -7,7 +7,6 @@
  * tokens. The arithmetic is exactly tern_qmm_ref's (integer dots per group, then the same two FMAs in the
  * same order), so results are bit-identical to the portable definition and independent of the batch. */
 #include <immintrin.h>
-#include <string.h>
 
 #include "tensor/kernels.h"
 #include "tensor/qmm.h"
@@ -55,12 +54,6 @@ static inline int exponent_add_ok(__m512 s) {
     const __m512i mag = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffffff));
     const __m512i off = _mm512_sub_epi32(mag, _mm512_set1_epi32((1 - TERN_QACT_EXP_MIN) << 23));
     return _mm512_cmplt_epu32_mask(off, _mm512_set1_epi32((254 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23)) == 0xffff;
-}
-
-static inline int32_t bits_of(float f) {
-    int32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
 }
 
 /* acc += W (unsigned bytes) x the four signed bytes at p broadcast to every lane. Written out because
@@ -167,11 +160,11 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         }
         const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
         if (__builtin_expect(exponent_add_ok(s), 1)) {
-            /* s * xs by adding e to s's exponent field: (s - 2^127 in the field) + xs's field (127 + e). */
+            /* s * xs by adding e to s's exponent field: s's bits less 127 << 23, plus the step's bits. */
             const __m512i sm = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(127 << 23));
             for (int t = 0; t < NT; t++) {
                 const int64_t i = (t0 + t) * ng + g;
-                const __m512 st = _mm512_castsi512_ps(_mm512_add_epi32(sm, _mm512_set1_epi32(bits_of(a->xs[i]))));
+                const __m512 st = _mm512_castsi512_ps(_mm512_add_epi32(sm, _mm512_set1_epi32(tern_qact_bits(a->xs[i]))));
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), st, acc[t]);
                 acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(a->xsum[i]), acc[t]);
             }

@@ -26,7 +26,7 @@ void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     const int G = w->group, per_chunk = w->bits == 4 ? 8 : 4; /* codes of a row in one 64-byte chunk */
     memset(out, 0, gb * (size_t)ng);
     /* Rows past the end: codes and bias 0, scale 1, so the kernels' check that a group's scales allow the exponent
-     * add (qmm_avx512.c) is not failed by padding. Their results are never stored. */
+     * add (the SIMD kernels) is not failed by padding. Their results are never stored. */
     const float one_f32 = 1.0f;
     const uint16_t one_half = w->sdtype == TERN_DT_BF16 ? 0x3f80 : 0x3c00;
     const void *one = w->sdtype == TERN_DT_F32 ? (const void *)&one_f32 : (const void *)&one_half;

@@ -110,6 +110,15 @@ static inline float tern_qact_pow2(int e) {
     return v.f;
 }
 
+/* The bits of a step 2^e: (127 + e) << 23. Added to a scale's bits less 127 << 23, they add e to its exponent. */
+static inline int32_t tern_qact_bits(float step) {
+    union {
+        float f;
+        int32_t i;
+    } v = {step};
+    return v.i;
+}
+
 /* Allocates and fills a; 0 when out of memory (a is then empty). Portable; the SIMD quantizers give the same bytes. */
 int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group);
 void tern_qact_fill_ref(tern_qact *a, const float *x);
