@@ -7,7 +7,7 @@
  * cost, without the rest of the forward pass. With --ceiling (AVX-512 only), what bounds the kernel's arithmetic on
  * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
  * the kernel itself on cache-resident weights against that peak. With --act-error, the accuracy cost of quantizing
- * the activations: the product's relative error against float64, with the power-of-two step and with max|x|/127.
+ * the activations: the product's relative error against float64, with the kernels' step and with max|x|/127.
  * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
  *                      [--threads 2] [--slab ROWS]
  *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
@@ -310,7 +310,7 @@ static double gauss(uint64_t *s) { /* sum of 12 uniforms: mean 0, variance 1 */
     return u - 6;
 }
 
-/* The int8 product's error from quantizing the activations: tern_qmm_ref (power-of-two steps) and, for
+/* The int8 product's error from quantizing the activations: tern_qmm_ref (steps of 2^e or 1.5 x 2^e) and, for
  * comparison, a step of exactly max|x| / 127 per group, each against the float64 product of the same dequantized
  * weights with the unquantized activations; relative RMS over 256 outputs x 40 inputs per distribution. */
 static int run_act_error(int argc, char **argv) {
@@ -362,7 +362,7 @@ static int run_act_error(int argc, char **argv) {
                 ref2 += ref * ref;
             }
         }
-        printf("q%d, activations %-24s relative RMS error: power-of-two step %.2e, max/127 step %.2e (ratio %.2f)\n",
+        printf("q%d, activations %-24s relative RMS error: the int8 step %.2e, max/127 step %.2e (ratio %.2f)\n",
                bits, names[dist], sqrt(e_kern / ref2), sqrt(e_max / ref2), sqrt(e_kern / e_max));
     }
     tern_qact_free(&a);

@@ -38,8 +38,8 @@ static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
         __m256 m = _mm256_setzero_ps();
         for (int64_t k = 0; k < G; k += 8)
             m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + k), absmask), m);
-        const int e = tern_qact_exponent(hmax8(m));
-        const __m256 inv = _mm256_set1_ps(tern_qact_pow2(-e));
+        const tern_qact_step st = tern_qact_step_for(hmax8(m));
+        const __m256 inv = _mm256_set1_ps(st.inv);
         __m256i isum = _mm256_setzero_si256();
         int8_t *q = a->q + u * G;
         for (int64_t k = 0; k < G; k += 8) {
@@ -49,18 +49,17 @@ static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
             const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
             _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(w16, w16));
         }
-        a->xs[u] = tern_qact_pow2(e);
-        a->xsum[u] = (float)hsum8_epi32(isum) * tern_qact_pow2(e);
+        tern_qact_set(a, u, st, hsum8_epi32(isum));
     }
 }
 
-/* Whether 8 scales times any step allow the exponent add (see exponent_add_ok in qmm_avx512.c): exponent fields
- * 65 .. 191. */
+/* Whether 8 scales let the epilogue form s * xs without a multiply (see exponent_add_ok in qmm_avx512.c):
+ * exponent fields 66 .. 191. */
 static inline int exponent_add_ok8(__m256 s) {
     const __m256i mag = _mm256_and_si256(_mm256_castps_si256(s), _mm256_set1_epi32(0x7fffffff));
-    const __m256i off = _mm256_sub_epi32(mag, _mm256_set1_epi32((1 - TERN_QACT_EXP_MIN) << 23));
+    const __m256i off = _mm256_sub_epi32(mag, _mm256_set1_epi32((2 - TERN_QACT_EXP_MIN) << 23));
     const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), off),
-                                           _mm256_cmpgt_epi32(_mm256_set1_epi32((254 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23), off));
+                                           _mm256_cmpgt_epi32(_mm256_set1_epi32((253 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23), off));
     return _mm256_movemask_ps(_mm256_castsi256_ps(in)) == 0xff;
 }
 
@@ -139,12 +138,16 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
         for (int h = 0; h < 2; h++) {
             const __m256 s = load_scales8(grp + 8 * h * ss, sdt), b = load_scales8(grp + (16 + 8 * h) * ss, sdt);
             const int add = exponent_add_ok8(s);
-            const __m256i sm = _mm256_sub_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127 << 23));
+            const __m256i sh = _mm256_sub_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(1 << 23));
             for (int t = 0; t < NT; t++) {
                 const int64_t i = (t0 + t) * ng + g;
-                /* s * xs: exact either way (xs is a power of two); the integer add spares a multiply. */
-                const __m256 st = add ? _mm256_castsi256_ps(_mm256_add_epi32(sm, _mm256_set1_epi32(tern_qact_bits(a->xs[i]))))
-                                      : _mm256_mul_ps(s, _mm256_set1_ps(a->xs[i]));
+                /* s * xs, the same float either way (see qmm_avx512.c); the adds spare a multiply. */
+                const __m256i eb = _mm256_set1_epi32(a->exp_bits[i]);
+                const __m256 st =
+                    add ? _mm256_add_ps(_mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(s), eb)),
+                                        _mm256_castsi256_ps(_mm256_and_si256(_mm256_add_epi32(sh, eb),
+                                                                             _mm256_set1_epi32(a->half_mask[i]))))
+                        : _mm256_mul_ps(s, _mm256_set1_ps(a->xs[i]));
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[t][h]), st, acc[t][h]);
                 acc[t][h] = _mm256_fmadd_ps(b, _mm256_set1_ps(a->xsum[i]), acc[t][h]);
             }

@@ -12,7 +12,7 @@
 #include "tensor/qmm.h"
 
 /* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x| (NaN ignored: vmaxps returns
- * its second operand when one is NaN), a power-of-two step, codes clamped and rounded to nearest even by the
+ * its second operand when one is NaN), its step, codes clamped and rounded to nearest even by the
  * current (default) rounding mode, exact integer sums. Unit u is group u % ng of token u / ng, which starts at
  * x + u * group since a token's groups are contiguous. */
 static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
@@ -23,8 +23,8 @@ static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
         __m512 m = _mm512_setzero_ps();
         for (int64_t k = 0; k < G; k += 16)
             m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xg + k)), m);
-        const int e = tern_qact_exponent(_mm512_reduce_max_ps(m));
-        const __m512 inv = _mm512_set1_ps(tern_qact_pow2(-e));
+        const tern_qact_step st = tern_qact_step_for(_mm512_reduce_max_ps(m));
+        const __m512 inv = _mm512_set1_ps(st.inv);
         __m512i isum = _mm512_setzero_si512();
         int8_t *q = a->q + u * G;
         for (int64_t k = 0; k < G; k += 16) {
@@ -33,8 +33,7 @@ static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
             isum = _mm512_add_epi32(isum, c);
             _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtsepi32_epi8(c));
         }
-        a->xs[u] = tern_qact_pow2(e);
-        a->xsum[u] = (float)_mm512_reduce_add_epi32(isum) * tern_qact_pow2(e);
+        tern_qact_set(a, u, st, _mm512_reduce_add_epi32(isum));
     }
 }
 
@@ -47,13 +46,13 @@ static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
     return _mm512_cvtph_ps(h);
 }
 
-/* Whether every scale of a group times any step 2^e (e within the exponent range of qpack.h) is a normal float
- * that adding e to its exponent field gives exactly: exponent fields 65 .. 191 (2^-62 <= |s| < 2^65). Zero and
- * subnormal scales (a constant group stores a zero scale) take the multiply instead. */
+/* Whether every scale s of a group lets the epilogue form s * xs without a multiply for any step: s * 2^e and
+ * s * 2^(e-1) by adding to the exponent field must both be normal floats, i.e. exponent fields 66 .. 191
+ * (2^-61 <= |s| < 2^65). Zero and subnormal scales (a constant group stores a zero scale) take the multiply. */
 static inline int exponent_add_ok(__m512 s) {
     const __m512i mag = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffffff));
-    const __m512i off = _mm512_sub_epi32(mag, _mm512_set1_epi32((1 - TERN_QACT_EXP_MIN) << 23));
-    return _mm512_cmplt_epu32_mask(off, _mm512_set1_epi32((254 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23)) == 0xffff;
+    const __m512i off = _mm512_sub_epi32(mag, _mm512_set1_epi32((2 - TERN_QACT_EXP_MIN) << 23));
+    return _mm512_cmplt_epu32_mask(off, _mm512_set1_epi32((253 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23)) == 0xffff;
 }
 
 /* acc += W (unsigned bytes) x the four signed bytes at p broadcast to every lane. Written out because
@@ -160,11 +159,15 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         }
         const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
         if (__builtin_expect(exponent_add_ok(s), 1)) {
-            /* s * xs by adding e to s's exponent field: s's bits less 127 << 23, plus the step's bits. */
-            const __m512i sm = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(127 << 23));
+            /* s * xs: s * 2^e by adding e to s's exponent field, plus (for 1.5 x 2^e) s * 2^(e-1) made alike, in
+             * one float add: one rounding, as the reference's product. */
+            const __m512i sh = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(1 << 23));
             for (int t = 0; t < NT; t++) {
                 const int64_t i = (t0 + t) * ng + g;
-                const __m512 st = _mm512_castsi512_ps(_mm512_add_epi32(sm, _mm512_set1_epi32(tern_qact_bits(a->xs[i]))));
+                const __m512i eb = _mm512_set1_epi32(a->exp_bits[i]);
+                const __m512i half = _mm512_and_si512(_mm512_add_epi32(sh, eb), _mm512_set1_epi32(a->half_mask[i]));
+                const __m512 st = _mm512_add_ps(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(s), eb)),
+                                                _mm512_castsi512_ps(half));
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), st, acc[t]);
                 acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(a->xsum[i]), acc[t]);
             }

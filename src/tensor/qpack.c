@@ -146,7 +146,9 @@ int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group) {
     a->q = malloc((size_t)(T * in) + 64);
     a->xs = malloc((size_t)(T * ng) * sizeof(float));
     a->xsum = malloc((size_t)(T * ng) * sizeof(float));
-    if (!a->q || !a->xs || !a->xsum) {
+    a->exp_bits = malloc((size_t)(T * ng) * sizeof(int32_t));
+    a->half_mask = malloc((size_t)(T * ng) * sizeof(int32_t));
+    if (!a->q || !a->xs || !a->xsum || !a->exp_bits || !a->half_mask) {
         tern_qact_free(a);
         return 0;
     }
@@ -161,17 +163,15 @@ void tern_qact_fill_ref(tern_qact *a, const float *x) {
             float amax = 0;
             for (int64_t k = 0; k < G; k++)
                 amax = fmaxf(amax, fabsf(xg[k])); /* NaN ignored */
-            const int e = tern_qact_exponent(amax);
-            const float inv = tern_qact_pow2(-e);
+            const tern_qact_step st = tern_qact_step_for(amax);
             int32_t isum = 0;
             for (int64_t k = 0; k < G; k++) {
                 /* Clamped before rounding, as the SIMD quantizers do: NaN becomes -127 there and here. */
-                const float v = nearbyintf(fminf(fmaxf(xg[k] * inv, -127.0f), 127.0f));
+                const float v = nearbyintf(fminf(fmaxf(xg[k] * st.inv, -127.0f), 127.0f));
                 a->q[t * in + g * G + k] = (int8_t)v;
                 isum += (int32_t)v;
             }
-            a->xs[t * ng + g] = tern_qact_pow2(e);
-            a->xsum[t * ng + g] = (float)isum * tern_qact_pow2(e);
+            tern_qact_set(a, t * ng + g, st, isum);
         }
 }
 
@@ -179,6 +179,8 @@ void tern_qact_free(tern_qact *a) {
     free(a->q);
     free(a->xs);
     free(a->xsum);
+    free(a->exp_bits);
+    free(a->half_mask);
     memset(a, 0, sizeof *a);
 }
 

@@ -10,17 +10,19 @@
  * broadcast activation bytes adds four products to each of 16 rows at once, and a row block is read
  * front to back exactly once per pass, scales next to the codes they scale.
  *
- * The product (tern_qmm_ref). Activations are quantized per token and weight group with a power-of-two step:
- *     xs = 2^e, e the smallest integer with 127 * 2^e >= max|x| (tern_qact_exponent: within [-64, 63]),
- *     xq = round-to-nearest-even(x / xs) clamped to [-127, 127], xsum = xs * sum xq (exact),
+ * The product (tern_qmm_ref). Activations are quantized per token and weight group with a step xs of the form
+ * 2^e or 1.5 x 2^e, the smallest such with 127 steps covering max|x| (tern_qact_step_for; e within [-64, 63]):
+ *     xq = round-to-nearest-even(x * inv) clamped to [-127, 127], inv = 1 / xs rounded to f32,
+ *     xsum = xs * sum xq (exact),
  * and each output is, in f32 and in this order over the groups g,
  *     acc = fma(b_g, xsum_g, fma((float)idot_g, s_g * xs_g, acc)),   idot_g = sum q * xq (exact),
  * which is the dot product of the dequantized weights with the quantized activations. A token's result
  * depends only on its own activations, never on the other tokens computed with it.
- * Why a power of two: s_g * xs_g is then exact, and the kernels form it by adding e to the exponent of s_g (an
- * integer add) instead of multiplying. In the kernels' epilogue the multiplies share VPDPBUSD's pipes; two per
- * 16 VPDPBUSD instead of three raise the compute-bound ceiling from 84.2% to 88.9% of the VPDPBUSD peak. The
- * cost: a step up to twice as coarse as max|x| / 127, half a bit of the activations' resolution on average. */
+ * Why such steps: s_g * xs_g needs no multiply. The kernels add e to the exponent field of s_g (an integer add)
+ * and, for 1.5 x 2^e, add s_g x 2^(e-1) formed the same way (a float add): one rounding, the same as the
+ * product's. In the kernels' epilogue the multiplies share VPDPBUSD's pipes; two per 16 VPDPBUSD instead of
+ * three raise the compute-bound ceiling from 84.2% to 88.9% of the VPDPBUSD peak, and adds run beside them.
+ * The cost: a step up to 1.5x as coarse as max|x| / 127 (bench_kernels --act-error). */
 #ifndef TERN_TENSOR_QPACK_H
 #define TERN_TENSOR_QPACK_H
 
@@ -73,36 +75,17 @@ tern_err *tern_qpack_create_split(const tern_weight *w, int n, const int64_t *fi
                                   tern_qpack **out);
 void tern_qpack_free(tern_qpack *p);
 
-/* Activations of T tokens quantized per weight group (see above). */
-typedef struct tern_qact {
-    int64_t T, in;
-    int group;
-    int8_t *q;     /* [T][in] */
-    float *xs;     /* [T][in/group] the step, a power of two */
-    float *xsum;   /* [T][in/group] the step times the sum of the group's codes */
-} tern_qact;
-
 #define TERN_QACT_EXP_MIN (-64)
 #define TERN_QACT_EXP_MAX 63
 
-/* The exponent of a group's step for the largest magnitude amax in it: the smallest e with 127 * 2^e >= amax,
- * clamped to [TERN_QACT_EXP_MIN, TERN_QACT_EXP_MAX] (zero gives the minimum, infinity the maximum). */
-static inline int tern_qact_exponent(float amax) {
-    if (!(amax > 0))
-        return TERN_QACT_EXP_MIN;
-    union {
-        float f;
-        uint32_t u;
-    } v = {amax};
-    /* amax = 1.m * 2^(E - 127) with E the exponent field; 127 * 2^(E - 133) = (254/128) * 2^(E - 127) covers it
-     * unless 1.m > 254/128, i.e. m above 0x7e0000 (and 127 * 2^(E - 134) never does). A subnormal amax lands far below the minimum; infinity
-     * (field 255) far above the maximum. */
-    const int E = (int)(v.u >> 23 & 0xff), e = E - 133 + ((v.u & 0x7fffff) > 0x7e0000);
-    return e < TERN_QACT_EXP_MIN ? TERN_QACT_EXP_MIN : e > TERN_QACT_EXP_MAX ? TERN_QACT_EXP_MAX : e;
-}
+/* A group's step xs = 2^e or 1.5 x 2^e, as the quantizers and kernels use it. */
+typedef struct tern_qact_step {
+    float xs, inv;      /* the step, and 1 / xs rounded to f32 */
+    int32_t exp_bits;   /* e << 23: added to a scale's exponent field, a multiply by 2^e */
+    int32_t half_mask;  /* all ones for 1.5 x 2^e, else 0 */
+} tern_qact_step;
 
-/* 2^e for e within the exponent range above (a normal float). */
-static inline float tern_qact_pow2(int e) {
+static inline float tern_qact_pow2(int e) { /* 2^e, e within the exponent range (a normal float) */
     union {
         uint32_t u;
         float f;
@@ -110,13 +93,51 @@ static inline float tern_qact_pow2(int e) {
     return v.f;
 }
 
-/* The bits of a step 2^e: (127 + e) << 23. Added to a scale's bits less 127 << 23, they add e to its exponent. */
-static inline int32_t tern_qact_bits(float step) {
-    union {
-        float f;
-        int32_t i;
-    } v = {step};
-    return v.i;
+/* The step of a group whose largest magnitude is amax: the smallest 2^e or 1.5 x 2^e with 127 steps covering it,
+ * e clamped to [TERN_QACT_EXP_MIN, TERN_QACT_EXP_MAX] (zero gives 2^min, infinity 1.5 x 2^max). */
+static inline tern_qact_step tern_qact_step_for(float amax) {
+    int e, half;
+    if (!(amax > 0)) {
+        e = TERN_QACT_EXP_MIN, half = 0;
+    } else {
+        union {
+            float f;
+            uint32_t u;
+        } v = {amax};
+        /* amax = 1.m * 2^(E - 127), E the exponent field. In 2^(E - 127) units the candidates are 127/128 (never
+         * enough), 190.5/128 (1.5 x 2^(E - 134): enough while 1.m <= 1.48828125, m <= 0x3e8000), 127/64
+         * (2^(E - 133): while m <= 0x7e0000) and 381/128 (1.5 x 2^(E - 133): always). */
+        const int E = (int)(v.u >> 23 & 0xff);
+        const uint32_t m = v.u & 0x7fffff;
+        e = m <= 0x3e8000 ? E - 134 : E - 133;
+        half = m <= 0x3e8000 || m > 0x7e0000;
+        if (e < TERN_QACT_EXP_MIN)
+            e = TERN_QACT_EXP_MIN, half = 0;
+        if (e > TERN_QACT_EXP_MAX)
+            e = TERN_QACT_EXP_MAX, half = 1;
+    }
+    const float p = tern_qact_pow2(e), ip = tern_qact_pow2(-e);
+    return (tern_qact_step){half ? 1.5f * p : p, half ? (2.0f / 3.0f) * ip : ip, (int32_t)((uint32_t)e << 23),
+                            half ? -1 : 0};
+}
+
+/* Activations of T tokens quantized per weight group (see above). */
+typedef struct tern_qact {
+    int64_t T, in;
+    int group;
+    int8_t *q;          /* [T][in] */
+    float *xs;          /* [T][in/group] the step */
+    float *xsum;        /* [T][in/group] the step times the sum of the group's codes */
+    int32_t *exp_bits;  /* [T][in/group] the step's tern_qact_step.exp_bits */
+    int32_t *half_mask; /* [T][in/group] and its half_mask */
+} tern_qact;
+
+/* Records unit u's step and code sum (every quantizer ends a group with this). */
+static inline void tern_qact_set(tern_qact *a, int64_t u, tern_qact_step st, int32_t isum) {
+    a->xs[u] = st.xs;
+    a->xsum[u] = (float)isum * st.xs;
+    a->exp_bits[u] = st.exp_bits;
+    a->half_mask[u] = st.half_mask;
 }
 
 /* Allocates and fills a; 0 when out of memory (a is then empty). Portable; the SIMD quantizers give the same bytes. */
