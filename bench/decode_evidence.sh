@@ -18,7 +18,8 @@ field() { # field NAME JSON: one number from tern bench's JSON object
     sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p" <<<"$2"
 }
 
-printf '%-4s %-5s %9s %8s %8s %8s %9s %7s %8s\n' fmt round "GB/s" prefill "x peer" "1 row" efficiency "8 rows" speedup
+printf '%-4s %-5s %9s %9s %8s %8s %8s %9s %7s %8s\n' fmt round "GB/s" "hand-off" prefill "x peer" "1 row" efficiency \
+    "8 rows" speedup
 for bits in 4 8; do
     dir=$models/e2b-q$bits
     [ -f "$dir/config.json" ] || "$tern" synth --preset e2b --dtype q$bits --seed 1 "$dir" >/dev/null
@@ -30,11 +31,14 @@ for bits in 4 8; do
             -v bw="$(field bandwidth_gb_s "$one")" -v pre="$(field prefill_tok_s "$one")" \
             -v tok="$(field decode_tok_s "$one")" -v eff="$(field decode_efficiency "$one")" \
             -v agg="$(field decode_aggregate_tok_s "$eight")" -v bw8="$(field bandwidth_gb_s "$eight")" \
-            -v sp="$(field batch_speedup "$eight")" 'BEGIN {
-                printf "%-4s %-5s %4.1f/%4.1f %8.1f %7.2fx %8.2f %8.1f%% %7.1f %7.2fx\n",
-                       f, r, bw, bw8, pre, pre / peer, tok, eff * 100, agg, sp
+            -v sp="$(field batch_speedup "$eight")" \
+            -v ho="$(field region_us "$one")" -v ho8="$(field region_us "$eight")" 'BEGIN {
+                printf "%-4s %-5s %4.1f/%4.1f %4.2f/%4.2f %8.1f %7.2fx %8.2f %8.1f%% %7.1f %7.2fx\n",
+                       f, r, bw, bw8, ho, ho8, pre, pre / peer, tok, eff * 100, agg, sp
             }'
     done
 done
-echo "GB/s: the read bandwidth measured in the one-row run / in the 8-row run; efficiency: one-row decode"
-echo "against it; speedup: the 8 rows' aggregate over one row decoded between the batched steps."
+echo "GB/s: the read bandwidth measured in the one-row run / in the 8-row run; hand-off: the microseconds of one"
+echo "parallel region measured between the decode steps of each (~0.15 when the two vCPUs share a core complex, the"
+echo "issue's ~35 GB/s machine; 0.4-0.7 when they sit apart); efficiency: one-row decode against the bandwidth;"
+echo "speedup: the 8 rows' aggregate over one row decoded between the batched steps."

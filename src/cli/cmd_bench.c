@@ -26,17 +26,14 @@ static const char *usage =
 
 static void empty_range(void *ctx, size_t b, size_t e, int tid) { (void)ctx, (void)b, (void)e, (void)tid; }
 
-/* Microseconds one parallel region costs the caller (wake the workers, split, wait), best of 3 x 10000. */
-static double region_cost_us(tern_pool *pool) {
-    double best = 1e9;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = tern_now_s();
-        for (int i = 0; i < 10000; i++)
-            tern_pool_parallel_for(pool, 1024, 1, empty_range, NULL);
-        double us = (tern_now_s() - t0) * 1e6 / 10000;
-        best = us < best ? us : best;
-    }
-    return best;
+/* Microseconds one parallel region costs the caller (wake the workers, split, wait): the mean of n. On this
+ * class of virtual machine it tells where the two vCPUs sit: ~0.15 us when they share a core complex, 0.4-0.7 us
+ * when every hand-off crosses between complexes (see docs/benchmarks.md, the machine's two regimes). */
+static double region_cost_us(tern_pool *pool, int n) {
+    double t0 = tern_now_s();
+    for (int i = 0; i < n; i++)
+        tern_pool_parallel_for(pool, 1024, 1, empty_range, NULL);
+    return (tern_now_s() - t0) * 1e6 / n;
 }
 
 /* The decode steps' phases: time per step, weights read, and that read's rate against the measured bandwidth. */
@@ -99,7 +96,7 @@ int cmd_bench(int argc, char **argv) {
     if (!err)
         tern_membw_pass(probe, pool); /* warm-up */
     if (!err)
-        region_us = region_cost_us(pool);
+        region_us = region_cost_us(pool, 10000);
     /* Token ids for the prompt, the context and one first token per row. */
     const int64_t ctx = (P > 1 ? P : 1) + D + N + 1, most = P > B ? P : B, nids = most > D ? most : D;
     if (!err) {
@@ -180,6 +177,8 @@ int cmd_bench(int argc, char **argv) {
                 solo_s += tern_now_s() - t0;
             }
             probe_s += tern_membw_pass(probe, pool);
+            /* The hand-off cost too, sampled between the steps like the bandwidth (the run's mean). */
+            region_us = (region_us * (double)s + region_cost_us(pool, 500)) / (double)(s + 1);
         }
     }
     for (int64_t s = N; s < 8 && !err; s++) /* too few decode steps: the probe alone, 8 passes */
@@ -220,7 +219,7 @@ int cmd_bench(int argc, char **argv) {
                    "weights/step     %.1f MB streamed per decode step\n"
                    "read bandwidth   %.2f GB/s (measured between the decode steps, %d threads)\n"
                    "decode limit     %.2f steps/s; efficiency %.1f%%\n"
-                   "thread pool      %.2f us per parallel region\n",
+                   "thread pool      %.2f us per parallel region (measured between the decode steps)\n",
                    pos[0], isa, tern_pool_size(pool), kvdt == TERN_DT_F32 ? "f32" : "bf16", (long long)P, prefill_tps,
                    (long long)N, (long long)B, (long long)D, steps, steps * (double)B, bytes * 1e-6, bw,
                    tern_pool_size(pool),
