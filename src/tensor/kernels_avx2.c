@@ -331,8 +331,34 @@ static inline __m256 reduce8(const __m256 *v) {
     return _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
 }
 
-/* attend_kv_head of the AVX-512 path with 8 lanes: 8/group positions per reduction, vectorised exp, V
- * accumulated in registers per 8-wide slice of the head (`group` a constant at every call). */
+/* out[h][d, d + 8 nv) for the `group` query heads from h0: the weighted sum of V's rows over the n positions, nv
+ * 8-wide slices at a time (v_slices of the AVX-512 path; group and nv constants at every call). */
+static inline __attribute__((always_inline)) void v_slices8(const tern_attn_args *a, const int64_t *offs, int64_t n,
+                                                            int64_t g, int64_t h0, const float *sc, float *out,
+                                                            int64_t d, const int group, const int nv) {
+    const int64_t hd = a->head_dim;
+    __m256 o[8][4];
+    for (int h = 0; h < group; h++)
+        for (int k = 0; k < nv; k++)
+            o[h][k] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        __m256 v[4];
+        for (int k = 0; k < nv; k++)
+            v[k] = load8(a->v, a->dtype, offs[j] + g * hd + d + 8 * k);
+        for (int h = 0; h < group; h++) {
+            const __m256 w = _mm256_set1_ps(sc[h * n + j]);
+            for (int k = 0; k < nv; k++)
+                o[h][k] = _mm256_fmadd_ps(w, v[k], o[h][k]);
+        }
+    }
+    for (int h = 0; h < group; h++)
+        for (int k = 0; k < nv; k++)
+            _mm256_storeu_ps(out + (h0 + h) * hd + d + 8 * k, o[h][k]);
+}
+
+/* attend_kv_head of the AVX-512 path with 8 lanes: 8/group positions per reduction (each K chunk and each head's
+ * query chunk loaded once per reduction), vectorised exp, V accumulated in registers (`group` a constant at every
+ * call). */
 static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn_args *a, const int64_t *offs,
                                                                  int64_t n, int64_t g, const int group) {
     const int64_t h0 = tern_attn_slice_head0(a, g); /* the first of the `group` query heads computed here */
@@ -345,12 +371,16 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
         for (int i = 0; i < 8; i++)
             acc[i] = _mm256_setzero_ps();
         const int64_t np = n - j0 < P ? n - j0 : P;
-        for (int64_t d = 0; d < hd; d += 8)
-            for (int64_t p = 0; p < P && p < np; p++) {
-                const __m256 kv = load8(a->k, a->dtype, offs[j0 + p] + g * hd + d);
-                for (int h = 0; h < group; h++)
-                    acc[p * group + h] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + h * hd + d), acc[p * group + h]);
+        for (int64_t d = 0; d < hd; d += 8) {
+            __m256 kv[8];
+            for (int64_t p = 0; p < P; p++)
+                kv[p] = p < np ? load8(a->k, a->dtype, offs[j0 + p] + g * hd + d) : _mm256_setzero_ps();
+            for (int h = 0; h < group; h++) {
+                const __m256 qh = _mm256_loadu_ps(q + h * hd + d);
+                for (int64_t p = 0; p < P; p++)
+                    acc[p * group + h] = _mm256_fmadd_ps(kv[p], qh, acc[p * group + h]);
             }
+        }
         float dots[8];
         _mm256_storeu_ps(dots, reduce8(acc));
         for (int64_t p = 0; p < np; p++)
@@ -372,18 +402,14 @@ static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn
         mxs[h0 + h] = mx;
         sums[h0 + h] = hsum8(sum);
     }
-    for (int64_t d = 0; d < hd; d += 8) {
-        __m256 o[8];
-        for (int h = 0; h < group; h++)
-            o[h] = _mm256_setzero_ps();
-        for (int64_t j = 0; j < n; j++) {
-            const __m256 vv = load8(a->v, a->dtype, offs[j] + g * hd + d);
-            for (int h = 0; h < group; h++)
-                o[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[h * n + j]), vv, o[h]);
-        }
-        for (int h = 0; h < group; h++)
-            _mm256_storeu_ps(out + (h0 + h) * hd + d, o[h]);
-    }
+    /* Several 8-wide slices per pass over the positions while the accumulators fit in the 16 registers (4 with
+     * up to 2 query heads, 2 with 4, 1 with 8), then 8-wide tails. */
+    const int NV = group <= 2 ? 4 : group <= 4 ? 2 : 1;
+    int64_t d = 0;
+    for (; NV > 1 && d + 8 * NV <= hd; d += 8 * NV)
+        v_slices8(a, offs, n, g, h0, sc, out, d, group, NV);
+    for (; d < hd; d += 8)
+        v_slices8(a, offs, n, g, h0, sc, out, d, group, 1);
 }
 
 void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b) {
