@@ -95,8 +95,6 @@ int cmd_bench(int argc, char **argv) {
         err = tern_membw_create((size_t)256 << 20, &probe);
     if (!err)
         tern_membw_pass(probe, pool); /* warm-up */
-    if (!err)
-        region_us = region_cost_us(pool, 10000);
     /* Token ids for the prompt, the context and one first token per row. */
     const int64_t ctx = (P > 1 ? P : 1) + D + N + 1, most = P > B ? P : B, nids = most > D ? most : D;
     if (!err) {
@@ -183,6 +181,8 @@ int cmd_bench(int argc, char **argv) {
     }
     for (int64_t s = N; s < 8 && !err; s++) /* too few decode steps: the probe alone, 8 passes */
         probe_s += tern_membw_pass(probe, pool);
+    if (!err && N == 0) /* no decode step sampled the hand-off cost */
+        region_us = region_cost_us(pool, 10000);
     if (!err)
         bw = (double)tern_membw_bytes(probe) * (double)(N > 8 ? N : 8) / probe_s * 1e-9;
     if (!err) {

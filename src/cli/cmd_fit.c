@@ -88,8 +88,8 @@ int cmd_fit(int argc, char **argv) {
     }
     if (np != 1 || tern_args_int("fit", opts, "ctx", 0, 1, 1 << 24, &ctx) ||
         tern_args_int("fit", opts, "parallel", 4, 1, 4096, &parallel) ||
-        tern_args_int("fit", opts, "chunk", 256, 1, 1 << 16, &chunk) ||
-        tern_args_int("fit", opts, "step-tokens", 512, 1, 1 << 20, &step) || (kv && strcmp(kv, "bf16") && strcmp(kv, "f32"))) {
+        tern_args_int("fit", opts, "chunk", TERN_ENGINE_PREFILL_CHUNK, 1, 1 << 16, &chunk) ||
+        tern_args_int("fit", opts, "step-tokens", TERN_ENGINE_STEP_TOKENS, 1, 1 << 20, &step) || (kv && strcmp(kv, "bf16") && strcmp(kv, "f32"))) {
         fputs(usage, stderr);
         return 2;
     }

@@ -15,8 +15,8 @@ void tern_engine_opts_default(tern_engine_opts *o) {
     o->prefix_cache_bytes = -1;
     o->prefix_block = 64;
     o->max_queue = 64;
-    o->prefill_chunk = 256;
-    o->step_tokens = 512;
+    o->prefill_chunk = TERN_ENGINE_PREFILL_CHUNK;
+    o->step_tokens = TERN_ENGINE_STEP_TOKENS;
 }
 
 void tern_request_default(tern_request *r) {
@@ -56,11 +56,11 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
     if (o.threads == 0) /* the pool the weights are laid out for: each thread then reads one run per step */
         o.threads = tern_gemma4_layout_threads(e->g);
     if (o.prefill_chunk == 0)
-        o.prefill_chunk = 256;
+        o.prefill_chunk = TERN_ENGINE_PREFILL_CHUNK;
     if (o.prefill_chunk < 1 || o.prefill_chunk > 1 << 16)
         return tern_errf(TERN_EINVAL, "prefill_chunk must be in [1, 65536], got %d", o.prefill_chunk);
     if (o.step_tokens == 0)
-        o.step_tokens = 512;
+        o.step_tokens = TERN_ENGINE_STEP_TOKENS;
     if (o.step_tokens < o.parallel + 1 || o.step_tokens > 1 << 20)
         return tern_errf(TERN_EINVAL, "step_tokens must be in [parallel + 1 = %d, 1048576], got %d", o.parallel + 1,
                          o.step_tokens);

@@ -79,7 +79,7 @@ tern_err *tern_fit_compute(const tern_gemma4_config *c, uint64_t weights, uint64
     int64_t cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : INT64_MAX / 2;
     out->ctx_per_row = tern_kv_cost_max_positions(&out->cost, out->budget / (uint64_t)parallel, cap);
     out->max_one_request = tern_kv_cost_max_positions(&out->cost, out->budget, cap);
-    out->step_tokens = step_tokens ? step_tokens : 512;
+    out->step_tokens = step_tokens ? step_tokens : TERN_ENGINE_STEP_TOKENS;
     out->activations = tern_gemma4_work_bytes(c, out->step_tokens);
     out->total = sat_add(sat_add(weights, out->budget), out->activations);
     return NULL;

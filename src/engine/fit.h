@@ -10,6 +10,11 @@
 #include "engine/kv_budget.h"
 #include "formats/model_config.h"
 
+/* The engine's defaults that plans assume unless told otherwise: its prefill chunk (the extra ring slots of
+ * sliding layers) and the most tokens of one forward (whose activations are counted). */
+#define TERN_ENGINE_PREFILL_CHUNK 256
+#define TERN_ENGINE_STEP_TOKENS 512
+
 typedef struct tern_fit_plan {
     uint64_t weights_bytes;     /* text-decoder tensors as stored (mmapped, paged in as used) */
     uint64_t other_bytes;       /* tensors the text path never reads (audio/vision towers) */

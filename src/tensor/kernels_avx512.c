@@ -100,10 +100,6 @@ static inline __attribute__((always_inline)) void gemv_dot(const uint16_t *W, in
             y[t * ystride + r] = hsum(acc[r][t]);
 }
 
-/* The register blocks of a float product over rows [b, e) and T tokens: blk(job, o, t0, nr, nt) computes rows
- * o .. o+nr-1 for tokens t0 .. t0+nt-1, 8 rows at once for one or two tokens (8 or 16 dot-product chains in flight:
- * with 3 KB rows 4 left ~20% of the bandwidth unused), else 4 rows x up to 4 tokens. Inlined with blk: as a call
- * per block it measured ~4 points slower on such rows. */
 /* CALL(NR, NT) for every block shape walk_blocks hands out (8 rows x 1-2 tokens, else up to 4 x 4), as constants. */
 #define SWITCH_BLOCK(nr, nt, CALL)                                                                                \
     do {                                                                                                          \
@@ -113,6 +109,10 @@ static inline __attribute__((always_inline)) void gemv_dot(const uint16_t *W, in
             SWITCH_4X4(nr, nt, CALL);                                                                             \
     } while (0)
 
+/* The register blocks of a float product over rows [b, e) and T tokens: blk(job, o, t0, nr, nt) computes rows
+ * o .. o+nr-1 for tokens t0 .. t0+nt-1, 8 rows at once for one or two tokens (8 or 16 dot-product chains in flight:
+ * with 3 KB rows 4 left ~20% of the bandwidth unused), else 4 rows x up to 4 tokens. Inlined with blk: as a call
+ * per block it measured ~4 points slower on such rows. */
 static inline __attribute__((always_inline)) void walk_blocks(const void *job, size_t b, size_t e, int64_t T,
                         void (*blk)(const void *job, size_t o, int64_t t0, int nr, int nt)) {
     for (size_t o8 = b; o8 < e; o8 += 8) {
