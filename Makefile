@@ -10,17 +10,25 @@ PORT       ?= 8080
 
 all: build
 
+# Dependencies are checked (and what is missing installed) once, and again only when the list or the npm lock
+# changes; `make deps` checks now.
+DEPS_STAMP := $(BUILD)/.deps-checked
+$(DEPS_STAMP): scripts/install-deps tests/oracles/package-lock.json
+	@scripts/install-deps
+	@mkdir -p $(BUILD) && touch $@
+
 deps:
 	@scripts/install-deps
+	@mkdir -p $(BUILD) && touch $(DEPS_STAMP)
 
-build: deps
+build: $(DEPS_STAMP)
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: deps
+test-asan: $(DEPS_STAMP)
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DTERN_SANITIZE=ON >/dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS)

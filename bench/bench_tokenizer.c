@@ -2,7 +2,7 @@
  *
  * usage: bench_tokenizer TOKENIZER [--text FILE] [--iters N] [--one-line]
  *   TOKENIZER: a model directory (tokenizer.json), a tokenizer.json file or a GGUF vocab, e.g.
- *              ../shared/testdata/vocab/ggml-vocab-gemma-4.gguf
+ *              assets/gemma4/vocab.gguf
  *   --text:    tokenize this file instead of the built-in text
  *   --one-line: replace newlines by spaces (one 1 MB pre-token for SentencePiece-style tokenizers: the
  *              worst case for the merge loop)

@@ -1,4 +1,4 @@
-/* test_gemma4.c — the text model against the independent oracle (../shared/testdata/oracle), and the
+/* test_gemma4.c — the text model against the independent oracle (tests/data/oracle), and the
  * KV cache: incremental decode equals a full recompute well past the sliding window, bf16 KV stays
  * close to f32 KV, and quantized checkpoints agree with their dequantized f32 twins. */
 #include <math.h>
@@ -54,6 +54,7 @@ static int64_t argmax(const float *v, int64_t n) {
 
 /* The golden logits of an independent implementation: all 32 positions within 0.05, same argmax. */
 static void test_oracle_parity(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     json_t *index;
     TU_OK(tern_json_load_file(tu_testdata("oracle/index.json"), 1 << 20, &index));
     json_t *cs = json_array_get(json_object_get(index, "cases"), 0), *jids = json_object_get(cs, "token_ids");
@@ -66,7 +67,7 @@ static void test_oracle_parity(void **state) {
     tern_gemma4 *m;
     TU_OK(tern_gemma4_load(tu_testdata("oracle/tiny-v4096-f32"), &m));
     const int64_t V = 4096, H = 128;
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) { /* every dispatch path */
+    {
     tern_isa_set(isa);
     float *logits = malloc(sizeof(float) * (size_t)(n * V)), *hidden = malloc(sizeof(float) * (size_t)(n * H));
     run_all(m, TERN_DT_F32, ids, n, logits, hidden);
@@ -88,7 +89,6 @@ static void test_oracle_parity(void **state) {
     free(gl);
     free(gh);
     }
-    tern_isa_set(tern_isa_detect());
     tern_gemma4_free(m);
 }
 
@@ -320,6 +320,7 @@ static void test_weight_name_layouts(void **state) {
  * bf16 for bf16 weights), which this random 6-layer model amplifies: stated tolerance mean |dlogit| < 0.1 and
  * max < 1.0 (logit std ~1). */
 static void test_quantized_twins(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     const int64_t n = 16, V = 512;
     int32_t ids[16];
     fill_ids(ids, n);
@@ -347,7 +348,7 @@ static void test_quantized_twins(void **state) {
         char twin_name[64];
         snprintf(twin_name, sizeof twin_name, "%s-f32", cases[c].name);
         const char *fdir = dequantized_twin(qdir_copy, twin_name);
-        for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+        {
         tern_isa_set(isa);
         tern_gemma4 *m;
         TU_OK(tern_gemma4_load(qdir_copy, &m));
@@ -380,7 +381,6 @@ static void test_quantized_twins(void **state) {
             fail_msg("%s on %s: max |dlogit| %g, mean %g", cases[c].name, tern_isa_name(isa), d, mean);
         }
     }
-    tern_isa_set(tern_isa_detect());
     free(ref);
     free(q);
 }
@@ -414,8 +414,8 @@ static int share_run(const tern_weight *const *w, int n, int t, int T, const uin
  * another pool size gives the same results. */
 static void test_packed_runs(void **state) {
     if (tern_isa_detect() == TERN_ISA_PORTABLE) {
-        print_message("no int8 kernels on this CPU: nothing is packed\n");
-        return;
+        print_message("no int8 kernels on this CPU: nothing is packed; skipped\n");
+        skip();
     }
     tern_gemma4 *m;
     TU_OK(tern_gemma4_load(tiny_model("runs-q4", TERN_SYNTH_Q4), &m));
@@ -502,9 +502,9 @@ static void test_bad_batches(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
+        TU_ISA_TESTS(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),      cmocka_unit_test(test_bf16_kv),
-        cmocka_unit_test(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
+        TU_ISA_TESTS(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_packed_runs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

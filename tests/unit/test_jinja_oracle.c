@@ -1,6 +1,6 @@
 /* test_jinja_oracle.c — tern's Jinja renderer against the reference renderer,
  * @huggingface/jinja (run with node through tests/oracles/render_jinja.mjs):
- *  - every chat template in ../shared/testdata/templates/ with every conversation in
+ *  - every chat template in tests/data/templates/ with every conversation in
  *    tests/data/chat/ renders to the same bytes, or fails in both (a template's own
  *    raise_exception with the same message);
  *  - the JavaScript conventions the renderer reimplements in C — Unicode case mapping,

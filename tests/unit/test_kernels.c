@@ -91,12 +91,13 @@ static double run_case(tern_pool *pool, const owned_weight *o, int64_t row0, int
 }
 
 static void sweep(void **state, tern_wformat fmt, int bits, const int *groups, double rel_tol, const char *what) {
+    const tern_isa isa = tu_isa_begin(state);
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const int64_t ins[] = {32, 64, 96, 128, 192, 256, 384, 1536, 33, 100};
     static const int64_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 13, 40};
     static const int64_t outs[] = {1, 7, 16, 33, 70};
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+    {
         tern_isa_set(isa);
         double worst = 0;
         for (const int *g = groups; *g; g++)
@@ -115,7 +116,6 @@ static void sweep(void **state, tern_wformat fmt, int bits, const int *groups, d
             }
         print_message("%s on %s: worst error %.3f of the bound\n", what, tern_isa_name(isa), worst);
     }
-    tern_isa_set(tern_isa_detect());
     tern_pool_destroy(pool);
 }
 
@@ -132,9 +132,10 @@ static void test_q8(void **state) { sweep(state, TERN_WF_MLX_AFFINE, 8, groups, 
 
 /* The vectorised gelu_tanh and soft-cap against libm over a wide range, on every path. */
 static void test_activations(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     const int64_t n = 20001;
     float *x = malloc((size_t)n * sizeof *x), *g = malloc((size_t)n * sizeof *g), *c = malloc((size_t)n * sizeof *c);
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+    {
         tern_isa_set(isa);
         for (int64_t i = 0; i < n; i++)
             x[i] = g[i] = c[i] = (float)(i - n / 2) * 0.003f; /* -30 .. 30 */
@@ -147,7 +148,6 @@ static void test_activations(void **state) {
                          30 * tanh(v / 30));
         }
     }
-    tern_isa_set(tern_isa_detect());
     free(x);
     free(g);
     free(c);
@@ -155,9 +155,10 @@ static void test_activations(void **state) {
 
 /* e^x in place against libm from -87 to 88 (lengths with tails), and exactly 0 below -87, for -inf and NaN. */
 static void test_exp(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     const int64_t n = 17501; /* -87 .. 88 in steps of 0.01, odd so every path has a tail */
     float *x = malloc((size_t)n * sizeof *x);
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+    {
         tern_isa_set(isa);
         for (int64_t i = 0; i < n; i++)
             x[i] = -87.0f + 0.01f * (float)i;
@@ -174,7 +175,6 @@ static void test_exp(void **state) {
                 fail_msg("%s: exp of case %d = %g, want 0", tern_isa_name(isa), i, odd[i]);
         assert_true(odd[4] == 1.0f);
     }
-    tern_isa_set(tern_isa_detect());
     free(x);
 }
 
@@ -183,10 +183,8 @@ static void test_exp(void **state) {
 static void test_axpby(void **state) {
     static const int64_t ns[] = {1, 7, 8, 9, 15, 16, 17, 31, 100};
     float y[100], x[100], y0[100];
-    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
-        for (int isa = 0; isa < 2; isa++) {
-            if ((isa ? TERN_ISA_AVX512 : TERN_ISA_AVX2) > tern_isa_detect())
-                continue;
+    const int isa = tu_isa_begin(state) == TERN_ISA_AVX512;
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
             const int64_t n = ns[k];
             for (int64_t i = 0; i < 100; i++) {
                 y[i] = y0[i] = tu_frand(&rng);
@@ -205,10 +203,11 @@ static void test_axpby(void **state) {
 /* gelu(g) * u in one pass, rmsnorm (odd widths, with and without weight) against double references on every
  * path; RoPE in two steps (shared angles) against double, zero frequencies left alone. */
 static void test_norm_gelu_mul_rope(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     const int64_t n = 1001;
     float *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u), *y = malloc((size_t)n * sizeof *y);
     float *w = malloc((size_t)n * sizeof *w);
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+    {
         tern_isa_set(isa);
         for (int64_t i = 0; i < n; i++) {
             g[i] = tu_frand(&rng) * 8;
@@ -242,7 +241,7 @@ static void test_norm_gelu_mul_rope(void **state) {
     /* RoPE over head dims with and without vector tails (2 .. 512), every path. */
     static const int dims[] = {2, 34, 64, 96, 256, 512};
     float inv[256], cs[256], sn[256], a[512], b[512];
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+    {
         tern_isa_set(isa);
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
             const int dim = dims[di], half = dim / 2;
@@ -265,7 +264,6 @@ static void test_norm_gelu_mul_rope(void **state) {
             }
         }
     }
-    tern_isa_set(tern_isa_detect());
     free(g);
     free(u);
     free(y);
@@ -305,6 +303,7 @@ static void attn_ref(const tern_attn_args *a, const float *kf, const float *vf, 
  * and span several chunks. The query heads computed in shares (slices), and the two spans of a run computed
  * apart and then finished (as threads split a lone token), must give the whole result bit for bit. */
 static void test_attention(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     static const int64_t hds[] = {32, 48, 64, 128, 256, 512};
     static const int64_t groups[] = {1, 2, 3, 4, 8, 16};
     static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}, {100, 390}, {250, 520}, {127, 128}, {5, 299}};
@@ -347,7 +346,7 @@ static void test_attention(void **state) {
                             fail_msg("portable hd %lld group %lld run %zu: out[%lld] %g vs float64 %g", (long long)hd,
                                      (long long)groups[gi], r, (long long)i, o1[i], ref[i]);
                     a.out = o2;
-                    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+                    {
                         tern_isa_set(isa);
                         tern_attend(&a);
                         for (int64_t i = 0; i < nH * hd; i++)
@@ -389,7 +388,6 @@ static void test_attention(void **state) {
                             fail_msg("%s hd %lld group %lld run %zu: spans computed apart differ from the whole",
                                      tern_isa_name(isa), (long long)hd, (long long)groups[gi], r);
                     }
-                    tern_isa_set(tern_isa_detect());
                 }
                 free(q);
                 free(o1);
@@ -416,12 +414,13 @@ typedef struct weight_case {
 /* A token's output must not depend on the other tokens of its batch (the engine's "batched == solo"):
  * Y over T tokens equals T single-token products bit for bit, for every format, path and kind. */
 static void test_batch_independence(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const weight_case cases[] = {{TERN_WF_F32, 0, 1, 96},      {TERN_WF_F16, 0, 1, 1536},   {TERN_WF_BF16, 0, 1, 100},
                  {TERN_WF_BF16, 0, 1, 1536},   {TERN_WF_MLX_AFFINE, 4, 64, 1536}, {TERN_WF_MLX_AFFINE, 8, 32, 256},
                  {TERN_WF_MLX_AFFINE, 4, 32, 96}, {TERN_WF_MLX_AFFINE, 8, 128, 384}};
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+    {
         tern_isa_set(isa);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const int64_t in = cases[c].in, rows = 37, T = 40;
@@ -447,18 +446,18 @@ static void test_batch_independence(void **state) {
             free_weight(&o);
         }
     }
-    tern_isa_set(tern_isa_detect());
     tern_pool_destroy(pool);
 }
 
 /* The gated MLP's product: gelu_tanh(x) * mul formed by the product's input pass gives bit for bit what the
  * separate element-wise pass and the plain product give, and leaves the same activation in x. */
 static void test_gelu_group(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const weight_case cases[] = {
         {TERN_WF_MLX_AFFINE, 4, 64, 1536}, {TERN_WF_MLX_AFFINE, 8, 32, 96}, {TERN_WF_BF16, 0, 1, 100}};
-    for (tern_isa isa = TERN_ISA_PORTABLE; isa <= tern_isa_detect(); isa++) {
+    {
         tern_isa_set(isa);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const int64_t in = cases[c].in, rows[2] = {40, 19}, Tmax = 40;
@@ -500,7 +499,6 @@ static void test_gelu_group(void **state) {
             }
         }
     }
-    tern_isa_set(tern_isa_detect());
     tern_pool_destroy(pool);
 }
 
@@ -516,9 +514,9 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), cmocka_unit_test(test_activations), cmocka_unit_test(test_exp), cmocka_unit_test(test_axpby), cmocka_unit_test(test_norm_gelu_mul_rope), cmocka_unit_test(test_attention), cmocka_unit_test(test_batch_independence), cmocka_unit_test(test_gelu_group),
-        cmocka_unit_test(test_f32), cmocka_unit_test(test_f16),
-        cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q4),  cmocka_unit_test(test_q8),
+        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
+        TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,12 +165,9 @@ static void test_reference_definition(void **state) {
 }
 
 /* One ISA's quantizer and kernel against the portable definitions, bit for bit. */
-static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
-    if (tern_isa_detect() < isa) {
-        print_message("no %s on this CPU: nothing to compare\n", tern_isa_name(isa));
-        return;
-    }
-    tern_isa_set(isa);
+static void simd_matches_reference(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    const tern_qmm_kernels *k = isa == TERN_ISA_AVX512 ? &tern_qmm_avx512 : &tern_qmm_avx2;
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const struct {
@@ -258,13 +255,13 @@ static void simd_matches_reference(tern_isa isa, const tern_qmm_kernels *k) {
         tern_aligned_free(buf);
     }
     tern_pool_destroy(pool);
-    tern_isa_set(tern_isa_detect());
 }
 
 /* The epilogue's s * xs at the edges of the exponent add: f32 scales on both sides of the range where the kernels
  * add to the exponent (2^-61 .. 2^65) against steps from 2^-64 to 2^50, with and without the 1.5 factor; every
  * ISA against the portable definition, bit for bit. */
 static void test_step_edges(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
     static const float scales[] = {0x1p-61f, 0x1p-62f, 0x1.8p-61f, 0x1p-126f, 0x1.fcp64f, 0x1p65f, 1.0f, 1e-3f,
                                    0x1p-60f, 0x1.fffffep-62f, 3e-5f, 0x1p64f, 0.0f, 7.0f, 0x1p-100f, 0x1.4p20f};
     static const float amaxes[] = {1e-30f, 1.4e-17f, 1e-17f, 1.0f, 1.45f, 1.99f, 3e5f, 1e15f};
@@ -283,30 +280,25 @@ static void test_step_edges(void **state) {
     tern_qmm_ref(&o.w, 0, rows, &a, want);
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
-    for (tern_isa isa = TERN_ISA_AVX2; isa <= tern_isa_detect(); isa++) {
-        tern_isa_set(isa);
+    {
         tern_matmul_rows(pool, &o.w, 0, rows, x, T, got, TERN_MM_DECODE);
         for (int64_t i = 0; i < T * rows; i++)
             if (memcmp(&got[i], &want[i], sizeof got[i]))
                 fail_msg("%s: token %lld row %lld: %.9g, portable %.9g", tern_isa_name(isa), (long long)(i / rows),
                          (long long)(i % rows), got[i], want[i]);
     }
-    tern_isa_set(tern_isa_detect());
     tern_pool_destroy(pool);
     tern_qact_free(&a);
     free_q(&o);
 }
 
-static void test_avx512_matches_reference(void **state) { simd_matches_reference(TERN_ISA_AVX512, &tern_qmm_avx512); }
-static void test_avx2_matches_reference(void **state) { simd_matches_reference(TERN_ISA_AVX2, &tern_qmm_avx2); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_reference_definition),
-        cmocka_unit_test(test_step_edges),
-        cmocka_unit_test(test_avx512_matches_reference),
-        cmocka_unit_test(test_avx2_matches_reference),
+        TU_SIMD_TESTS(test_step_edges),
+        TU_SIMD_TESTS(simd_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

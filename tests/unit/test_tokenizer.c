@@ -1,4 +1,4 @@
-/* test_tokenizer.c — tokenizers from GGUF vocabularies: every test vector in ../shared/testdata/vocab
+/* test_tokenizer.c — tokenizers from GGUF vocabularies: every test vector in tests/data/vocab
  * (gemma-4, llama-bpe, llama-spm; the ids were produced by Hugging Face tokenizers), GEMMA4.md §3's chat
  * check, added/special token rules, special ids, decoding and the streaming decoder on characters split
  * over several tokens, and a hand-made SentencePiece vocabulary whose merges can be worked out by hand. */

@@ -20,7 +20,7 @@ static const char *env_or(const char *name, const char *dflt) {
 
 const char *tu_testdata(const char *rel) {
     static char buf[4096];
-    snprintf(buf, sizeof buf, "%s/%s", env_or("TERN_TESTDATA", "../shared/testdata"), rel);
+    snprintf(buf, sizeof buf, "%s/%s", env_or("TERN_TESTDATA", "tests/data"), rel);
     return buf;
 }
 
@@ -35,6 +35,34 @@ const char *tu_tmpdir(const char *name) {
     if (e)
         fail_msg("%s", tern_err_msg(e));
     return buf;
+}
+
+const tern_isa tu_isa_paths[3] = {TERN_ISA_PORTABLE, TERN_ISA_AVX2, TERN_ISA_AVX512};
+
+/* The best path of this CPU, capped by TERN_ISA (portable|avx2) so that the suite can run as on a lesser CPU. */
+static tern_isa best_isa(void) {
+    const char *cap = getenv("TERN_ISA");
+    tern_isa best = tern_isa_detect();
+    if (cap && !strcmp(cap, "portable"))
+        best = TERN_ISA_PORTABLE;
+    else if (cap && !strcmp(cap, "avx2") && best > TERN_ISA_AVX2)
+        best = TERN_ISA_AVX2;
+    return best;
+}
+
+tern_isa tu_isa_begin(void **state) {
+    const tern_isa isa = *(const tern_isa *)*state;
+    if (best_isa() < isa) {
+        print_message("no %s here: skipped\n", tern_isa_name(isa));
+        skip();
+    }
+    tern_isa_set(isa);
+    return isa;
+}
+
+int tu_isa_restore(void **state) {
+    tern_isa_set(best_isa());
+    return 0;
 }
 
 const char *tu_tern_bin(void) { return env_or("TERN_BIN", "build/tern"); }

@@ -11,9 +11,10 @@
 #include "core/status.h"
 #include "models/synth.h"
 #include "tokenizer/tokenizer.h"
+#include "tensor/cpu.h"
 #include "tensor/weight.h"
 
-/* Path under ../shared/testdata (TERN_TESTDATA); static buffer, valid until the next call. */
+/* Path under tests/data (TERN_TESTDATA); static buffer, valid until the next call. */
 const char *tu_testdata(const char *rel);
 /* A fresh empty directory for this test under TERN_TMP (or /tmp); static buffer. */
 const char *tu_tmpdir(const char *name);
@@ -51,6 +52,17 @@ void tu_expect_ids(const tern_tokenizer *t, const char *text, size_t len, int ad
         static const tern_token want_[] = {__VA_ARGS__};                                                 \
         tu_expect_ids((t), (text), strlen(text), (add), (parse), want_, sizeof want_ / sizeof want_[0]); \
     } while (0)
+/* Tests of one kernel path: TU_ISA_TESTS(f) registers f once per path (f[portable], f[avx2], f[avx512]). f calls
+ * tu_isa_begin(state) first: on a CPU without that path (or one TERN_ISA=portable|avx2 caps) the test reports
+ * itself skipped (nothing was checked); otherwise the path is made active and returned. The teardown makes the
+ * best path active again. */
+tern_isa tu_isa_begin(void **state);
+int tu_isa_restore(void **state);
+extern const tern_isa tu_isa_paths[3];
+#define TU_ISA_TEST(f, i, name) {#f "[" name "]", f, NULL, tu_isa_restore, (void *)&tu_isa_paths[i]}
+#define TU_ISA_TESTS(f) TU_ISA_TEST(f, 0, "portable"), TU_ISA_TEST(f, 1, "avx2"), TU_ISA_TEST(f, 2, "avx512")
+/* The SIMD paths only (tests comparing a SIMD path with the portable one). */
+#define TU_SIMD_TESTS(f) TU_ISA_TEST(f, 1, "avx2"), TU_ISA_TEST(f, 2, "avx512")
 /* Fails the test with the error's message if err is not NULL. */
 #define TU_OK(expr)                                                        \
     do {                                                                   \
