@@ -6,7 +6,7 @@ DEMO       ?= models/demo
 HOST       ?= 127.0.0.1
 PORT       ?= 8080
 
-.PHONY: all deps build test test-asan run demo clean
+.PHONY: all deps build test test-asan run demo install clean
 
 all: build
 
@@ -44,6 +44,11 @@ run: demo
 	@printf '  curl -s http://$(HOST):$(PORT)/v1/chat/completions -H "Content-Type: application/json" \\\n'
 	@printf '    -d '"'"'{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'"'"'\n\n'
 	$(BUILD)/tern serve $(DEMO) --host $(HOST) --port $(PORT)
+
+# The tern binary, libtern.so / libtern.a, include/tern/*.h, tern.pc (pkg-config) and the assets, under PREFIX.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

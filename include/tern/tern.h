@@ -9,7 +9,7 @@
  * forward per step. Submit, cancel, metrics and stream reads only take short locks; no model work
  * ever happens on the caller's thread except tokenizing a text prompt.
  *
- * Errors are values (`tern_err *`, NULL on success; see core/status.h): read the message with
+ * Errors are values (`tern_err *`, NULL on success; see tern/error.h): read the message with
  * tern_err_msg, the kind with err->code, free with tern_err_free. Submit fails fast with
  * TERN_EOVERLOAD when the wait queue is full (HTTP 429) and with TERN_EINVAL when a request
  * can never run (prompt longer than the context or than the KV budget; bad parameters).
@@ -24,11 +24,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "tern/error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The version of this header; tern_version() says which library is running. */
+#define TERN_VERSION_MAJOR 0
+#define TERN_VERSION_MINOR 8
+#define TERN_VERSION_PATCH 0
+#define TERN_VERSION "0.8.0"
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+TERN_API const char *tern_version(void);
 
 /* ==== models ================================================================================ */
 
@@ -52,28 +61,28 @@ typedef struct tern_model_info {
 } tern_model_info;
 
 /* Loads weights (mmapped), tokenizer and chat template; errors name the file at fault. */
-tern_err *tern_model_load(const tern_model_opts *o, tern_model **out);
+TERN_API tern_err *tern_model_load(const tern_model_opts *o, tern_model **out);
 /* Frees the model; every engine using it must be destroyed first. NULL is fine. */
-void tern_model_free(tern_model *m);
+TERN_API void tern_model_free(tern_model *m);
 /* Sizes and memory figures of the model. */
-void tern_model_get_info(const tern_model *m, tern_model_info *out);
+TERN_API void tern_model_get_info(const tern_model *m, tern_model_info *out);
 /* The chat template source (NUL-terminated) and where it came from, or NULL when the model has none. */
-const char *tern_model_chat_template(const tern_model *m, const char **origin);
+TERN_API const char *tern_model_chat_template(const tern_model *m, const char **origin);
 /* Tokenizes len bytes of text into a malloc'd array (*ids, *n; free with tern_free). add_special adds the
  * BOS the tokenizer's config asks for; parse_special turns special-token text ("<start_of_turn>") into ids. */
-tern_err *tern_model_tokenize(const tern_model *m, const char *text, size_t len, int add_special, int parse_special,
-                              int32_t **ids, size_t *n);
+TERN_API tern_err *tern_model_tokenize(const tern_model *m, const char *text, size_t len, int add_special, int parse_special,
+                                       int32_t **ids, size_t *n);
 /* Decodes ids into a malloc'd NUL-terminated string (free with tern_free); special tokens only if render_special. */
-tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids, size_t n, int render_special, char **text,
-                                size_t *len);
+TERN_API tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids, size_t n, int render_special, char **text,
+                                         size_t *len);
 /* The bytes one token decodes to on its own (malloc'd, free with tern_free), or NULL for an id out of range. */
-char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len);
+TERN_API char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len);
 /* 1 if the token ends generation by default (EOS or an end-of-turn token). */
-int tern_model_is_eog(const tern_model *m, int32_t id);
+TERN_API int tern_model_is_eog(const tern_model *m, int32_t id);
 /* The BOS id, or -1. */
-int32_t tern_model_bos(const tern_model *m);
+TERN_API int32_t tern_model_bos(const tern_model *m);
 /* Frees memory returned by this API. */
-void tern_free(void *p);
+TERN_API void tern_free(void *p);
 
 /* ==== engines ================================================================================ */
 
@@ -93,13 +102,13 @@ typedef struct tern_engine_opts {
 } tern_engine_opts;
 
 /* Fills the defaults (all fields 0 / -1 as documented above). */
-void tern_engine_opts_default(tern_engine_opts *o);
+TERN_API void tern_engine_opts_default(tern_engine_opts *o);
 /* Creates an engine over `m` (which must outlive it) and starts its thread. Errors when the budget cannot
  * hold even one position, or a value is out of range. */
-tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engine **out);
+TERN_API tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engine **out);
 /* Stops the engine: queued and running requests finish with TERN_FINISH_CANCELLED (their DONE events are
  * delivered before this returns), then the thread is joined. Streams stay readable until freed. NULL is fine. */
-void tern_engine_destroy(tern_engine *e);
+TERN_API void tern_engine_destroy(tern_engine *e);
 
 /* ==== requests =============================================================================== */
 
@@ -149,7 +158,7 @@ typedef struct tern_request {
 #define TERN_MAX_LOGIT_BIAS 1024
 
 /* The defaults: greedy, no penalties (window 64), no stops beyond EOS, max_tokens 0, no logprobs. */
-void tern_request_default(tern_request *r);
+TERN_API void tern_request_default(tern_request *r);
 
 typedef enum tern_event_kind { TERN_EV_TOKEN = 1, TERN_EV_DONE = 2 } tern_event_kind;
 
@@ -208,21 +217,21 @@ typedef struct tern_stream tern_stream;
  * a pollable stream (free it with tern_stream_free). *id (may be NULL) receives the request id.
  * Fails with TERN_EOVERLOAD when max_queue requests are already waiting, TERN_EINVAL when the request can
  * never run (message says why: prompt beyond the context or the KV budget, bad parameter, unknown token). */
-tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_fn cb, void *user,
-                             tern_stream **stream, uint64_t *id);
+TERN_API tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_fn cb, void *user,
+                                      tern_stream **stream, uint64_t *id);
 /* Cancels a request: it leaves the queue or its row at the next step and ends with TERN_FINISH_CANCELLED.
  * Returns 1 if the request was still queued or running, 0 otherwise. */
-int tern_engine_cancel(tern_engine *e, uint64_t id);
+TERN_API int tern_engine_cancel(tern_engine *e, uint64_t id);
 
 /* Waits up to timeout_ms (< 0: forever) for the next event. Returns 1 with *ev filled (its pointers stay
  * valid until the next call or tern_stream_free), 0 on timeout, -1 once the DONE event has been read. */
-int tern_stream_next(tern_stream *s, tern_event *ev, int timeout_ms);
+TERN_API int tern_stream_next(tern_stream *s, tern_event *ev, int timeout_ms);
 /* The request id of a stream. */
-uint64_t tern_stream_id(const tern_stream *s);
+TERN_API uint64_t tern_stream_id(const tern_stream *s);
 /* Asks for cancellation (the DONE event still arrives). */
-void tern_stream_cancel(tern_stream *s);
+TERN_API void tern_stream_cancel(tern_stream *s);
 /* Cancels the request if unfinished and frees the stream; NULL is fine. */
-void tern_stream_free(tern_stream *s);
+TERN_API void tern_stream_free(tern_stream *s);
 
 /* ==== metrics ================================================================================ */
 
@@ -250,7 +259,7 @@ typedef struct tern_metrics {
 } tern_metrics;
 
 /* A consistent snapshot of the engine's counters. */
-void tern_engine_metrics(tern_engine *e, tern_metrics *out);
+TERN_API void tern_engine_metrics(tern_engine *e, tern_metrics *out);
 
 #ifdef __cplusplus
 }

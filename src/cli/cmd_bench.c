@@ -16,7 +16,7 @@
 #include "tensor/membw.h"
 
 static const char *usage =
-    "usage: tern bench MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv bf16|f32] [--profile]\n"
+    "usage: tern bench [-m] MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv bf16|f32] [--profile]\n"
     "                  [--json]\n"
     "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
     "same D tokens of context (prefilled untimed; default 0). --profile: where a decode step's time goes, by phase\n"
@@ -58,7 +58,7 @@ static void print_profile(const tern_gemma4_profile *p, double bw_gb_s) {
 
 int cmd_bench(int argc, char **argv) {
     tern_opt opts[] = {{"p", 1, 0},  {"n", 1, 0},    {"batch", 1, 0}, {"threads", 1, 0}, {"depth", 1, 0},
-                       {"kv", 1, 0}, {"json", 0, 0}, {"profile", 0, 0}, {"help", 0, 0},  {0, 0, 0}};
+                       {"kv", 1, 0}, {"json", 0, 0}, {"profile", 0, 0}, {"model", 1, 0}, {"help", 0, 0},  {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("bench", argc, argv, opts, pos, 1);
     if (np < 0)

@@ -10,10 +10,11 @@
 #include "cli/commands.h"
 #include "core/fileio.h"
 #include "engine/fit.h"
+#include "formats/checkpoint_dir.h"
 #include "formats/model_config.h"
 
 static const char *usage =
-    "usage: tern fit MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv bf16|f32]\n"
+    "usage: tern fit [-m] MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv bf16|f32]\n"
     "                [--step-tokens N]\n"
     "Reports weights and KV-cache memory: bytes per token, per request of --ctx positions (default\n"
     "min(trained context, 8192)), for --parallel rows (default 4), and what a KV budget of --budget GiB\n"
@@ -66,7 +67,7 @@ static void print_plan(const char *dir, const tern_fit_plan *p, const char *kv_n
 
 int cmd_fit(int argc, char **argv) {
     tern_opt opts[] = {{"ctx", 1, 0}, {"parallel", 1, 0},    {"budget", 1, 0}, {"chunk", 1, 0},
-                       {"kv", 1, 0},  {"step-tokens", 1, 0}, {"help", 0, 0},   {0, 0, 0}};
+                       {"kv", 1, 0},  {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0},   {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("fit", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -97,7 +98,9 @@ int cmd_fit(int argc, char **argv) {
     uint64_t text = 0, other = 0;
     tern_fit_plan plan;
     char *cfg_path = tern_path_join(pos[0], "config.json");
-    tern_err *err = cfg_path ? tern_gemma4_config_load(cfg_path, &c) : tern_errf(TERN_ENOMEM, "out of memory");
+    tern_err *err = tern_checkpoint_dir_check(pos[0]);
+    if (!err)
+        err = cfg_path ? tern_gemma4_config_load(cfg_path, &c) : tern_errf(TERN_ENOMEM, "out of memory");
     free(cfg_path);
     if (!err)
         err = tern_fit_weights(pos[0], &c, &text, &other);

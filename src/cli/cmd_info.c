@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/fileio.h"
 #include "core/json_util.h"
+#include "formats/checkpoint_dir.h"
 #include "formats/model_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
@@ -104,15 +105,16 @@ static void print_report(const char *dir, const json_t *root, const tern_gemma4_
 }
 
 int cmd_info(int argc, char **argv) {
-    tern_opt opts[] = {{"help", 0, 0}, {0, 0, 0}};
+    tern_opt opts[] = {{"model", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("info", argc, argv, opts, pos, 1);
     if (np < 0)
         return 2;
-    if (tern_args_get(opts, "help") || np != 1) {
-        fputs("usage: tern info MODEL_DIR\nExits 1 when a needed tensor is missing or mis-shaped.\n",
-              np != 1 ? stderr : stdout);
-        return np != 1 ? 2 : 0;
+    const int help = tern_args_get(opts, "help") != NULL;
+    if (help || np != 1) {
+        fputs("usage: tern info [-m] MODEL_DIR\nExits 1 when a needed tensor is missing or mis-shaped.\n",
+              help ? stdout : stderr);
+        return help ? 0 : 2;
     }
     const char *dir = pos[0];
     char *cfg_path = tern_path_join(dir, "config.json");
@@ -121,7 +123,9 @@ int cmd_info(int argc, char **argv) {
     tern_quant_config *qc = NULL;
     tern_checkpoint *ck = NULL;
     tern_gemma4_weights *gw = NULL;
-    tern_err *err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
+    tern_err *err = tern_checkpoint_dir_check(dir);
+    if (!err)
+        err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
     if (!err)
         err = tern_err_wrap(tern_gemma4_config_parse(root, &c), "%s", cfg_path);
     if (!err)

@@ -13,7 +13,7 @@
 #include "models/gemma4.h"
 
 static const char *usage =
-    "usage: tern logits MODEL_DIR --ids 2,105,... [--positions all|last] [--out FILE] [--hidden-out FILE]\n"
+    "usage: tern logits [-m] MODEL_DIR --ids 2,105,... [--positions all|last] [--out FILE] [--hidden-out FILE]\n"
     "                   [--threads N] [--kv f32|bf16]\n"
     "Prints the argmax per position; --out writes float32 [positions][vocab] (post soft-cap).\n";
 
@@ -29,7 +29,7 @@ static tern_err *write_f32(const char *path, const float *v, size_t n) {
 
 int cmd_logits(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0}, {"positions", 1, 0}, {"out", 1, 0}, {"hidden-out", 1, 0},
-                       {"threads", 1, 0}, {"kv", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
+                       {"threads", 1, 0}, {"kv", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("logits", argc, argv, opts, pos, 1);
     if (np < 0)

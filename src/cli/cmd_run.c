@@ -1,162 +1,289 @@
-/* cmd_run.c — `tern run`: one generation through the public engine API, text streamed to stdout as it
- * decodes. The prompt is a chat message rendered with the model's template (--prompt), raw text
- * (--raw), or token ids (--ids). */
+/* cmd_run.c — `tern run`: generation through the public engine API, text streamed to stdout as it decodes.
+ * With a prompt (positional, --prompt, --raw or --ids) it generates once; without one it is an interactive
+ * chat: each line read is a user message, the reply streams back, and the conversation so far is the next
+ * prompt (the engine's prefix cache keeps earlier turns' K/V, so a turn costs only its new tokens). */
+#include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat/chat_prompt.h"
 #include "chat/jinja.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
+#include "core/sbuf.h"
 #include "tern/tern.h"
 
 static const char *usage =
-    "usage: tern run MODEL_DIR (--prompt TEXT | --raw TEXT | --ids 2,105,...) [-n 64] [--temp 0] [--top-k K]\n"
-    "                [--top-p P] [--min-p P] [--seed S] [--threads T] [--ctx N] [--system TEXT] [--think]\n"
-    "                [--print-ids] [--stats]\n"
-    "--prompt renders a user message with the model's chat template; --raw tokenizes the text as is (with BOS);\n"
-    "--ids takes token ids. Generated text streams to stdout; --print-ids prints the ids instead.\n";
+    "usage: tern run [-m] MODEL_DIR [PROMPT] [options]\n"
+    "With a PROMPT, generates one reply to it (a user message in the model's chat template) and streams it to\n"
+    "stdout. Without one, chats: each line you type is a message and the reply streams back; /clear starts a new\n"
+    "conversation, /exit or Ctrl-D ends, Ctrl-C stops a reply (at the prompt: ends).\n"
+    "  -p, --prompt TEXT   the prompt (same as the positional PROMPT)\n"
+    "  --raw TEXT          tokenize TEXT as is (with BOS), no chat template\n"
+    "  --ids 2,105,...     token ids as the prompt\n"
+    "  --system TEXT       a system message first\n"
+    "  --think             let the model think first (enable_thinking in the template)\n"
+    "  -n N                most tokens per reply (default 64 for one prompt; as many as fit in a chat)\n"
+    "  --temp T            temperature (default 0: greedy); --top-k K, --top-p P, --min-p P, -s/--seed S\n"
+    "  -c, --ctx N         positions per conversation (default min(trained, 8192))\n"
+    "  -t, --threads T     kernel threads (default: one per core)\n"
+    "  --print-ids         print token ids instead of text\n"
+    "  --stats             after each reply, print prompt/cache/decode figures to stderr on a line of their own\n";
 
-static int parse_float(const tern_opt *opts, const char *name, float dflt, float lo, float hi, float *out) {
-    const char *v = tern_args_get(opts, name);
-    *out = dflt;
-    if (!v)
-        return 0;
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "tern run: --%s must be a number in [%g, %g], got '%s'\n", name, lo, hi, v);
-        return -1;
-    }
-    *out = (float)x;
-    return 0;
-}
+/* Set by SIGINT: stop the reply being generated (or, at the prompt, end the chat). */
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) { (void)sig, interrupted = 1; }
 
-/* The chat prompt of one user message (and an optional system message), as token ids. */
-static tern_err *chat_ids(const tern_model *m, const char *system, const char *user, int think, int32_t **ids,
-                          size_t *n) {
-    const char *origin;
-    const char *src = tern_model_chat_template(m, &origin);
-    if (!src)
+typedef struct run_ctx {
+    tern_model *model;
+    tern_engine *engine;
+    tern_jinja *tpl; /* NULL when the model has no chat template */
+    char *bos_text;
+    int think, print_ids, stats;
+    tern_request base; /* sampling and limits shared by every turn */
+} run_ctx;
+
+/* The prompt ids of a conversation (OpenAI-style messages) rendered with the model's chat template. */
+static tern_err *chat_ids(const run_ctx *c, json_t *messages, int32_t **ids, size_t *n) {
+    if (!c->tpl)
         return tern_errf(TERN_ENOTFOUND, "the model has no chat template (use --raw or --ids)");
-    tern_jinja *tpl = NULL;
-    json_t *messages = json_array(), *ctx = NULL, *kwargs = json_pack("{s:b}", "enable_thinking", think);
-    if (system)
-        json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "system", "content", system));
-    json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "user", "content", user));
+    json_t *ctx = NULL, *kwargs = json_pack("{s:b}", "enable_thinking", c->think);
     char *text = NULL;
     size_t len;
-    tern_err *err = tern_jinja_compile(src, strlen(src), origin, &tpl);
     tern_chat_input in = {.messages = messages, .template_kwargs = kwargs, .add_generation_prompt = 1,
-                          .bos_token = "<bos>", .eos_token = "<eos>"};
+                          .bos_token = c->bos_text, .eos_token = "<eos>"};
+    tern_err *err = tern_chat_build_context(&in, &ctx);
     if (!err)
-        err = tern_chat_build_context(&in, &ctx);
+        err = tern_chat_render(c->tpl, ctx, &text, &len);
     if (!err)
-        err = tern_chat_render(tpl, ctx, &text, &len);
-    if (!err)
-        err = tern_chat_tokenize(m, text, len, ids, n);
+        err = tern_chat_tokenize(c->model, text, len, ids, n);
     free(text);
     json_decref(ctx);
-    json_decref(messages);
     json_decref(kwargs);
-    tern_jinja_free(tpl);
+    return err;
+}
+
+/* Submits `req`, streams the reply to stdout (and into *reply when not NULL); Ctrl-C cancels it. */
+static tern_err *generate(const run_ctx *c, const tern_request *req, sbuf *reply) {
+    tern_stream *s = NULL;
+    TERN_TRY(tern_engine_submit(c->engine, req, NULL, NULL, &s, NULL));
+    tern_err *err = NULL;
+    tern_event ev;
+    int first = 1, rc;
+    while ((rc = tern_stream_next(s, &ev, 100)) >= 0) {
+        if (interrupted) {
+            interrupted = 0;
+            tern_stream_cancel(s);
+        }
+        if (rc == 0)
+            continue;
+        if (ev.kind == TERN_EV_TOKEN && c->print_ids)
+            printf("%s%d", first ? "" : " ", ev.token);
+        else if (!c->print_ids)
+            fwrite(ev.text, 1, ev.text_len, stdout);
+        if (reply && !c->print_ids)
+            sbuf_add(reply, ev.text, ev.text_len);
+        first = 0;
+        fflush(stdout);
+        if (ev.kind != TERN_EV_DONE)
+            continue;
+        printf("\n");
+        fflush(stdout);
+        if (ev.finish == TERN_FINISH_ERROR)
+            err = tern_errf(TERN_EINTERNAL, "%s", ev.error);
+        else if (c->stats)
+            fprintf(stderr, "prompt %lld tokens (%lld cached), generated %lld%s; ttft %.3f s, decode %.2f tok/s\n",
+                    (long long)ev.usage.prompt_tokens, (long long)ev.usage.cached_tokens,
+                    (long long)ev.usage.completion_tokens, ev.finish == TERN_FINISH_CANCELLED ? " (stopped)" : "",
+                    ev.timings.ttft_s,
+                    ev.timings.decode_s > 0 ? (double)(ev.usage.completion_tokens - 1) / ev.timings.decode_s : 0.0);
+    }
+    tern_stream_free(s);
+    if (reply && reply->oom && !err)
+        err = tern_errf(TERN_ENOMEM, "out of memory keeping the reply");
+    return err;
+}
+
+static json_t *new_conversation(const char *system) {
+    json_t *m = json_array();
+    if (system)
+        json_array_append_new(m, json_pack("{s:s,s:s}", "role", "system", "content", system));
+    return m;
+}
+
+/* The interactive chat: reads lines from stdin until /exit, end of input or Ctrl-C at the prompt. */
+static tern_err *chat(run_ctx *c, const char *system) {
+    const int tty = isatty(STDIN_FILENO);
+    json_t *messages = new_conversation(system);
+    if (tty)
+        fprintf(stderr, "Chatting with %s. /clear starts over, /exit or Ctrl-D ends, Ctrl-C stops a reply.\n",
+                tern_model_chat_template(c->model, NULL) ? "the model" : "the model (no chat template!)");
+    char *line = NULL;
+    size_t cap = 0;
+    tern_err *err = NULL;
+    sbuf reply = {0};
+    while (!err) {
+        if (tty) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        interrupted = 0;
+        errno = 0;
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) { /* end of input, or Ctrl-C at the prompt */
+            if (tty)
+                fputs("\n", stdout);
+            break;
+        }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (!n)
+            continue;
+        if (!strcmp(line, "/exit") || !strcmp(line, "/quit") || !strcmp(line, "/bye"))
+            break;
+        if (!strcmp(line, "/clear")) {
+            json_decref(messages);
+            messages = new_conversation(system);
+            fprintf(stderr, "(new conversation)\n");
+            continue;
+        }
+        if (!strcmp(line, "/help") || !strcmp(line, "/?")) {
+            fprintf(stderr, "/clear  start a new conversation\n/exit   end (also Ctrl-D)\n");
+            continue;
+        }
+        json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "user", "content", line));
+        int32_t *ids = NULL;
+        size_t nid = 0;
+        err = chat_ids(c, messages, &ids, &nid);
+        if (!err) {
+            tern_request req = c->base;
+            req.prompt_ids = ids;
+            req.n_prompt_ids = nid;
+            sbuf_clear(&reply);
+            err = generate(c, &req, &reply);
+        }
+        tern_free(ids);
+        if (!err)
+            json_array_append_new(messages, json_pack("{s:s,s:s%}", "role", "assistant", "content",
+                                                      reply.p ? reply.p : "", reply.len));
+    }
+    free(line);
+    sbuf_free(&reply);
+    json_decref(messages);
     return err;
 }
 
 int cmd_run(int argc, char **argv) {
-    tern_opt opts[] = {{"ids", 1, 0},     {"prompt", 1, 0}, {"raw", 1, 0},     {"n", 1, 0},      {"temp", 1, 0},
-                       {"top-k", 1, 0},   {"top-p", 1, 0},  {"min-p", 1, 0},   {"seed", 1, 0},   {"threads", 1, 0},
-                       {"ctx", 1, 0},     {"system", 1, 0}, {"think", 0, 0},   {"print-ids", 0, 0},
-                       {"stats", 0, 0},   {"help", 0, 0},   {0, 0, 0}};
-    const char *pos[1];
-    int np = tern_args_parse("run", argc, argv, opts, pos, 1);
+    tern_opt opts[] = {{"ids", 1, 0},       {"prompt", 1, 0}, {"raw", 1, 0},   {"n", 1, 0},      {"temp", 1, 0},
+                       {"top-k", 1, 0},     {"top-p", 1, 0},  {"min-p", 1, 0}, {"seed", 1, 0},   {"threads", 1, 0},
+                       {"ctx", 1, 0},       {"system", 1, 0}, {"think", 0, 0}, {"print-ids", 0, 0},
+                       {"stats", 0, 0},     {"model", 1, 0},  {"help", 0, 0},  {0, 0, 0}};
+    const char *pos[2];
+    int np = tern_args_parse("run", argc, argv, opts, pos, 2);
     if (np < 0)
         return 2;
     if (tern_args_get(opts, "help")) {
         fputs(usage, stdout);
         return 0;
     }
-    const char *ids_s = tern_args_get(opts, "ids"), *prompt = tern_args_get(opts, "prompt"), *raw = tern_args_get(opts, "raw");
-    tern_request req;
-    tern_request_default(&req);
+    const char *ids_s = tern_args_get(opts, "ids"), *prompt = tern_args_get(opts, "prompt");
+    const char *raw = tern_args_get(opts, "raw");
+    if (np == 2 && prompt) {
+        fprintf(stderr, "tern run: the prompt is given twice: '%s' and --prompt\n", pos[1]);
+        return 2;
+    }
+    if (np == 2)
+        prompt = pos[1];
+    const int interactive = !ids_s && !prompt && !raw;
+    run_ctx c = {.think = tern_args_get(opts, "think") != NULL, .print_ids = tern_args_get(opts, "print-ids") != NULL,
+                 .stats = tern_args_get(opts, "stats") != NULL};
+    tern_request_default(&c.base);
     int64_t n_gen, top_k, seed, threads, ctx;
-    if (np != 1 || (!!ids_s + !!prompt + !!raw) != 1 || tern_args_int("run", opts, "n", 64, 1, 1 << 24, &n_gen) ||
+    if (np < 1) {
+        fprintf(stderr, "tern run: which model? (tern run MODEL_DIR [PROMPT])\n");
+        fputs(usage, stderr);
+        return 2;
+    }
+    if ((!!ids_s + !!prompt + !!raw) > 1) {
+        fprintf(stderr, "tern run: give one prompt: PROMPT/--prompt, --raw or --ids\n");
+        return 2;
+    }
+    if (tern_args_int("run", opts, "n", interactive ? 0 : 64, interactive ? 0 : 1, 1 << 24, &n_gen) ||
         tern_args_int("run", opts, "top-k", 0, 0, 1 << 30, &top_k) ||
         tern_args_int("run", opts, "seed", -1, -1, INT64_MAX, &seed) ||
         tern_args_int("run", opts, "threads", 0, 0, 1024, &threads) ||
         tern_args_int("run", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
-        parse_float(opts, "temp", 0.0f, 0.0f, 100.0f, &req.sampling.temperature) ||
-        parse_float(opts, "top-p", 1.0f, 0.0f, 1.0f, &req.sampling.top_p) ||
-        parse_float(opts, "min-p", 0.0f, 0.0f, 1.0f, &req.sampling.min_p)) {
-        fputs(usage, stderr);
+        tern_args_float("run", opts, "temp", 0.0f, 0.0f, 100.0f, &c.base.sampling.temperature) ||
+        tern_args_float("run", opts, "top-p", 1.0f, 0.0f, 1.0f, &c.base.sampling.top_p) ||
+        tern_args_float("run", opts, "min-p", 0.0f, 0.0f, 1.0f, &c.base.sampling.min_p))
         return 2;
-    }
-    req.sampling.top_k = (int)top_k;
+    c.base.sampling.top_k = (int)top_k;
     if (seed >= 0) {
-        req.sampling.seed = (uint64_t)seed;
-        req.sampling.has_seed = 1;
+        c.base.sampling.seed = (uint64_t)seed;
+        c.base.sampling.has_seed = 1;
     }
-    req.max_tokens = n_gen;
-    int print_ids = tern_args_get(opts, "print-ids") != NULL;
+    c.base.max_tokens = n_gen;
+
     tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
-    tern_model *m = NULL;
-    tern_engine *e = NULL;
-    tern_stream *s = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    tern_err *err = tern_model_load(&mo, &m);
-    if (!err && ids_s) {
-        int64_t k;
-        err = tern_parse_ids(ids_s, &ids, &k);
-        n = (size_t)k;
-    } else if (!err && prompt) {
-        err = chat_ids(m, tern_args_get(opts, "system"), prompt, tern_args_get(opts, "think") != NULL, &ids, &n);
+    tern_err *err = tern_model_load(&mo, &c.model);
+    if (!err) {
+        const char *origin = NULL, *src = tern_model_chat_template(c.model, &origin);
+        if (src && (prompt || interactive))
+            err = tern_jinja_compile(src, strlen(src), origin, &c.tpl);
+        int32_t bos = tern_model_bos(c.model);
+        size_t len;
+        if (!err && bos >= 0 && tern_model_detokenize(c.model, &bos, 1, 1, &c.bos_text, &len))
+            c.bos_text = NULL;
+    }
+    if (!err) {
+        tern_engine_opts eo;
+        tern_engine_opts_default(&eo);
+        eo.parallel = 1;
+        eo.threads = (int)threads;
+        if (ctx)
+            eo.ctx = ctx;
+        err = tern_engine_create(c.model, &eo, &c.engine);
+    }
+    struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: Ctrl-C at the prompt ends the read */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    if (!err && interactive) {
+        err = chat(&c, tern_args_get(opts, "system"));
     } else if (!err) {
-        req.prompt_text = raw;
-        req.prompt_text_len = strlen(raw);
-        req.add_special = 1;
-    }
-    if (ids) {
-        req.prompt_ids = ids;
-        req.n_prompt_ids = n;
-    }
-    tern_engine_opts eo;
-    tern_engine_opts_default(&eo);
-    eo.parallel = 1;
-    eo.threads = (int)threads;
-    if (ctx)
-        eo.ctx = ctx;
-    if (!err)
-        err = tern_engine_create(m, &eo, &e);
-    if (!err)
-        err = tern_engine_submit(e, &req, NULL, NULL, &s, NULL);
-    tern_event ev;
-    int first = 1;
-    while (!err && tern_stream_next(s, &ev, -1) == 1) {
-        if (ev.kind == TERN_EV_TOKEN && print_ids)
-            printf("%s%d", first ? "" : " ", ev.token);
-        else if (!print_ids)
-            fwrite(ev.text, 1, ev.text_len, stdout);
-        first = 0;
-        fflush(stdout);
-        if (ev.kind == TERN_EV_DONE) {
-            printf("\n");
-            if (ev.finish == TERN_FINISH_ERROR)
-                err = tern_errf(TERN_EINTERNAL, "%s", ev.error);
-            else if (tern_args_get(opts, "stats"))
-                fprintf(stderr, "prompt %lld tokens (%lld cached), generated %lld; ttft %.3f s, decode %.2f tok/s\n",
-                        (long long)ev.usage.prompt_tokens, (long long)ev.usage.cached_tokens,
-                        (long long)ev.usage.completion_tokens, ev.timings.ttft_s,
-                        ev.timings.decode_s > 0 ? (double)(ev.usage.completion_tokens - 1) / ev.timings.decode_s : 0.0);
+        tern_request req = c.base;
+        if (ids_s) {
+            int64_t k;
+            err = tern_parse_ids(ids_s, &ids, &k);
+            n = (size_t)k;
+        } else if (prompt) {
+            json_t *messages = new_conversation(tern_args_get(opts, "system"));
+            json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "user", "content", prompt));
+            err = chat_ids(&c, messages, &ids, &n);
+            json_decref(messages);
+        } else {
+            req.prompt_text = raw;
+            req.prompt_text_len = strlen(raw);
+            req.add_special = 1;
         }
+        if (ids) {
+            req.prompt_ids = ids;
+            req.n_prompt_ids = n;
+        }
+        if (!err)
+            err = generate(&c, &req, NULL);
     }
-    tern_stream_free(s);
-    tern_engine_destroy(e);
+    tern_engine_destroy(c.engine);
     tern_free(ids);
-    tern_model_free(m);
+    tern_free(c.bos_text);
+    tern_jinja_free(c.tpl);
+    tern_model_free(c.model);
     if (err) {
         fprintf(stderr, "tern run: %s\n", tern_err_msg(err));
         tern_err_free(err);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -16,14 +17,15 @@
 #include "tern/tern.h"
 
 static const char *usage =
-    "usage: tern serve MODEL_DIR [--host 127.0.0.1] [--port 8080] [--parallel 4] [--ctx N] [--api-key KEY]\n"
+    "usage: tern serve [-m] MODEL_DIR [--host 127.0.0.1] [--port 8080] [-np 4] [-c N] [--api-key KEY]\n"
     "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
     "Serves the model over HTTP: OpenAI /v1/chat/completions, /v1/completions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md).\n"
     "  --host       address to bind (default 127.0.0.1, loopback only)\n"
-    "  --port       TCP port; 0 picks a free one (the ready line says which)\n"
-    "  --parallel   requests decoded together in one batch\n"
-    "  --ctx        positions per request, prompt + reply (default min(trained, 8192))\n"
+    "  --port       TCP port; 0 picks a free one (the ready line says which); checked before the model loads\n"
+    "  -np, --parallel  requests decoded together in one batch (default 4)\n"
+    "  -c, --ctx    positions per request, prompt + reply (default min(trained, 8192))\n"
+    "  -t, --threads  kernel threads (default: one per core)\n"
     "  --api-key    require 'Authorization: Bearer KEY' (or x-api-key); also read from TERN_API_KEY\n"
     "  --max-queue  requests waiting for a row before new ones get 429\n"
     "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
@@ -39,7 +41,7 @@ static int wait_signal(const sigset_t *set, int timeout_ms) {
 int cmd_serve(int argc, char **argv) {
     tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
-                       {"threads", 1, 0},  {"alias", 1, 0},    {"help", 0, 0},    {0, 0, 0}};
+                       {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -77,7 +79,12 @@ int cmd_serve(int argc, char **argv) {
     tern_engine *engine = NULL;
     tern_server *server = NULL;
     tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
-    tern_err *err = tern_model_load(&mo, &model);
+    const char *host = tern_args_get(opts, "host") ? tern_args_get(opts, "host") : "127.0.0.1";
+    /* The address first: a port in use is known in a moment, not after the model has loaded. */
+    int listen_fd = -1;
+    tern_err *err = tern_server_listen(host, (int)port, &listen_fd);
+    if (!err)
+        err = tern_model_load(&mo, &model);
     if (!err) {
         tern_engine_opts eo;
         tern_engine_opts_default(&eo);
@@ -90,9 +97,10 @@ int cmd_serve(int argc, char **argv) {
     if (!err) {
         tern_server_config sc;
         tern_server_config_default(&sc);
-        if (tern_args_get(opts, "host"))
-            sc.host = tern_args_get(opts, "host");
+        sc.host = host;
         sc.port = (int)port;
+        sc.listen_fd = listen_fd;
+        listen_fd = -1; /* the server owns it now */
         sc.api_key = api_key;
         sc.model_id = tern_args_get(opts, "alias");
         sc.timeout_s = (int)timeout;
@@ -101,6 +109,8 @@ int cmd_serve(int argc, char **argv) {
         err = tern_server_start(model, engine, &sc, &server);
     }
     if (err) {
+        if (listen_fd >= 0)
+            close(listen_fd);
         fprintf(stderr, "tern serve: %s\n", tern_err_msg(err));
         tern_err_free(err);
         tern_engine_destroy(engine);
@@ -112,7 +122,6 @@ int cmd_serve(int argc, char **argv) {
     tern_engine_metrics(engine, &em);
     tern_model_info info;
     tern_model_get_info(model, &info);
-    const char *host = tern_args_get(opts, "host") ? tern_args_get(opts, "host") : "127.0.0.1";
     int v6 = strchr(host, ':') != NULL;
     printf("tern: serving %s at http://%s%s%s:%d (parallel %d, %d threads, ctx %lld, KV budget %.1f MiB, weights "
            "%.1f MiB%s)\n",

@@ -1,6 +1,7 @@
 /* cmd_synth.c — `tern synth`: write a synthetic checkpoint in the Hugging Face / MLX layout. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -12,6 +13,24 @@ static const char *usage =
     "usage: tern synth --preset tiny|e2b|e4b|e4b-moe-like|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
     "                  [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] OUT_DIR\n"
     "Writes config.json, safetensors (sharded above 4 GiB), tokenizer files and the chat template.\n";
+
+/* The Gemma 4 vocabulary: beside an installed binary (PREFIX/share/tern, as `make install` puts it), else in the
+ * source tree the binary was built from. */
+static const char *default_vocab(char *buf, size_t cap) {
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(buf, cap, "%s/../share/tern/gemma4/vocab.gguf", exe);
+            if (access(buf, R_OK) == 0)
+                return buf;
+        }
+    }
+    return TERN_ASSETS_DIR "/gemma4/vocab.gguf";
+}
 
 int cmd_synth(int argc, char **argv) {
     tern_opt opts[] = {{"preset", 1, 0}, {"dtype", 1, 0}, {"group", 1, 0}, {"seed", 1, 0}, {"vocab", 1, 0},
@@ -37,7 +56,8 @@ int cmd_synth(int argc, char **argv) {
     so.group = (int)group;
     so.seed = (uint64_t)seed;
     so.shard_bytes = (uint64_t)shard_mb << 20;
-    so.vocab_gguf = tern_args_get(opts, "vocab") ? tern_args_get(opts, "vocab") : TERN_ASSETS_DIR "/gemma4/vocab.gguf";
+    char installed[4096];
+    so.vocab_gguf = tern_args_get(opts, "vocab") ? tern_args_get(opts, "vocab") : default_vocab(installed, sizeof installed);
     const char *dt = tern_args_get(opts, "dtype") ? tern_args_get(opts, "dtype") : "bf16";
     json_t *config = NULL;
     double t0 = tern_now_s();
@@ -52,6 +72,7 @@ int cmd_synth(int argc, char **argv) {
         tern_err_free(err);
         return 1;
     }
-    printf("wrote %s (%s, %s) in %.1f s\n", pos[0], tern_args_get(opts, "preset"), dt, tern_now_s() - t0);
+    printf("wrote %s (%s, %s, vocabulary %s) in %.1f s\n", pos[0], tern_args_get(opts, "preset"), dt, so.vocab_gguf,
+           tern_now_s() - t0);
     return 0;
 }

@@ -12,7 +12,7 @@
 #include "tokenizer/tokenizer.h"
 
 static const char *tokenize_usage =
-    "usage: tern tokenize (MODEL_DIR | --vocab FILE) [--add-special] [--parse-special] < text\n"
+    "usage: tern tokenize ([-m] MODEL_DIR | --vocab FILE) [--add-special] [--parse-special] < text\n"
     "  MODEL_DIR        a directory with tokenizer.json (and tokenizer_config.json)\n"
     "  --vocab FILE     a tokenizer.json or a GGUF file with tokenizer.ggml.* metadata\n"
     "  --add-special    add the BOS/EOS tokens the tokenizer's configuration asks for\n"
@@ -20,7 +20,7 @@ static const char *tokenize_usage =
     "Reads stdin as raw bytes and prints the ids separated by spaces.\n";
 
 static const char *detokenize_usage =
-    "usage: tern detokenize (MODEL_DIR | --vocab FILE) --ids 1,2,3 [--skip-special]\n"
+    "usage: tern detokenize ([-m] MODEL_DIR | --vocab FILE) --ids 1,2,3 [--skip-special]\n"
     "  --skip-special   drop special tokens instead of printing their text\n"
     "Prints the decoded text exactly (no newline is added).\n";
 
@@ -71,7 +71,7 @@ static char *read_stdin(size_t *len) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    tern_opt opts[] = {{"vocab", 1, 0}, {"add-special", 0, 0}, {"parse-special", 0, 0}, {"help", 0, 0}, {0, 0, 0}};
+    tern_opt opts[] = {{"vocab", 1, 0}, {"add-special", 0, 0}, {"parse-special", 0, 0}, {"model", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("tokenize", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -116,7 +116,7 @@ int cmd_tokenize(int argc, char **argv) {
 }
 
 int cmd_detokenize(int argc, char **argv) {
-    tern_opt opts[] = {{"vocab", 1, 0}, {"ids", 1, 0}, {"skip-special", 0, 0}, {"help", 0, 0}, {0, 0, 0}};
+    tern_opt opts[] = {{"vocab", 1, 0}, {"ids", 1, 0}, {"skip-special", 0, 0}, {"model", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("detokenize", argc, argv, opts, pos, 1);
     if (np < 0)

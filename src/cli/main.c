@@ -2,43 +2,72 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "tensor/cpu.h"
+#include "tern/tern.h"
 
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *help;
 } verbs[] = {
-    {"detokenize", cmd_detokenize, "(MODEL_DIR | --vocab F) --ids 1,2,3  print the text of token ids"},
-    {"audio-features", cmd_audio_features, "FILE [--out F.bin]    log-mel features, frame and soft-token counts"},
-    {"bench", cmd_bench, "MODEL_DIR [-p 512] [-n 128] prefill/decode throughput vs. memory bandwidth"},
-    {"fit", cmd_fit, "MODEL_DIR [--ctx N] [--parallel N] [--budget GIB]  what fits: weights + KV memory"},
-    {"info", cmd_info, "MODEL_DIR                 architecture, parameters, completeness check"},
-    {"logits", cmd_logits, "MODEL_DIR --ids ...       parity interface: logits/hidden for a token sequence"},
-    {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},
-    {"run", cmd_run, "MODEL_DIR --ids ... [-n N]  generate (greedy or sampled)"},
-    {"serve", cmd_serve, "MODEL_DIR [--host H] [--port P] [--parallel N]  OpenAI/Anthropic HTTP server"},
+    {"serve", cmd_serve, "MODEL [--port 8080] [-np N] [-c N]  OpenAI/Anthropic HTTP server"},
+    {"run", cmd_run, "MODEL [PROMPT] [-n N] [--temp T]   chat interactively, or generate once from PROMPT"},
+    {"info", cmd_info, "MODEL                architecture, parameters, completeness check"},
+    {"fit", cmd_fit, "MODEL [-c N] [-np N] [--budget GIB]  what fits: weights + KV memory"},
+    {"bench", cmd_bench, "MODEL [-p 512] [-n 128]  prefill/decode throughput vs. memory bandwidth"},
+    {"logits", cmd_logits, "MODEL --ids ...      parity interface: logits/hidden for a token sequence"},
+    {"tokenize", cmd_tokenize, "(MODEL | --vocab F) < text  print token ids (--add-special, --parse-special)"},
+    {"detokenize", cmd_detokenize, "(MODEL | --vocab F) --ids 1,2,3  print the text of token ids"},
+    {"template", cmd_template, "TEMPLATE CONTEXT.json  render a chat template (Jinja) with a JSON context"},
     {"synth", cmd_synth, "--preset P --dtype D OUT  write a synthetic checkpoint (HF/MLX layout)"},
-    {"template", cmd_template, "TEMPLATE CONTEXT.json     render a chat template (Jinja) with a JSON context"},
-    {"tokenize", cmd_tokenize, "(MODEL_DIR | --vocab F) < text  print token ids (--add-special, --parse-special)"},
+    {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},
+    {"audio-features", cmd_audio_features, "FILE [--out F.bin]  log-mel features, frame and soft-token counts"},
 };
+#define N_VERBS (sizeof verbs / sizeof verbs[0])
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: tern VERB [args]\n\nverbs:\n");
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+    fprintf(f, "usage: tern VERB [args]        (MODEL: a checkpoint folder with config.json and *.safetensors)\n\n"
+               "verbs:\n");
+    for (size_t i = 0; i < N_VERBS; i++)
         fprintf(f, "  %-15s %s\n", verbs[i].name, verbs[i].help);
-    fprintf(f, "\n'tern VERB --help' describes a verb's options.\n");
+    fprintf(f, "\n'tern VERB --help' describes a verb's options; 'tern --version' says which tern this is.\n");
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        if (!strcmp(argv[1], verbs[i].name))
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
+        if (argc > 2) /* tern help VERB */
+            for (size_t i = 0; i < N_VERBS; i++)
+                if (!strcmp(argv[2], verbs[i].name)) {
+                    char *h[] = {argv[2], "--help", NULL};
+                    return verbs[i].fn(2, h);
+                }
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(a, "--version") || !strcmp(a, "-v") || !strcmp(a, "version")) {
+        printf("tern %s (libtern %s; %s kernels on this CPU)\n", TERN_VERSION, tern_version(),
+               tern_isa_name(tern_isa_detect()));
+        return 0;
+    }
+    for (size_t i = 0; i < N_VERBS; i++)
+        if (!strcmp(a, verbs[i].name))
             return verbs[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "tern: unknown verb '%s'\n", argv[1]);
-    usage(stderr);
+    const char *names[N_VERBS];
+    for (size_t i = 0; i < N_VERBS; i++)
+        names[i] = verbs[i].name;
+    const char *near = a[0] == '-' ? NULL : tern_args_closest(a, strlen(a), names, N_VERBS);
+    if (near)
+        fprintf(stderr, "tern: unknown verb '%s'; did you mean '%s'?\n", a, near);
+    else
+        fprintf(stderr, "tern: unknown verb '%s'\n\n", a);
+    if (!near)
+        usage(stderr);
     return 2;
 }

@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "core/json_util.h"
 #include "core/timeutil.h"
+#include "formats/checkpoint_dir.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
@@ -195,7 +196,9 @@ tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **o
         return tern_errf(TERN_ENOMEM, "out of memory");
     char *cfg_path = tern_path_join(dir, "config.json");
     json_t *root = NULL;
-    tern_err *err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
+    tern_err *err = tern_checkpoint_dir_check(dir);
+    if (!err)
+        err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
     if (!err)
         err = tern_err_wrap(tern_gemma4_config_parse(root, &m->c), "%s", cfg_path);
     if (!err)

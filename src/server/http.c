@@ -4,7 +4,9 @@
  *
  * Early answers — 404, 405, 401, 413 — are sent as soon as the headers say so, before any body is read; the
  * connection is then closed by libmicrohttpd since the unread body cannot be skipped safely. */
+#include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@ void tern_server_config_default(tern_server_config *c) {
     c->max_body = DEFAULT_MAX_BODY;
     c->timeout_s = 600;
     c->max_connections = 256;
+    c->listen_fd = -1;
 }
 
 /* ---- ids ------------------------------------------------------------------------------------------ */
@@ -289,7 +292,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- start and stop ------------------------------------------------------------------------------- */
 
-static tern_err *resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len) {
+tern_err *tern_server_listen(const char *host, int port, int *fd) {
+    *fd = -1;
+    if (port < 0 || port > 65535)
+        return tern_errf(TERN_EINVAL, "port %d is out of range [0, 65535]", port);
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -299,9 +305,25 @@ static tern_err *resolve(const char *host, int port, struct sockaddr_storage *ss
     int rc = getaddrinfo(host, ports, &hints, &res);
     if (rc || !res)
         return tern_errf(TERN_EINVAL, "cannot resolve --host '%s': %s", host, gai_strerror(rc));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
+    int s = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    tern_err *err = NULL;
+    if (s < 0) {
+        err = tern_errf(TERN_EIO, "cannot open a socket for %s:%d: %s", host, port, strerror(errno));
+    } else {
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* a restart need not wait out TIME_WAIT */
+        if (res->ai_family == AF_INET6)
+            setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        if (bind(s, res->ai_addr, res->ai_addrlen) || listen(s, 128))
+            err = tern_errf(TERN_EIO, "cannot listen on %s:%d: %s%s", host, port, strerror(errno),
+                            errno == EADDRINUSE ? " (another server is using that port; choose one with --port)" : "");
+    }
     freeaddrinfo(res);
+    if (err) {
+        if (s >= 0)
+            close(s);
+        return err;
+    }
+    *fd = s;
     return NULL;
 }
 
@@ -385,27 +407,29 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
         tern_free(ids);
     }
 
-    struct sockaddr_storage ss;
-    socklen_t sl = 0;
-    if (!err)
-        err = resolve(s->cfg.host, c->port, &ss, &sl);
+    int fd = c->listen_fd;
+    if (!err && fd < 0)
+        err = tern_server_listen(s->cfg.host, c->port, &fd);
     if (!err) {
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                          MHD_USE_ERROR_LOG | MHD_USE_ITC;
-        if (ss.ss_family == AF_INET6)
-            flags |= MHD_USE_IPv6;
-        s->daemon = MHD_start_daemon(flags, (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                                     (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_TIMEOUT,
-                                     (unsigned)s->cfg.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-                                     (unsigned)s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
+                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                                     s, MHD_OPTION_END);
         if (!s->daemon)
-            err = tern_errf(TERN_EIO, "cannot listen on %s:%d (address in use, or not permitted)", s->cfg.host,
-                            c->port);
+            err = tern_errf(TERN_EIO, "cannot serve on %s:%d", s->cfg.host, c->port);
     }
     if (!err) {
-        const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-        s->port = di ? di->port : c->port;
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        s->port = c->port;
+        if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+            s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    } else if (fd >= 0 && !s->daemon) {
+        close(fd); /* taken over, so closed here when the daemon did not start */
     }
     if (err) {
         tern_server_stop(s);

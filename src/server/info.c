@@ -40,9 +40,10 @@ int srv_handle_health(srv_req *r, json_t *body) {
         up = 1;
     }
     pthread_rwlock_unlock(&s->engine_lock);
-    json_t *v = up ? json_pack("{s:s,s:s,s:i,s:i,s:i}", "status", "ok", "model", s->model_id, "queue_depth",
-                               m.queue_depth, "active_rows", m.active_rows, "parallel", m.parallel)
-                   : json_pack("{s:s}", "status", "shutting_down");
+    json_t *v = up ? json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "status", "ok", "version", tern_version(), "model",
+                               s->model_id, "queue_depth", m.queue_depth, "active_rows", m.active_rows, "parallel",
+                               m.parallel)
+                   : json_pack("{s:s,s:s}", "status", "shutting_down", "version", tern_version());
     int rc = srv_reply_json(r, up ? 200 : 503, v);
     json_decref(v);
     return rc;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include "tensor/cpu.h"
 
 static const double TTFT_BUCKETS[SRV_HIST_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                                                       2.5,   5,    10,    25,   50,  100,  250, 500};
@@ -97,6 +98,8 @@ char *srv_metrics_render(srv_metrics *m, tern_engine *e, size_t *len) {
     srv_metrics c = *m; /* a consistent copy; the mutex inside is not used */
     pthread_mutex_unlock(&m->mu);
 
+    head(&b, "tern_build_info", "gauge", "Which tern this is (always 1): version, and the kernels in use.");
+    sbuf_printf(&b, "tern_build_info{version=\"%s\",isa=\"%s\"} 1\n", tern_version(), tern_isa_name(tern_isa_active()));
     head(&b, "tern_http_responses_total", "counter", "HTTP responses by endpoint and status code.");
     for (int r = 0; r < SRV_N_ROUTES; r++)
         for (int st = 0; st < 600; st++)

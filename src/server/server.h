@@ -23,12 +23,17 @@ typedef struct tern_server_config {
     uint64_t max_body;    /* bytes of request body; default 16 MiB */
     int timeout_s;        /* idle connection timeout and the longest a request may run; default 600 */
     int max_connections;  /* concurrent connections (one thread each); default 256 */
+    int listen_fd;        /* a socket from tern_server_listen (the server takes it over), or -1 (default): bind
+                           * host:port when starting */
 } tern_server_config;
 
 typedef struct tern_server tern_server;
 
 /* Fills the defaults documented above. */
 void tern_server_config_default(tern_server_config *c);
+/* Binds host:port and listens, so that a caller can learn that the address is taken (or not permitted) before
+ * it spends time loading a model; *fd goes into tern_server_config.listen_fd (or is closed by the caller). */
+tern_err *tern_server_listen(const char *host, int port, int *fd);
 /* Starts listening; `m` and `e` must outlive the server (see tern_server_detach_engine). Errors name the address
  * when it cannot be bound and the template when it does not compile. */
 tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_config *c, tern_server **out);

@@ -119,7 +119,7 @@ static void test_info_reports_problems(void **state) {
     assert_non_null(strstr(out, "unknown dtype 'q3'"));
     free(out);
     assert_int_equal(tu_runf(&out, "%s info %s/nothing 2>&1", tu_tern_bin(), dir), 1);
-    assert_non_null(strstr(out, "config.json: cannot open"));
+    assert_non_null(strstr(out, "nothing: No such file or directory"));
     free(out);
 }
 

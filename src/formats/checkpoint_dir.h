@@ -1,0 +1,12 @@
+/* checkpoint_dir.h — checks that a model path is a Hugging Face checkpoint folder. */
+#ifndef TERN_FORMATS_CHECKPOINT_DIR_H
+#define TERN_FORMATS_CHECKPOINT_DIR_H
+
+#include "core/status.h"
+
+/* NULL when `path` is a folder with config.json; otherwise an error saying what is there instead (a GGUF file
+ * or folder of them: TERN_EUNSUPPORTED; weights without config.json, nothing, no such path: TERN_ENOTFOUND; a
+ * file: TERN_EINVAL) and what tern expects. */
+tern_err *tern_checkpoint_dir_check(const char *path);
+
+#endif

@@ -1,0 +1,196 @@
+/* test_cli.c — the command line as a user meets it: help and version everywhere, llama.cpp's short options,
+ * "did you mean" for typos, the model and the prompt as positionals, an interactive chat driven through a pipe,
+ * a port in use reported before any model is loaded, and a GGUF folder named for what it is. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "tern/tern.h"
+
+#define MODEL "oracle/tiny-v4096-f32"
+
+static const char *const VERBS[] = {"serve", "run",      "info",     "fit",   "bench",          "logits", "tokenize",
+                                    "detokenize", "template", "synth", "quantize", "audio-features"};
+
+static void test_help_everywhere(void **state) {
+    char *out;
+    assert_int_equal(tu_runf(&out, "'%s' --help", tu_tern_bin()), 0);
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        assert_non_null(strstr(out, VERBS[i]));
+    free(out);
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        for (int f = 0; f < 3; f++) {
+            static const char *const forms[] = {"--help", "-h", "help"};
+            char want[64];
+            snprintf(want, sizeof want, "usage: tern %s", VERBS[i]);
+            int rc = f == 2 ? tu_runf(&out, "'%s' help %s 2>&1", tu_tern_bin(), VERBS[i])
+                            : tu_runf(&out, "'%s' %s %s 2>&1", tu_tern_bin(), VERBS[i], forms[f]);
+            if (rc != 0 || strncmp(out, want, strlen(want)))
+                fail_msg("tern %s %s: exit %d, output: %.200s", f == 2 ? "help" : VERBS[i], f == 2 ? VERBS[i] : forms[f],
+                         rc, out);
+            free(out);
+        }
+    /* `tern serve -h` is help, not a model folder called "-h". */
+    assert_int_equal(tu_runf(&out, "'%s' serve -h 2>&1", tu_tern_bin()), 0);
+    assert_null(strstr(out, "config.json"));
+    free(out);
+}
+
+static void test_version(void **state) {
+    char *out, want[64];
+    snprintf(want, sizeof want, "tern %s ", TERN_VERSION);
+    assert_int_equal(tu_runf(&out, "'%s' --version", tu_tern_bin()), 0);
+    assert_true(!strncmp(out, want, strlen(want)));
+    free(out);
+    assert_string_equal(tern_version(), TERN_VERSION);
+}
+
+static void test_typos_name_the_closest(void **state) {
+    char *out;
+    assert_int_equal(tu_runf(&out, "'%s' run '%s' --tmp 0.5 2>&1", tu_tern_bin(), tu_testdata(MODEL)), 2);
+    assert_non_null(strstr(out, "unknown option --tmp; did you mean --temp?"));
+    free(out);
+    assert_int_equal(tu_runf(&out, "'%s' serve x --parralel 2 2>&1", tu_tern_bin()), 2);
+    assert_non_null(strstr(out, "did you mean --parallel?"));
+    free(out);
+    assert_int_equal(tu_runf(&out, "'%s' sreve 2>&1", tu_tern_bin()), 2);
+    assert_non_null(strstr(out, "unknown verb 'sreve'; did you mean 'serve'?"));
+    free(out);
+    /* Nothing close: no guess. */
+    assert_int_equal(tu_runf(&out, "'%s' info --zzzzzzzz 2>&1", tu_tern_bin()), 2);
+    assert_non_null(strstr(out, "unknown option --zzzzzzzz"));
+    assert_null(strstr(out, "did you mean"));
+    free(out);
+}
+
+/* The same generation spelled the llama.cpp way and the long way, with the model and prompt as positionals or
+ * options, gives the same tokens. */
+static void test_short_options_and_positionals(void **state) {
+    char model[4096];
+    snprintf(model, sizeof model, "%s", tu_testdata(MODEL));
+    const char *bin = tu_tern_bin();
+    char *a, *b, *c, *d;
+    assert_int_equal(tu_runf(&a, "'%s' run -m '%s' -p 'Tell me a story' -n 6 -t 1 -c 256 --temp 0 --print-ids", bin,
+                             model), 0);
+    assert_int_equal(tu_runf(&b, "'%s' run '%s' 'Tell me a story' --n-predict 6 --threads 1 --ctx-size 256 --print-ids",
+                             bin, model), 0);
+    assert_int_equal(tu_runf(&c, "'%s' run --model '%s' --prompt 'Tell me a story' -n 6 --print-ids", bin, model), 0);
+    assert_string_equal(a, b);
+    assert_string_equal(a, c);
+    int n = 0;
+    for (char *p = strtok(a, " \n"); p; p = strtok(NULL, " \n"))
+        n++;
+    assert_int_equal(n, 6);
+    free(a);
+    free(b);
+    free(c);
+    /* Seeded sampling is reproducible through --temp/--top-k/--top-p/--seed (and -s). */
+    assert_int_equal(tu_runf(&a, "'%s' run '%s' Hi -n 8 --temp 1.5 --top-k 40 --top-p 0.95 --seed 11 --print-ids", bin,
+                             model), 0);
+    assert_int_equal(tu_runf(&b, "'%s' run '%s' Hi -n 8 --temp 1.5 --top-k 40 --top-p 0.95 -s 11 --print-ids", bin,
+                             model), 0);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    /* The model twice, or two prompts, is an error that says so. */
+    assert_int_equal(tu_runf(&d, "'%s' run -m '%s' '%s' Hi 2>&1", bin, model, model), 2);
+    assert_non_null(strstr(d, "one argument too many"));
+    free(d);
+    assert_int_equal(tu_runf(&d, "'%s' run '%s' Hi --prompt Hello 2>&1", bin, model), 2);
+    assert_non_null(strstr(d, "the prompt is given twice"));
+    free(d);
+    /* -m works for the other model verbs too. */
+    assert_int_equal(tu_runf(&d, "'%s' info -m '%s'", bin, model), 0);
+    assert_non_null(strstr(d, "complete"));
+    free(d);
+}
+
+/* Reads "prompt N tokens" from each stats line of the chat's stderr into n[], returns how many. */
+static int prompt_sizes(const char *text, long *n, int max) {
+    int k = 0;
+    for (const char *p = text; (p = strstr(p, "prompt ")) && k < max; p++)
+        if (p == text || p[-1] == '\n')
+            n[k++] = strtol(p + 7, NULL, 10);
+    return k;
+}
+
+/* `tern run MODEL` with no prompt chats: each line is a turn, the history is the next prompt, /clear forgets it,
+ * /exit ends; replies go to stdout, statistics to stderr on their own lines. */
+static void test_interactive_chat(void **state) {
+    const char *dir = tu_tmpdir("cli-chat");
+    char err_path[4096], in_path[4096];
+    static const char script[] = "Hello\nHow are you?\n/clear\nHello\n/exit\nNever read\n";
+    snprintf(in_path, sizeof in_path, "%s", tu_write(dir, "in.txt", script, sizeof script - 1));
+    snprintf(err_path, sizeof err_path, "%s/err.txt", dir);
+    char *out, *err;
+    assert_int_equal(tu_runf(&out, "'%s' run '%s' -n 5 --stats < '%s' 2> '%s'", tu_tern_bin(), tu_testdata(MODEL),
+                             in_path, err_path), 0);
+    assert_int_equal(tu_runf(&err, "cat '%s'", err_path), 0);
+    long n[8];
+    int k = prompt_sizes(err, n, 8);
+    if (k != 3)
+        fail_msg("want 3 replies' statistics, got %d; stderr:\n%s", k, err);
+    assert_true(n[1] > n[0] + 5); /* the second turn's prompt holds the first turn and its reply */
+    assert_int_equal(n[2], n[0]); /* after /clear, the same message is the same prompt again */
+    assert_non_null(strstr(err, "(new conversation)"));
+    int lines = 0;
+    for (const char *p = out; *p; p++)
+        lines += *p == '\n';
+    assert_true(lines >= 3); /* one line at least per reply */
+    free(out);
+    free(err);
+    /* End of input ends the chat cleanly too. */
+    assert_int_equal(tu_runf(&out, "printf 'Hi\\n' | '%s' run '%s' -n 2 2>/dev/null", tu_tern_bin(), tu_testdata(MODEL)), 0);
+    free(out);
+}
+
+/* A taken port is reported at once, before the model loads: the model path here does not even exist. */
+static void test_serve_port_in_use(void **state) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 1), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    char *out;
+    int rc = tu_runf(&out, "'%s' serve /no/such/model --port %d 2>&1", tu_tern_bin(), ntohs(a.sin_port));
+    close(fd);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "Address already in use"));
+    assert_null(strstr(out, "/no/such/model"));
+    free(out);
+}
+
+/* Model paths that are not Hugging Face folders say what they hold and what tern expects. */
+static void test_model_path_messages(void **state) {
+    const char *dir = tu_tmpdir("cli-gguf");
+    char gdir[4096];
+    snprintf(gdir, sizeof gdir, "%s", dir);
+    tu_write(gdir, "gemma-4-e2b-Q4_0.gguf", "GGUF", 4);
+    char *out;
+    assert_int_equal(tu_runf(&out, "'%s' run '%s' Hi 2>&1", tu_tern_bin(), gdir), 1);
+    assert_non_null(strstr(out, "has no config.json but holds GGUF file (gemma-4-e2b-Q4_0.gguf)"));
+    assert_non_null(strstr(out, "config.json, *.safetensors"));
+    free(out);
+    assert_int_equal(tu_runf(&out, "'%s' serve '%s/gemma-4-e2b-Q4_0.gguf' --port 0 2>&1", tu_tern_bin(), gdir), 1);
+    assert_non_null(strstr(out, "is a GGUF file"));
+    free(out);
+    assert_int_equal(tu_runf(&out, "'%s' info '%s/nothing-here' 2>&1", tu_tern_bin(), gdir), 1);
+    assert_non_null(strstr(out, "No such file or directory"));
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_everywhere),    cmocka_unit_test(test_version),
+        cmocka_unit_test(test_typos_name_the_closest), cmocka_unit_test(test_short_options_and_positionals),
+        cmocka_unit_test(test_interactive_chat),   cmocka_unit_test(test_serve_port_in_use),
+        cmocka_unit_test(test_model_path_messages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
