@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
-#include "models/gemma4.h"
+#include "models/model.h"
 #include "sample/sampler.h"
 #include "tensor/cpu.h"
 #include "tensor/membw.h"
@@ -37,7 +37,7 @@ static double region_cost_us(tern_pool *pool, int n) {
 }
 
 /* The decode steps' phases: time per step, weights read, and that read's rate against the measured bandwidth. */
-static void print_profile(const tern_gemma4_profile *p, double bw_gb_s) {
+static void print_profile(const tern_lm_profile *p, double bw_gb_s) {
     double total = 0;
     for (int ph = 0; ph < TERN_PH_COUNT; ph++)
         total += p->seconds[ph];
@@ -54,6 +54,13 @@ static void print_profile(const tern_gemma4_profile *p, double bw_gb_s) {
                    bw_gb_s > 0 ? 100 * b / s * 1e-9 / bw_gb_s : 0);
         printf("\n");
     }
+}
+
+/* One forward whose tokens are all kept. */
+static tern_err *forward_commit(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
+                                float *hidden) {
+    TERN_TRY(tern_lm_forward(m, kv, pool, b, logits, hidden));
+    return tern_batch_commit(kv, b);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -78,19 +85,19 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     int json = tern_args_get(opts, "json") != NULL, profiling = tern_args_get(opts, "profile") != NULL;
-    tern_gemma4_profile prof = {0};
+    tern_lm_profile prof = {0};
     tern_dtype kvdt = kv_s && !strcmp(kv_s, "f32") ? TERN_DT_F32 : TERN_DT_BF16;
-    tern_gemma4 *m = NULL;
+    tern_lm *m = NULL;
     tern_pool *pool = NULL;
     tern_kv *kv = NULL;
     float *logits = NULL;
     int32_t *ids = NULL;
     double bw = 0, prefill_s = 0, decode_s = 0, region_us = 0, probe_s = 0, solo_s = 0;
     tern_membw *probe = NULL;
-    tern_err *err = tern_gemma4_load_threads(pos[0], (int)threads, &m);
+    tern_err *err = tern_lm_load(pos[0], (int)threads, &m);
     if (!err)
         err = tern_pool_create((int)threads, &pool);
-    const tern_gemma4_config *c = m ? tern_gemma4_config_of(m) : NULL;
+    const tern_lm_desc *c = m ? tern_lm_desc_of(m) : NULL;
     if (!err)
         err = tern_membw_create((size_t)256 << 20, &probe);
     if (!err)
@@ -98,7 +105,7 @@ int cmd_bench(int argc, char **argv) {
     /* Token ids for the prompt, the context and one first token per row. */
     const int64_t ctx = (P > 1 ? P : 1) + D + N + 1, most = P > B ? P : B, nids = most > D ? most : D;
     if (!err) {
-        logits = malloc((size_t)((B + 1) * c->vocab_size) * sizeof *logits);
+        logits = malloc((size_t)((B + 1) * c->vocab) * sizeof *logits);
         ids = malloc((size_t)(nids + 1) * sizeof *ids);
         if (!logits || !ids)
             err = tern_errf(TERN_ENOMEM, "out of memory");
@@ -106,15 +113,15 @@ int cmd_bench(int argc, char **argv) {
     tern_rng rng;
     tern_rng_seed(&rng, 1);
     for (int64_t i = 0; ids && i < nids + 1; i++)
-        ids[i] = (int32_t)(tern_rng_next(&rng) % (uint64_t)c->vocab_size);
+        ids[i] = (int32_t)(tern_rng_next(&rng) % (uint64_t)c->vocab);
     /* Prefill (after one warm-up token that faults every weight page in). */
     if (!err)
-        err = tern_gemma4_kv_create(m, (int)(B > 1 ? B + 1 : B), ctx, CHUNK, kvdt, &kv);
+        err = tern_lm_kv_create(m, (int)(B > 1 ? B + 1 : B), ctx, CHUNK, kvdt, &kv);
     int seq0 = 0;
     if (!err) {
         int64_t one = 1;
         tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &one, .ids = ids, .out = TERN_OUT_LAST};
-        err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL);
+        err = forward_commit(m, kv, pool, &b, logits, NULL);
         if (!err)
             err = tern_kv_set_len(kv, 0, 0);
     }
@@ -122,7 +129,7 @@ int cmd_bench(int argc, char **argv) {
     for (int64_t t = 0; t < P && !err; t += CHUNK) {
         int64_t cnt = P - t < CHUNK ? P - t : CHUNK;
         tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_LAST};
-        err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL);
+        err = forward_commit(m, kv, pool, &b, logits, NULL);
     }
     prefill_s = tern_now_s() - t0;
     /* Decode: every row starts from one token; each step is one batched forward, then greedy picks. */
@@ -137,7 +144,7 @@ int cmd_bench(int argc, char **argv) {
     for (int64_t t = 0; t < D && !err; t += CHUNK) {
         int64_t cnt = D - t < CHUNK ? D - t : CHUNK;
         tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_NONE};
-        err = tern_gemma4_forward(m, kv, pool, &b, NULL, NULL);
+        err = forward_commit(m, kv, pool, &b, NULL, NULL);
     }
     for (int64_t r = 0; r < B && !err; r++) {
         seqs[r] = (int)r;
@@ -154,24 +161,24 @@ int cmd_bench(int argc, char **argv) {
         err = tern_kv_copy_seq(kv, solo_seq, 0, D);
     if (!err && N > 0) {
         int32_t solo_next = ids[0];
-        float *solo_logits = logits + B * c->vocab_size;
+        float *solo_logits = logits + B * c->vocab;
         tern_batch b = {.n_rows = (int)B, .seq = seqs, .n_tok = ones, .ids = next, .out = TERN_OUT_LAST};
         tern_batch solo = {.n_rows = 1, .seq = &solo_seq, .n_tok = &one, .ids = &solo_next, .out = TERN_OUT_LAST};
-        err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL); /* first step: not timed (one prompt token) */
+        err = forward_commit(m, kv, pool, &b, logits, NULL); /* first step: not timed (one prompt token) */
         if (!err && B > 1)
-            err = tern_gemma4_forward(m, kv, pool, &solo, solo_logits, NULL);
+            err = forward_commit(m, kv, pool, &solo, solo_logits, NULL);
         for (int64_t s = 0; s < N && !err; s++) {
             t0 = tern_now_s();
             for (int64_t r = 0; r < B; r++)
-                next[r] = tern_argmax(logits + r * c->vocab_size, c->vocab_size);
-            tern_gemma4_set_profile(m, profiling ? &prof : NULL);
-            err = tern_gemma4_forward(m, kv, pool, &b, logits, NULL);
-            tern_gemma4_set_profile(m, NULL);
+                next[r] = tern_argmax(logits + r * c->vocab, c->vocab);
+            tern_lm_set_profile(m, profiling ? &prof : NULL);
+            err = forward_commit(m, kv, pool, &b, logits, NULL);
+            tern_lm_set_profile(m, NULL);
             decode_s += tern_now_s() - t0;
             if (!err && B > 1) {
                 t0 = tern_now_s();
-                solo_next = tern_argmax(solo_logits, c->vocab_size);
-                err = tern_gemma4_forward(m, kv, pool, &solo, solo_logits, NULL);
+                solo_next = tern_argmax(solo_logits, c->vocab);
+                err = forward_commit(m, kv, pool, &solo, solo_logits, NULL);
                 solo_s += tern_now_s() - t0;
             }
             probe_s += tern_membw_pass(probe, pool);
@@ -186,7 +193,7 @@ int cmd_bench(int argc, char **argv) {
     if (!err)
         bw = (double)tern_membw_bytes(probe) * (double)(N > 8 ? N : 8) / probe_s * 1e-9;
     if (!err) {
-        double bytes = (double)tern_gemma4_decode_bytes(m);
+        double bytes = (double)tern_lm_decode_bytes(m);
         double prefill_tps = P && prefill_s > 0 ? (double)P / prefill_s : 0;
         double steps = decode_s > 0 ? (double)N / decode_s : 0;
         double eff = bw > 0 ? steps * bytes / (bw * 1e9) : 0;
@@ -239,7 +246,7 @@ int cmd_bench(int argc, char **argv) {
     tern_kv_free(kv);
     tern_membw_free(probe);
     tern_pool_destroy(pool);
-    tern_gemma4_free(m);
+    tern_lm_free(m);
     if (err) {
         fprintf(stderr, "tern bench: %s\n", tern_err_msg(err));
         tern_err_free(err);

@@ -8,10 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/fileio.h"
 #include "engine/fit.h"
-#include "formats/checkpoint_dir.h"
-#include "formats/model_config.h"
 
 static const char *usage =
     "usage: tern fit [-m] MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv bf16|f32]\n"
@@ -94,19 +91,13 @@ int cmd_fit(int argc, char **argv) {
         fputs(usage, stderr);
         return 2;
     }
-    tern_gemma4_config c;
-    uint64_t text = 0, other = 0;
     tern_fit_plan plan;
-    char *cfg_path = tern_path_join(pos[0], "config.json");
-    tern_err *err = tern_checkpoint_dir_check(pos[0]);
+    tern_lm_spec *spec = NULL;
+    tern_err *err = tern_lm_spec_load(pos[0], &spec);
     if (!err)
-        err = cfg_path ? tern_gemma4_config_load(cfg_path, &c) : tern_errf(TERN_ENOMEM, "out of memory");
-    free(cfg_path);
-    if (!err)
-        err = tern_fit_weights(pos[0], &c, &text, &other);
-    if (!err)
-        err = tern_fit_compute(&c, text, other, ctx, (int)parallel, (uint64_t)(budget_gib * 1024.0 * 1024.0 * 1024.0),
+        err = tern_fit_compute(spec, ctx, (int)parallel, (uint64_t)(budget_gib * 1024.0 * 1024.0 * 1024.0),
                                kv && !strcmp(kv, "f32") ? 4 : 2, chunk, step, &plan);
+    tern_lm_spec_free(spec);
     if (err) {
         fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
         tern_err_free(err);

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/ids.h"
 #include "core/threadpool.h"
-#include "models/gemma4.h"
+#include "models/model.h"
 
 static const char *usage =
     "usage: tern logits [-m] MODEL_DIR --ids 2,105,... [--positions all|last] [--out FILE] [--hidden-out FILE]\n"
@@ -50,41 +50,41 @@ int cmd_logits(int argc, char **argv) {
     int all = !which || !strcmp(which, "all");
     int32_t *ids = NULL;
     int64_t n = 0;
-    tern_gemma4 *m = NULL;
+    tern_lm *m = NULL;
     tern_kv *kv = NULL;
     tern_pool *pool = NULL;
     float *logits = NULL, *hidden = NULL;
     tern_err *err = tern_parse_ids(ids_s, &ids, &n);
     if (!err)
-        err = tern_gemma4_load_threads(pos[0], (int)threads, &m);
+        err = tern_lm_load(pos[0], (int)threads, &m);
     if (!err)
         err = tern_pool_create((int)threads, &pool);
     if (!err)
-        err = tern_gemma4_kv_create(m, 1, n, n, kv_s && !strcmp(kv_s, "bf16") ? TERN_DT_BF16 : TERN_DT_F32, &kv);
-    const tern_gemma4_config *c = m ? tern_gemma4_config_of(m) : NULL;
+        err = tern_lm_kv_create(m, 1, n, n, kv_s && !strcmp(kv_s, "bf16") ? TERN_DT_BF16 : TERN_DT_F32, &kv);
+    const tern_lm_desc *c = m ? tern_lm_desc_of(m) : NULL;
     int64_t n_out = all ? n : 1;
     if (!err) {
-        logits = malloc((size_t)(n_out * c->vocab_size) * sizeof *logits);
-        hidden = malloc((size_t)(n_out * c->hidden_size) * sizeof *hidden);
+        logits = malloc((size_t)(n_out * c->vocab) * sizeof *logits);
+        hidden = malloc((size_t)(n_out * c->hidden) * sizeof *hidden);
         if (!logits || !hidden)
             err = tern_errf(TERN_ENOMEM, "out of memory for %lld x %lld logits", (long long)n_out,
-                            (long long)c->vocab_size);
+                            (long long)c->vocab);
     }
     if (!err) {
         int seq = 0;
         tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = all ? TERN_OUT_ALL : TERN_OUT_LAST};
-        err = tern_gemma4_forward(m, kv, pool, &b, logits, hidden);
+        err = tern_lm_forward(m, kv, pool, &b, logits, hidden);
     }
     if (!err && tern_args_get(opts, "out"))
-        err = write_f32(tern_args_get(opts, "out"), logits, (size_t)(n_out * c->vocab_size));
+        err = write_f32(tern_args_get(opts, "out"), logits, (size_t)(n_out * c->vocab));
     if (!err && tern_args_get(opts, "hidden-out"))
-        err = write_f32(tern_args_get(opts, "hidden-out"), hidden, (size_t)(n_out * c->hidden_size));
+        err = write_f32(tern_args_get(opts, "hidden-out"), hidden, (size_t)(n_out * c->hidden));
     if (!err) {
         printf("argmax:");
         for (int64_t p = 0; p < n_out; p++) {
-            const float *row = logits + p * c->vocab_size;
+            const float *row = logits + p * c->vocab;
             int64_t best = 0;
-            for (int64_t v = 1; v < c->vocab_size; v++)
+            for (int64_t v = 1; v < c->vocab; v++)
                 if (row[v] > row[best])
                     best = v;
             printf(" %lld", (long long)best);
@@ -96,7 +96,7 @@ int cmd_logits(int argc, char **argv) {
     free(ids);
     tern_kv_free(kv);
     tern_pool_destroy(pool);
-    tern_gemma4_free(m);
+    tern_lm_free(m);
     if (err) {
         fprintf(stderr, "tern logits: %s\n", tern_err_msg(err));
         tern_err_free(err);

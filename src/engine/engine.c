@@ -34,13 +34,12 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
     tern_engine_opts_default(&o);
     if (in)
         o = *in;
-    const tern_gemma4_config *c = e->cfg;
     if (o.parallel == 0)
         o.parallel = 4;
     if (o.parallel < 1 || o.parallel > 256)
         return tern_errf(TERN_EINVAL, "parallel must be in [1, 256], got %d", o.parallel);
     if (o.ctx == 0)
-        o.ctx = tern_fit_default_ctx(c);
+        o.ctx = tern_fit_default_ctx(e->desc);
     if (o.ctx < 2 || o.ctx > (int64_t)1 << 24)
         return tern_errf(TERN_EINVAL, "ctx must be in [2, 16777216], got %lld", (long long)o.ctx);
     if (o.prefix_block == 0)
@@ -54,7 +53,7 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
     if (o.threads < 0 || o.threads > 1024)
         return tern_errf(TERN_EINVAL, "threads must be in [0, 1024], got %d", o.threads);
     if (o.threads == 0) /* the pool the weights are laid out for: each thread then reads one run per step */
-        o.threads = tern_gemma4_layout_threads(e->g);
+        o.threads = tern_lm_layout_threads(e->lm);
     if (o.prefill_chunk == 0)
         o.prefill_chunk = TERN_ENGINE_PREFILL_CHUNK;
     if (o.prefill_chunk < 1 || o.prefill_chunk > 1 << 16)
@@ -65,12 +64,12 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
         return tern_errf(TERN_EINVAL, "step_tokens must be in [parallel + 1 = %d, 1048576], got %d", o.parallel + 1,
                          o.step_tokens);
     e->o = o;
-    tern_kv_cost_from_config(c, o.kv_f32 ? 4 : 2, o.prefill_chunk, &e->cost);
+    tern_kv_cost_from_desc(e->desc, o.kv_f32 ? 4 : 2, o.prefill_chunk, &e->cost);
     uint64_t one = tern_kv_cost_bytes(&e->cost, o.ctx);
     uint64_t need = one > UINT64_MAX / (uint64_t)o.parallel ? UINT64_MAX : one * (uint64_t)o.parallel;
     /* What this machine can spare: 3/4 of MemAvailable, less the weights still to be paged in. */
     uint64_t avail = tern_mem_available(), spare = avail / 4 * 3;
-    spare = spare > e->model->weights_bytes ? spare - e->model->weights_bytes : 0;
+    spare = spare > e->desc->weights_bytes ? spare - e->desc->weights_bytes : 0;
     uint64_t budget = o.kv_budget_bytes;
     if (!budget) {
         budget = need;
@@ -134,17 +133,17 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         return tern_errf(TERN_ENOMEM, "cannot create the engine's lock");
     }
     e->model = m;
-    e->g = m->g;
-    e->cfg = tern_gemma4_config_of(m->g);
-    e->vocab = e->cfg->vocab_size;
+    e->lm = m->lm;
+    e->desc = tern_lm_desc_of(m->lm);
+    e->vocab = e->desc->vocab;
     uint64_t pc_cap = 0;
     tern_err *err = resolve_opts(e, o, &pc_cap);
     const int P = e->o.parallel;
     if (!err)
         err = tern_pool_create(e->o.threads, &e->pool);
     if (!err)
-        err = tern_gemma4_kv_create(e->g, P, e->o.ctx, e->o.prefill_chunk, e->o.kv_f32 ? TERN_DT_F32 : TERN_DT_BF16,
-                                    &e->kv);
+        err = tern_lm_kv_create(e->lm, P, e->o.ctx, e->o.prefill_chunk, e->o.kv_f32 ? TERN_DT_F32 : TERN_DT_BF16,
+                                &e->kv);
     if (!err) {
         tern_kv_cost_from_kv(e->kv, &e->cost); /* the allocated rings are what admission must count */
         if (pc_cap >= 1)

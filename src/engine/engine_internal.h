@@ -21,17 +21,16 @@
 #include "engine/kv_budget.h"
 #include "engine/stop_text.h"
 #include "kv/prefix_cache.h"
-#include "models/gemma4.h"
+#include "models/model.h"
 #include "sample/chain.h"
 #include "tern/tern.h"
 #include "tokenizer/tokenizer.h"
 
 struct tern_model {
-    tern_gemma4 *g;
+    tern_lm *lm;
     tern_tokenizer *tok;
     char *chat_template, *template_origin; /* NULL when the model has none */
     char *dir;
-    uint64_t weights_bytes, other_bytes;
 };
 
 /* ---- channel: a request's events on their way to the consumer ------------------------------- */
@@ -116,8 +115,8 @@ typedef struct eng_row {
 
 struct tern_engine {
     tern_model *model;
-    tern_gemma4 *g;
-    const tern_gemma4_config *cfg;
+    tern_lm *lm;
+    const tern_lm_desc *desc;
     int64_t vocab;
     tern_engine_opts o; /* resolved */
     tern_pool *pool;

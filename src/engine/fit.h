@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 #include "engine/kv_budget.h"
-#include "formats/model_config.h"
+#include "models/model.h"
 
 /* The engine's defaults that plans assume unless told otherwise: its prefill chunk (the extra ring slots of
  * sliding layers) and the most tokens of one forward (whose activations are counted). */
@@ -34,16 +34,13 @@ typedef struct tern_fit_plan {
     uint64_t total;             /* weights + budget + activations */
 } tern_fit_plan;
 
-/* Sums the stored bytes of the text decoder's tensors in MODEL_DIR and of everything else. */
-tern_err *tern_fit_weights(const char *model_dir, const tern_gemma4_config *c, uint64_t *text_bytes,
-                           uint64_t *other_bytes);
-/* Plans `parallel` rows of `ctx` positions (0 = min(ctx_train, 8192)) with KV elements of elem_bytes and
- * `chunk` extra ring slots, in `budget` bytes (0 = exactly what the rows need), forwards of at most
- * step_tokens tokens (0 = the engine's default, 512). */
-tern_err *tern_fit_compute(const tern_gemma4_config *c, uint64_t weights, uint64_t other, int64_t ctx, int parallel,
-                           uint64_t budget, int elem_bytes, int64_t chunk, int64_t step_tokens, tern_fit_plan *out);
+/* Plans `parallel` rows of `ctx` positions (0 = min(ctx_train, 8192)) of the model `spec` describes with KV
+ * elements of elem_bytes and `chunk` extra ring slots, in `budget` bytes (0 = exactly what the rows need),
+ * forwards of at most step_tokens tokens (0 = the engine's default, 512). */
+tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, uint64_t budget, int elem_bytes,
+                           int64_t chunk, int64_t step_tokens, tern_fit_plan *out);
 /* The default context: min(ctx_train, 8192). */
-int64_t tern_fit_default_ctx(const tern_gemma4_config *c);
+int64_t tern_fit_default_ctx(const tern_lm_desc *d);
 /* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */
 uint64_t tern_mem_available(void);
 

@@ -1,12 +1,16 @@
 /* kv_budget.c — KV cost model and reservations (see kv_budget.h). */
 #include "engine/kv_budget.h"
 
-void tern_kv_cost_from_config(const tern_gemma4_config *c, int elem_bytes, int64_t chunk, tern_kv_cost *out) {
-    int64_t full = tern_gemma4_kv_bytes_per_token(c, elem_bytes, 0);
-    int64_t all = tern_gemma4_kv_bytes_per_token(c, elem_bytes, 1);
-    out->full_per_pos = (uint64_t)full;
-    out->ring_per_pos = (uint64_t)(all - full);
-    out->ring_slots = c->sliding_window + (chunk > 0 ? chunk : 0);
+void tern_kv_cost_from_desc(const tern_lm_desc *d, int elem_bytes, int64_t chunk, tern_kv_cost *out) {
+    out->full_per_pos = out->ring_per_pos = 0;
+    for (int l = 0; l < d->n_kv; l++) {
+        uint64_t b = 2 * (uint64_t)(d->kv[l].kv_heads * d->kv[l].head_dim) * (uint64_t)elem_bytes; /* K and V */
+        if (d->kv[l].ring)
+            out->ring_per_pos += b;
+        else
+            out->full_per_pos += b;
+    }
+    out->ring_slots = d->sliding_window + (chunk > 0 ? chunk : 0);
 }
 
 void tern_kv_cost_from_kv(const tern_kv *kv, tern_kv_cost *out) {

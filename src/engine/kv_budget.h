@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "formats/model_config.h"
+#include "models/model.h"
 #include "kv/kv_cache.h"
 
 typedef struct tern_kv_cost {
@@ -20,8 +20,8 @@ typedef struct tern_kv_cost {
     int64_t ring_slots;    /* positions a ring keeps per sequence (window + chunk) */
 } tern_kv_cost;
 
-/* The cost model of a config at `elem_bytes` per element (2 = bf16) with `chunk` extra ring slots. */
-void tern_kv_cost_from_config(const tern_gemma4_config *c, int elem_bytes, int64_t chunk, tern_kv_cost *out);
+/* The cost model of a model's KV layers at `elem_bytes` per element (2 = bf16) with `chunk` extra ring slots. */
+void tern_kv_cost_from_desc(const tern_lm_desc *d, int elem_bytes, int64_t chunk, tern_kv_cost *out);
 /* The cost model of an allocated cache (its layers, dtype and ring slots). */
 void tern_kv_cost_from_kv(const tern_kv *kv, tern_kv_cost *out);
 /* Bytes a sequence of n positions needs (saturating at UINT64_MAX). */

@@ -18,15 +18,15 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         free(m);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
-    tern_err *err = tern_gemma4_load_threads(o->model_dir, o->threads, &m->g);
+    tern_err *err = tern_lm_load(o->model_dir, o->threads, &m->lm);
     if (!err)
         err = tern_tokenizer_load(o->tokenizer_path ? o->tokenizer_path : o->model_dir, &m->tok);
     if (!err) {
-        const tern_gemma4_config *c = tern_gemma4_config_of(m->g);
-        if ((int64_t)tern_tokenizer_vocab_size(m->tok) > c->vocab_size)
+        const tern_lm_desc *d = tern_lm_desc_of(m->lm);
+        if ((int64_t)tern_tokenizer_vocab_size(m->tok) > d->vocab)
             err = tern_errf(TERN_EFORMAT, "%s: the tokenizer has %zu tokens but the model only %lld",
                             o->tokenizer_path ? o->tokenizer_path : o->model_dir, tern_tokenizer_vocab_size(m->tok),
-                            (long long)c->vocab_size);
+                            (long long)d->vocab);
     }
     if (!err && o->chat_template_path) {
         size_t len;
@@ -40,8 +40,6 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         else
             tern_err_free(e);
     }
-    if (!err)
-        err = tern_fit_weights(o->model_dir, tern_gemma4_config_of(m->g), &m->weights_bytes, &m->other_bytes);
     if (err) {
         tern_model_free(m);
         return err;
@@ -53,7 +51,7 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
 void tern_model_free(tern_model *m) {
     if (!m)
         return;
-    tern_gemma4_free(m->g);
+    tern_lm_free(m->lm);
     tern_tokenizer_free(m->tok);
     free(m->chat_template);
     free(m->template_origin);
@@ -62,19 +60,20 @@ void tern_model_free(tern_model *m) {
 }
 
 void tern_model_get_info(const tern_model *m, tern_model_info *out) {
-    const tern_gemma4_config *c = tern_gemma4_config_of(m->g);
+    const tern_lm_desc *d = tern_lm_desc_of(m->lm);
     memset(out, 0, sizeof *out);
     out->dir = m->dir;
-    out->vocab_size = c->vocab_size;
-    out->n_layers = c->num_hidden_layers;
-    out->hidden_size = c->hidden_size;
-    out->sliding_window = c->sliding_window;
-    out->ctx_train = c->max_position_embeddings;
-    out->weights_bytes = m->weights_bytes;
-    int64_t full = tern_gemma4_kv_bytes_per_token(c, 2, 0), all = tern_gemma4_kv_bytes_per_token(c, 2, 1);
-    out->kv_full_bytes_per_token = (uint64_t)full;
-    out->kv_sliding_bytes_per_token = (uint64_t)(all - full);
-    out->threads = tern_gemma4_layout_threads(m->g);
+    out->vocab_size = d->vocab;
+    out->n_layers = d->n_layers;
+    out->hidden_size = d->hidden;
+    out->sliding_window = d->sliding_window;
+    out->ctx_train = d->ctx_train;
+    out->weights_bytes = d->weights_bytes;
+    tern_kv_cost cost;
+    tern_kv_cost_from_desc(d, 2, 0, &cost);
+    out->kv_full_bytes_per_token = cost.full_per_pos;
+    out->kv_sliding_bytes_per_token = cost.ring_per_pos;
+    out->threads = tern_lm_layout_threads(m->lm);
 }
 
 const char *tern_model_chat_template(const tern_model *m, const char **origin) {
@@ -108,9 +107,9 @@ char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len) {
 }
 
 int tern_model_is_eog(const tern_model *m, int32_t id) {
-    const tern_gemma4_config *c = tern_gemma4_config_of(m->g);
-    for (int k = 0; k < c->n_eos; k++)
-        if (id == c->eos_token_ids[k])
+    const tern_lm_desc *d = tern_lm_desc_of(m->lm);
+    for (int k = 0; k < d->n_eos; k++)
+        if (id == d->eos[k])
             return 1;
     return id >= 0 && (size_t)id < tern_tokenizer_vocab_size(m->tok) && tern_tokenizer_is_eog(m->tok, id);
 }

@@ -300,7 +300,9 @@ static void step(tern_engine *e) {
     }
     tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .out = TERN_OUT_LAST,
                     .row_out = want, .row_prefill = prefill};
-    tern_err *err = tern_gemma4_forward(e->g, e->kv, e->pool, &b, e->logits, NULL);
+    tern_err *err = tern_lm_forward(e->lm, e->kv, e->pool, &b, e->logits, NULL);
+    if (!err)
+        err = tern_batch_commit(e->kv, &b);
     if (err) {
         TLOG_ERROR("engine: forward over %d rows failed: %s", n, tern_err_msg(err));
         for (int i = 0; i < n; i++)

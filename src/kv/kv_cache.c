@@ -28,7 +28,8 @@ struct tern_kv {
     tern_dtype dtype;
     size_t esize;
     kv_layer *layers;
-    int64_t *len; /* [n_seq] */
+    int64_t *len;     /* [n_seq] committed length */
+    int64_t *written; /* [n_seq] one past the furthest position written since the last reset (>= len) */
     uint64_t bytes;
     void *work; /* tern_kv_work's area, work_bytes long */
     size_t work_bytes;
@@ -63,6 +64,7 @@ tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_s
     kv->esize = tern_dtype_size(dtype);
     kv->layers = calloc((size_t)(n_layers ? n_layers : 1), sizeof *kv->layers);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
+    kv->written = calloc((size_t)n_seq, sizeof *kv->written);
     if (!kv->layers || !kv->len) {
         tern_kv_free(kv);
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -99,6 +101,7 @@ void tern_kv_free(tern_kv *kv) {
     }
     free(kv->layers);
     free(kv->len);
+    free(kv->written);
     tern_aligned_free(kv->work);
     free(kv);
 }
@@ -159,14 +162,30 @@ tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len) {
         return tern_errf(TERN_EINVAL, "KV sequence %d out of range", seq);
     if (len < 0 || len > kv->ctx)
         return tern_errf(TERN_EINVAL, "KV length %lld outside [0, %lld]", (long long)len, (long long)kv->ctx);
-    if (len > 0 && len < kv->len[seq] - kv->extra) /* 0 is a reset, always fine */
+    if (len == 0) { /* a reset, always fine */
+        kv->len[seq] = kv->written[seq] = 0;
+        return NULL;
+    }
+    /* A ring's slots past the window hold the positions written last, committed or not: going back further than
+     * that would attend over positions the ring has already reused. */
+    if (len < kv->written[seq] - kv->extra)
         for (int l = 0; l < kv->n_layers; l++)
             if (kv->layers[l].slots < kv->ctx)
                 return tern_errf(TERN_EINVAL,
-                                 "cannot roll back %lld positions: sliding layers keep only %lld extra slots",
-                                 (long long)(kv->len[seq] - len), (long long)kv->extra);
+                                 "cannot go back to length %lld: positions up to %lld were written and sliding layers "
+                                 "keep only %lld extra slots", (long long)len, (long long)kv->written[seq],
+                                 (long long)kv->extra);
     kv->len[seq] = len;
+    if (len > kv->written[seq])
+        kv->written[seq] = len;
     return NULL;
+}
+
+int64_t tern_kv_written(const tern_kv *kv, int seq) { return kv->written[seq]; }
+
+void tern_kv_mark_written(tern_kv *kv, int seq, int64_t end) {
+    if (end > kv->written[seq])
+        kv->written[seq] = end;
 }
 
 /* ---- access for the serving engine and the prefix cache ----------------------------------- */
@@ -206,7 +225,7 @@ tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len) {
             memcpy(slot_ptr(kv, l, dst, p, 1), slot_ptr(kv, l, src, p, 1), row);
         }
     }
-    kv->len[dst] = len;
+    kv->len[dst] = kv->written[dst] = len;
     return NULL;
 }
 
@@ -228,5 +247,5 @@ void tern_kv_release(tern_kv *kv, int seq) {
         discard_pages(L->k + (size_t)seq * n, n);
         discard_pages(L->v + (size_t)seq * n, n);
     }
-    kv->len[seq] = 0;
+    kv->len[seq] = kv->written[seq] = 0;
 }

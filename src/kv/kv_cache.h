@@ -50,8 +50,13 @@ int64_t tern_kv_len(const tern_kv *kv, int seq);
 /* Raw storage of one sequence in one layer: [slots][kv_heads * head_dim] elements of tern_kv_dtype, position
  * p at slot p % slots (for kernels that read K or V in place). */
 const void *tern_kv_rows(const tern_kv *kv, int layer, int seq, int value);
-/* Sets a sequence's length: after writing (grow), or to roll back by at most `extra` positions. */
+/* Sets a sequence's committed length: after writing (grow, commit), or back (truncate) to no less than `extra`
+ * positions before the furthest position written (tern_kv_written) when there are sliding layers; 0 resets. */
 tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);
+/* One past the furthest position written to a sequence since its last reset, committed or not. */
+int64_t tern_kv_written(const tern_kv *kv, int seq);
+/* Records that a forward wrote the sequence's positions up to `end` (exclusive), committed or not. */
+void tern_kv_mark_written(tern_kv *kv, int seq, int64_t end);
 /* Scratch memory for the forward pass that uses this cache: at least `bytes`, TERN_ALIGN-aligned, contents
  * unspecified; kept (and grown when a larger pass needs it) until tern_kv_free, so that steady decoding does not
  * map and fault in fresh pages every step. Invalidated by the next call. NULL when out of memory. */

@@ -53,7 +53,7 @@ struct tern_gemma4 {
     float embed_scale, ple_scale;
     layer_weights *layers;
     float *inv_freq[2]; /* by layer type: [head_dim/2] */
-    tern_gemma4_profile *prof; /* tern_gemma4_set_profile, or NULL */
+    tern_lm_profile *prof; /* tern_gemma4_set_profile, or NULL */
     float **owned;      /* float copies of small vectors, freed at the end */
     int layout_threads; /* the pool size the packed weights are laid out for */
     size_t n_owned;
@@ -189,31 +189,63 @@ static tern_err *pack_products(tern_gemma4 *m, int threads);
 
 tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) { return tern_gemma4_load_threads(dir, 0, out); }
 
+tern_err *tern_gemma4_parse(const char *dir, const json_t *root, tern_gemma4_parsed *p) {
+    memset(p, 0, sizeof *p);
+    tern_err *err = tern_err_wrap(tern_gemma4_config_parse(root, &p->c), "%s/config.json", dir);
+    if (!err)
+        err = tern_err_wrap(tern_quant_config_parse(root, &p->qc), "%s/config.json", dir);
+    if (!err)
+        err = tern_checkpoint_open(dir, &p->ck);
+    if (!err)
+        err = tern_gemma4_bind(&p->c, p->qc, p->ck, &p->gw);
+    if (err)
+        tern_gemma4_parsed_free(p);
+    return err;
+}
+
+void tern_gemma4_parsed_free(tern_gemma4_parsed *p) {
+    tern_gemma4_weights_free(p->gw);
+    tern_quant_config_free(p->qc);
+    tern_checkpoint_close(p->ck);
+    p->gw = NULL;
+    p->qc = NULL;
+    p->ck = NULL;
+}
+
 tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **out) {
     *out = NULL;
-    tern_gemma4 *m = calloc(1, sizeof *m);
-    if (!m)
-        return tern_errf(TERN_ENOMEM, "out of memory");
     char *cfg_path = tern_path_join(dir, "config.json");
     json_t *root = NULL;
+    tern_gemma4_parsed p = {0};
     tern_err *err = tern_checkpoint_dir_check(dir);
     if (!err)
         err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
     if (!err)
-        err = tern_err_wrap(tern_gemma4_config_parse(root, &m->c), "%s", cfg_path);
-    if (!err)
-        err = tern_err_wrap(tern_quant_config_parse(root, &m->qc), "%s", cfg_path);
+        err = tern_gemma4_parse(dir, root, &p);
     json_decref(root);
     free(cfg_path);
     if (!err)
-        err = tern_checkpoint_open(dir, &m->ck);
-    if (!err)
-        err = tern_gemma4_bind(&m->c, m->qc, m->ck, &m->gw);
-    if (!err && m->gw->n_problems)
-        err = tern_errf(TERN_EFORMAT, "%s: %zu tensor problem(s), first: %s (run 'tern info %s' for all)", dir,
-                        m->gw->n_problems, m->gw->problems[0], dir);
-    if (!err)
-        err = bind_layers(m);
+        err = tern_gemma4_load_parsed(dir, &p, threads, out);
+    tern_gemma4_parsed_free(&p);
+    return err;
+}
+
+tern_err *tern_gemma4_load_parsed(const char *dir, tern_gemma4_parsed *p, int threads, tern_gemma4 **out) {
+    *out = NULL;
+    if (p->gw->n_problems)
+        return tern_errf(TERN_EFORMAT, "%s: %zu tensor problem(s), first: %s (run 'tern info %s' for all)", dir,
+                         p->gw->n_problems, p->gw->problems[0], dir);
+    tern_gemma4 *m = calloc(1, sizeof *m);
+    if (!m)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    m->c = p->c;
+    m->qc = p->qc;
+    m->ck = p->ck;
+    m->gw = p->gw;
+    p->qc = NULL;
+    p->ck = NULL;
+    p->gw = NULL;
+    tern_err *err = bind_layers(m);
     m->layout_threads = threads > 0 ? threads : tern_cpu_count();
     if (!err && tern_isa_active() != TERN_ISA_PORTABLE) /* only the int8 kernels read the packed copies */
         err = pack_products(m, m->layout_threads);
@@ -252,13 +284,8 @@ const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return
 
 int tern_gemma4_layout_threads(const tern_gemma4 *m) { return m->layout_threads; }
 
-void tern_gemma4_set_profile(tern_gemma4 *m, tern_gemma4_profile *p) { m->prof = p; }
+void tern_gemma4_set_profile(tern_gemma4 *m, tern_lm_profile *p) { m->prof = p; }
 
-const char *tern_phase_name(tern_phase ph) {
-    static const char *const names[TERN_PH_COUNT] = {"setup", "embed", "qkv", "attn-prep", "attention", "o",
-                                                      "gate/up", "down", "moe", "ple", "residual", "head"};
-    return ph >= 0 && ph < TERN_PH_COUNT ? names[ph] : "?";
-}
 
 uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) {
     double total = 0;
@@ -301,10 +328,10 @@ typedef struct fwd {
     int *tok_seq;     /* [T] */
     int64_t *tok_pos; /* [T] */
     uint8_t *tok_kind; /* [T] tern_mm_kind: prompt tokens take the throughput kernels, generated ones the latency kernels */
-    int64_t *seq_end; /* [n_seq] length of each sequence after this forward */
+    uint8_t *want;    /* [T] TERN_WANT_* of each token */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
-    tern_gemma4_profile *prof; /* the model's, or NULL */
+    tern_lm_profile *prof; /* the model's, or NULL */
     double t_mark;             /* profiling: when the current phase began */
 } fwd;
 
@@ -761,9 +788,20 @@ static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern
         for (int r2 = 0; r2 < r; r2++)
             if (b->seq[r2] == b->seq[r])
                 return tern_errf(TERN_EINVAL, "rows %d and %d use the same KV sequence %d", r2, r, b->seq[r]);
-        int64_t n = b->n_tok[r], len = tern_kv_len(kv, b->seq[r]);
+        int64_t n = b->n_tok[r], len = tern_kv_len(kv, b->seq[r]), committed = len;
         if (n <= 0)
             return tern_errf(TERN_EINVAL, "row %d has no tokens", r);
+        if (b->pos) {
+            len = b->pos[r];
+            if (len < 0 || len > committed)
+                return tern_errf(TERN_EINVAL, "row %d: position %lld is beyond the sequence's committed length %lld", r,
+                                 (long long)len, (long long)committed);
+            int64_t written = tern_kv_written(kv, b->seq[r]);
+            if (ring_limited && written - len > chunk)
+                return tern_errf(TERN_EINVAL, "row %d: position %lld is %lld before the furthest position written; the "
+                                 "sliding layers keep %lld", r, (long long)len, (long long)(written - len),
+                                 (long long)chunk);
+        }
         if (len + n > tern_kv_ctx(kv))
             return tern_errf(TERN_EINVAL, "row %d: %lld + %lld tokens exceed the context of %lld", r, (long long)len,
                              (long long)n, (long long)tern_kv_ctx(kv));
@@ -820,7 +858,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     F.tok_seq = malloc((size_t)T * sizeof *F.tok_seq);
     F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
     F.tok_kind = malloc((size_t)T * sizeof *F.tok_kind);
-    F.seq_end = calloc((size_t)tern_kv_n_seq(kv), sizeof *F.seq_end);
+    F.want = malloc((size_t)T);
     float **bufs[WORK_BUFS] = {&F.x, &F.xn,  &F.q,   &F.k,       &F.v,       &F.attn, &F.a, &F.g,
                                &F.u, &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.tmp};
     /* The activations live in the cache's work area, zeroed each pass (the area outlives the pass, so decode
@@ -833,19 +871,22 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         for (size_t i = 0, off = 0; i < WORK_BUFS; off += floats[i], i++)
             *bufs[i] = work + off;
     }
-    int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.seq_end || !work;
+    int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.want || !work;
     tern_err *err = oom ? tern_errf(TERN_ENOMEM, "out of memory for a batch of %lld tokens", (long long)T) : NULL;
     if (!err) {
         int64_t t = 0;
         for (int r = 0; r < b->n_rows; r++) {
-            int64_t len = tern_kv_len(kv, b->seq[r]);
+            int64_t len = b->pos ? b->pos[r] : tern_kv_len(kv, b->seq[r]);
             int prefill = b->row_prefill ? b->row_prefill[r] : b->n_tok[r] > 1;
+            int row_out = b->out != TERN_OUT_NONE && (!b->row_out || b->row_out[r]);
             for (int64_t i = 0; i < b->n_tok[r]; i++, t++) {
                 F.tok_seq[t] = b->seq[r];
                 F.tok_pos[t] = len + i;
                 F.tok_kind[t] = prefill ? TERN_MM_PREFILL : TERN_MM_DECODE;
+                F.want[t] = b->want ? b->want[t]
+                            : row_out && (b->out == TERN_OUT_ALL || i == b->n_tok[r] - 1) ? TERN_WANT_LOGITS | TERN_WANT_HIDDEN
+                                                                                        : 0;
             }
-            F.seq_end[b->seq[r]] = len + b->n_tok[r];
         }
         mark(&F, TERN_PH_SETUP, NULL);
         embed(&F, b);
@@ -862,19 +903,19 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             if (P > 0)
                 per_layer_input(&F, L, l, L->layer_scalar, next_norm);
         }
-        /* Outputs: the final-normed hidden state of the selected tokens, then tied logits with soft-cap. */
+        for (int r = 0; r < b->n_rows; r++)
+            tern_kv_mark_written(kv, b->seq[r], (b->pos ? b->pos[r] : tern_kv_len(kv, b->seq[r])) + b->n_tok[r]);
+        /* Outputs: the final-normed hidden states asked for, then tied logits with soft-cap of the tokens that
+         * want them (their normed states gathered in order first). */
         int64_t n_out = 0;
-        for (int r = 0, t0 = 0; r < b->n_rows; t0 += (int)b->n_tok[r], r++) {
-            if (b->row_out && !b->row_out[r])
-                continue;
-            int64_t first = b->out == TERN_OUT_ALL ? t0 : t0 + b->n_tok[r] - 1;
-            for (int64_t t = first; t < t0 + b->n_tok[r] && b->out != TERN_OUT_NONE; t++, n_out++) {
+        for (int64_t t = 0, j = 0; t < T; t++)
+            if (hidden && (F.want[t] & TERN_WANT_HIDDEN))
+                tern_rmsnorm(F.x + t * H, m->final_norm, H, (float)c->rms_norm_eps, hidden + j++ * H);
+        for (int64_t t = 0; t < T; t++)
+            if (F.want[t] & TERN_WANT_LOGITS) {
                 tern_rmsnorm(F.x + t * H, m->final_norm, H, (float)c->rms_norm_eps, F.xn + n_out * H);
-                F.tok_kind[n_out] = F.tok_kind[t]; /* n_out <= t: entries already read are reused */
+                F.tok_kind[n_out++] = F.tok_kind[t]; /* n_out <= t: entries already read are reused */
             }
-        }
-        if (hidden)
-            memcpy(hidden, F.xn, (size_t)(n_out * H) * sizeof(float));
         const mm_set head = one(m->embed);
         if (logits && n_out) {
             mm_runs(pool, &head, F.xn, NULL, &logits, F.tok_kind, n_out, NULL);
@@ -883,8 +924,6 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
                 tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);
         }
         mark(&F, TERN_PH_HEAD, logits && n_out ? &head : NULL);
-        for (int r = 0; r < b->n_rows && !err; r++)
-            err = tern_kv_set_len(kv, b->seq[r], F.seq_end[b->seq[r]]);
         mark(&F, TERN_PH_SETUP, NULL);
         if (F.prof)
             F.prof->passes++;
@@ -892,6 +931,6 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     free(F.tok_seq);
     free(F.tok_pos);
     free(F.tok_kind);
-    free(F.seq_end);
+    free(F.want);
     return err;
 }

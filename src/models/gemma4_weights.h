@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "formats/model_config.h"
+#include "models/gemma4_config.h"
 #include "tensor/weight.h"
 
 typedef enum tern_wkind {

@@ -7,7 +7,7 @@
 
 #include "core/fileio.h"
 #include "core/json_util.h"
-#include "formats/model_config.h"
+#include "models/gemma4_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/ckpt_write.h"

@@ -10,7 +10,7 @@
 #include "core/fileio.h"
 #include "core/half.h"
 #include "core/json_util.h"
-#include "formats/model_config.h"
+#include "models/gemma4_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/ckpt_write.h"
@@ -192,6 +192,8 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     int quant = o->dtype == TERN_SYNTH_Q8 || o->dtype == TERN_SYNTH_Q4;
     const char *dtype_name = o->dtype == TERN_SYNTH_F32 ? "float32" : o->dtype == TERN_SYNTH_F16 ? "float16" : "bfloat16";
     json_object_set_new(config, "dtype", json_string(dtype_name));
+    if (!json_object_get(config, "model_type")) /* a hand-written config: what synth writes is Gemma 4 */
+        json_object_set_new(config, "model_type", json_string("gemma4"));
     json_t *tc = json_object_get(config, "text_config");
     if (json_is_object(tc))
         json_object_set_new(tc, "dtype", json_string(dtype_name));

@@ -233,12 +233,15 @@ static void ref_greedy_in(const char *dir, const int32_t *prompt, int64_t n, int
     int seq = 0;
     tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = prompt, .out = TERN_OUT_LAST};
     TU_OK(tern_gemma4_forward(g, kv, pool, &b, logits, NULL));
+    TU_OK(tern_batch_commit(kv, &b));
     for (int64_t i = 0; i < gen; i++) {
         out[i] = tern_argmax(logits, V);
         int64_t one = 1;
         tern_batch d = {.n_rows = 1, .seq = &seq, .n_tok = &one, .ids = &out[i], .out = TERN_OUT_LAST};
-        if (i + 1 < gen)
+        if (i + 1 < gen) {
             TU_OK(tern_gemma4_forward(g, kv, pool, &d, logits, NULL));
+            TU_OK(tern_batch_commit(kv, &d));
+        }
     }
     free(logits);
     tern_kv_free(kv);

@@ -17,6 +17,7 @@
 #include "sample/sampler.h"
 #include "models/gemma4.h"
 #include "models/synth.h"
+#include "models/model.h"
 #include "testutil.h"
 
 static tern_pool *pool;
@@ -62,6 +63,7 @@ static void prefill(tern_kv *kv, int seq, const int32_t *ids, int64_t n, int64_t
         int64_t cnt = n - t < chunk ? n - t : chunk;
         tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_LAST};
         TU_OK(tern_gemma4_forward(model, kv, pool, &b, logits, NULL));
+        TU_OK(tern_batch_commit(kv, &b));
         if (cur)
             tern_pc_cursor_capture(cur, kv, seq, all_ids, tern_kv_len(kv, seq));
     }
@@ -285,7 +287,10 @@ static void test_kv_cost(void **state) {
     assert_true(tern_kv_cost_bytes(&c, INT64_MAX) == UINT64_MAX); /* saturates, never wraps */
     /* The model's own numbers: the same as the allocated cache reports. */
     tern_kv_cost fc, kc;
-    tern_kv_cost_from_config(tern_gemma4_config_of(model), 2, 16, &fc);
+    tern_lm_spec *spec;
+    TU_OK(tern_lm_spec_load(model_dir, &spec));
+    tern_kv_cost_from_desc(tern_lm_spec_desc(spec), 2, 16, &fc);
+    tern_lm_spec_free(spec);
     tern_kv *kv;
     TU_OK(tern_gemma4_kv_create(model, 1, 256, 16, TERN_DT_BF16, &kv));
     tern_kv_cost_from_kv(kv, &kc);
@@ -309,8 +314,9 @@ static void test_kv_cost(void **state) {
 /* `tern fit` arithmetic: weights from the checkpoint, KV per request with rings saturating, budgets. */
 static void test_fit(void **state) {
     const tern_gemma4_config *c = tern_gemma4_config_of(model);
-    uint64_t text, other;
-    TU_OK(tern_fit_weights(model_dir, c, &text, &other));
+    tern_lm_spec *spec;
+    TU_OK(tern_lm_spec_load(model_dir, &spec));
+    const uint64_t text = tern_lm_spec_desc(spec)->weights_bytes, other = tern_lm_spec_desc(spec)->other_bytes;
     tern_wspec *specs;
     size_t n;
     TU_OK(tern_gemma4_specs(c, TERN_LAYOUT_HF, &specs, &n));
@@ -326,7 +332,7 @@ static void test_fit(void **state) {
     assert_int_equal(other, 0);
     tern_fit_plan p;
     /* ring = window 8 + chunk 16 = 24 slots; full 256 B/token, sliding 384 B/token (bf16) */
-    TU_OK(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, 0, &p));
+    TU_OK(tern_fit_compute(spec, 100, 3, 0, 2, 16, 0, &p));
     assert_int_equal(p.per_request, 100 * 256 + 24 * 384);
     assert_int_equal(p.all_rows, 3 * p.per_request);
     assert_int_equal(p.budget, p.all_rows);
@@ -335,19 +341,20 @@ static void test_fit(void **state) {
     assert_int_equal(p.step_tokens, 512); /* the engine's default */
     assert_int_equal(p.activations, tern_gemma4_work_bytes(c, 512));
     assert_int_equal(p.total, text + p.budget + p.activations);
-    TU_OK(tern_fit_compute(c, text, other, 100, 3, 2 * p.per_request + 10, 2, 16, 0, &p));
+    TU_OK(tern_fit_compute(spec, 100, 3, 2 * p.per_request + 10, 2, 16, 0, &p));
     assert_int_equal(p.rows_at_ctx, 2);
     assert_true(p.ctx_per_row < 100 && p.ctx_per_row > 50);
     assert_int_equal(p.max_one_request, (2 * (100 * 256 + 24 * 384) + 10 - 24 * 384) / 256);
-    TU_OK(tern_fit_compute(c, text, other, 0, 1, 0, 4, 16, 0, &p)); /* f32 KV doubles the bytes */
-    assert_int_equal(p.ctx, tern_fit_default_ctx(c));
+    TU_OK(tern_fit_compute(spec, 0, 1, 0, 4, 16, 0, &p)); /* f32 KV doubles the bytes */
+    assert_int_equal(p.ctx, tern_fit_default_ctx(tern_lm_spec_desc(spec)));
     assert_int_equal(p.cost.full_per_pos, 512);
-    TU_OK(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, 64, &p)); /* activations grow with the step */
+    TU_OK(tern_fit_compute(spec, 100, 3, 0, 2, 16, 64, &p)); /* activations grow with the step */
     assert_int_equal(p.activations, tern_gemma4_work_bytes(c, 64));
     assert_true(tern_gemma4_work_bytes(c, 64) < tern_gemma4_work_bytes(c, 512));
-    TU_FAILS_WITH(tern_fit_compute(c, text, other, 100, 0, 0, 2, 16, 0, &p), "--parallel");
-    TU_FAILS_WITH(tern_fit_compute(c, text, other, 100, 3, 0, 2, 16, -1, &p), "--step-tokens");
-    TU_FAILS_WITH(tern_fit_weights("/nonexistent-dir", c, &text, &other), "/nonexistent-dir");
+    TU_FAILS_WITH(tern_fit_compute(spec, 100, 0, 0, 2, 16, 0, &p), "--parallel");
+    TU_FAILS_WITH(tern_fit_compute(spec, 100, 3, 0, 2, 16, -1, &p), "--step-tokens");
+    tern_lm_spec_free(spec);
+    TU_FAILS_WITH(tern_lm_spec_load("/nonexistent-dir", &spec), "/nonexistent-dir");
 }
 
 int main(void) {

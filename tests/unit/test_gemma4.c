@@ -41,6 +41,7 @@ static void run_all(tern_gemma4 *m, tern_dtype kvdt, const int32_t *ids, int64_t
     int seq = 0;
     tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_ALL};
     TU_OK(tern_gemma4_forward(m, kv, pool, &b, logits, hidden));
+    TU_OK(tern_batch_commit(kv, &b));
     tern_kv_free(kv);
 }
 
@@ -129,6 +130,7 @@ static void test_incremental_equals_full(void **state) {
             int64_t cnt = t + chunk > n ? n - t : chunk;
             tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_ALL};
             TU_OK(tern_gemma4_forward(m, kv, pool, &b, inc + t * V, NULL));
+            TU_OK(tern_batch_commit(kv, &b));
         }
         double d = 0;
         for (int64_t i = 0; i < n * V; i++)
@@ -161,20 +163,136 @@ static void test_long_context_solo_equals_batched(void **state) {
         int64_t cnt = chunk;
         tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_NONE};
         TU_OK(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL));
+        TU_OK(tern_batch_commit(kv, &b));
     }
     TU_OK(tern_kv_copy_seq(kv, 1, 0, n));
     float *solo = malloc((size_t)V * sizeof *solo), *both = malloc((size_t)(2 * V) * sizeof *both);
     int64_t one[2] = {1, 1};
     tern_batch b1 = {.n_rows = 1, .seq = &seq, .n_tok = one, .ids = ids + n, .out = TERN_OUT_LAST};
     TU_OK(tern_gemma4_forward(m, kv, pool, &b1, solo, NULL));
+    TU_OK(tern_batch_commit(kv, &b1));
     int seqs[2] = {1, 2};
     const int32_t pair[2] = {ids[n], ids[n + 1]};
     tern_batch b2 = {.n_rows = 2, .seq = seqs, .n_tok = one, .ids = pair, .out = TERN_OUT_LAST};
     TU_OK(tern_gemma4_forward(m, kv, pool, &b2, both, NULL));
+    TU_OK(tern_batch_commit(kv, &b2));
     assert_memory_equal(solo, both, (size_t)V * sizeof *solo);
     free(solo);
     free(both);
     free(ids);
+    tern_kv_free(kv);
+    tern_gemma4_free(m);
+}
+
+/* Logits (and hidden states, unless NULL) of `n` ids fed to a fresh sequence as prompt tokens, at every position. */
+static void fresh_run(tern_gemma4 *m, const int32_t *ids, int64_t n, float *logits, float *hidden) {
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 1, 64, n, TERN_DT_F32, &kv)); /* a ring wide enough for one forward */
+    int seq = 0;
+    const uint8_t prompt = 1;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_ALL, .row_prefill = &prompt};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &b, logits, hidden));
+    tern_kv_free(kv);
+}
+
+static void expect_same(const float *got, const float *want, int64_t n, const char *what) {
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != want[i])
+            fail_msg("%s: [%lld] %.9g, fresh run %.9g", what, (long long)i, got[i], want[i]);
+}
+
+/* Speculative verification's pattern: one forward over k+1 positions with logits at every one commits nothing;
+ * the caller commits 2 of them, and the next forward gives exactly the logits of a fresh run over the committed
+ * prefix. The uncommitted positions' K/V are simply overwritten. */
+static void test_forward_then_commit(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("commit", TERN_SYNTH_F32), &m));
+    const int64_t V = 512;
+    int32_t ids[24];
+    fill_ids(ids, 24);
+    float fresh[24 * 512], verify[5 * 512], next[512];
+    float fresh_h[16 * 64];
+    fresh_run(m, ids, 16, fresh, fresh_h);
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 1, 64, 8, TERN_DT_F32, &kv));
+    int seq = 0;
+    const uint8_t prompt = 1;
+    for (int64_t t = 0; t < 12; t += 6) {
+        int64_t n = 6;
+        tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids + t, .out = TERN_OUT_LAST, .row_prefill = &prompt};
+        TU_OK(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL));
+        assert_int_equal(tern_kv_len(kv, 0), t); /* the forward commits nothing */
+        TU_OK(tern_batch_commit(kv, &b));
+        assert_int_equal(tern_kv_len(kv, 0), t + 6);
+    }
+    /* k = 4 drafts: [last, d1..d4] = ids 12..16, logits at all five; the last two drafts differ from ids. */
+    int32_t drafts[5] = {ids[12], ids[13], ids[14], (ids[15] + 1) % 512, 7};
+    uint8_t want[5] = {TERN_WANT_LOGITS, TERN_WANT_LOGITS, TERN_WANT_LOGITS, TERN_WANT_LOGITS, TERN_WANT_LOGITS};
+    int64_t k1 = 5;
+    tern_batch v = {.n_rows = 1, .seq = &seq, .n_tok = &k1, .ids = drafts, .want = want, .row_prefill = &prompt};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &v, verify, NULL));
+    assert_int_equal(tern_kv_len(kv, 0), 12);
+    assert_int_equal(tern_kv_written(kv, 0), 17);
+    expect_same(verify, fresh + 12 * V, 3 * V, "verify rows over the accepted drafts");
+    /* Accept 2 drafts (ids 13, 14 follow 12): commit 12 + 3 = 15 positions; the next token is fed at 15. */
+    TU_OK(tern_kv_set_len(kv, 0, 15));
+    int64_t one = 1;
+    const int64_t at = 15;
+    tern_batch d = {.n_rows = 1, .seq = &seq, .n_tok = &one, .pos = &at, .ids = ids + 15, .out = TERN_OUT_LAST,
+                    .row_prefill = &prompt};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &d, next, NULL));
+    expect_same(next, fresh + 15 * V, V, "the step after the commit");
+    /* Hidden states alone, for a subset of positions, in order. */
+    float hidden[2 * 64];
+    uint8_t hw[5] = {TERN_WANT_HIDDEN, 0, 0, TERN_WANT_HIDDEN, 0};
+    const int64_t at12 = 12;
+    tern_batch h = {.n_rows = 1, .seq = &seq, .n_tok = &k1, .pos = &at12, .ids = ids + 12, .want = hw,
+                    .row_prefill = &prompt};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &h, NULL, hidden));
+    assert_int_equal(tern_gemma4_config_of(m)->hidden_size, 64);
+    expect_same(hidden, fresh_h + 12 * 64, 64, "hidden state at 12");
+    expect_same(hidden + 64, fresh_h + 15 * 64, 64, "hidden state at 15");
+    /* A position past the committed length leaves a gap: refused. */
+    const int64_t gap = 16;
+    d.pos = &gap;
+    TU_FAILS_WITH(tern_gemma4_forward(m, kv, pool, &d, next, NULL), "beyond the sequence's committed length 15");
+    tern_kv_free(kv);
+    tern_gemma4_free(m);
+}
+
+/* Truncating back across the sliding window's boundary (window 8, ring of 8 + 8 slots): the next tokens' logits
+ * are those of a fresh run over the kept prefix; going back further than the ring keeps is an error. */
+static void test_truncate_across_window(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("truncate", TERN_SYNTH_F32), &m));
+    const int64_t V = 512;
+    int32_t ids[24], alt[3] = {5, 77, 300};
+    fill_ids(ids, 24);
+    float fresh[24 * 512], got[3 * 512];
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 1, 64, 8, TERN_DT_F32, &kv));
+    int seq = 0;
+    const uint8_t prompt = 1;
+    for (int64_t t = 0; t < 21; t += 7) { /* 21 positions: the ring of 16 has wrapped */
+        int64_t cnt = 7;
+        tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_NONE, .row_prefill = &prompt};
+        TU_OK(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL));
+        TU_OK(tern_batch_commit(kv, &b));
+    }
+    /* Back to 14: positions 14..20 go, and position 14's window (7..14) starts before the window that 20 saw. */
+    TU_OK(tern_kv_set_len(kv, 0, 14));
+    int64_t three = 3;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &three, .ids = alt, .out = TERN_OUT_ALL, .row_prefill = &prompt};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &b, got, NULL));
+    TU_OK(tern_batch_commit(kv, &b));
+    int32_t want_ids[17];
+    memcpy(want_ids, ids, 14 * sizeof *ids);
+    memcpy(want_ids + 14, alt, sizeof alt);
+    fresh_run(m, want_ids, 17, fresh, NULL);
+    expect_same(got, fresh + 14 * V, 3 * V, "after truncating to 14");
+    /* 21 positions were written; the ring keeps 8 beyond the window, so 13 is as far back as it can go. */
+    TU_FAILS_WITH(tern_kv_set_len(kv, 0, 12), "cannot go back to length 12");
+    TU_OK(tern_kv_set_len(kv, 0, 13));
     tern_kv_free(kv);
     tern_gemma4_free(m);
 }
@@ -194,15 +312,17 @@ static void test_rollback(void **state) {
         int64_t cnt = 4;
         tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_ALL};
         TU_OK(tern_gemma4_forward(m, kv, pool, &b, a, NULL));
+        TU_OK(tern_batch_commit(kv, &b));
     }
     /* a = logits of positions 16..19; roll back 4 and redo. */
     TU_OK(tern_kv_set_len(kv, 0, 16));
     int64_t cnt = 4;
     tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + 16, .out = TERN_OUT_ALL};
     TU_OK(tern_gemma4_forward(m, kv, pool, &b, b2, NULL));
+    TU_OK(tern_batch_commit(kv, &b));
     for (int64_t i = 0; i < 4 * V; i++)
         assert_true(a[i] == b2[i]);
-    TU_FAILS_WITH(tern_kv_set_len(kv, 0, 10), "cannot roll back 10 positions");
+    TU_FAILS_WITH(tern_kv_set_len(kv, 0, 10), "cannot go back to length 10");
     tern_kv_free(kv);
     tern_gemma4_free(m);
 }
@@ -503,7 +623,8 @@ static void test_bad_batches(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
-        cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),      cmocka_unit_test(test_bf16_kv),
+        cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),
+        cmocka_unit_test(test_forward_then_commit), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_bf16_kv),
         TU_ISA_TESTS(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_packed_runs),
     };

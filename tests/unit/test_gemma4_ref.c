@@ -10,7 +10,7 @@
 #include "core/half.h"
 #include "core/json_util.h"
 #include "core/threadpool.h"
-#include "formats/model_config.h"
+#include "models/gemma4_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4.h"
@@ -417,6 +417,7 @@ static void check_against_reference(const char *dir, double tol) {
             int64_t cnt = mode ? 1 : n;
             tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_ALL};
             TU_OK(tern_gemma4_forward(m, kv, pool, &b, got + t * V, NULL));
+            TU_OK(tern_batch_commit(kv, &b));
         }
         double maxd = 0;
         for (int64_t i = 0; i < n * V; i++)

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/json_util.h"
-#include "formats/model_config.h"
+#include "models/gemma4_config.h"
 #include "testutil.h"
 
 static tern_err *parse(const char *text, tern_gemma4_config *c) {

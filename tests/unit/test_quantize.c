@@ -29,6 +29,7 @@ static void logits_of(const char *dir, const int32_t *ids, int64_t n, float **ou
     int seq = 0;
     tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_ALL};
     TU_OK(tern_gemma4_forward(m, kv, pool, &b, *out, NULL));
+    TU_OK(tern_batch_commit(kv, &b));
     tern_kv_free(kv);
     tern_pool_destroy(pool);
     tern_gemma4_free(m);

@@ -1,10 +1,10 @@
-/* model_config.c — config.json -> tern_gemma4_config, with defaults and validation.
+/* gemma4_config.c — config.json -> tern_gemma4_config, with defaults and validation.
  *
  * Defaults for absent keys follow the published Gemma 4 configs (GEMMA4.md §2, the
  * e2b column for sizes): vocab 262144, eps 1e-6, head dims 256/512, window 512,
  * soft-cap 30, tied embeddings, RoPE 1e4 (sliding, default) / 1e6 (full,
  * proportional, 25%). An explicit `null` soft-cap means "no soft-cap". */
-#include "formats/model_config.h"
+#include "models/gemma4_config.h"
 
 #include <math.h>
 #include <string.h>

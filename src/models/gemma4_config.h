@@ -1,11 +1,11 @@
-/* model_config.h — config.json -> Gemma 4 text hyper-parameters (GEMMA4.md §1).
+/* gemma4_config.h — config.json -> Gemma 4 text hyper-parameters (GEMMA4.md §1).
  *
  * Keys are read from `text_config` when present (multimodal checkpoints) or the top
  * level (text-only conversions); absent keys take the defaults documented in
- * model_config.c; inconsistent values are rejected with the key named. Matrix sizes
+ * gemma4_config.c; inconsistent values are rejected with the key named. Matrix sizes
  * are later checked against tensor shapes, which win (GEMMA4.md: "prefer tensor shapes"). */
-#ifndef TERN_FORMATS_MODEL_CONFIG_H
-#define TERN_FORMATS_MODEL_CONFIG_H
+#ifndef TERN_MODELS_GEMMA4_CONFIG_H
+#define TERN_MODELS_GEMMA4_CONFIG_H
 
 #include <jansson.h>
 #include <stdint.h>

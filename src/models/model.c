@@ -1,0 +1,127 @@
+/* model.c — the architecture table and what every family shares: finding the entry for a checkpoint, the spec
+ * (parsed once), loading, KV caches from the description, and forwarding to the family. */
+#include "models/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/json_util.h"
+#include "formats/checkpoint_dir.h"
+
+static const tern_arch *const TABLE[] = {&tern_arch_gemma4};
+
+struct tern_lm_spec {
+    const tern_arch *arch;
+    char *dir;
+    void *state; /* the family's parse */
+    tern_lm_desc d;
+};
+
+struct tern_lm {
+    tern_lm_spec *spec;
+    void *impl;
+};
+
+static const tern_arch *find_arch(const char *type) {
+    for (size_t i = 0; i < sizeof TABLE / sizeof TABLE[0]; i++)
+        for (int k = 0; TABLE[i]->model_types[k]; k++)
+            if (!strcmp(TABLE[i]->model_types[k], type))
+                return TABLE[i];
+    return NULL;
+}
+
+tern_err *tern_lm_spec_load(const char *dir, tern_lm_spec **out) {
+    *out = NULL;
+    TERN_TRY(tern_checkpoint_dir_check(dir));
+    char *cfg_path = tern_path_join(dir, "config.json");
+    if (!cfg_path)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    json_t *root = NULL;
+    tern_err *err = tern_json_load_file(cfg_path, 16u << 20, &root);
+    tern_lm_spec *s = NULL;
+    if (!err) {
+        const json_t *mt = json_object_get(root, "model_type");
+        const tern_arch *arch = json_is_string(mt) ? find_arch(json_string_value(mt)) : NULL;
+        if (!json_is_string(mt)) {
+            err = tern_errf(TERN_EFORMAT, "%s: no \"model_type\" (which architecture is this?)", cfg_path);
+        } else if (!arch) {
+            err = tern_errf(TERN_EUNSUPPORTED, "%s: model_type \"%s\" is not one tern runs (it runs: gemma4, "
+                            "gemma4_text)", cfg_path, json_string_value(mt));
+        } else if (!(s = calloc(1, sizeof *s)) || !(s->dir = strdup(dir))) {
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+        } else {
+            s->arch = arch;
+            err = arch->parse(dir, root, &s->state, &s->d);
+        }
+    }
+    json_decref(root);
+    free(cfg_path);
+    if (err) {
+        tern_lm_spec_free(s);
+        return err;
+    }
+    *out = s;
+    return NULL;
+}
+
+void tern_lm_spec_free(tern_lm_spec *s) {
+    if (!s)
+        return;
+    if (s->state)
+        s->arch->state_free(s->state);
+    free(s->dir);
+    free(s);
+}
+
+const tern_lm_desc *tern_lm_spec_desc(const tern_lm_spec *s) { return &s->d; }
+
+uint64_t tern_lm_spec_work_bytes(const tern_lm_spec *s, int64_t T) { return s->arch->work_bytes(s->state, T); }
+
+void tern_lm_spec_report(const tern_lm_spec *s, FILE *out) { s->arch->report(s->dir, s->state, &s->d, out); }
+
+tern_err *tern_lm_load(const char *dir, int threads, tern_lm **out) {
+    *out = NULL;
+    if (threads < 0 || threads > 1024)
+        return tern_errf(TERN_EINVAL, "threads must be in [0, 1024], got %d", threads);
+    tern_lm *m = calloc(1, sizeof *m);
+    if (!m)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    tern_err *err = tern_lm_spec_load(dir, &m->spec);
+    if (!err && m->spec->d.has_problems)
+        err = tern_errf(TERN_EFORMAT, "%s: tensors are missing or mis-shaped (run 'tern info %s' for the list)", dir,
+                        dir);
+    if (!err)
+        err = m->spec->arch->load(dir, m->spec->state, threads, &m->impl);
+    if (err) {
+        tern_lm_free(m);
+        return err;
+    }
+    *out = m;
+    return NULL;
+}
+
+void tern_lm_free(tern_lm *m) {
+    if (!m)
+        return;
+    if (m->impl)
+        m->spec->arch->free(m->impl);
+    tern_lm_spec_free(m->spec);
+    free(m);
+}
+
+const tern_lm_spec *tern_lm_spec_of(const tern_lm *m) { return m->spec; }
+const tern_lm_desc *tern_lm_desc_of(const tern_lm *m) { return &m->spec->d; }
+int tern_lm_layout_threads(const tern_lm *m) { return m->spec->arch->layout_threads(m->impl); }
+uint64_t tern_lm_decode_bytes(const tern_lm *m) { return m->spec->arch->decode_bytes(m->impl); }
+
+tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype, tern_kv **out) {
+    const tern_lm_desc *d = &m->spec->d;
+    return tern_kv_create(d->kv, d->n_kv, n_seq, ctx, d->sliding_window, chunk, dtype, out);
+}
+
+tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden) {
+    return m->spec->arch->forward(m->impl, kv, pool, b, logits, hidden);
+}
+
+void tern_lm_set_profile(tern_lm *m, tern_lm_profile *p) { m->spec->arch->set_profile(m->impl, p); }

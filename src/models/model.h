@@ -1,0 +1,100 @@
+/* model.h — the architecture table: every model family behind one interface, chosen by config.json's
+ * "model_type". The engine, fit, the KV budget and the verbs see only this — a description (sizes, KV geometry,
+ * memory per token) and a forward over a batch of rows — never a family's own symbols. Gemma 4 text is the first
+ * entry (gemma4_arch.c); a new family is a new file and a line in the table (model.c).
+ *
+ *   tern_lm_spec_load(dir)   config.json + checkpoint headers, parsed once: the description, no weights
+ *   tern_lm_load(dir)        the spec, then the weights bound and (for the int8 kernels) packed
+ *   tern_lm_forward          one batch of rows; commits nothing (tern_batch_commit, tern_kv_set_len)
+ *
+ * The batch (tern_batch) and the profile phases are the families' common language (gemma4.h defines them for
+ * now; a second family reuses them). */
+#ifndef TERN_MODELS_MODEL_H
+#define TERN_MODELS_MODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "kv/kv_cache.h"
+#include "models/batch.h"
+
+#define TERN_LM_MAX_KV_LAYERS 256
+#define TERN_LM_MAX_EOS 8
+
+/* What the engine, fit and the KV budget know of a model. */
+typedef struct tern_lm_desc {
+    const char *model_type;  /* the table entry that runs it */
+    int64_t n_layers, vocab, hidden;
+    int64_t ctx_train;       /* trained context (max_position_embeddings); 0 when unknown */
+    int64_t sliding_window;  /* positions the ring (sliding) KV layers attend over; 0 when there are none */
+    int n_kv;                /* KV-cache layers (the layers that own a cache) */
+    tern_kv_layer_desc kv[TERN_LM_MAX_KV_LAYERS];
+    int n_eos;               /* end-of-generation ids the config names */
+    int32_t eos[TERN_LM_MAX_EOS];
+    uint64_t weights_bytes;  /* the decoder's tensors as stored */
+    uint64_t other_bytes;    /* tensors the decoder never reads (audio/vision towers) */
+    int has_problems;        /* a needed tensor is missing or mis-shaped (tern_lm_spec_report lists them) */
+} tern_lm_desc;
+
+typedef struct tern_lm_spec tern_lm_spec;
+typedef struct tern_lm tern_lm;
+
+/* Parses MODEL_DIR's config.json and checkpoint headers and finds its architecture (errors name the
+ * model_type when no entry runs it); no weights are read. */
+tern_err *tern_lm_spec_load(const char *dir, tern_lm_spec **out);
+/* Frees; NULL is fine. */
+void tern_lm_spec_free(tern_lm_spec *s);
+/* The description. */
+const tern_lm_desc *tern_lm_spec_desc(const tern_lm_spec *s);
+/* Bytes of the activation buffers one forward over T tokens keeps in its KV cache's work area. */
+uint64_t tern_lm_spec_work_bytes(const tern_lm_spec *s, int64_t T);
+/* Prints what `tern info` shows: architecture, layer pattern, parameters, bytes, KV per token, every tensor
+ * problem. */
+void tern_lm_spec_report(const tern_lm_spec *s, FILE *out);
+
+/* Loads MODEL_DIR: the spec, then the weights (mmapped; packed for the int8 kernels laid out for a pool of
+ * `threads`, 0 = one per core); refuses a checkpoint with missing or mis-shaped tensors. */
+tern_err *tern_lm_load(const char *dir, int threads, tern_lm **out);
+/* Frees; NULL is fine. */
+void tern_lm_free(tern_lm *m);
+/* What loading parsed. */
+const tern_lm_spec *tern_lm_spec_of(const tern_lm *m);
+const tern_lm_desc *tern_lm_desc_of(const tern_lm *m);
+/* The pool size the packed weights are laid out for. */
+int tern_lm_layout_threads(const tern_lm *m);
+/* Bytes of weights one decode step streams. */
+uint64_t tern_lm_decode_bytes(const tern_lm *m);
+/* A KV cache for this model: n_seq sequences of up to ctx positions; ring layers keep window + chunk slots. */
+tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype, tern_kv **out);
+/* Runs a batch (see tern_batch): logits [n_logits][vocab] and/or hidden [n_hidden][hidden] of the tokens that want
+ * them. Commits nothing. */
+tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
+/* From now on every forward adds its phases to *p (NULL stops). */
+void tern_lm_set_profile(tern_lm *m, tern_lm_profile *p);
+
+/* ---- for the families: one table entry each ---------------------------------------------------- */
+
+typedef struct tern_arch {
+    const char *model_types[4]; /* config.json "model_type" values this entry runs (NULL-terminated) */
+    /* Parses config.json (root) and the checkpoint headers of dir into the family's state; fills d. */
+    tern_err *(*parse)(const char *dir, const json_t *root, void **state, tern_lm_desc *d);
+    void (*state_free)(void *state);
+    uint64_t (*work_bytes)(const void *state, int64_t T);
+    void (*report)(const char *dir, const void *state, const tern_lm_desc *d, FILE *out);
+    /* Builds the runnable model from the state, taking over the parsed checkpoint (report is then unavailable). */
+    tern_err *(*load)(const char *dir, void *state, int threads, void **impl);
+    void (*free)(void *impl);
+    int (*layout_threads)(const void *impl);
+    uint64_t (*decode_bytes)(const void *impl);
+    tern_err *(*forward)(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
+    void (*set_profile)(void *impl, tern_lm_profile *p);
+} tern_arch;
+
+/* The Gemma 4 text decoder (gemma4_arch.c). */
+extern const tern_arch tern_arch_gemma4;
+
+#endif

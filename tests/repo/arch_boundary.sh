@@ -1,0 +1,15 @@
+#!/bin/sh
+# The engine, server, chat, fit, the KV budget and the verbs know models only through the architecture table
+# (src/models/model.h): no Gemma 4 symbol or header outside src/models/, except the synth verb, which writes
+# Gemma 4 checkpoints by design. Fails listing every place that breaks the rule.
+# usage: arch_boundary.sh SOURCE_DIR
+set -eu
+cd "$1"
+hits=$(grep -rnE 'tern_gemma4|TERN_GEMMA4|models/gemma4' src --include='*.c' --include='*.h' \
+    | grep -v '^src/models/' | grep -v '^src/cli/cmd_synth\.c:' || true)
+if [ -n "$hits" ]; then
+    echo "Gemma 4 symbols outside src/models/ (use the architecture table in models/model.h):"
+    echo "$hits"
+    exit 1
+fi
+echo "architecture boundary: only src/models/ (and the synth verb) name Gemma 4"
