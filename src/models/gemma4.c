@@ -640,9 +640,9 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
         r[i] *= L->router_scale[i] * inv_sqrt_h;
     tern_matmul(NULL, L->router, r, 1, logits, kind);
     tern_softmax(logits, E);
-    int idx[64];
-    float w[64], wsum = 0;
-    for (int64_t k = 0; k < K && k < 64; k++) { /* top-k by repeated selection: K is small (<= 8 in practice) */
+    int idx[TERN_GEMMA4_MAX_TOP_K]; /* the config refuses K above it */
+    float w[TERN_GEMMA4_MAX_TOP_K], wsum = 0;
+    for (int64_t k = 0; k < K; k++) { /* top-k by repeated selection: K is small (<= 8 in practice) */
         int best = -1;
         for (int64_t e = 0; e < E; e++) {
             int taken = 0;
@@ -656,7 +656,7 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
         wsum += w[k];
     }
     memset(out, 0, (size_t)H * sizeof *out);
-    for (int64_t k = 0; k < K && k < 64; k++) {
+    for (int64_t k = 0; k < K; k++) {
         int e = idx[k];
         float wk = w[k] / wsum * L->per_expert_scale[e];
         if (L->exp_gate_up) { /* HF: [E, 2I, H], gate rows first */

@@ -153,6 +153,9 @@ static tern_err *validate(const tern_gemma4_config *c, const char *w) {
         if (c->top_k_experts <= 0 || c->top_k_experts > c->num_experts)
             return tern_errf(TERN_EFORMAT, "%s: top_k_experts (%lld) must be in [1, num_experts = %lld]", w,
                              (long long)c->top_k_experts, (long long)c->num_experts);
+        if (c->top_k_experts > TERN_GEMMA4_MAX_TOP_K)
+            return tern_errf(TERN_EUNSUPPORTED, "%s: top_k_experts (%lld) is above the %d experts per token tern "
+                             "routes", w, (long long)c->top_k_experts, TERN_GEMMA4_MAX_TOP_K);
     }
     if (!(c->rms_norm_eps > 0) || c->final_logit_softcapping < 0)
         return tern_errf(TERN_EFORMAT, "%s: rms_norm_eps must be > 0 and final_logit_softcapping >= 0", w);

@@ -14,6 +14,8 @@
 
 #define TERN_MAX_LAYERS 256
 #define TERN_MAX_EOS 8
+/* Most experts one token is routed to (the MoE block's selection buffers). */
+#define TERN_GEMMA4_MAX_TOP_K 64
 
 typedef enum { TERN_LAYER_SLIDING = 0, TERN_LAYER_FULL = 1 } tern_layer_type;
 
