@@ -79,6 +79,20 @@ TERN_API tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids
 TERN_API char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len);
 /* 1 if the token ends generation by default (EOS or an end-of-turn token). */
 TERN_API int tern_model_is_eog(const tern_model *m, int32_t id);
+/* A model's chat format, as the model's checkpoint defines it (strings owned by the model). */
+typedef struct tern_chat_info {
+    int has_template;                 /* the model has a chat template */
+    const char *bos, *eos;            /* the BOS / EOS texts templates print, or NULL */
+    const int32_t *stop_ids;          /* every id that ends a reply by default (EOS, end of turn, ...) */
+    int n_stop_ids;
+    const char *turn_start, *turn_end; /* the turn markers of the vocabulary ("<|turn>", "<turn|>"), or NULL */
+    const char *generation_prompt;    /* what a chat prompt ends with to open the model's turn, or NULL */
+    const char *audio_start, *audio_token, *audio_end; /* media markers (start, soft token, end), or NULL */
+    const char *image_start, *image_token, *image_end;
+} tern_chat_info;
+
+/* The model's chat format: stop ids, special-token texts, turn and media markers. */
+TERN_API void tern_model_chat_info(const tern_model *m, tern_chat_info *out);
 /* The BOS id, or -1. */
 TERN_API int32_t tern_model_bos(const tern_model *m);
 /* Frees memory returned by this API. */

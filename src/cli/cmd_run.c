@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "chat/chat_prompt.h"
-#include "chat/jinja.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
 #include "core/sbuf.h"
+#include "loader/loader.h"
 #include "tern/tern.h"
 
 static const char *usage =
@@ -42,28 +42,22 @@ static void on_sigint(int sig) { (void)sig, interrupted = 1; }
 typedef struct run_ctx {
     tern_model *model;
     tern_engine *engine;
-    tern_jinja *tpl; /* NULL when the model has no chat template */
-    char *bos_text;
+    const tern_chat_format *chat;
     int think, print_ids, stats;
     tern_request base; /* sampling and limits shared by every turn */
 } run_ctx;
 
 /* The prompt ids of a conversation (OpenAI-style messages) rendered with the model's chat template. */
 static tern_err *chat_ids(const run_ctx *c, json_t *messages, int32_t **ids, size_t *n) {
-    if (!c->tpl)
+    if (!c->chat->tpl)
         return tern_errf(TERN_ENOTFOUND, "the model has no chat template (use --raw or --ids)");
-    json_t *ctx = NULL, *kwargs = json_pack("{s:b}", "enable_thinking", c->think);
+    json_t *kwargs = json_pack("{s:b}", "enable_thinking", c->think);
     char *text = NULL;
     size_t len;
-    tern_chat_input in = {.messages = messages, .template_kwargs = kwargs, .add_generation_prompt = 1,
-                          .bos_token = c->bos_text, .eos_token = "<eos>"};
-    tern_err *err = tern_chat_build_context(&in, &ctx);
-    if (!err)
-        err = tern_chat_render(c->tpl, ctx, &text, &len);
+    tern_err *err = tern_chat_format_render(c->chat, messages, NULL, kwargs, 1, &text, &len);
     if (!err)
         err = tern_chat_tokenize(c->model, text, len, ids, n);
     free(text);
-    json_decref(ctx);
     json_decref(kwargs);
     return err;
 }
@@ -122,7 +116,7 @@ static tern_err *chat(run_ctx *c, const char *system) {
     json_t *messages = new_conversation(system);
     if (tty)
         fprintf(stderr, "Chatting with %s. /clear starts over, /exit or Ctrl-D ends, Ctrl-C stops a reply.\n",
-                tern_model_chat_template(c->model, NULL) ? "the model" : "the model (no chat template!)");
+                c->chat->tpl ? "the model" : "the model (no chat template!)");
     char *line = NULL;
     size_t cap = 0;
     tern_err *err = NULL;
@@ -233,15 +227,8 @@ int cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n = 0;
     tern_err *err = tern_model_load(&mo, &c.model);
-    if (!err) {
-        const char *origin = NULL, *src = tern_model_chat_template(c.model, &origin);
-        if (src && (prompt || interactive))
-            err = tern_jinja_compile(src, strlen(src), origin, &c.tpl);
-        int32_t bos = tern_model_bos(c.model);
-        size_t len;
-        if (!err && bos >= 0 && tern_model_detokenize(c.model, &bos, 1, 1, &c.bos_text, &len))
-            c.bos_text = NULL;
-    }
+    if (!err)
+        c.chat = tern_model_chat_format(c.model);
     if (!err) {
         tern_engine_opts eo;
         tern_engine_opts_default(&eo);
@@ -281,8 +268,6 @@ int cmd_run(int argc, char **argv) {
     }
     tern_engine_destroy(c.engine);
     tern_free(ids);
-    tern_free(c.bos_text);
-    tern_jinja_free(c.tpl);
     tern_model_free(c.model);
     if (err) {
         fprintf(stderr, "tern run: %s\n", tern_err_msg(err));

@@ -1,5 +1,4 @@
 /* engine_internal.h — the serving engine's structures, shared by its files:
- *   model_api.c  the model (weights + tokenizer + template)
  *   channel.c    how one request's events reach its consumer (callback or pollable stream)
  *   request.c    validating and copying a submitted request; admission arithmetic
  *   engine.c     create / destroy / submit / cancel / metrics: the parts other threads call
@@ -21,17 +20,12 @@
 #include "engine/kv_budget.h"
 #include "engine/stop_text.h"
 #include "kv/prefix_cache.h"
+#include "loader/loader.h"
 #include "models/model.h"
 #include "sample/chain.h"
 #include "tern/tern.h"
 #include "tokenizer/tokenizer.h"
 
-struct tern_model {
-    tern_lm *lm;
-    tern_tokenizer *tok;
-    char *chat_template, *template_origin; /* NULL when the model has none */
-    char *dir;
-};
 
 /* ---- channel: a request's events on their way to the consumer ------------------------------- */
 

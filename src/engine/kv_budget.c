@@ -2,14 +2,7 @@
 #include "engine/kv_budget.h"
 
 void tern_kv_cost_from_desc(const tern_lm_desc *d, int elem_bytes, int64_t chunk, tern_kv_cost *out) {
-    out->full_per_pos = out->ring_per_pos = 0;
-    for (int l = 0; l < d->n_kv; l++) {
-        uint64_t b = 2 * (uint64_t)(d->kv[l].kv_heads * d->kv[l].head_dim) * (uint64_t)elem_bytes; /* K and V */
-        if (d->kv[l].ring)
-            out->ring_per_pos += b;
-        else
-            out->full_per_pos += b;
-    }
+    tern_lm_desc_kv_bytes(d, elem_bytes, &out->full_per_pos, &out->ring_per_pos);
     out->ring_slots = d->sliding_window + (chunk > 0 ? chunk : 0);
 }
 

@@ -31,6 +31,14 @@ static const tern_arch *find_arch(const char *type) {
     return NULL;
 }
 
+void tern_lm_desc_kv_bytes(const tern_lm_desc *d, int elem_bytes, uint64_t *full, uint64_t *ring) {
+    *full = *ring = 0;
+    for (int l = 0; l < d->n_kv; l++) {
+        uint64_t b = 2 * (uint64_t)(d->kv[l].kv_heads * d->kv[l].head_dim) * (uint64_t)elem_bytes; /* K and V */
+        *(d->kv[l].ring ? ring : full) += b;
+    }
+}
+
 tern_err *tern_lm_spec_load(const char *dir, tern_lm_spec **out) {
     *out = NULL;
     TERN_TRY(tern_checkpoint_dir_check(dir));

@@ -40,6 +40,10 @@ typedef struct tern_lm_desc {
     int has_problems;        /* a needed tensor is missing or mis-shaped (tern_lm_spec_report lists them) */
 } tern_lm_desc;
 
+/* K+V bytes of one position over the full-length KV layers and over the ring (sliding) layers, at elem_bytes per
+ * element. */
+void tern_lm_desc_kv_bytes(const tern_lm_desc *d, int elem_bytes, uint64_t *full, uint64_t *ring);
+
 typedef struct tern_lm_spec tern_lm_spec;
 typedef struct tern_lm tern_lm;
 

@@ -11,21 +11,11 @@ tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *
                           int add_generation_prompt, int32_t **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
-    if (!s->tpl)
+    if (!s->chat->tpl)
         return tern_errf(TERN_EUNSUPPORTED, "this model has no chat template: use /v1/completions with a raw prompt");
-    tern_chat_input in = {.messages = messages,
-                          .tools = tools,
-                          .template_kwargs = kwargs,
-                          .add_generation_prompt = add_generation_prompt,
-                          .fold_tool_results = s->fold_tool_results,
-                          .bos_token = s->bos_text,
-                          .eos_token = s->eos_text};
-    json_t *ctx;
-    TERN_TRY(tern_chat_build_context(&in, &ctx));
     char *text = NULL;
     size_t len = 0;
-    tern_err *err = tern_chat_render(s->tpl, ctx, &text, &len);
-    json_decref(ctx);
+    tern_err *err = tern_chat_format_render(s->chat, messages, tools, kwargs, add_generation_prompt, &text, &len);
     if (!err) {
         if (tern_log_get_level() >= TERN_LOG_DEBUG)
             TLOG_DEBUG("server: prompt (%zu bytes): %.2000s", len, text);
@@ -72,7 +62,7 @@ tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t 
     p->req.prompt_ids = ids;
     p->req.n_prompt_ids = n_ids;
     p->req.render_special = 1;
-    int32_t stop_id = s->tool_response_id; /* submit copies the stop ids */
+    int32_t stop_id = s->chat->tool_response_id; /* submit copies the stop ids */
     if (stop_id >= 0) {
         p->req.stop_ids = &stop_id;
         p->req.n_stop_ids = 1;

@@ -378,34 +378,7 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     if (!s->host || !s->model_id || (c->api_key && !s->api_key))
         err = tern_errf(TERN_ENOMEM, "out of memory");
 
-    /* The chat template, and the special-token texts it prints. */
-    const char *origin = NULL;
-    const char *tsrc = tern_model_chat_template(m, &origin);
-    if (!err && tsrc)
-        err = tern_jinja_compile(tsrc, strlen(tsrc), origin ? origin : "chat template", &s->tpl);
-    s->fold_tool_results = tern_chat_template_wants_tool_responses(tsrc);
-    if (!err) {
-        int32_t bos = tern_model_bos(m);
-        size_t len;
-        if (bos >= 0 && tern_model_detokenize(m, &bos, 1, 1, &s->bos_text, &len))
-            s->bos_text = NULL;
-        /* The public API names no EOS id; the first end-of-generation id is it in Gemma-style vocabularies
-         * (templates rarely print it anyway). */
-        int32_t eos = -1;
-        for (int32_t id = 0; id < 256 && id < s->info.vocab_size && eos < 0; id++)
-            if (tern_model_is_eog(m, id))
-                eos = id;
-        if (eos >= 0 && tern_model_detokenize(m, &eos, 1, 1, &s->eos_text, &len))
-            s->eos_text = NULL;
-        int32_t *ids = NULL;
-        size_t n = 0;
-        s->tool_response_id = -1;
-        tern_err *te = tern_model_tokenize(m, "<|tool_response>", 16, 0, 1, &ids, &n);
-        if (!te && n == 1)
-            s->tool_response_id = ids[0];
-        tern_err_free(te);
-        tern_free(ids);
-    }
+    s->chat = tern_model_chat_format(m);
 
     int fd = c->listen_fd;
     if (!err && fd < 0)
@@ -469,9 +442,6 @@ void tern_server_stop(tern_server *s) {
         return;
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
-    tern_jinja_free(s->tpl);
-    tern_free(s->bos_text);
-    tern_free(s->eos_text);
     free(s->host);
     free(s->api_key);
     free(s->model_id);

@@ -22,6 +22,7 @@
 #include "chat/jinja.h"
 #include "core/json_util.h"
 #include "core/sbuf.h"
+#include "loader/loader.h"
 #include "server/server.h"
 #include "tern/tern.h"
 
@@ -84,10 +85,7 @@ struct tern_server {
     int port;
     tern_model *model;
     tern_model_info info;
-    tern_jinja *tpl; /* NULL when the model has no chat template */
-    int fold_tool_results; /* the template wants Gemma-native tool_responses, not tool messages */
-    char *bos_text, *eos_text;
-    int32_t tool_response_id; /* <|tool_response>, a stop id for chat replies; -1 if the vocabulary lacks it */
+    const tern_chat_format *chat; /* the model's chat format (template, BOS/EOS texts, stops) */
     int64_t ctx;              /* positions per request (the engine's) */
 
     pthread_rwlock_t engine_lock; /* readers: submit/metrics; writer: detach */

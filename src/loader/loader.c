@@ -1,11 +1,11 @@
-/* model_api.c — the model half of the public API (tern.h): weights + tokenizer + chat template. */
+/* loader.c — the model half of the public API (tern.h): the network, its tokenizer and its chat format. */
+#include "loader/loader.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat/jinja.h"
 #include "core/fileio.h"
-#include "engine/engine_internal.h"
-#include "engine/fit.h"
 
 tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     *out = NULL;
@@ -40,6 +40,10 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         else
             tern_err_free(e);
     }
+    if (!err) {
+        const tern_lm_desc *d = tern_lm_desc_of(m->lm);
+        err = tern_chat_format_build(m->tok, m->chat_template, m->template_origin, d->eos, d->n_eos, &m->chat);
+    }
     if (err) {
         tern_model_free(m);
         return err;
@@ -52,6 +56,7 @@ void tern_model_free(tern_model *m) {
     if (!m)
         return;
     tern_lm_free(m->lm);
+    tern_chat_format_free(m->chat);
     tern_tokenizer_free(m->tok);
     free(m->chat_template);
     free(m->template_origin);
@@ -69,10 +74,7 @@ void tern_model_get_info(const tern_model *m, tern_model_info *out) {
     out->sliding_window = d->sliding_window;
     out->ctx_train = d->ctx_train;
     out->weights_bytes = d->weights_bytes;
-    tern_kv_cost cost;
-    tern_kv_cost_from_desc(d, 2, 0, &cost);
-    out->kv_full_bytes_per_token = cost.full_per_pos;
-    out->kv_sliding_bytes_per_token = cost.ring_per_pos;
+    tern_lm_desc_kv_bytes(d, 2, &out->kv_full_bytes_per_token, &out->kv_sliding_bytes_per_token);
     out->threads = tern_lm_layout_threads(m->lm);
 }
 
@@ -107,11 +109,29 @@ char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len) {
 }
 
 int tern_model_is_eog(const tern_model *m, int32_t id) {
-    const tern_lm_desc *d = tern_lm_desc_of(m->lm);
-    for (int k = 0; k < d->n_eos; k++)
-        if (id == d->eos[k])
-            return 1;
-    return id >= 0 && (size_t)id < tern_tokenizer_vocab_size(m->tok) && tern_tokenizer_is_eog(m->tok, id);
+    return tern_chat_format_is_stop(m->chat, id) ||
+           (id >= 0 && (size_t)id < tern_tokenizer_vocab_size(m->tok) && tern_tokenizer_is_eog(m->tok, id));
+}
+
+const tern_chat_format *tern_model_chat_format(const tern_model *m) { return m->chat; }
+
+void tern_model_chat_info(const tern_model *m, tern_chat_info *out) {
+    const tern_chat_format *f = m->chat;
+    memset(out, 0, sizeof *out);
+    out->has_template = f->tpl != NULL;
+    out->bos = f->bos_text;
+    out->eos = f->eos_text;
+    out->stop_ids = f->stop_ids;
+    out->n_stop_ids = f->n_stop_ids;
+    out->turn_start = f->turn_start;
+    out->turn_end = f->turn_end;
+    out->generation_prompt = f->generation_prompt;
+    out->audio_start = f->audio_start;
+    out->audio_token = f->audio_token;
+    out->audio_end = f->audio_end;
+    out->image_start = f->image_start;
+    out->image_token = f->image_token;
+    out->image_end = f->image_end;
 }
 
 int32_t tern_model_bos(const tern_model *m) { return tern_tokenizer_bos(m->tok); }
