@@ -1,5 +1,5 @@
-/* attention.c — attention of one query token (see attention.h): chunking, merging, the portable partial and
- * dispatch. */
+/* attention.c — attention of one query token (see attention.h): chunking, merging, and the partials through the
+ * active ISA's kernel table (the portable partial is kernels_portable.c's). */
 #include "tensor/attention.h"
 
 #include <math.h>
@@ -25,67 +25,15 @@ void tern_attn_rows(const tern_attn_args *a, int64_t offs[TERN_ATTN_CHUNK]) {
         offs[j] = slot * row;
 }
 
-static float elem(const void *base, tern_dtype dt, int64_t i) {
-    return dt == TERN_DT_F32 ? ((const float *)base)[i] : tern_bf16_to_f32(((const uint16_t *)base)[i]);
-}
-
-/* The partial of a->start..a->end (within one chunk) into a->part: the portable reference of the SIMD paths. */
-static void attend_part_portable(const tern_attn_args *a) {
-    const int64_t hd = a->head_dim, row = a->kv_heads * hd, n = a->end - a->start + 1, sh = tern_attn_slice_heads(a);
-    float *out = a->part, *mx = out + a->n_heads * hd, *sum = mx + a->n_heads;
-    for (int64_t g = 0; g < a->kv_heads; g++)
-        for (int64_t h = tern_attn_slice_head0(a, g); h < tern_attn_slice_head0(a, g) + sh; h++) {
-            float *s = a->scores + h * n, m = -INFINITY, total = 0;
-            for (int64_t j = 0; j < n; j++) {
-                const int64_t off = ((a->start + j) % a->slots) * row + g * hd;
-                float dot = 0;
-                for (int64_t d = 0; d < hd; d++)
-                    dot += a->q[h * hd + d] * elem(a->k, a->dtype, off + d);
-                s[j] = dot;
-                m = dot > m ? dot : m;
-            }
-            for (int64_t j = 0; j < n; j++) {
-                s[j] = expf(s[j] - m);
-                total += s[j];
-            }
-            mx[h] = m;
-            sum[h] = total;
-            memset(out + h * hd, 0, (size_t)hd * sizeof(float));
-            for (int64_t j = 0; j < n; j++) {
-                const int64_t off = ((a->start + j) % a->slots) * row + g * hd;
-                for (int64_t d = 0; d < hd; d++)
-                    out[h * hd + d] += s[j] * elem(a->v, a->dtype, off + d);
-            }
-        }
-}
-
-/* The same on the active ISA. */
+/* The partial on the active ISA. Chosen by the whole group, not the slice, so that every slice of a token takes
+ * the same path. */
 static void attend_part(const tern_attn_args *a) {
-    /* Chosen by the whole group, not the slice, so that every slice of a token takes the same path. */
+    const tern_kernel_table *k = tern_kernels();
     const int64_t group = a->n_heads / a->kv_heads;
-    if (tern_isa_active() == TERN_ISA_AVX512 && a->head_dim % 16 == 0 && 16 % group == 0) {
-        tern_attend_part_avx512(a);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2 && a->head_dim % 8 == 0 && 8 % group == 0) {
-        tern_attend_part_avx2(a);
-        return;
-    }
-    attend_part_portable(a);
-}
-
-/* y = y * ca + x * cn over one head's outputs, on the active ISA. */
-static void axpby(float *y, const float *x, int64_t n, float ca, float cn) {
-    if (tern_isa_active() == TERN_ISA_AVX512) {
-        tern_axpby_avx512(y, x, n, ca, cn);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2) {
-        tern_axpby_avx2(y, x, n, ca, cn);
-        return;
-    }
-    for (int64_t d = 0; d < n; d++)
-        y[d] = y[d] * ca + x[d] * cn;
+    if (a->head_dim % k->lanes == 0 && k->lanes % group == 0)
+        k->attend_part(a);
+    else
+        tern_kernels_portable.attend_part(a);
 }
 
 /* acc = acc merged with the partial of the chunk after it, for the slice's heads. */
@@ -96,7 +44,7 @@ static void merge(const tern_attn_args *a, float *acc, const float *next) {
     for (int64_t g = 0; g < a->kv_heads; g++)
         for (int64_t h = tern_attn_slice_head0(a, g); h < tern_attn_slice_head0(a, g) + sh; h++) {
             const float m = am[h] > nm[h] ? am[h] : nm[h], ca = expf(am[h] - m), cn = expf(nm[h] - m);
-            axpby(acc + h * hd, next + h * hd, hd, ca, cn);
+            tern_kernels()->axpby(acc + h * hd, next + h * hd, hd, ca, cn);
             am[h] = m;
             as[h] = as[h] * ca + ns[h] * cn;
         }

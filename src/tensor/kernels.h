@@ -1,6 +1,8 @@
-/* kernels.h — the per-ISA matrix-product back ends behind tern_matmul_rows (ops.c).
- * Each returns 1 when it computed Y, or 0 when the weight's format or shape is not one it
- * handles (the portable path then runs). All compute Y[t][o] = X[t] . W[row0 + o] for t < T. */
+/* kernels.h — one table of kernels per instruction set. ops.c and attention.c call through the table of the
+ * active ISA (tern_kernels(): chosen from cpuid or TERN_ISA at the first call, changed only by tern_isa_set),
+ * never through a ladder of ISA tests. The portable table is the reference every SIMD kernel is tested
+ * against. A product kernel returns 1 when it computed Y, or 0 when the weight's format or shape is not one it
+ * handles (the portable path then runs); all compute Y[t][o] = X[t] . W[row0 + o] for t < T. */
 #ifndef TERN_TENSOR_KERNELS_H
 #define TERN_TENSOR_KERNELS_H
 
@@ -8,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/threadpool.h"
+#include "tensor/cpu.h"
 #include "tensor/ops.h"
 #include "tensor/weight.h"
 
@@ -15,45 +18,65 @@
  * of rows are reused across tokens (both sum in the same order, so the switch does not change results). */
 #define TERN_GEMV_MAX_T 8
 
+struct tern_qmm_kernels;
+struct tern_attn_args;
+
+typedef struct tern_kernel_table {
+    tern_isa isa;
+    int lanes; /* floats per vector: attention serves head dims that are multiples of it, query heads per KV head
+                * that divide it */
+    /* The int8 product's inner pieces for MLX affine q4/q8 (qmm.h); NULL: the path keeps f32 activations. */
+    const struct tern_qmm_kernels *qmm;
+    /* Float products (f32, f16, bf16 weights); NULL: the portable loop. */
+    int (*matmul)(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                  float *y, tern_mm_kind kind);
+    /* RMSNorm (sum of squares in double lanes: the paths differ only in rounding). */
+    void (*rmsnorm)(const float *x, const float *w, int64_t n, float eps, float *y);
+    /* Pairs (i, i + dim/2) rotated by the angle whose cos/sin are cs[i]/sn[i]; pairs of zero frequency untouched. */
+    void (*rope_apply)(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
+    /* gelu_tanh in place; g = gelu_tanh(g) * u in one pass; cap * tanh(x / cap) in place. */
+    void (*gelu_tanh)(float *x, int64_t n);
+    void (*gelu_tanh_mul)(float *g, const float *u, int64_t n);
+    void (*softcap)(float *x, int64_t n, float cap);
+    /* e^x in place, 0 below -87 and for NaN. */
+    void (*exp)(float *x, int64_t n);
+    /* y = y * a + x * b over n floats (the rescaled sum that merges two attention partials). */
+    void (*axpby)(float *y, const float *x, int64_t n, float a, float b);
+    /* One chunk's attention partial (see attention.h), for the shapes `lanes` allows. */
+    void (*attend_part)(const struct tern_attn_args *a);
+    /* Sum of n floats streamed from memory (the bandwidth probe's inner loop). */
+    double (*read_sum)(const float *p, size_t n);
+} tern_kernel_table;
+
+extern const tern_kernel_table tern_kernels_portable, tern_kernels_avx2, tern_kernels_avx512;
+
+/* The table of the active ISA. */
+const tern_kernel_table *tern_kernels(void);
+
+/* The int8 products' pieces per ISA (qmm_avx512.c, qmm_avx2.c). */
+extern const struct tern_qmm_kernels tern_qmm_avx512, tern_qmm_avx2;
+
+/* The SIMD kernels by name, for the tables and for the tests that compare them with the portable ones. */
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                        float *y, tern_mm_kind kind);
-/* The int8 product's inner pieces for MLX affine q4/q8 (qmm.h), per ISA. */
-struct tern_qmm_kernels;
-extern const struct tern_qmm_kernels tern_qmm_avx512, tern_qmm_avx2;
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                     float *y);
-
-/* Sum of n floats streamed from memory (the bandwidth probe's inner loop), per ISA. */
+                     float *y, tern_mm_kind kind);
 double tern_read_sum_avx512(const float *p, size_t n);
 double tern_read_sum_avx2(const float *p, size_t n);
-
-/* gelu_tanh in place, and cap * tanh(x / cap) in place (vectorised tanh, |error| ~1e-7). */
 void tern_gelu_tanh_avx512(float *x, int64_t n);
 void tern_softcap_avx512(float *x, int64_t n, float cap);
-/* g = gelu_tanh(g) * u, one pass. */
 void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n);
-/* tern_rmsnorm with the sum of squares in double lanes (differs from the portable order only in rounding). */
 void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, float *y);
-/* tern_rope_apply: pairs (i, i + dim/2) rotated by the angle whose cos/sin are cs[i]/sn[i]; pairs of zero
- * frequency left untouched. */
 void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
-/* tern_exp: e^x in place, 0 below -87 and for NaN. */
 void tern_exp_avx512(float *x, int64_t n);
-
-/* The same with AVX2 + FMA (8 lanes). */
 void tern_gelu_tanh_avx2(float *x, int64_t n);
 void tern_softcap_avx2(float *x, int64_t n, float cap);
 void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n);
 void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, float *y);
 void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 void tern_exp_avx2(float *x, int64_t n);
-
-struct tern_attn_args;
-/* One chunk's attention partial (see attention.h); head_dim a multiple of 16, heads per KV head dividing 16. */
 void tern_attend_part_avx512(const struct tern_attn_args *a);
-/* The same with AVX2; head_dim a multiple of 8, heads per KV head dividing 8. */
 void tern_attend_part_avx2(const struct tern_attn_args *a);
-/* y = y * a + x * b over n floats (the rescaled sum that merges two attention partials). */
 void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b);
 void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b);
 

@@ -173,7 +173,8 @@ static void avx2_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                     float *y) {
+                     float *y, tern_mm_kind kind) {
+    (void)kind; /* one kernel serves prompt and generated tokens */
     const int64_t in = tern_weight_cols(w);
     if (w->fmt == TERN_WF_MLX_AFFINE && ((w->bits != 4 && w->bits != 8) || w->group < 8 || in % w->group))
         return 0;
@@ -331,86 +332,39 @@ static inline __m256 reduce8(const __m256 *v) {
     return _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20), _mm256_permute2f128_ps(b0, b1, 0x31));
 }
 
-/* out[h][d, d + 8 nv) for the `group` query heads from h0: the weighted sum of V's rows over the n positions, nv
- * 8-wide slices at a time (v_slices of the AVX-512 path; group and nv constants at every call). */
-static inline __attribute__((always_inline)) void v_slices8(const tern_attn_args *a, const int64_t *offs, int64_t n,
-                                                            int64_t g, int64_t h0, const float *sc, float *out,
-                                                            int64_t d, const int group, const int nv) {
-    const int64_t hd = a->head_dim;
-    __m256 o[8][4];
-    for (int h = 0; h < group; h++)
-        for (int k = 0; k < nv; k++)
-            o[h][k] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n; j++) {
-        __m256 v[4];
-        for (int k = 0; k < nv; k++)
-            v[k] = load8(a->v, a->dtype, offs[j] + g * hd + d + 8 * k);
-        for (int h = 0; h < group; h++) {
-            const __m256 w = _mm256_set1_ps(sc[h * n + j]);
-            for (int k = 0; k < nv; k++)
-                o[h][k] = _mm256_fmadd_ps(w, v[k], o[h][k]);
-        }
+/* The softmax of one head's scores in place: exp(s - max), with the max and the sum of the exps out. */
+static inline void softmax_row(float *s, int64_t n, float *mx_out, float *sum_out) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    const __m256 m = _mm256_set1_ps(mx);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j += 8) {
+        const __m256 e = exp256(_mm256_sub_ps(tail_load8(s + j, n - j), m));
+        const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
+        tail_store8(s + j, n - j, e);
     }
-    for (int h = 0; h < group; h++)
-        for (int k = 0; k < nv; k++)
-            _mm256_storeu_ps(out + (h0 + h) * hd + d + 8 * k, o[h][k]);
+    *mx_out = mx;
+    *sum_out = hsum8(sum);
 }
 
-/* attend_kv_head of the AVX-512 path with 8 lanes: 8/group positions per reduction (each K chunk and each head's
- * query chunk loaded once per reduction), vectorised exp, V accumulated in registers (`group` a constant at every
- * call). */
-static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn_args *a, const int64_t *offs,
-                                                                 int64_t n, int64_t g, const int group) {
-    const int64_t h0 = tern_attn_slice_head0(a, g); /* the first of the `group` query heads computed here */
-    const int64_t hd = a->head_dim, P = 8 / group;
-    float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
-    const float *q = a->q + h0 * hd;
-    float *sc = a->scores + h0 * n;
-    for (int64_t j0 = 0; j0 < n; j0 += P) {
-        __m256 acc[8];
-        for (int i = 0; i < 8; i++)
-            acc[i] = _mm256_setzero_ps();
-        const int64_t np = n - j0 < P ? n - j0 : P;
-        for (int64_t d = 0; d < hd; d += 8) {
-            __m256 kv[8];
-            for (int64_t p = 0; p < P; p++)
-                kv[p] = p < np ? load8(a->k, a->dtype, offs[j0 + p] + g * hd + d) : _mm256_setzero_ps();
-            for (int h = 0; h < group; h++) {
-                const __m256 qh = _mm256_loadu_ps(q + h * hd + d);
-                for (int64_t p = 0; p < P; p++)
-                    acc[p * group + h] = _mm256_fmadd_ps(kv[p], qh, acc[p * group + h]);
-            }
-        }
-        float dots[8];
-        _mm256_storeu_ps(dots, reduce8(acc));
-        for (int64_t p = 0; p < np; p++)
-            for (int h = 0; h < group; h++)
-                sc[h * n + j0 + p] = dots[p * group + h];
-    }
-    for (int h = 0; h < group; h++) {
-        float *s = sc + h * n, mx = -INFINITY;
-        for (int64_t j = 0; j < n; j++)
-            mx = s[j] > mx ? s[j] : mx;
-        const __m256 m = _mm256_set1_ps(mx);
-        __m256 sum = _mm256_setzero_ps();
-        for (int64_t j = 0; j < n; j += 8) {
-            const __m256 e = exp256(_mm256_sub_ps(tail_load8(s + j, n - j), m));
-            const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-            sum = _mm256_add_ps(sum, _mm256_and_ps(e, keep));
-            tail_store8(s + j, n - j, e);
-        }
-        mxs[h0 + h] = mx;
-        sums[h0 + h] = hsum8(sum);
-    }
-    /* Several 8-wide slices per pass over the positions while the accumulators fit in the 16 registers (4 with
-     * up to 2 query heads, 2 with 4, 1 with 8), then 8-wide tails. */
-    const int NV = group <= 2 ? 4 : group <= 4 ? 2 : 1;
-    int64_t d = 0;
-    for (; NV > 1 && d + 8 * NV <= hd; d += 8 * NV)
-        v_slices8(a, offs, n, g, h0, sc, out, d, group, NV);
-    for (; d < hd; d += 8)
-        v_slices8(a, offs, n, g, h0, sc, out, d, group, 1);
-}
+/* The shared attention partial (attention_simd.inc) at 8 lanes: 4 V slices per pass with up to 2 query heads per
+ * KV head, 2 with 4, 1 with 8 (16 ymm registers); no rows requested ahead. */
+#define AV_W 8
+#define AV_VEC __m256
+#define AV_ZERO() _mm256_setzero_ps()
+#define AV_SET1(x) _mm256_set1_ps(x)
+#define AV_LOADU(p) _mm256_loadu_ps(p)
+#define AV_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define AV_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define AV_NV(group) ((group) <= 2 ? 4 : (group) <= 4 ? 2 : 1)
+#define AV_PAIR_TAIL(group) 0
+#define AV_PREFETCH 0
+#define AV_ATTEND_PART tern_attend_part_avx2
+#define load_kv load8
+#define reduce_lanes reduce8
+#include "tensor/attention_simd.inc"
 
 void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b) {
     const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
@@ -418,15 +372,18 @@ void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b) {
         tail_store8(y + i, n - i, _mm256_fmadd_ps(tail_load8(y + i, n - i), va, _mm256_mul_ps(tail_load8(x + i, n - i), vb)));
 }
 
-void tern_attend_part_avx2(const tern_attn_args *a) {
-    const int64_t n = a->end - a->start + 1, group = tern_attn_slice_heads(a);
-    int64_t offs[TERN_ATTN_CHUNK];
-    tern_attn_rows(a, offs);
-    for (int64_t g = 0; g < a->kv_heads; g++)
-        switch (group) {
-        case 1: attend_kv_head(a, offs, n, g, 1); break;
-        case 2: attend_kv_head(a, offs, n, g, 2); break;
-        case 4: attend_kv_head(a, offs, n, g, 4); break;
-        default: attend_kv_head(a, offs, n, g, 8); break;
-        }
-}
+const tern_kernel_table tern_kernels_avx2 = {
+    .isa = TERN_ISA_AVX2,
+    .lanes = 8,
+    .qmm = &tern_qmm_avx2,
+    .matmul = tern_matmul_avx2,
+    .rmsnorm = tern_rmsnorm_avx2,
+    .rope_apply = tern_rope_apply_avx2,
+    .gelu_tanh = tern_gelu_tanh_avx2,
+    .gelu_tanh_mul = tern_gelu_tanh_mul_avx2,
+    .softcap = tern_softcap_avx2,
+    .exp = tern_exp_avx2,
+    .axpby = tern_axpby_avx2,
+    .attend_part = tern_attend_part_avx2,
+    .read_sum = tern_read_sum_avx2,
+};

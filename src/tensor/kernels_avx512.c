@@ -429,108 +429,39 @@ static inline __m512 reduce16(const __m512 *v) {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
 }
 
-/* Positions ahead of the current one whose K rows are requested from memory. */
-#define ATTN_K_AHEAD 8
-
-static inline void prefetch_row(const void *base, tern_dtype dt, int64_t off, int64_t n) {
-    const size_t es = dt == TERN_DT_F32 ? 4 : 2;
-    const char *p = (const char *)base + (size_t)off * es;
-    for (size_t b = 0; b < (size_t)n * es; b += 64)
-        _mm_prefetch(p + b, _MM_HINT_T0);
+/* The softmax of one head's scores in place: exp(s - max), with the max and the sum of the exps out. */
+static inline void softmax_row(float *s, int64_t n, float *mx_out, float *sum_out) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16)
+        mx = _mm512_mask_max_ps(mx, tail_mask16(n - j), mx, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
+    *mx_out = _mm512_reduce_max_ps(mx);
+    const __m512 m = _mm512_set1_ps(*mx_out);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 k = tail_mask16(n - j);
+        const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
+        sum = _mm512_add_ps(sum, e);
+        _mm512_mask_storeu_ps(s + j, k, e);
+    }
+    *sum_out = _mm512_reduce_add_ps(sum);
 }
 
-/* out[h][d, d + 16 nv) for the `group` query heads from h0: the weighted sum of V's rows over the n positions,
- * nv 16-wide slices at a time (group and nv constants at every call, so the accumulators stay in registers). */
-static inline __attribute__((always_inline)) void v_slices(const tern_attn_args *a, const int64_t *offs, int64_t n,
-                                                           int64_t g, int64_t h0, const float *sc, float *out,
-                                                           int64_t d, const int group, const int nv) {
-    const int64_t hd = a->head_dim;
-    __m512 o[16][4];
-    for (int h = 0; h < group; h++)
-        for (int k = 0; k < nv; k++)
-            o[h][k] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n; j++) {
-        __m512 v[4];
-        for (int k = 0; k < nv; k++)
-            v[k] = load16(a->v, a->dtype, offs[j] + g * hd + d + 16 * k);
-        for (int h = 0; h < group; h++) {
-            const __m512 w = _mm512_set1_ps(sc[h * n + j]);
-            for (int k = 0; k < nv; k++)
-                o[h][k] = _mm512_fmadd_ps(w, v[k], o[h][k]);
-        }
-    }
-    for (int h = 0; h < group; h++)
-        for (int k = 0; k < nv; k++)
-            _mm512_storeu_ps(out + (h0 + h) * hd + d + 16 * k, o[h][k]);
-}
-
-/* One KV head g: scores of its `group` query heads over 16/group positions at a time (each K row read once for
- * all of them, the 16 dot products reduced together); exp(score - max) with the vectorised exp; then V: per
- * 16-wide slice of the head, every position's row scaled by each head's weight into register accumulators.
- * `group` is a constant at every call, so the accumulators stay in registers; offs[j] is position j's row. */
-static inline __attribute__((always_inline)) void attend_kv_head(const tern_attn_args *a, const int64_t *offs,
-                                                                 int64_t n, int64_t g, const int group) {
-    const int64_t h0 = tern_attn_slice_head0(a, g); /* the first of the `group` query heads computed here */
-    const int64_t hd = a->head_dim, P = 16 / group; /* positions per reduction */
-    float *out = a->part, *mxs = out + a->n_heads * hd, *sums = mxs + a->n_heads;
-    const float *q = a->q + h0 * hd;
-    float *sc = a->scores + h0 * n; /* [group][n] */
-    for (int64_t j0 = 0; j0 < n; j0 += P) {
-        __m512 acc[16];
-        for (int i = 0; i < 16; i++)
-            acc[i] = _mm512_setzero_ps();
-        const int64_t np = n - j0 < P ? n - j0 : P;
-        /* The cache rows are cold (the weights streamed since the last step): ask for K a few rows ahead and
-         * for V now, so V's pass below finds its rows in cache. */
-        for (int64_t p = 0; p < P && p < np; p++) {
-            if (j0 + p + ATTN_K_AHEAD < n)
-                prefetch_row(a->k, a->dtype, offs[j0 + p + ATTN_K_AHEAD] + g * hd, hd);
-            prefetch_row(a->v, a->dtype, offs[j0 + p] + g * hd, hd);
-        }
-        for (int64_t d = 0; d < hd; d += 16) {
-            __m512 kv[16];
-            for (int64_t p = 0; p < P; p++)
-                kv[p] = p < np ? load16(a->k, a->dtype, offs[j0 + p] + g * hd + d) : _mm512_setzero_ps();
-            for (int h = 0; h < group; h++) {
-                const __m512 qh = _mm512_loadu_ps(q + h * hd + d);
-                for (int64_t p = 0; p < P; p++)
-                    acc[p * group + h] = _mm512_fmadd_ps(kv[p], qh, acc[p * group + h]);
-            }
-        }
-        float dots[16];
-        _mm512_storeu_ps(dots, reduce16(acc));
-        for (int64_t p = 0; p < np; p++)
-            for (int h = 0; h < group; h++)
-                sc[h * n + j0 + p] = dots[p * group + h];
-    }
-    for (int h = 0; h < group; h++) {
-        float *s = sc + h * n;
-        __m512 mx = _mm512_set1_ps(-INFINITY);
-        for (int64_t j = 0; j < n; j += 16)
-            mx = _mm512_mask_max_ps(mx, tail_mask16(n - j), mx, _mm512_maskz_loadu_ps(tail_mask16(n - j), s + j));
-        mxs[h0 + h] = _mm512_reduce_max_ps(mx);
-        const __m512 m = _mm512_set1_ps(mxs[h0 + h]);
-        __m512 sum = _mm512_setzero_ps();
-        for (int64_t j = 0; j < n; j += 16) {
-            const __mmask16 k = tail_mask16(n - j);
-            const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m)));
-            sum = _mm512_add_ps(sum, e);
-            _mm512_mask_storeu_ps(s + j, k, e);
-        }
-        sums[h0 + h] = _mm512_reduce_add_ps(sum);
-    }
-    /* Several 16-wide slices per pass over the positions while the accumulators fit in registers (4 with up to 4
-     * heads, 3 with 8, then 32-wide and 16-wide tails): fewer passes over the V rows, and each weight broadcast
-     * serves that many FMAs. */
-    const int NV = group <= 4 ? 4 : group <= 8 ? 3 : 1;
-    int64_t d = 0;
-    for (; NV > 1 && d + 16 * NV <= hd; d += 16 * NV)
-        v_slices(a, offs, n, g, h0, sc, out, d, group, NV);
-    for (; group <= 8 && d + 32 <= hd; d += 32)
-        v_slices(a, offs, n, g, h0, sc, out, d, group, 2);
-    for (; d < hd; d += 16)
-        v_slices(a, offs, n, g, h0, sc, out, d, group, 1);
-}
+/* The shared attention partial (attention_simd.inc) at 16 lanes: 4 V slices per pass with up to 4 query heads per
+ * KV head, 3 with 8 (32 zmm registers), then a two-slice pass; K and V rows requested ahead. */
+#define AV_W 16
+#define AV_VEC __m512
+#define AV_ZERO() _mm512_setzero_ps()
+#define AV_SET1(x) _mm512_set1_ps(x)
+#define AV_LOADU(p) _mm512_loadu_ps(p)
+#define AV_STOREU(p, v) _mm512_storeu_ps(p, v)
+#define AV_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define AV_NV(group) ((group) <= 4 ? 4 : (group) <= 8 ? 3 : 1)
+#define AV_PAIR_TAIL(group) ((group) <= 8)
+#define AV_PREFETCH 1
+#define AV_ATTEND_PART tern_attend_part_avx512
+#define load_kv load16
+#define reduce_lanes reduce16
+#include "tensor/attention_simd.inc"
 
 void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b) {
     const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
@@ -541,16 +472,18 @@ void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b) {
     }
 }
 
-void tern_attend_part_avx512(const tern_attn_args *a) {
-    const int64_t n = a->end - a->start + 1, group = tern_attn_slice_heads(a);
-    int64_t offs[TERN_ATTN_CHUNK];
-    tern_attn_rows(a, offs);
-    for (int64_t g = 0; g < a->kv_heads; g++)
-        switch (group) {
-        case 1: attend_kv_head(a, offs, n, g, 1); break;
-        case 2: attend_kv_head(a, offs, n, g, 2); break;
-        case 4: attend_kv_head(a, offs, n, g, 4); break;
-        case 8: attend_kv_head(a, offs, n, g, 8); break;
-        default: attend_kv_head(a, offs, n, g, 16); break;
-        }
-}
+const tern_kernel_table tern_kernels_avx512 = {
+    .isa = TERN_ISA_AVX512,
+    .lanes = 16,
+    .qmm = &tern_qmm_avx512,
+    .matmul = tern_matmul_avx512,
+    .rmsnorm = tern_rmsnorm_avx512,
+    .rope_apply = tern_rope_apply_avx512,
+    .gelu_tanh = tern_gelu_tanh_avx512,
+    .gelu_tanh_mul = tern_gelu_tanh_mul_avx512,
+    .softcap = tern_softcap_avx512,
+    .exp = tern_exp_avx512,
+    .axpby = tern_axpby_avx512,
+    .attend_part = tern_attend_part_avx512,
+    .read_sum = tern_read_sum_avx512,
+};

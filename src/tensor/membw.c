@@ -18,15 +18,7 @@ static void sum_range(void *ctx, size_t b, size_t e, int tid) {
     tern_membw *p = ctx;
     const float *s = p->buf + b;
     size_t n = e - b;
-    double r = 0;
-    switch (tern_isa_active()) {
-    case TERN_ISA_AVX512: r = tern_read_sum_avx512(s, n); break;
-    case TERN_ISA_AVX2: r = tern_read_sum_avx2(s, n); break;
-    case TERN_ISA_PORTABLE:
-        for (size_t i = 0; i < n; i++)
-            r += s[i];
-        break;
-    }
+    const double r = tern_kernels()->read_sum(s, n);
     p->sums[tid & 1023] += r;
 }
 

@@ -81,32 +81,13 @@ static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
     free(row);
 }
 
-/* The int8 kernels for MLX q4/q8 on the active ISA, or NULL on the portable path (which keeps f32). */
-static const tern_qmm_kernels *qmm_kernels(void) {
-    switch (tern_isa_active()) {
-    case TERN_ISA_AVX512: return &tern_qmm_avx512;
-    case TERN_ISA_AVX2: return &tern_qmm_avx2;
-    case TERN_ISA_PORTABLE: break;
-    }
-    return NULL;
-}
-
 void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                       float *y, tern_mm_kind kind) {
-    const tern_qmm_kernels *qk = qmm_kernels();
-    if (qk && tern_qmm_run(pool, qk, &w, &row0, &n_out, 1, x, T, &y, NULL, 0))
+    const tern_kernel_table *k = tern_kernels();
+    if (k->qmm && tern_qmm_run(pool, k->qmm, &w, &row0, &n_out, 1, x, T, &y, NULL, 0))
         return;
-    switch (tern_isa_active()) {
-    case TERN_ISA_AVX512:
-        if (tern_matmul_avx512(pool, w, row0, n_out, x, T, y, kind))
-            return;
-        break;
-    case TERN_ISA_AVX2:
-        if (tern_matmul_avx2(pool, w, row0, n_out, x, T, y))
-            return;
-        break;
-    case TERN_ISA_PORTABLE: break;
-    }
+    if (k->matmul && k->matmul(pool, w, row0, n_out, x, T, y, kind))
+        return;
     matmul_job j = {w, row0, tern_weight_cols(w), T, n_out, x, y};
     tern_pool_parallel_for(pool, (size_t)n_out, 16, matmul_range, &j);
 }
@@ -119,7 +100,7 @@ void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t 
  * 0 when those kernels cannot take the group (nothing done). */
 static int qmm_group(tern_pool *pool, const tern_weight *const *ws, int n, float *gated, const float *x,
                      const float *mul, int64_t T, float *const *ys, const tern_weight *const *next, int n_next) {
-    const tern_qmm_kernels *qk = qmm_kernels();
+    const tern_qmm_kernels *qk = tern_kernels()->qmm;
     if (!qk || n > 4)
         return 0;
     int64_t row0s[4] = {0}, n_outs[4];
@@ -159,24 +140,7 @@ void tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n
 }
 
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {
-    if (tern_isa_active() == TERN_ISA_AVX512) {
-        tern_rmsnorm_avx512(x, w, n, eps, y);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2) {
-        tern_rmsnorm_avx2(x, w, n, eps, y);
-        return;
-    }
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
-    if (w)
-        for (int64_t i = 0; i < n; i++)
-            y[i] = x[i] * r * w[i];
-    else
-        for (int64_t i = 0; i < n; i++)
-            y[i] = x[i] * r;
+    tern_kernels()->rmsnorm(x, w, n, eps, y);
 }
 
 void tern_rope_angles(int64_t dim, const float *inv_freq, int64_t pos, float *cs, float *sn) {
@@ -188,78 +152,23 @@ void tern_rope_angles(int64_t dim, const float *inv_freq, int64_t pos, float *cs
 }
 
 void tern_rope_apply(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
-    if (tern_isa_active() == TERN_ISA_AVX512) {
-        tern_rope_apply_avx512(x, dim, inv_freq, cs, sn);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2) {
-        tern_rope_apply_avx2(x, dim, inv_freq, cs, sn);
-        return;
-    }
-    int64_t half = dim / 2;
-    for (int64_t i = 0; i < half; i++) {
-        if (inv_freq[i] == 0.0f)
-            continue;
-        float x0 = x[i], x1 = x[i + half];
-        x[i] = x0 * cs[i] - x1 * sn[i];
-        x[i + half] = x1 * cs[i] + x0 * sn[i];
-    }
+    tern_kernels()->rope_apply(x, dim, inv_freq, cs, sn);
 }
 
 void tern_gelu_tanh(float *x, int64_t n) {
-    if (tern_isa_active() == TERN_ISA_AVX512) {
-        tern_gelu_tanh_avx512(x, n);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2) {
-        tern_gelu_tanh_avx2(x, n);
-        return;
-    }
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-    }
+    tern_kernels()->gelu_tanh(x, n);
 }
 
 void tern_gelu_tanh_mul(float *g, const float *u, int64_t n) {
-    if (tern_isa_active() == TERN_ISA_AVX512) {
-        tern_gelu_tanh_mul_avx512(g, u, n);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2) {
-        tern_gelu_tanh_mul_avx2(g, u, n);
-        return;
-    }
-    tern_gelu_tanh(g, n);
-    for (int64_t i = 0; i < n; i++)
-        g[i] *= u[i];
+    tern_kernels()->gelu_tanh_mul(g, u, n);
 }
 
 void tern_softcap(float *x, int64_t n, float cap) {
-    if (tern_isa_active() == TERN_ISA_AVX512) {
-        tern_softcap_avx512(x, n, cap);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2) {
-        tern_softcap_avx2(x, n, cap);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        x[i] = cap * tanhf(x[i] / cap);
+    tern_kernels()->softcap(x, n, cap);
 }
 
 void tern_exp(float *x, int64_t n) {
-    if (tern_isa_active() == TERN_ISA_AVX512) {
-        tern_exp_avx512(x, n);
-        return;
-    }
-    if (tern_isa_active() == TERN_ISA_AVX2) {
-        tern_exp_avx2(x, n);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        x[i] = x[i] >= -87.0f ? expf(x[i]) : 0.0f;
+    tern_kernels()->exp(x, n);
 }
 
 void tern_softmax(float *x, int64_t n) {

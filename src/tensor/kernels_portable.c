@@ -1,0 +1,127 @@
+/* kernels_portable.c — the portable kernels: plain C, the reference every SIMD kernel is tested against, and the
+ * path of a CPU without AVX2; with them, the choice of the active ISA's table. */
+#include <math.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "tensor/attention.h"
+#include "tensor/kernels.h"
+
+static void rmsnorm_portable(const float *x, const float *w, int64_t n, float eps, float *y) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    if (w)
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * r * w[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * r;
+}
+
+static void rope_apply_portable(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
+    int64_t half = dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        if (inv_freq[i] == 0.0f)
+            continue;
+        float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * cs[i] - x1 * sn[i];
+        x[i + half] = x1 * cs[i] + x0 * sn[i];
+    }
+}
+
+static void gelu_tanh_portable(float *x, int64_t n) {
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+    }
+}
+
+static void gelu_tanh_mul_portable(float *g, const float *u, int64_t n) {
+    gelu_tanh_portable(g, n);
+    for (int64_t i = 0; i < n; i++)
+        g[i] *= u[i];
+}
+
+static void softcap_portable(float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = cap * tanhf(x[i] / cap);
+}
+
+static void exp_portable(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] >= -87.0f ? expf(x[i]) : 0.0f;
+}
+
+static void axpby_portable(float *y, const float *x, int64_t n, float a, float b) {
+    for (int64_t d = 0; d < n; d++)
+        y[d] = y[d] * a + x[d] * b;
+}
+
+static float elem(const void *base, tern_dtype dt, int64_t i) {
+    return dt == TERN_DT_F32 ? ((const float *)base)[i] : tern_bf16_to_f32(((const uint16_t *)base)[i]);
+}
+
+/* The partial of a->start..a->end (within one chunk) into a->part: the portable reference of the SIMD paths. */
+static void attend_part_portable(const tern_attn_args *a) {
+    const int64_t hd = a->head_dim, row = a->kv_heads * hd, n = a->end - a->start + 1, sh = tern_attn_slice_heads(a);
+    float *out = a->part, *mx = out + a->n_heads * hd, *sum = mx + a->n_heads;
+    for (int64_t g = 0; g < a->kv_heads; g++)
+        for (int64_t h = tern_attn_slice_head0(a, g); h < tern_attn_slice_head0(a, g) + sh; h++) {
+            float *s = a->scores + h * n, m = -INFINITY, total = 0;
+            for (int64_t j = 0; j < n; j++) {
+                const int64_t off = ((a->start + j) % a->slots) * row + g * hd;
+                float dot = 0;
+                for (int64_t d = 0; d < hd; d++)
+                    dot += a->q[h * hd + d] * elem(a->k, a->dtype, off + d);
+                s[j] = dot;
+                m = dot > m ? dot : m;
+            }
+            for (int64_t j = 0; j < n; j++) {
+                s[j] = expf(s[j] - m);
+                total += s[j];
+            }
+            mx[h] = m;
+            sum[h] = total;
+            memset(out + h * hd, 0, (size_t)hd * sizeof(float));
+            for (int64_t j = 0; j < n; j++) {
+                const int64_t off = ((a->start + j) % a->slots) * row + g * hd;
+                for (int64_t d = 0; d < hd; d++)
+                    out[h * hd + d] += s[j] * elem(a->v, a->dtype, off + d);
+            }
+        }
+}
+
+static double read_sum_portable(const float *p, size_t n) {
+    double r = 0;
+    for (size_t i = 0; i < n; i++)
+        r += p[i];
+    return r;
+}
+
+const tern_kernel_table tern_kernels_portable = {
+    .isa = TERN_ISA_PORTABLE,
+    .lanes = 1,
+    .qmm = NULL,    /* f32 activations */
+    .matmul = NULL, /* the portable loop of ops.c */
+    .rmsnorm = rmsnorm_portable,
+    .rope_apply = rope_apply_portable,
+    .gelu_tanh = gelu_tanh_portable,
+    .gelu_tanh_mul = gelu_tanh_mul_portable,
+    .softcap = softcap_portable,
+    .exp = exp_portable,
+    .axpby = axpby_portable,
+    .attend_part = attend_part_portable,
+    .read_sum = read_sum_portable,
+};
+
+const tern_kernel_table *tern_kernels(void) {
+    static const tern_kernel_table *const by_isa[] = {
+        [TERN_ISA_PORTABLE] = &tern_kernels_portable,
+        [TERN_ISA_AVX2] = &tern_kernels_avx2,
+        [TERN_ISA_AVX512] = &tern_kernels_avx512,
+    };
+    return by_isa[tern_isa_active()];
+}
