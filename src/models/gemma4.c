@@ -329,6 +329,7 @@ typedef struct fwd {
     int64_t *tok_pos; /* [T] */
     uint8_t *tok_kind; /* [T] tern_mm_kind: prompt tokens take the throughput kernels, generated ones the latency kernels */
     uint8_t *want;    /* [T] TERN_WANT_* of each token */
+    int failed;       /* a product ran out of scratch memory: the pass's results are not to be used */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
     tern_lm_profile *prof; /* the model's, or NULL */
@@ -417,9 +418,10 @@ static mm_set one(const tern_weight *w) { return (mm_set){{w}, 1}; }
  * kind; given mul, x is first rewritten as gelu_tanh(x) * mul (the gated MLP's activation, formed by the product's
  * own input pass). `next` is the set multiplied after this one (a hint that lets its memory stream start early),
  * or NULL. */
-static void mm_runs(tern_pool *pool, const mm_set *s, float *x, const float *mul, float *const *ys,
-                    const uint8_t *kind, int64_t n, const mm_set *next) {
+static int mm_runs(tern_pool *pool, const mm_set *s, float *x, const float *mul, float *const *ys,
+                   const uint8_t *kind, int64_t n, const mm_set *next) {
     const int64_t in = tern_weight_cols(s->w[0]);
+    int failed = 0;
     for (int64_t t0 = 0; t0 < n;) {
         int64_t t1 = t0 + 1;
         while (t1 < n && kind[t1] == kind[t0])
@@ -428,17 +430,18 @@ static void mm_runs(tern_pool *pool, const mm_set *s, float *x, const float *mul
         for (int i = 0; i < s->n; i++)
             yt[i] = ys[i] + t0 * tern_weight_rows(s->w[i]);
         if (mul)
-            tern_matmul_gelu_group(pool, s->w, s->n, x + t0 * in, mul + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0],
-                                   next ? next->w : NULL, next ? next->n : 0);
+            failed |= tern_matmul_gelu_group(pool, s->w, s->n, x + t0 * in, mul + t0 * in, t1 - t0, yt,
+                                             (tern_mm_kind)kind[t0], next ? next->w : NULL, next ? next->n : 0);
         else
-            tern_matmul_group(pool, s->w, s->n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0],
-                              next ? next->w : NULL, next ? next->n : 0);
+            failed |= tern_matmul_group(pool, s->w, s->n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0],
+                                        next ? next->w : NULL, next ? next->n : 0);
         t0 = t1;
     }
+    return failed ? -1 : 0;
 }
 
 static void mm(fwd *F, const mm_set *s, float *x, float *const *ys, const mm_set *next) {
-    mm_runs(F->pool, s, x, NULL, ys, F->tok_kind, F->T, next);
+    F->failed |= mm_runs(F->pool, s, x, NULL, ys, F->tok_kind, F->T, next) != 0;
 }
 
 /* Layer l's first product (q/k/v, or q alone when the layer reads another layer's cache); past the last layer,
@@ -625,7 +628,7 @@ static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_
     float *ys[2] = {F->g, F->u};
     mm(F, &gate_up, xn, ys, &down);
     mark(F, TERN_PH_GATE_UP, &gate_up);
-    mm_runs(F->pool, &down, F->g, F->u, &out, F->tok_kind, F->T, next);
+    F->failed |= mm_runs(F->pool, &down, F->g, F->u, &out, F->tok_kind, F->T, next) != 0;
     mark(F, TERN_PH_DOWN, &down);
 }
 
@@ -638,7 +641,7 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
     const float inv_sqrt_h = 1.0f / sqrtf((float)H);
     for (int64_t i = 0; i < H; i++)
         r[i] *= L->router_scale[i] * inv_sqrt_h;
-    tern_matmul(NULL, L->router, r, 1, logits, kind);
+    F->failed |= tern_matmul(NULL, L->router, r, 1, logits, kind) != 0;
     tern_softmax(logits, E);
     int idx[TERN_GEMMA4_MAX_TOP_K]; /* the config refuses K above it */
     float w[TERN_GEMMA4_MAX_TOP_K], wsum = 0;
@@ -660,17 +663,17 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
         int e = idx[k];
         float wk = w[k] / wsum * L->per_expert_scale[e];
         if (L->exp_gate_up) { /* HF: [E, 2I, H], gate rows first */
-            tern_matmul_rows(F->pool, L->exp_gate_up, (int64_t)e * 2 * I, 2 * I, y, 1, gu, kind);
+            F->failed |= tern_matmul_rows(F->pool, L->exp_gate_up, (int64_t)e * 2 * I, 2 * I, y, 1, gu, kind) != 0;
         } else {
-            tern_matmul_rows(F->pool, L->exp_gate, (int64_t)e * I, I, y, 1, gu, kind);
-            tern_matmul_rows(F->pool, L->exp_up, (int64_t)e * I, I, y, 1, gu + I, kind);
+            F->failed |= tern_matmul_rows(F->pool, L->exp_gate, (int64_t)e * I, I, y, 1, gu, kind) != 0;
+            F->failed |= tern_matmul_rows(F->pool, L->exp_up, (int64_t)e * I, I, y, 1, gu + I, kind) != 0;
         }
         for (int64_t i = 0; i < I; i++)
             h[i] = gu[i];
         tern_gelu_tanh(h, I);
         for (int64_t i = 0; i < I; i++)
             h[i] *= gu[I + i];
-        tern_matmul_rows(F->pool, L->exp_down, (int64_t)e * H, H, h, 1, d, kind);
+        F->failed |= tern_matmul_rows(F->pool, L->exp_down, (int64_t)e * H, H, h, 1, d, kind) != 0;
         for (int64_t i = 0; i < H; i++)
             out[i] += wk * d[i];
     }
@@ -918,7 +921,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             }
         const mm_set head = one(m->embed);
         if (logits && n_out) {
-            mm_runs(pool, &head, F.xn, NULL, &logits, F.tok_kind, n_out, NULL);
+            F.failed |= mm_runs(pool, &head, F.xn, NULL, &logits, F.tok_kind, n_out, NULL) != 0;
             softcap_job j = {logits, (float)c->final_logit_softcapping};
             if (c->final_logit_softcapping > 0)
                 tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);
@@ -927,6 +930,9 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
         mark(&F, TERN_PH_SETUP, NULL);
         if (F.prof)
             F.prof->passes++;
+        if (F.failed)
+            err = tern_errf(TERN_ENOMEM, "out of memory for a product's scratch buffers in a forward of %lld tokens "
+                            "(its results would be wrong, so none are given)", (long long)T);
     }
     free(F.tok_seq);
     free(F.tok_pos);

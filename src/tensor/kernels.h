@@ -1,8 +1,9 @@
 /* kernels.h — one table of kernels per instruction set. ops.c and attention.c call through the table of the
  * active ISA (tern_kernels(): chosen from cpuid or TERN_ISA at the first call, changed only by tern_isa_set),
  * never through a ladder of ISA tests. The portable table is the reference every SIMD kernel is tested
- * against. A product kernel returns 1 when it computed Y, or 0 when the weight's format or shape is not one it
- * handles (the portable path then runs); all compute Y[t][o] = X[t] . W[row0 + o] for t < T. */
+ * against. A product kernel returns 1 when it computed Y, 0 when the weight's format or shape is not one it
+ * handles (the portable path then runs), or -1 when scratch memory ran out (Y is incomplete); all compute
+ * Y[t][o] = X[t] . W[row0 + o] for t < T. */
 #ifndef TERN_TENSOR_KERNELS_H
 #define TERN_TENSOR_KERNELS_H
 
@@ -13,6 +14,10 @@
 #include "tensor/cpu.h"
 #include "tensor/ops.h"
 #include "tensor/weight.h"
+
+/* A worker that cannot get its scratch memory records it here (several threads may); the product then reports
+ * -1 instead of leaving stale output. */
+static inline void tern_job_fail(const int *failed) { __atomic_store_n((int *)failed, 1, __ATOMIC_RELAXED); }
 
 /* bf16 weights: up to this many tokens the matrix-vector kernel reads the stored rows directly; above it, tiles
  * of rows are reused across tokens (both sum in the same order, so the switch does not change results). */

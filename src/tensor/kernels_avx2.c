@@ -81,6 +81,7 @@ typedef struct avx2_job {
     int64_t row0, n_out, T, in;
     const float *x;
     float *y;
+    int failed; /* a worker lacked scratch memory */
 } avx2_job;
 
 /* Elements k .. k+7 of a row stored as f32 (FMT 0), bf16 (1) or f16 (2), widened exactly. */
@@ -151,8 +152,10 @@ static void avx2_range(void *ctx, size_t b, size_t e, int tid) {
     const int fmt = f == TERN_WF_BF16 ? 1 : f == TERN_WF_F16 ? 2 : 0, in_place = f == TERN_WF_F32 || fmt;
     const size_t es = f == TERN_WF_F32 ? 4 : 2;
     float *rows = in_place ? NULL : malloc((size_t)(4 * in) * sizeof *rows);
-    if (!in_place && !rows)
+    if (!in_place && !rows) {
+        tern_job_fail(&j->failed);
         return;
+    }
     for (size_t o = b; o < e; o += 4) {
         const int nr = e - o < 4 ? (int)(e - o) : 4;
         const void *wr[4];
@@ -180,9 +183,9 @@ int tern_matmul_avx2(tern_pool *pool, const tern_weight *w, int64_t row0, int64_
         return 0;
     if (w->fmt == TERN_WF_MXFP4 || w->fmt == TERN_WF_NONE)
         return 0;
-    avx2_job j = {w, row0, n_out, T, in, x, y};
+    avx2_job j = {w, row0, n_out, T, in, x, y, 0};
     tern_pool_parallel_for(pool, (size_t)n_out, 8, avx2_range, &j);
-    return 1;
+    return j.failed ? -1 : 1;
 }
 
 double tern_read_sum_avx2(const float *p, size_t n) {

@@ -151,6 +151,7 @@ typedef struct gemm_job {
     int64_t tile_rows;
     const uint16_t *xb;               /* [T][kpad] */
     float *y;
+    int failed; /* a worker lacked scratch memory */
 } gemm_job;
 
 /* Row r of w as bf16 into out[kpad] (zero padded). */
@@ -173,8 +174,10 @@ static void gemm_range(void *ctx, size_t b, size_t e, int tid) {
     const int64_t in = j->in, kpad = j->kpad;
     uint16_t *tile = malloc((size_t)(j->tile_rows * kpad) * sizeof *tile);
     float *scratch = malloc((size_t)(in + 32) * sizeof *scratch);
-    if (!tile || !scratch)
+    if (!tile || !scratch) {
+        tern_job_fail(&j->failed);
         goto done;
+    }
     for (size_t o0 = b; o0 < e; o0 += (size_t)j->tile_rows) {
         const int64_t rows = (int64_t)(e - o0) < j->tile_rows ? (int64_t)(e - o0) : j->tile_rows;
         for (int64_t i = 0; i < rows; i++)
@@ -259,7 +262,7 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
         int64_t in_pad = (in + 31) / 32 * 32;
         uint16_t *xb = to_bf16(x, T, in, in_pad);
         if (!xb)
-            return 0;
+            return -1;
         bf16_job j = {w, row0, n_out, T, in, in_pad, xb, y};
         tern_pool_parallel_for(pool, (size_t)n_out, 8, bf16_gemv_range, &j);
         free(xb);
@@ -270,14 +273,14 @@ int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int6
     const int64_t kpad = (in + 31) / 32 * 32;
     uint16_t *xb = to_bf16(x, T, in, kpad);
     if (!xb)
-        return 0;
+        return -1;
     /* A tile of weight rows stays within ~256 KB (L2) while every group of 4 tokens streams over it. */
     int64_t tile_rows = (256 << 10) / (kpad * 2);
     tile_rows = tile_rows < 4 ? 4 : tile_rows > 64 ? 64 : tile_rows / 4 * 4;
-    gemm_job j = {w, row0, n_out, T, in, kpad, tile_rows, xb, y};
+    gemm_job j = {w, row0, n_out, T, in, kpad, tile_rows, xb, y, 0};
     tern_pool_parallel_for(pool, (size_t)n_out, (size_t)tile_rows, gemm_range, &j);
     free(xb);
-    return 1;
+    return j.failed ? -1 : 1;
 }
 
 double tern_read_sum_avx512(const float *p, size_t n) {

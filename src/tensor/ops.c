@@ -54,14 +54,17 @@ typedef struct {
     int64_t row0, in, T, n_out;
     const float *x;
     float *y;
+    int failed; /* a worker lacked scratch memory */
 } matmul_job;
 
 /* Each thread dequantizes its weight rows once into a scratch row and dots it with all T inputs. */
 static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
     const matmul_job *j = ctx;
     float *row = malloc((size_t)j->in * sizeof(float));
-    if (!row)
+    if (!row) {
+        tern_job_fail(&j->failed);
         return;
+    }
     const int64_t in = j->in;
     for (size_t o = b; o < e; o++) {
         tern_weight_row(j->w, j->row0 + (int64_t)o, row);
@@ -81,23 +84,25 @@ static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
     free(row);
 }
 
-void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
-                      float *y, tern_mm_kind kind) {
+int tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+                     float *y, tern_mm_kind kind) {
     const tern_kernel_table *k = tern_kernels();
-    if (k->qmm && tern_qmm_run(pool, k->qmm, &w, &row0, &n_out, 1, x, T, &y, NULL, 0))
-        return;
-    if (k->matmul && k->matmul(pool, w, row0, n_out, x, T, y, kind))
-        return;
-    matmul_job j = {w, row0, tern_weight_cols(w), T, n_out, x, y};
+    int rc = k->qmm ? tern_qmm_run(pool, k->qmm, &w, &row0, &n_out, 1, x, T, &y, NULL, 0) : 0;
+    if (!rc && k->matmul)
+        rc = k->matmul(pool, w, row0, n_out, x, T, y, kind);
+    if (rc)
+        return rc < 0 ? -1 : 0;
+    matmul_job j = {w, row0, tern_weight_cols(w), T, n_out, x, y, 0};
     tern_pool_parallel_for(pool, (size_t)n_out, 16, matmul_range, &j);
+    return j.failed ? -1 : 0;
 }
 
-void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind) {
-    tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y, kind);
+int tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind) {
+    return tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y, kind);
 }
 
 /* The int8 products of a group of whole matrices, with the input gated (gelu_tanh(x) * mul) when mul is given;
- * 0 when those kernels cannot take the group (nothing done). */
+ * tern_qmm_run's 1 / 0 (those kernels cannot take the group: nothing done) / -1. */
 static int qmm_group(tern_pool *pool, const tern_weight *const *ws, int n, float *gated, const float *x,
                      const float *mul, int64_t T, float *const *ys, const tern_weight *const *next, int n_next) {
     const tern_qmm_kernels *qk = tern_kernels()->qmm;
@@ -110,12 +115,15 @@ static int qmm_group(tern_pool *pool, const tern_weight *const *ws, int n, float
                : tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys, next, n_next);
 }
 
-void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
-                       float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next) {
-    if (qmm_group(pool, ws, n, NULL, x, NULL, T, ys, next, n_next))
-        return;
+int tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
+                      float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next) {
+    const int rc = qmm_group(pool, ws, n, NULL, x, NULL, T, ys, next, n_next);
+    if (rc)
+        return rc < 0 ? -1 : 0;
+    int failed = 0;
     for (int i = 0; i < n; i++)
-        tern_matmul(pool, ws[i], x, T, ys[i], kind);
+        failed |= tern_matmul(pool, ws[i], x, T, ys[i], kind) != 0;
+    return failed ? -1 : 0;
 }
 
 typedef struct gelu_mul_job {
@@ -129,14 +137,15 @@ static void gelu_mul_range(void *ctx, size_t b, size_t e, int tid) {
     tern_gelu_tanh_mul(j->x + b, j->mul + b, (int64_t)(e - b));
 }
 
-void tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
-                            int64_t T, float *const *ys, tern_mm_kind kind, const tern_weight *const *next,
-                            int n_next) {
-    if (qmm_group(pool, ws, n, x, x, mul, T, ys, next, n_next))
-        return;
+int tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
+                           int64_t T, float *const *ys, tern_mm_kind kind, const tern_weight *const *next,
+                           int n_next) {
+    const int rc = qmm_group(pool, ws, n, x, x, mul, T, ys, next, n_next);
+    if (rc)
+        return rc < 0 ? -1 : 0;
     gelu_mul_job j = {x, mul};
     tern_pool_parallel_for(pool, (size_t)(T * tern_weight_cols(ws[0])), 4096, gelu_mul_range, &j);
-    tern_matmul_group(pool, ws, n, x, T, ys, kind, next, n_next);
+    return tern_matmul_group(pool, ws, n, x, T, ys, kind, next, n_next);
 }
 
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {

@@ -19,22 +19,23 @@ typedef enum tern_mm_kind { TERN_MM_DECODE = 0, TERN_MM_PREFILL = 1 } tern_mm_ki
 /* Writes logical row `row` of `w` (flattened over all leading dims) as f32 into out[cols]. */
 void tern_weight_row(const tern_weight *w, int64_t row, float *out);
 /* Y[t][o] = sum_k X[t][k] * W[row0 + o][k] for t < T, o < n_out: rows [row0, row0 + n_out) of w
- * (row0 selects an expert slab of a stacked [E, out, in] weight). X is [T][in], Y is [T][n_out]. */
-void tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
+ * (row0 selects an expert slab of a stacked [E, out, in] weight). X is [T][in], Y is [T][n_out]. The products
+ * return 0, or -1 when scratch memory ran out (Y is then incomplete: the caller reports an error). */
+int tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                       float *y, tern_mm_kind kind);
 /* Y = X W^T over all rows of a 2-D weight: X [T][in], Y [T][out]. */
-void tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind);
+int tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind);
 
 /* ys[i] = X W_i^T for n (<= 4) matrices that read the same X (q/k/v, gate/up): one parallel region where the
  * kernels allow it, else one product each. Same results as n separate tern_matmul calls. `next` (n_next
  * matrices, or NULL) names the group the caller multiplies next, a hint for streaming it (see tern_qmm_run). */
-void tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
-                       float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next);
+int tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
+                      float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next);
 /* tern_matmul_group over the gated MLP's activation: x = gelu_tanh(x) * mul (both [T][in]) is formed in place
  * first (by the int8 kernels' quantization pass itself, else by a parallel pass), then multiplied. */
-void tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
-                            int64_t T, float *const *ys, tern_mm_kind kind, const tern_weight *const *next,
-                            int n_next);
+int tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
+                           int64_t T, float *const *ys, tern_mm_kind kind, const tern_weight *const *next,
+                           int n_next);
 
 /* y = x * (mean(x^2) + eps)^-1/2 * w  (w may be NULL: the scale-free variant). In place allowed. */
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);

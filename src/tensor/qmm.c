@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/alloc.h"
+#include "tensor/kernels.h"
 #include "tensor/ops.h"
 
 #define QMM_MAX_PARTS 4
@@ -31,6 +32,7 @@ typedef struct qmm_job {
     size_t threads;
     const tern_weight *const *next; /* the group multiplied next (its packed copies), or NULL */
     int n_next;
+    int failed; /* a worker lacked scratch memory */
 } qmm_job;
 
 /* Requests `bytes` of pk's packed blocks from block blk on (no further than its last block), piece by piece: the
@@ -50,8 +52,10 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     const size_t gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype), bb = tern_qpack_block_bytes(w);
     const int direct = pk && j->row0[p] % 16 == 0;
     uint8_t *own = NULL;
-    if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN)))
+    if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN))) {
+        tern_job_fail(&j->failed);
         return;
+    }
     const size_t run = (size_t)(e - b) * bb;
     if (direct && j->a->T > 1)
         request_blocks(pk, j->row0[p] / 16 + b, run < QMM_RUN_PREFETCH ? run : QMM_RUN_PREFETCH);
@@ -131,7 +135,7 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *co
     }
     tern_qact a;
     if (!tern_qact_alloc(&a, T, in, w0->group))
-        return 0;
+        return -1;
     j.a = &a;
     /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
      * a narrow product): then the calling thread does it alone. */
@@ -139,7 +143,7 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *co
     tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
     tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);
-    return 1;
+    return j.failed ? -1 : 1;
 }
 
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,

@@ -23,8 +23,9 @@ typedef struct tern_qmm_kernels {
 /* Up to 4 MLX affine q4/q8 matrices of one width and group sharing the input x [T][in]: ys[i] gets rows
  * [row0s[i], row0s[i] + n_outs[i]) of ws[i], all in one parallel region. `next` (n_next matrices, or NULL) is
  * the group the caller will multiply next: each thread, done with its own share, requests the first lines of
- * its share of that group, so the next region does not start on cold memory. Returns 0 (nothing written) when
- * a weight is not packable (tern_qpack_supported), the matrices differ in width or group, or memory runs out. */
+ * its share of that group, so the next region does not start on cold memory. Returns 1 when done, 0 (nothing
+ * written) when a weight is not packable (tern_qpack_supported) or the matrices differ in width or group, -1
+ * when scratch memory ran out (the outputs are incomplete). */
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next);

@@ -502,6 +502,23 @@ static void test_gelu_group(void **state) {
     tern_pool_destroy(pool);
 }
 
+/* A product whose scratch memory cannot be had reports -1 instead of leaving its output stale, on every path (an
+ * MLX q4 weight 2^56 inputs wide: the activations' buffer, or the portable path's row, cannot be allocated; the
+ * weight's data is never read). */
+static void test_scratch_failure_reported(void **state) {
+    tu_isa_begin(state);
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    tern_weight w = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {16, (int64_t)1 << 56}, .sdtype = TERN_DT_BF16,
+                     .bits = 4, .group = 64, .name = "huge"};
+    float x[4] = {0}, y[16];
+    const tern_weight *ws[1] = {&w};
+    float *ys[1] = {y};
+    assert_int_equal(tern_matmul(pool, &w, x, 1, y, TERN_MM_DECODE), -1);
+    assert_int_equal(tern_matmul_group(pool, ws, 1, x, 1, ys, TERN_MM_PREFILL, NULL, 0), -1);
+    tern_pool_destroy(pool);
+}
+
 static void test_isa_selection(void **state) {
     tern_isa best = tern_isa_detect();
     tern_isa_set(TERN_ISA_PORTABLE);
@@ -514,7 +531,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
         TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
         TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),
     };
