@@ -157,6 +157,18 @@ int64_t tern_kv_len(const tern_kv *kv, int seq) { return kv->len[seq]; }
 
 const void *tern_kv_rows(const tern_kv *kv, int layer, int seq, int value) { return slot_ptr(kv, layer, seq, 0, value); }
 
+tern_err *tern_kv_view_layer(const tern_kv *kv, int layer, int seq, tern_kv_view *out) {
+    if (layer < 0 || layer >= kv->n_layers)
+        return tern_errf(TERN_EINVAL, "KV view: cache layer %d out of range [0, %d)", layer, kv->n_layers);
+    if (seq < 0 || seq >= kv->n_seq)
+        return tern_errf(TERN_EINVAL, "KV view: sequence %d out of range [0, %d)", seq, kv->n_seq);
+    const kv_layer *L = &kv->layers[layer];
+    *out = (tern_kv_view){.k = tern_kv_rows(kv, layer, seq, 0), .v = tern_kv_rows(kv, layer, seq, 1),
+                          .slots = L->slots, .kv_heads = L->d.kv_heads, .head_dim = L->d.head_dim,
+                          .len = kv->len[seq], .ring = L->slots < kv->ctx, .dtype = kv->dtype};
+    return NULL;
+}
+
 tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len) {
     if (seq < 0 || seq >= kv->n_seq)
         return tern_errf(TERN_EINVAL, "KV sequence %d out of range", seq);

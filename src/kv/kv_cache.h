@@ -50,6 +50,19 @@ int64_t tern_kv_len(const tern_kv *kv, int seq);
 /* Raw storage of one sequence in one layer: [slots][kv_heads * head_dim] elements of tern_kv_dtype, position
  * p at slot p % slots (for kernels that read K or V in place). */
 const void *tern_kv_rows(const tern_kv *kv, int layer, int seq, int value);
+/* A read-only view of one cache layer of one sequence, for another model to attend over in place (the Gemma 4
+ * assistant drafter reads its target's cache): the shapes tern_attn_args takes. */
+typedef struct tern_kv_view {
+    const void *k, *v;         /* [slots][kv_heads * head_dim] elements of `dtype`; position p at slot p % slots */
+    int64_t slots, kv_heads, head_dim;
+    int64_t len;               /* the sequence's committed length: positions [max(0, len - slots), len) are held */
+    int ring;                  /* a sliding layer's ring (slots < ctx) */
+    tern_dtype dtype;
+} tern_kv_view;
+
+/* Fills *out for cache layer `layer` of sequence `seq`; the view stays valid until the cache is freed, its
+ * contents until the sequence is written or truncated. */
+tern_err *tern_kv_view_layer(const tern_kv *kv, int layer, int seq, tern_kv_view *out);
 /* Sets a sequence's committed length: after writing (grow, commit), or back (truncate) to no less than `extra`
  * positions before the furthest position written (tern_kv_written) when there are sliding layers; 0 resets. */
 tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);

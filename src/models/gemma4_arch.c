@@ -46,6 +46,8 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
         d->kv[l].head_dim = tern_gemma4_layer_head_dim(c, l);
         d->kv[l].ring = c->layer_types[l] == TERN_LAYER_SLIDING;
     }
+    for (int l = 0; l < d->n_layers; l++)
+        d->layer_kv[l] = (int16_t)tern_gemma4_kv_source(c, l);
     d->n_eos = c->n_eos < TERN_LM_MAX_EOS ? c->n_eos : TERN_LM_MAX_EOS;
     for (int k = 0; k < d->n_eos; k++)
         d->eos[k] = (int32_t)c->eos_token_ids[k];

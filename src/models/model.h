@@ -22,7 +22,7 @@
 #include "kv/kv_cache.h"
 #include "models/batch.h"
 
-#define TERN_LM_MAX_KV_LAYERS 256
+#define TERN_LM_MAX_LAYERS 256
 #define TERN_LM_MAX_EOS 8
 
 /* What the engine, fit and the KV budget know of a model. */
@@ -32,7 +32,10 @@ typedef struct tern_lm_desc {
     int64_t ctx_train;       /* trained context (max_position_embeddings); 0 when unknown */
     int64_t sliding_window;  /* positions the ring (sliding) KV layers attend over; 0 when there are none */
     int n_kv;                /* KV-cache layers (the layers that own a cache) */
-    tern_kv_layer_desc kv[TERN_LM_MAX_KV_LAYERS];
+    tern_kv_layer_desc kv[TERN_LM_MAX_LAYERS];
+    int16_t layer_kv[TERN_LM_MAX_LAYERS]; /* the cache layer each of the n_layers layers reads (its own, or the
+                                              * layer it shares with): with tern_kv_view_layer, what another
+                                              * model attending over this one's cache reads */
     int n_eos;               /* end-of-generation ids the config names */
     int32_t eos[TERN_LM_MAX_EOS];
     uint64_t weights_bytes;  /* the decoder's tensors as stored */

@@ -7,11 +7,13 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/half.h"
 #include "core/json_util.h"
 #include "core/threadpool.h"
 #include "formats/safetensors.h"
 #include "models/gemma4.h"
 #include "models/gemma4_weights.h"
+#include "models/model.h"
 #include "tensor/cpu.h"
 #include "tensor/ops.h"
 #include "tensor/qpack.h"
@@ -295,6 +297,87 @@ static void test_truncate_across_window(void **state) {
     TU_OK(tern_kv_set_len(kv, 0, 13));
     tern_kv_free(kv);
     tern_gemma4_free(m);
+}
+
+/* Embedding rows in place of ids at chosen positions (audio soft tokens): a row equal to what the id 0 (pad)
+ * embeds to — E[0] x sqrt(H), exact here (H = 64) — gives the logits of the id itself, since soft positions take
+ * the pad id's per-layer input; other rows in the batch are untouched. */
+static void test_embedding_rows(void **state) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tiny_model("embeds", TERN_SYNTH_F32), &m));
+    const int64_t V = 512, H = 64;
+    assert_int_equal(tern_gemma4_config_of(m)->hidden_size, H);
+    int32_t ids[8];
+    fill_ids(ids, 8);
+    ids[3] = ids[5] = 0;
+    float *embeds = calloc(8 * 64, sizeof *embeds), want[8 * 512], got[8 * 512];
+    tern_weight_row(tern_gemma4_find(tern_gemma4_weights_of(m), "embed_tokens"), 0, embeds + 3 * H);
+    for (int64_t i = 0; i < H; i++)
+        embeds[5 * H + i] = embeds[3 * H + i] *= 8.0f;
+    uint8_t soft[8] = {0, 0, 0, 1, 0, 1, 0, 0};
+    int64_t n = 8;
+    int seq = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        tern_kv *kv;
+        TU_OK(tern_gemma4_kv_create(m, 1, 16, 8, TERN_DT_F32, &kv));
+        int32_t fed[8];
+        memcpy(fed, ids, sizeof fed);
+        if (pass)
+            fed[3] = fed[5] = 77; /* never read at soft positions */
+        tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = fed, .out = TERN_OUT_ALL,
+                        .embeds = pass ? embeds : NULL, .is_embed = pass ? soft : NULL};
+        TU_OK(tern_gemma4_forward(m, kv, pool, &b, pass ? got : want, NULL));
+        tern_kv_free(kv);
+    }
+    expect_same(got, want, 8 * V, "embedding rows at positions 3 and 5");
+    free(embeds);
+    tern_gemma4_free(m);
+}
+
+/* Another model reads this one's cache through views (the assistant drafter's Q-only attention): each layer's
+ * view is the cache layer it reads (KV-shared layers their donor's), in place, with the committed length. */
+static void test_kv_views(void **state) {
+    tern_lm *lm;
+    TU_OK(tern_lm_load(tiny_model("views", TERN_SYNTH_F32), 0, &lm));
+    const tern_lm_desc *d = tern_lm_desc_of(lm);
+    tern_kv *kv;
+    TU_OK(tern_lm_kv_create(lm, 2, 64, 8, TERN_DT_BF16, &kv));
+    int32_t ids[12];
+    fill_ids(ids, 12);
+    int seq = 1;
+    int64_t n = 9;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_NONE};
+    TU_OK(tern_lm_forward(lm, kv, pool, &b, NULL, NULL));
+    TU_OK(tern_batch_commit(kv, &b));
+    /* The tiny model: 6 layers, the last 2 share the caches of layers 3 (sliding) and 2 (full). */
+    assert_int_equal(d->n_layers, 6);
+    assert_int_equal(d->n_kv, 4);
+    assert_int_equal(d->layer_kv[4], 3);
+    assert_int_equal(d->layer_kv[5], 2);
+    for (int l = 0; l < d->n_layers; l++) {
+        tern_kv_view v;
+        TU_OK(tern_kv_view_layer(kv, d->layer_kv[l], seq, &v));
+        assert_int_equal(v.len, 9);
+        assert_int_equal(v.kv_heads, d->kv[d->layer_kv[l]].kv_heads);
+        assert_int_equal(v.head_dim, d->kv[d->layer_kv[l]].head_dim);
+        assert_int_equal(v.ring, d->kv[d->layer_kv[l]].ring);
+        assert_int_equal(v.slots, v.ring ? 8 + 8 : 64);
+        assert_int_equal(v.dtype, TERN_DT_BF16);
+        const int64_t row = v.kv_heads * v.head_dim;
+        float want[256];
+        for (int64_t p = 0; p < 9; p++)
+            for (int value = 0; value < 2; value++) {
+                tern_kv_read(kv, d->layer_kv[l], seq, p, value, want);
+                const uint16_t *got = (const uint16_t *)(value ? v.v : v.k) + (p % v.slots) * row;
+                for (int64_t i = 0; i < row; i++)
+                    assert_true(tern_bf16_to_f32(got[i]) == want[i]);
+            }
+    }
+    tern_kv_view v;
+    TU_FAILS_WITH(tern_kv_view_layer(kv, 4, 0, &v), "cache layer 4 out of range");
+    TU_FAILS_WITH(tern_kv_view_layer(kv, 0, 2, &v), "sequence 2 out of range");
+    tern_kv_free(kv);
+    tern_lm_free(lm);
 }
 
 /* Rolling back a sequence and re-decoding reproduces the same logits (speculative decoding needs it). */
@@ -624,7 +707,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),
-        cmocka_unit_test(test_forward_then_commit), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_bf16_kv),
+        cmocka_unit_test(test_forward_then_commit), cmocka_unit_test(test_kv_views), cmocka_unit_test(test_embedding_rows), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_bf16_kv),
         TU_ISA_TESTS(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_packed_runs),
     };
