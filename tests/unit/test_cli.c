@@ -14,8 +14,9 @@
 
 #define MODEL "oracle/tiny-v4096-f32"
 
-static const char *const VERBS[] = {"serve", "run",      "info",     "fit",   "bench",          "logits", "tokenize",
-                                    "detokenize", "template", "synth", "quantize", "audio-features"};
+static const char *const VERBS[] = {"serve",      "run",      "info",  "fit",      "bench",          "logits",
+                                    "perplexity", "tokenize", "detokenize", "template", "synth", "quantize",
+                                    "audio-features"};
 
 static void test_help_everywhere(void **state) {
     char *out;
