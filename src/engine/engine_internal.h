@@ -26,7 +26,6 @@
 #include "tern/tern.h"
 #include "tokenizer/tokenizer.h"
 
-
 /* ---- channel: a request's events on their way to the consumer ------------------------------- */
 
 typedef struct ev_node ev_node;

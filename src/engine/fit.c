@@ -5,11 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
-#include "core/json_util.h"
-#include "formats/quant_config.h"
-#include "formats/safetensors.h"
-
 static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 int64_t tern_fit_default_ctx(const tern_lm_desc *d) {

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "models/model.h"
 #include "kv/kv_cache.h"
+#include "models/model.h"
 
 typedef struct tern_kv_cost {
     uint64_t full_per_pos; /* K+V bytes of one position over all full layers */
