@@ -2,6 +2,7 @@
  * "did you mean" for typos, the model and the prompt as positionals, an interactive chat driven through a pipe,
  * a port in use reported before any model is loaded, and a GGUF folder named for what it is. */
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,12 +187,32 @@ static void test_model_path_messages(void **state) {
     free(out);
 }
 
+/* tern bench --startup starts real servers: every figure present, and the bytes read are the model's files. */
+static void test_bench_startup(void **state) {
+    char model[2048], *out;
+    snprintf(model, sizeof model, "%s", tu_testdata(MODEL));
+    assert_int_equal(tu_runf(&out, "'%s' bench '%s' --startup --rounds 1 --json 2>/dev/null", tu_tern_bin(), model), 0);
+    json_error_t e;
+    json_t *v = json_loads(out, 0, &e);
+    if (!v)
+        fail_msg("not JSON: %s", out);
+    free(out);
+    assert_true(json_real_value(json_object_get(v, "cold_start_s")) > 0);
+    assert_true(json_real_value(json_object_get(v, "warm_start_s")) > 0);
+    assert_true(json_real_value(json_object_get(v, "read_once_s")) > 0);
+    char *du;
+    assert_int_equal(tu_runf(&du, "cat '%s'/* | wc -c", model), 0);
+    assert_int_equal(json_integer_value(json_object_get(v, "files_bytes")), strtoll(du, NULL, 10));
+    free(du);
+    json_decref(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_everywhere),    cmocka_unit_test(test_version),
         cmocka_unit_test(test_typos_name_the_closest), cmocka_unit_test(test_short_options_and_positionals),
         cmocka_unit_test(test_interactive_chat),   cmocka_unit_test(test_serve_port_in_use),
-        cmocka_unit_test(test_model_path_messages),
+        cmocka_unit_test(test_model_path_messages), cmocka_unit_test(test_bench_startup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
