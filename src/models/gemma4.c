@@ -13,11 +13,13 @@
 #include "core/fileio.h"
 #include "core/half.h"
 #include "core/json_util.h"
+#include "core/log.h"
 #include "core/timeutil.h"
 #include "formats/checkpoint_dir.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
+#include "models/pack_cache.h"
 #include "tensor/attention.h"
 #include "tensor/cpu.h"
 #include "tensor/ops.h"
@@ -185,7 +187,7 @@ static tern_err *bind_layers(tern_gemma4 *m) {
     return NULL;
 }
 
-static tern_err *pack_products(tern_gemma4 *m, int threads);
+static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads);
 
 tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) { return tern_gemma4_load_threads(dir, 0, out); }
 
@@ -248,7 +250,7 @@ tern_err *tern_gemma4_load_parsed(const char *dir, tern_gemma4_parsed *p, int th
     tern_err *err = bind_layers(m);
     m->layout_threads = threads > 0 ? threads : tern_cpu_count();
     if (!err && tern_isa_active() != TERN_ISA_PORTABLE) /* only the int8 kernels read the packed copies */
-        err = pack_products(m, m->layout_threads);
+        err = pack_products(m, dir, m->layout_threads);
     /* The embedding tables are read a row per token, wherever the ids fall: without this each new id faults its
      * rows in (from disk, the first time) in the middle of a decode step. */
     if (!err) {
@@ -461,7 +463,7 @@ static mm_set gate_up_of(const layer_weights *L) { return (mm_set){{L->gate, L->
 /* The packed copies of the weights, laid out for a pool of `threads` threads (tern_gemma4_weights_pack) along the
  * dense products of a forward pass in the order it runs them (MoE experts aside): at most 6 per layer, the
  * per-layer-input model projection first and the tied head last. */
-static tern_err *pack_products(tern_gemma4 *m, int threads) {
+static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
     mm_set *list = malloc((size_t)(6 * m->c.num_hidden_layers + 2) * sizeof *list);
     if (!list)
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -480,7 +482,15 @@ static tern_err *pack_products(tern_gemma4 *m, int threads) {
         }
     }
     list[n++] = one(m->embed);
-    tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads);
+    uint64_t source_key = 0;
+    char *cache = tern_pack_cache_path(dir, threads, &source_key);
+    const double t0 = tern_now_s();
+    tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads, cache, source_key);
+    if (!err && m->gw->pack_source != TERN_PACK_NONE)
+        TLOG_INFO("%s: packed weights %s in %.2f s%s%s", dir,
+                  m->gw->pack_source == TERN_PACK_FROM_CACHE ? "read from the cache" : "made", tern_now_s() - t0,
+                  cache ? " — " : " (no cache folder)", cache ? cache : "");
+    free(cache);
     free(list);
     return err;
 }

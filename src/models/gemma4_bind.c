@@ -7,10 +7,12 @@
 
 #include "core/alloc.h"
 #include "core/fileio.h"
+#include "core/log.h"
 #include "core/threadpool.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
+#include "models/pack_cache.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
@@ -243,7 +245,7 @@ static void share_of_part(const tern_gemma4_product *p, int i, int t, int thread
 }
 
 /* Packs product p's matrices with thread t's share of the product's blocks at cursor[t] (advanced). */
-static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t **cursor) {
+static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t **cursor, int fill) {
     int64_t *first = malloc((size_t)threads * sizeof *first);
     uint8_t **at = malloc((size_t)threads * sizeof *at);
     tern_err *err = first && at ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
@@ -259,7 +261,7 @@ static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t *
             cursor[t] += (size_t)(e - b) * tern_qpack_block_bytes(p->w[i]);
         }
         tern_qpack *pk;
-        if (!(err = tern_qpack_create_split(p->w[i], pieces, first, at, &pk)))
+        if (!(err = tern_qpack_create_split(p->w[i], pieces, first, at, fill, &pk)))
             ((tern_weight *)p->w[i])->qpack = pk;
     }
     free(first);
@@ -278,8 +280,28 @@ static size_t share_bytes(const tern_gemma4_product *p, int t, int threads) {
     return bytes;
 }
 
+/* What the arena's bytes are made of besides the checkpoint's data: the packed matrices' names, shapes and
+ * formats in arena order, the listed products, the thread layout and the arena's size. */
+static uint64_t layout_key(const tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n, int threads,
+                           size_t total) {
+    uint64_t k = tern_hash64(&total, sizeof total, (uint64_t)threads);
+    for (size_t i = 0; i < w->n; i++) {
+        if (!packable(w, i))
+            continue;
+        const tern_weight *x = &w->w[i];
+        const int64_t f[6] = {x->shape[0], x->shape[1], x->shape[2], x->bits, x->group, x->sdtype};
+        k = tern_hash64(f, sizeof f, tern_hash64(w->specs[i].name, strlen(w->specs[i].name), k));
+    }
+    for (size_t p = 0; p < n; p++)
+        for (int i = 0; i < products[p].n; i++) {
+            const char *name = products[p].w[i]->name ? products[p].w[i]->name : "";
+            k = tern_hash64(name, strlen(name), k + p);
+        }
+    return k;
+}
+
 tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
-                                   int threads) {
+                                   int threads, const char *cache_path, uint64_t source_key) {
     if (w->packed)
         return NULL;
     threads = threads < 1 ? 1 : threads;
@@ -291,6 +313,11 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_pro
         return NULL;
     if (!(w->packed = tern_stream_alloc(total)))
         return tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
+    /* The layout below is a function of the weights' shapes, the products and the threads alone, so bytes read
+     * back from a cache made with the same key land where packing would put them. */
+    const uint64_t key = source_key ^ layout_key(w, products, n, threads, total);
+    const int cached = cache_path && tern_pack_cache_read(cache_path, key, w->packed, total);
+    w->pack_source = cached ? TERN_PACK_FROM_CACHE : TERN_PACK_PACKED;
     /* Each thread's region holds its shares of the listed products in order; the rest follow. */
     uint8_t **cursor = calloc((size_t)threads, sizeof *cursor);
     char *split = calloc(n ? n : 1, 1);
@@ -310,15 +337,23 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_pro
     tern_err *err = NULL;
     for (size_t k = 0; k < n && !err; k++)
         if (split[k])
-            err = pack_split(&products[k], threads, cursor);
+            err = pack_split(&products[k], threads, cursor, !cached);
     for (size_t i = 0; i < w->n && !err; i++) {
         if (!packable(w, i))
             continue;
         tern_qpack *pk;
-        if (!(err = tern_qpack_create(&w->w[i], w->packed + off, &pk))) {
+        if (!(err = cached ? tern_qpack_place(&w->w[i], w->packed + off, &pk)
+                           : tern_qpack_create(&w->w[i], w->packed + off, &pk))) {
             w->w[i].qpack = pk;
             off += tern_qpack_bytes(&w->w[i]);
         }
+    }
+    if (!err && !cached && cache_path) {
+        /* A cache that cannot be written costs the next start its repacking, nothing else. */
+        tern_err *e = tern_pack_cache_write(cache_path, key, w->packed, total);
+        if (e)
+            TLOG_WARN("%s", tern_err_msg(e));
+        tern_err_free(e);
     }
     /* Products read only the packed copies now: the mapped codes can leave memory (the portable path would
      * fault them back in). The tied head's codes stay: embedding lookups read them. */

@@ -65,7 +65,10 @@ typedef struct tern_gemma4_weights {
     size_t n_extra;
     size_t n_other;      /* stored tensors outside the text decoder (audio/vision towers) */
     uint8_t *packed;     /* one arena for all packed copies (tern_gemma4_weights_pack), or NULL */
+    int pack_source;     /* TERN_PACK_*: how the arena's bytes came to be */
 } tern_gemma4_weights;
+
+enum { TERN_PACK_NONE = 0, TERN_PACK_PACKED, TERN_PACK_FROM_CACHE };
 
 /* Resolves every tensor of `c` in `ck` (layout detected from the names). Problems are collected,
  * not returned as an error: the caller decides (info lists them, the loader refuses). */
@@ -85,9 +88,10 @@ typedef struct tern_gemma4_product {
  * are cut by the thread pool's shares of their blocks (tern_pool_share, `threads` ways) and each thread's shares
  * of all of them are laid end to end: a decode step then reads one run per thread, so the memory stream does not
  * restart at every product. Packable matrices not listed follow whole. The lookup-only per-layer table is left
- * as stored. */
+ * as stored. With cache_path (pack_cache.h), the arena is read back from that file when it was made from the same
+ * checkpoint (source_key) and layout, and otherwise packed and then written there. */
 tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
-                                   int threads);
+                                   int threads, const char *cache_path, uint64_t source_key);
 /* Frees; NULL is fine. */
 void tern_gemma4_weights_free(tern_gemma4_weights *w);
 

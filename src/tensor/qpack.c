@@ -67,7 +67,8 @@ size_t tern_qpack_block_bytes(const tern_weight *w) {
 
 size_t tern_qpack_bytes(const tern_weight *w) { return tern_qpack_block_bytes(w) * (size_t)tern_qpack_blocks(w); }
 
-static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, tern_qpack **out) {
+static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, int fill,
+                        tern_qpack **out) {
     *out = NULL;
     const char *name = w->name ? w->name : "weight";
     if (!tern_qpack_supported(w))
@@ -107,7 +108,7 @@ static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8
             tern_qpack_free(p);
             return tern_errf(TERN_EINVAL, "%s: pieces must start at block 0 and increase", name);
         }
-        for (int64_t b = p->first[i]; b < end; b++)
+        for (int64_t b = p->first[i]; fill && b < end; b++)
             tern_qpack_block(w, b * 16, p->piece_data[i] + (size_t)(b - p->first[i]) * p->block_bytes);
     }
     *out = p;
@@ -115,16 +116,20 @@ static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8
 }
 
 tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out) {
-    return create(w, 1, NULL, at ? &at : NULL, out);
+    return create(w, 1, NULL, at ? &at : NULL, 1, out);
 }
 
-tern_err *tern_qpack_create_split(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at,
+tern_err *tern_qpack_place(const tern_weight *w, uint8_t *at, tern_qpack **out) {
+    return create(w, 1, NULL, &at, 0, out);
+}
+
+tern_err *tern_qpack_create_split(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, int fill,
                                   tern_qpack **out) {
     if (n < 1 || !first || !at) {
         *out = NULL;
         return tern_errf(TERN_EINVAL, "%s: a split packing needs at least one piece", w->name ? w->name : "weight");
     }
-    return create(w, n, first, at, out);
+    return create(w, n, first, at, fill, out);
 }
 
 void tern_qpack_free(tern_qpack *p) {

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "core/half.h"
@@ -14,6 +16,7 @@
 #include "models/gemma4.h"
 #include "models/gemma4_weights.h"
 #include "models/model.h"
+#include "models/pack_cache.h"
 #include "tensor/cpu.h"
 #include "tensor/ops.h"
 #include "tensor/qpack.h"
@@ -380,6 +383,79 @@ static void test_kv_views(void **state) {
     tern_lm_free(lm);
 }
 
+/* The packed weights survive restarts: the first load packs and writes the cache, the next reads it back with the
+ * same logits bit for bit; a corrupt, truncated or stale cache file is rebuilt, never used; two processes loading
+ * at once both succeed and leave a valid file. */
+static void logits_of(const char *dir, int expect_source, float *out) {
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load_threads(dir, 2, &m));
+    if (tern_gemma4_weights_of(m)->pack_source != expect_source)
+        fail_msg("packed weights: source %d, want %d", tern_gemma4_weights_of(m)->pack_source, expect_source);
+    int32_t ids[6] = {2, 100, 200, 300, 400, 500};
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(m, 1, 16, 8, TERN_DT_F32, &kv));
+    int seq = 0;
+    int64_t n = 6;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_ALL};
+    TU_OK(tern_gemma4_forward(m, kv, pool, &b, out, NULL));
+    tern_kv_free(kv);
+    tern_gemma4_free(m);
+}
+
+static void test_pack_cache(void **state) {
+    if (tern_isa_detect() == TERN_ISA_PORTABLE) {
+        print_message("no int8 kernels on this CPU: nothing is packed; skipped\n");
+        skip();
+    }
+    char cache_dir[4096], model[4096];
+    snprintf(cache_dir, sizeof cache_dir, "%s", tu_tmpdir("pack-cache"));
+    setenv("TERN_CACHE_DIR", cache_dir, 1);
+    snprintf(model, sizeof model, "%s", tiny_model_q("cached-q4", TERN_SYNTH_Q4, NULL));
+    static float want[6 * 512], got[6 * 512];
+    logits_of(model, TERN_PACK_PACKED, want);
+    uint64_t key;
+    char *path = tern_pack_cache_path(model, 2, &key);
+    assert_non_null(path);
+    assert_true(tern_is_file(path));
+    logits_of(model, TERN_PACK_FROM_CACHE, got);
+    expect_same(got, want, 6 * 512, "logits with the packed weights read from the cache");
+    /* One byte of the packed data flipped: rebuilt, same logits, and the file is good again. */
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "printf '\\377' | dd of='%s' bs=1 seek=5000 conv=notrunc status=none", path);
+    assert_int_equal(system(cmd), 0);
+    logits_of(model, TERN_PACK_PACKED, got);
+    expect_same(got, want, 6 * 512, "after a corrupt cache");
+    logits_of(model, TERN_PACK_FROM_CACHE, got);
+    /* Truncated: rebuilt. */
+    assert_int_equal(truncate(path, 4096 + 100), 0);
+    logits_of(model, TERN_PACK_PACKED, got);
+    expect_same(got, want, 6 * 512, "after a truncated cache");
+    /* The checkpoint changed (a new modification time): the old cache is stale. */
+    snprintf(cmd, sizeof cmd, "touch -d '2020-01-01 00:00:00' '%s/model.safetensors'", model);
+    assert_int_equal(system(cmd), 0);
+    logits_of(model, TERN_PACK_PACKED, got);
+    logits_of(model, TERN_PACK_FROM_CACHE, got);
+    /* Two processes at once on an empty cache: both load, and the file left behind is whole. */
+    assert_int_equal(unlink(path), 0);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++)
+        if ((kids[k] = fork()) == 0) {
+            tern_gemma4 *m;
+            tern_err *e = tern_gemma4_load_threads(model, 2, &m);
+            tern_gemma4_free(m);
+            _exit(e ? 1 : 0);
+        }
+    for (int k = 0; k < 2; k++) {
+        int st;
+        assert_int_equal(waitpid(kids[k], &st, 0), kids[k]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    logits_of(model, TERN_PACK_FROM_CACHE, got);
+    expect_same(got, want, 6 * 512, "after two concurrent first loads");
+    free(path);
+    unsetenv("TERN_CACHE_DIR");
+}
+
 /* Rolling back a sequence and re-decoding reproduces the same logits (speculative decoding needs it). */
 static void test_rollback(void **state) {
     tern_gemma4 *m;
@@ -707,7 +783,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_oracle_parity), cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),
-        cmocka_unit_test(test_forward_then_commit), cmocka_unit_test(test_kv_views), cmocka_unit_test(test_embedding_rows), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_bf16_kv),
+        cmocka_unit_test(test_forward_then_commit), cmocka_unit_test(test_kv_views), cmocka_unit_test(test_embedding_rows),
+        cmocka_unit_test(test_pack_cache), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_bf16_kv),
         TU_ISA_TESTS(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_packed_runs),
     };

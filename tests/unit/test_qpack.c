@@ -45,7 +45,7 @@ static void pack_split(qweight *o, uint8_t **buf) {
         at[i] = *buf + off * bb;
         off += (size_t)((i + 1 < n ? first[i + 1] : blocks) - first[i]);
     }
-    TU_OK(tern_qpack_create_split(&o->w, n, first, at, &o->pk));
+    TU_OK(tern_qpack_create_split(&o->w, n, first, at, 1, &o->pk));
 }
 
 static void free_q(qweight *o) {

@@ -1,0 +1,191 @@
+/* pack_cache.c — the packed-weights cache file (see pack_cache.h).
+ *
+ * Layout: a 4096-byte header (magic, version, key, byte count, checksum of the data), then the arena's bytes,
+ * so the data starts page-aligned. */
+#include "models/pack_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+
+#define HEADER_BYTES 4096
+#define CHUNK ((size_t)8 << 20)
+
+typedef struct header {
+    char magic[8]; /* "TERNPACK" */
+    uint32_t version;
+    uint32_t header_bytes;
+    uint64_t key, bytes, checksum;
+} header;
+
+static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static uint64_t mix(uint64_t x) { /* splitmix64's finalizer */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Four independent lanes over 32-byte strides (several bytes a cycle), folded with the length at the end. */
+typedef struct hasher {
+    uint64_t h[4];
+    uint64_t n;
+} hasher;
+
+static void hash_init(hasher *s, uint64_t seed) {
+    for (int k = 0; k < 4; k++)
+        s->h[k] = mix(seed + 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1));
+    s->n = 0;
+}
+
+/* Feeds n bytes; every call but the last must feed a multiple of 32. */
+static void hash_feed(hasher *s, const uint8_t *b, size_t n) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, b + i + 8 * k, 8);
+            s->h[k] = rotl(s->h[k] ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+        }
+    for (; i < n; i++)
+        s->h[i & 3] = (s->h[i & 3] ^ b[i]) * 0x100000001b3ull;
+    s->n += n;
+}
+
+static uint64_t hash_done(const hasher *s) {
+    return mix(s->h[0] ^ rotl(s->h[1], 17) ^ rotl(s->h[2], 29) ^ rotl(s->h[3], 43) ^ s->n);
+}
+
+uint64_t tern_hash64(const void *p, size_t n, uint64_t seed) {
+    hasher s;
+    hash_init(&s, seed);
+    hash_feed(&s, p, n);
+    return hash_done(&s);
+}
+
+static char *cache_dir(void) {
+    const char *d = getenv("TERN_CACHE_DIR");
+    if (d)
+        return *d && strcmp(d, "off") ? strdup(d) : NULL;
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char buf[4096];
+    if (x && *x)
+        snprintf(buf, sizeof buf, "%s/tern", x);
+    else if (home && *home)
+        snprintf(buf, sizeof buf, "%s/.cache/tern", home);
+    else
+        return NULL;
+    return strdup(buf);
+}
+
+char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key) {
+    *source_key = 0;
+    char *dir = cache_dir(), real[4096];
+    if (!dir || !realpath(model_dir, real)) {
+        free(dir);
+        return NULL;
+    }
+    /* The checkpoint as it is now: every weight and config file's name, size and modification time. */
+    uint64_t key = tern_hash64(real, strlen(real), 1);
+    DIR *d = opendir(real);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            size_t n = strlen(e->d_name);
+            int weights = n > 12 && !strcmp(e->d_name + n - 12, ".safetensors");
+            if (!weights && strcmp(e->d_name, "config.json") && strcmp(e->d_name, "model.safetensors.index.json"))
+                continue;
+            char *p = tern_path_join(real, e->d_name);
+            struct stat st;
+            if (p && !stat(p, &st)) {
+                /* Order-independent: directory order varies, so each file's hash is added. */
+                uint64_t f[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+                key += tern_hash64(f, sizeof f, tern_hash64(e->d_name, n, 2));
+            }
+            free(p);
+        }
+        closedir(d);
+    }
+    *source_key = key;
+    char name[64];
+    snprintf(name, sizeof name, "%016llx-t%d.pack", (unsigned long long)tern_hash64(real, strlen(real), 3), threads);
+    char *path = tern_path_join(dir, name);
+    free(dir);
+    return path;
+}
+
+static int read_full(int fd, uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return 0;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 1;
+}
+
+int tern_pack_cache_read(const char *path, uint64_t key, uint8_t *arena, size_t bytes) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    header h;
+    struct stat st;
+    int ok = read(fd, &h, sizeof h) == (ssize_t)sizeof h && !memcmp(h.magic, "TERNPACK", 8) &&
+             h.version == TERN_PACK_CACHE_VERSION && h.header_bytes == HEADER_BYTES && h.key == key &&
+             h.bytes == bytes && !fstat(fd, &st) && (uint64_t)st.st_size == HEADER_BYTES + (uint64_t)bytes &&
+             lseek(fd, HEADER_BYTES, SEEK_SET) == HEADER_BYTES;
+    posix_fadvise(fd, HEADER_BYTES, (off_t)bytes, POSIX_FADV_SEQUENTIAL);
+    hasher s;
+    hash_init(&s, key);
+    for (size_t off = 0; ok && off < bytes; off += CHUNK) { /* chunks of a multiple of 32: the hash's stride */
+        const size_t n = bytes - off < CHUNK ? bytes - off : CHUNK;
+        ok = read_full(fd, arena + off, n);
+        if (ok)
+            hash_feed(&s, arena + off, n);
+    }
+    close(fd);
+    return ok && hash_done(&s) == h.checksum;
+}
+
+tern_err *tern_pack_cache_write(const char *path, uint64_t key, const uint8_t *arena, size_t bytes) {
+    char *slash = strrchr(path, '/');
+    if (slash) {
+        char *dir = strndup(path, (size_t)(slash - path));
+        tern_err *e = dir ? tern_mkdir_p(dir) : tern_errf(TERN_ENOMEM, "out of memory");
+        free(dir);
+        TERN_TRY(e);
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return tern_errf(TERN_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    header h = {.magic = "TERNPACK", .version = TERN_PACK_CACHE_VERSION, .header_bytes = HEADER_BYTES, .key = key,
+                .bytes = bytes, .checksum = tern_hash64(arena, bytes, key)};
+    uint8_t head[HEADER_BYTES] = {0};
+    memcpy(head, &h, sizeof h);
+    int ok = write(fd, head, sizeof head) == (ssize_t)sizeof head;
+    for (size_t off = 0; ok && off < bytes;) {
+        ssize_t n = write(fd, arena + off, bytes - off < CHUNK ? bytes - off : CHUNK);
+        ok = n > 0;
+        off += ok ? (size_t)n : 0;
+    }
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path)) {
+        tern_err *e = tern_errf(TERN_EIO, "%s: cannot write the packed-weights cache: %s", path, strerror(errno));
+        unlink(tmp);
+        return e;
+    }
+    return NULL;
+}
