@@ -87,6 +87,19 @@ static char *cache_dir(void) {
     return strdup(buf);
 }
 
+/* A hash of a file's first 64 KiB (0 when it cannot be read). */
+static uint64_t head_hash(const char *path) {
+    const size_t cap = 64 << 10;
+    uint8_t *buf = malloc(cap);
+    int fd = buf ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t n = fd >= 0 ? read(fd, buf, cap) : -1;
+    if (fd >= 0)
+        close(fd);
+    const uint64_t h = n > 0 ? tern_hash64(buf, (size_t)n, 4) : 0;
+    free(buf);
+    return h;
+}
+
 char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key) {
     *source_key = 0;
     char *dir = cache_dir(), real[4096];
@@ -106,8 +119,11 @@ char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_
             char *p = tern_path_join(real, e->d_name);
             struct stat st;
             if (p && !stat(p, &st)) {
-                /* Order-independent: directory order varies, so each file's hash is added. */
-                uint64_t f[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+                /* Order-independent: directory order varies, so each file's hash is added. With the size and
+                 * time goes the file's head — a safetensors header, its tensors' names, dtypes and offsets — so
+                 * a file copied over with its time kept is still told apart. */
+                uint64_t f[4] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+                                 head_hash(p)};
                 key += tern_hash64(f, sizeof f, tern_hash64(e->d_name, n, 2));
             }
             free(p);

@@ -1,9 +1,9 @@
 /* pack_cache.h — packed weights kept between starts. Repacking MLX q4/q8 weights for the int8 kernels costs ~2 s
  * per GB at every start; instead the packed arena is written once to a cache file and read back on later starts.
- * The file is keyed by what it was made from (the checkpoint files' names, sizes and modification times, the
- * packed matrices' shapes and order, the thread layout, the format version) and carries a checksum of its bytes:
- * a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers write a temporary file and
- * rename it over the old one, so two servers starting at once never see a partial file.
+ * The file is keyed by what it was made from (the checkpoint files' names, sizes, modification times and first
+ * 64 KiB, the packed matrices' shapes and order, the thread layout, the format version) and carries a checksum of
+ * its bytes: a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers write a temporary
+ * file and rename it over the old one, so two servers starting at once never see a partial file.
  *
  * Where: $TERN_CACHE_DIR, else $XDG_CACHE_HOME/tern, else ~/.cache/tern; TERN_CACHE_DIR set to an empty string
  * (or "off") turns the cache off. */
@@ -15,7 +15,8 @@
 
 #include "core/status.h"
 
-/* The cache file's format; a file of another version is rebuilt. */
+/* The cache file's format, and the packed blocks' (qpack.h): bump it when either changes; a file of another
+ * version is rebuilt. */
 #define TERN_PACK_CACHE_VERSION 1
 
 /* A fast 64-bit hash of n bytes (keys and the file's checksum; not cryptographic). */
