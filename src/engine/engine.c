@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/timeutil.h"
 #include "engine/engine_internal.h"
@@ -204,14 +205,6 @@ void tern_engine_destroy(tern_engine *e) {
     engine_free(e);
 }
 
-/* splitmix64: a fresh seed for requests that did not bring one. */
-static uint64_t next_seed(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_fn cb, void *user,
                              tern_stream **stream, uint64_t *id) {
     if (stream)
@@ -243,7 +236,7 @@ tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_f
     }
     q->id = e->next_id++;
     if (!r->sampling.has_seed)
-        q->sp.seed = next_seed(&e->seed_state);
+        q->sp.seed = tern_splitmix64(&e->seed_state);
     q->ch = channel_new(q->id, cb, user);
     tern_stream *s = q->ch && !cb ? stream_wrap(q->ch) : NULL;
     if (!q->ch || (!cb && !s)) {

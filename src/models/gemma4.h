@@ -13,9 +13,9 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "models/gemma4_config.h"
 #include "kv/kv_cache.h"
 #include "models/batch.h"
+#include "models/gemma4_config.h"
 
 typedef struct tern_gemma4 tern_gemma4;
 

@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 #include "core/fileio.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/threadpool.h"
 #include "formats/quant_config.h"

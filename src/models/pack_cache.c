@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/hash.h"
 
 #define HEADER_BYTES 4096
 #define CHUNK ((size_t)8 << 20)
@@ -24,53 +25,6 @@ typedef struct header {
     uint32_t header_bytes;
     uint64_t key, bytes, checksum;
 } header;
-
-static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-static uint64_t mix(uint64_t x) { /* splitmix64's finalizer */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* Four independent lanes over 32-byte strides (several bytes a cycle), folded with the length at the end. */
-typedef struct hasher {
-    uint64_t h[4];
-    uint64_t n;
-} hasher;
-
-static void hash_init(hasher *s, uint64_t seed) {
-    for (int k = 0; k < 4; k++)
-        s->h[k] = mix(seed + 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1));
-    s->n = 0;
-}
-
-/* Feeds n bytes; every call but the last must feed a multiple of 32. */
-static void hash_feed(hasher *s, const uint8_t *b, size_t n) {
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++) {
-            uint64_t w;
-            memcpy(&w, b + i + 8 * k, 8);
-            s->h[k] = rotl(s->h[k] ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
-        }
-    for (; i < n; i++)
-        s->h[i & 3] = (s->h[i & 3] ^ b[i]) * 0x100000001b3ull;
-    s->n += n;
-}
-
-static uint64_t hash_done(const hasher *s) {
-    return mix(s->h[0] ^ rotl(s->h[1], 17) ^ rotl(s->h[2], 29) ^ rotl(s->h[3], 43) ^ s->n);
-}
-
-uint64_t tern_hash64(const void *p, size_t n, uint64_t seed) {
-    hasher s;
-    hash_init(&s, seed);
-    hash_feed(&s, p, n);
-    return hash_done(&s);
-}
 
 static char *cache_dir(void) {
     const char *d = getenv("TERN_CACHE_DIR");
@@ -162,16 +116,16 @@ int tern_pack_cache_read(const char *path, uint64_t key, uint8_t *arena, size_t 
              h.bytes == bytes && !fstat(fd, &st) && (uint64_t)st.st_size == HEADER_BYTES + (uint64_t)bytes &&
              lseek(fd, HEADER_BYTES, SEEK_SET) == HEADER_BYTES;
     posix_fadvise(fd, HEADER_BYTES, (off_t)bytes, POSIX_FADV_SEQUENTIAL);
-    hasher s;
-    hash_init(&s, key);
+    tern_hasher s;
+    tern_hasher_init(&s, key);
     for (size_t off = 0; ok && off < bytes; off += CHUNK) { /* chunks of a multiple of 32: the hash's stride */
         const size_t n = bytes - off < CHUNK ? bytes - off : CHUNK;
         ok = read_full(fd, arena + off, n);
         if (ok)
-            hash_feed(&s, arena + off, n);
+            tern_hasher_feed(&s, arena + off, n);
     }
     close(fd);
-    return ok && hash_done(&s) == h.checksum;
+    return ok && tern_hasher_done(&s) == h.checksum;
 }
 
 tern_err *tern_pack_cache_write(const char *path, uint64_t key, const uint8_t *arena, size_t bytes) {

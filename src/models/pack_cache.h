@@ -19,8 +19,6 @@
  * version is rebuilt. */
 #define TERN_PACK_CACHE_VERSION 1
 
-/* A fast 64-bit hash of n bytes (keys and the file's checksum; not cryptographic). */
-uint64_t tern_hash64(const void *p, size_t n, uint64_t seed);
 /* The cache file for a model folder and thread layout (malloc'd), or NULL when caching is off or no folder can be
  * named; *source_key identifies the checkpoint's files as they are now. */
 char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key);

@@ -7,10 +7,10 @@
 
 #include "core/fileio.h"
 #include "core/json_util.h"
-#include "models/gemma4_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/ckpt_write.h"
+#include "models/gemma4_config.h"
 #include "models/gemma4_weights.h"
 #include "tensor/ops.h"
 

@@ -9,11 +9,12 @@
 #include "core/alloc.h"
 #include "core/fileio.h"
 #include "core/half.h"
+#include "core/hash.h"
 #include "core/json_util.h"
-#include "models/gemma4_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/ckpt_write.h"
+#include "models/gemma4_config.h"
 #include "models/gemma4_weights.h"
 #include "tensor/quant_mlx.h"
 #include "tokenizer/hf_export.h"
@@ -112,13 +113,6 @@ tern_err *tern_synth_parse_dtype(const char *s, tern_synth_dtype *out) {
 
 /* ---- deterministic random numbers --------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t hash_name(const char *s, uint64_t seed) {
     uint64_t h = 1469598103934665603ull ^ seed;
     for (; *s; s++)
@@ -129,7 +123,7 @@ static uint64_t hash_name(const char *s, uint64_t seed) {
 /* An approximately standard normal value: the sum of four 16-bit uniforms (Irwin–Hall), rescaled.
  * Synthetic weights only need the right scale, and this is several times cheaper than Box–Muller. */
 static float normal01(uint64_t *s) {
-    uint64_t r = splitmix64(s);
+    uint64_t r = tern_splitmix64(s);
     float u = (float)((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48)) * (1.0f / 65536.0f);
     return (u - 2.0f) * 1.7320508f;
 }

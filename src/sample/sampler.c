@@ -4,18 +4,15 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/hash.h"
 #include "sample/topk.h"
 #include "tensor/ops.h"
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void tern_rng_seed(tern_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) { /* splitmix64 expands the seed */
-        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        r->s[i] = z ^ (z >> 31);
-    }
+    for (int i = 0; i < 4; i++) /* splitmix64 expands the seed */
+        r->s[i] = tern_splitmix64(&seed);
 }
 
 uint64_t tern_rng_next(tern_rng *r) {

@@ -18,6 +18,7 @@
 
 #include <microhttpd.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "chat/chat_prompt.h"
 #include "core/timeutil.h"
@@ -38,20 +39,12 @@ void tern_server_config_default(tern_server_config *c) {
 
 /* ---- ids ------------------------------------------------------------------------------------------ */
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 void srv_make_id(tern_server *s, const char *prefix, char *out, size_t cap) {
     static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     uint64_t n = atomic_fetch_add(&s->id_counter, 1);
     char tail[25];
     for (int w = 0; w < 3; w++) { /* 8 letters from each of three 64-bit words (62^8 < 2^64) */
-        uint64_t x = mix64(s->id_salt ^ (n * 3 + (uint64_t)w) ^ 0x9e3779b97f4a7c15ull);
+        uint64_t x = tern_mix64(s->id_salt ^ (n * 3 + (uint64_t)w) ^ 0x9e3779b97f4a7c15ull);
         for (int i = 0; i < 8; i++) {
             tail[w * 8 + i] = alphabet[x % 62];
             x /= 62;
@@ -352,7 +345,7 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     pthread_rwlock_init(&s->engine_lock, NULL);
     srv_metrics_init(&s->metrics);
     s->created = (long)time(NULL);
-    s->id_salt = mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ tern_now_ns());
+    s->id_salt = tern_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ tern_now_ns());
     tern_model_get_info(m, &s->info);
     tern_metrics em;
     tern_engine_metrics(e, &em);
