@@ -3,7 +3,7 @@
 
 tern_err *tern_batch_commit(tern_kv *kv, const tern_batch *b) {
     for (int r = 0; r < b->n_rows; r++)
-        TERN_TRY(tern_kv_set_len(kv, b->seq[r], (b->pos ? b->pos[r] : tern_kv_len(kv, b->seq[r])) + b->n_tok[r]));
+        TERN_TRY(tern_kv_set_len(kv, b->seq[r], tern_batch_row_pos(b, kv, r) + b->n_tok[r]));
     return NULL;
 }
 

@@ -33,6 +33,10 @@ typedef struct tern_batch {
                                  * only on this, never on the other rows of the batch. */
 } tern_batch;
 
+/* The position of row r's first token: its `pos`, else its sequence's committed length. */
+static inline int64_t tern_batch_row_pos(const tern_batch *b, const tern_kv *kv, int r) {
+    return b->pos ? b->pos[r] : tern_kv_len(kv, b->seq[r]);
+}
 /* Commits every row of a forward that ran: each sequence's length becomes its row's position + n_tok. */
 tern_err *tern_batch_commit(tern_kv *kv, const tern_batch *b);
 

@@ -801,11 +801,10 @@ static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern
         for (int r2 = 0; r2 < r; r2++)
             if (b->seq[r2] == b->seq[r])
                 return tern_errf(TERN_EINVAL, "rows %d and %d use the same KV sequence %d", r2, r, b->seq[r]);
-        int64_t n = b->n_tok[r], len = tern_kv_len(kv, b->seq[r]), committed = len;
+        const int64_t n = b->n_tok[r], committed = tern_kv_len(kv, b->seq[r]), len = tern_batch_row_pos(b, kv, r);
         if (n <= 0)
             return tern_errf(TERN_EINVAL, "row %d has no tokens", r);
         if (b->pos) {
-            len = b->pos[r];
             if (len < 0 || len > committed)
                 return tern_errf(TERN_EINVAL, "row %d: position %lld is beyond the sequence's committed length %lld", r,
                                  (long long)len, (long long)committed);
@@ -889,7 +888,9 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     if (!err) {
         int64_t t = 0;
         for (int r = 0; r < b->n_rows; r++) {
-            int64_t len = b->pos ? b->pos[r] : tern_kv_len(kv, b->seq[r]);
+            const int64_t len = tern_batch_row_pos(b, kv, r);
+            /* Marked before the layers write: a truncation must never reach ring slots this pass reuses. */
+            tern_kv_mark_written(kv, b->seq[r], len + b->n_tok[r]);
             int prefill = b->row_prefill ? b->row_prefill[r] : b->n_tok[r] > 1;
             int row_out = b->out != TERN_OUT_NONE && (!b->row_out || b->row_out[r]);
             for (int64_t i = 0; i < b->n_tok[r]; i++, t++) {
@@ -916,8 +917,6 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
             if (P > 0)
                 per_layer_input(&F, L, l, L->layer_scalar, next_norm);
         }
-        for (int r = 0; r < b->n_rows; r++)
-            tern_kv_mark_written(kv, b->seq[r], (b->pos ? b->pos[r] : tern_kv_len(kv, b->seq[r])) + b->n_tok[r]);
         /* Outputs: the final-normed hidden states asked for, then tied logits with soft-cap of the tokens that
          * want them (their normed states gathered in order first). */
         int64_t n_out = 0;
