@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "chat/chat_prompt.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
@@ -52,12 +51,7 @@ static tern_err *chat_ids(const run_ctx *c, json_t *messages, int32_t **ids, siz
     if (!c->chat->tpl)
         return tern_errf(TERN_ENOTFOUND, "the model has no chat template (use --raw or --ids)");
     json_t *kwargs = json_pack("{s:b}", "enable_thinking", c->think);
-    char *text = NULL;
-    size_t len;
-    tern_err *err = tern_chat_format_render(c->chat, messages, NULL, kwargs, 1, &text, &len);
-    if (!err)
-        err = tern_chat_tokenize(c->model, text, len, ids, n);
-    free(text);
+    tern_err *err = tern_model_chat_prompt(c->model, messages, NULL, kwargs, 1, ids, n);
     json_decref(kwargs);
     return err;
 }

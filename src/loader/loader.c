@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_prompt.h"
 #include "chat/jinja.h"
 #include "core/fileio.h"
+#include "core/log.h"
 
 tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     *out = NULL;
@@ -114,6 +116,22 @@ int tern_model_is_eog(const tern_model *m, int32_t id) {
 }
 
 const tern_chat_format *tern_model_chat_format(const tern_model *m) { return m->chat; }
+
+tern_err *tern_model_chat_prompt(const tern_model *m, const json_t *messages, const json_t *tools,
+                                 const json_t *kwargs, int add_generation_prompt, int32_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    char *text = NULL;
+    size_t len = 0;
+    tern_err *err = tern_chat_format_render(m->chat, messages, tools, kwargs, add_generation_prompt, &text, &len);
+    if (!err) {
+        if (tern_log_get_level() >= TERN_LOG_DEBUG)
+            TLOG_DEBUG("prompt (%zu bytes): %.2000s", len, text);
+        err = tern_chat_tokenize(m, text, len, ids, n);
+    }
+    free(text);
+    return err;
+}
 
 void tern_model_chat_info(const tern_model *m, tern_chat_info *out) {
     const tern_chat_format *f = m->chat;

@@ -19,5 +19,9 @@ struct tern_model {
 
 /* The chat format (never NULL for a loaded model). */
 const tern_chat_format *tern_model_chat_format(const tern_model *m);
+/* A conversation (OpenAI-style messages; tools and kwargs may be NULL) as prompt ids: rendered with the chat
+ * format's template and tokenized with one BOS (*ids freed with tern_free). TERN_EUNSUPPORTED without a template. */
+tern_err *tern_model_chat_prompt(const tern_model *m, const json_t *messages, const json_t *tools,
+                                 const json_t *kwargs, int add_generation_prompt, int32_t **ids, size_t *n);
 
 #endif

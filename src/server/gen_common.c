@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/chat_prompt.h"
-#include "core/log.h"
 #include "server/server_internal.h"
 
 tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
@@ -13,16 +11,7 @@ tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *
     *n = 0;
     if (!s->chat->tpl)
         return tern_errf(TERN_EUNSUPPORTED, "this model has no chat template: use /v1/completions with a raw prompt");
-    char *text = NULL;
-    size_t len = 0;
-    tern_err *err = tern_chat_format_render(s->chat, messages, tools, kwargs, add_generation_prompt, &text, &len);
-    if (!err) {
-        if (tern_log_get_level() >= TERN_LOG_DEBUG)
-            TLOG_DEBUG("server: prompt (%zu bytes): %.2000s", len, text);
-        err = tern_chat_tokenize(s->model, text, len, ids, n);
-    }
-    free(text);
-    return err;
+    return tern_model_chat_prompt(s->model, messages, tools, kwargs, add_generation_prompt, ids, n);
 }
 
 json_t *srv_usage_json(const tern_usage *u) {
