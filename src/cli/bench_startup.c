@@ -4,7 +4,6 @@
  * mmaps its weights could approach. Each round starts `tern serve MODEL --port 0` (this binary), reads the port
  * from its ready line, sends GET /health until it is answered, then stops it. */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,24 +19,8 @@
 #include "core/fileio.h"
 #include "core/timeutil.h"
 
-/* Calls fn(path) for every regular file directly in dir. */
-static void each_file(const char *dir, void (*fn)(const char *path, void *ctx), void *ctx) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        char *p = tern_path_join(dir, e->d_name);
-        if (p && tern_is_file(p))
-            fn(p, ctx);
-        free(p);
-    }
-    closedir(d);
-}
-
-static void evict(const char *path, void *ctx) {
-    (void)ctx;
+static void evict(void *ctx, const char *name, const char *path) {
+    (void)ctx, (void)name;
     int fd = open(path, O_RDONLY);
     if (fd >= 0) {
         fdatasync(fd);
@@ -46,7 +29,8 @@ static void evict(const char *path, void *ctx) {
     }
 }
 
-static void read_all(const char *path, void *ctx) {
+static void read_all(void *ctx, const char *name, const char *path) {
+    (void)name;
     static char buf[1 << 20];
     int fd = open(path, O_RDONLY);
     if (fd < 0)
@@ -156,12 +140,12 @@ int tern_bench_startup(const char *model, int rounds, int threads, int json) {
         return 2;
     }
     for (int r = 0; r < rounds; r++) {
-        each_file(model, evict, NULL);
+        tern_err_free(tern_dir_files(model, evict, NULL));
         double t0 = tern_now_s();
         bytes = 0;
-        each_file(model, read_all, &bytes);
+        tern_err_free(tern_dir_files(model, read_all, &bytes));
         read_s[r] = tern_now_s() - t0;
-        each_file(model, evict, NULL);
+        tern_err_free(tern_dir_files(model, evict, NULL));
         cold[r] = one_start(model, threads, why, sizeof why);
         warm[r] = cold[r] < 0 ? -1 : one_start(model, threads, why, sizeof why);
         if (cold[r] < 0 || warm[r] < 0) {

@@ -1,6 +1,7 @@
 /* fileio.c — whole-file reads, memory maps, paths. */
 #include "core/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -173,4 +174,23 @@ tern_err *tern_mkdir_p(const char *path) {
     if (!tern_is_dir(path))
         return tern_errf(TERN_EIO, "%s: exists and is not a directory", path);
     return NULL;
+}
+
+tern_err *tern_dir_files(const char *dir, void (*fn)(void *ctx, const char *name, const char *path), void *ctx) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return tern_errf(TERN_EIO, "%s: %s", dir, strerror(errno));
+    tern_err *err = NULL;
+    for (struct dirent *e; !err && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = tern_path_join(dir, e->d_name);
+        if (!p)
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+        else if (tern_is_file(p))
+            fn(ctx, e->d_name, p);
+        free(p);
+    }
+    closedir(d);
+    return err;
 }

@@ -35,5 +35,8 @@ int tern_is_file(const char *path);
 int tern_is_dir(const char *path);
 /* Creates `path` and its parents (like mkdir -p). */
 tern_err *tern_mkdir_p(const char *path);
+/* Calls fn(ctx, name, path) for every regular file directly in `dir` but hidden ones (names starting with '.'),
+ * in directory order; an error when the folder cannot be read. */
+tern_err *tern_dir_files(const char *dir, void (*fn)(void *ctx, const char *name, const char *path), void *ctx);
 
 #endif

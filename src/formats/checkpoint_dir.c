@@ -3,7 +3,6 @@
  * instead of "config.json: Not a directory". */
 #include "formats/checkpoint_dir.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,25 @@
 static int ends_with(const char *s, size_t n, const char *suffix) {
     size_t k = strlen(suffix);
     return n > k && !strcasecmp(s + n - k, suffix);
+}
+
+/* What a folder without config.json holds: GGUF files and other weight files, and the first of each. */
+typedef struct found {
+    char first_gguf[256], first_weights[256];
+    int n_gguf, n_weights;
+} found;
+
+static void tally(void *ctx, const char *name, const char *path) {
+    found *f = ctx;
+    const size_t n = strlen(name);
+    (void)path;
+    if (ends_with(name, n, ".gguf")) {
+        if (f->n_gguf++ == 0)
+            snprintf(f->first_gguf, sizeof f->first_gguf, "%s", name);
+    } else if (ends_with(name, n, ".safetensors") || ends_with(name, n, ".bin") || ends_with(name, n, ".pth")) {
+        if (f->n_weights++ == 0)
+            snprintf(f->first_weights, sizeof f->first_weights, "%s", name);
+    }
 }
 
 tern_err *tern_checkpoint_dir_check(const char *path) {
@@ -40,29 +58,14 @@ tern_err *tern_checkpoint_dir_check(const char *path) {
     if (has_config)
         return NULL;
     /* Say what is there: a GGUF file, other weights, or nothing a model is made of. */
-    DIR *d = opendir(path);
-    if (!d)
-        return tern_errf(TERN_EIO, "%s: %s", path, strerror(errno));
-    char first_gguf[256] = "", first_weights[256] = "";
-    int n_gguf = 0, n_weights = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        if (ends_with(e->d_name, n, ".gguf")) {
-            if (n_gguf++ == 0)
-                snprintf(first_gguf, sizeof first_gguf, "%s", e->d_name);
-        } else if (ends_with(e->d_name, n, ".safetensors") || ends_with(e->d_name, n, ".bin") ||
-                   ends_with(e->d_name, n, ".pth")) {
-            if (n_weights++ == 0)
-                snprintf(first_weights, sizeof first_weights, "%s", e->d_name);
-        }
-    }
-    closedir(d);
-    if (n_gguf)
+    found f = {0};
+    TERN_TRY(tern_dir_files(path, tally, &f));
+    if (f.n_gguf)
         return tern_errf(TERN_EUNSUPPORTED, "%s has no config.json but holds GGUF file%s (%s%s); GGUF models are not "
-                         "supported yet (%s)", path, n_gguf > 1 ? "s" : "", first_gguf, n_gguf > 1 ? ", ..." : "",
+                         "supported yet (%s)", path, f.n_gguf > 1 ? "s" : "", f.first_gguf, f.n_gguf > 1 ? ", ..." : "",
                          expected);
-    if (n_weights)
-        return tern_errf(TERN_ENOTFOUND, "%s has weights (%s%s) but no config.json (%s)", path, first_weights,
-                         n_weights > 1 ? ", ..." : "", expected);
+    if (f.n_weights)
+        return tern_errf(TERN_ENOTFOUND, "%s has weights (%s%s) but no config.json (%s)", path, f.first_weights,
+                         f.n_weights > 1 ? ", ..." : "", expected);
     return tern_errf(TERN_ENOTFOUND, "%s has no config.json and no weights: not a model folder (%s)", path, expected);
 }

@@ -4,7 +4,6 @@
  * so the data starts page-aligned. */
 #include "models/pack_cache.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -54,6 +53,20 @@ static uint64_t head_hash(const char *path) {
     return h;
 }
 
+/* Adds a checkpoint file's identity to *ctx (a uint64_t key). The files are added, not chained: directory order
+ * varies. With the size and time goes the file's head — a safetensors header, its tensors' names, dtypes and
+ * offsets — so a file copied over with its time kept is still told apart. */
+static void add_file_key(void *ctx, const char *name, const char *path) {
+    const size_t n = strlen(name);
+    const int weights = n > 12 && !strcmp(name + n - 12, ".safetensors");
+    struct stat st;
+    if ((!weights && strcmp(name, "config.json") && strcmp(name, "model.safetensors.index.json")) || stat(path, &st))
+        return;
+    const uint64_t f[4] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+                           head_hash(path)};
+    *(uint64_t *)ctx += tern_hash64(f, sizeof f, tern_hash64(name, n, 2));
+}
+
 char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key) {
     *source_key = 0;
     char *dir = cache_dir(), real[4096];
@@ -61,29 +74,9 @@ char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_
         free(dir);
         return NULL;
     }
-    /* The checkpoint as it is now: every weight and config file's name, size and modification time. */
+    /* The checkpoint as it is now: every weight and config file's name, size, modification time and head. */
     uint64_t key = tern_hash64(real, strlen(real), 1);
-    DIR *d = opendir(real);
-    if (d) {
-        for (struct dirent *e; (e = readdir(d));) {
-            size_t n = strlen(e->d_name);
-            int weights = n > 12 && !strcmp(e->d_name + n - 12, ".safetensors");
-            if (!weights && strcmp(e->d_name, "config.json") && strcmp(e->d_name, "model.safetensors.index.json"))
-                continue;
-            char *p = tern_path_join(real, e->d_name);
-            struct stat st;
-            if (p && !stat(p, &st)) {
-                /* Order-independent: directory order varies, so each file's hash is added. With the size and
-                 * time goes the file's head — a safetensors header, its tensors' names, dtypes and offsets — so
-                 * a file copied over with its time kept is still told apart. */
-                uint64_t f[4] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
-                                 head_hash(p)};
-                key += tern_hash64(f, sizeof f, tern_hash64(e->d_name, n, 2));
-            }
-            free(p);
-        }
-        closedir(d);
-    }
+    tern_err_free(tern_dir_files(real, add_file_key, &key));
     *source_key = key;
     char name[64];
     snprintf(name, sizeof name, "%016llx-t%d.pack", (unsigned long long)tern_hash64(real, strlen(real), 3), threads);
