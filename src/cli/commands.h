@@ -16,5 +16,6 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_spec_trace(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static const struct {
     {"bench", cmd_bench, "MODEL [-p 512] [-n 128]  prefill/decode throughput vs. memory bandwidth"},
     {"logits", cmd_logits, "MODEL --ids ...      parity interface: logits/hidden for a token sequence"},
     {"perplexity", cmd_perplexity, "MODEL FILE [-c 512] [--stride N]  windowed perplexity of a text"},
+    {"spec-trace", cmd_spec_trace, "TARGET --draft DIR --ids ... [-k 4]  parity trace of assistant drafting"},
     {"tokenize", cmd_tokenize, "(MODEL | --vocab F) < text  print token ids (--add-special, --parse-special)"},
     {"detokenize", cmd_detokenize, "(MODEL | --vocab F) --ids 1,2,3  print the text of token ids"},
     {"template", cmd_template, "TEMPLATE CONTEXT.json  render a chat template (Jinja) with a JSON context"},

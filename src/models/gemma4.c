@@ -100,18 +100,6 @@ static float embed_scale_for(const tern_weight *w, double width) {
     return s;
 }
 
-static float *rope_table(const tern_rope_params *r, int64_t hd) {
-    float *f = calloc((size_t)(hd / 2), sizeof *f);
-    if (!f)
-        return NULL;
-    /* Proportional RoPE: only the first partial*hd/2 pairs rotate, with exponents over the whole head. */
-    int64_t rotating = r->kind == TERN_ROPE_PROPORTIONAL ? (int64_t)(r->partial_rotary_factor * (double)hd / 2 + 0.5)
-                                                         : hd / 2;
-    for (int64_t i = 0; i < rotating; i++)
-        f[i] = (float)(pow(r->theta, -2.0 * (double)i / (double)hd) / r->factor);
-    return f;
-}
-
 static tern_err *bind_layers(tern_gemma4 *m) {
     const tern_gemma4_config *c = &m->c;
     m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
@@ -181,7 +169,7 @@ static tern_err *bind_layers(tern_gemma4 *m) {
     }
     for (int t = 0; t < 2; t++) {
         int64_t hd = t == TERN_LAYER_FULL ? c->global_head_dim : c->head_dim;
-        if (!(m->inv_freq[t] = rope_table(&c->rope[t], hd)))
+        if (!(m->inv_freq[t] = tern_gemma4_rope_inv_freq(&c->rope[t], hd)))
             return tern_errf(TERN_ENOMEM, "out of memory");
     }
     return NULL;
@@ -279,6 +267,12 @@ void tern_gemma4_free(tern_gemma4 *m) {
     tern_quant_config_free(m->qc);
     tern_checkpoint_close(m->ck);
     free(m);
+}
+
+void tern_gemma4_embed_row(const tern_gemma4 *m, int32_t id, float *out) {
+    tern_weight_row(m->embed, id, out);
+    for (int64_t i = 0; i < m->c.hidden_size; i++)
+        out[i] *= m->embed_scale;
 }
 
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m) { return &m->c; }

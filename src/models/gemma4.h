@@ -48,6 +48,9 @@ uint64_t tern_gemma4_work_bytes(const tern_gemma4_config *c, int64_t T);
 int tern_gemma4_layout_threads(const tern_gemma4 *m);
 /* Frees the model; NULL is fine. */
 void tern_gemma4_free(tern_gemma4 *m);
+/* out[H] = the input embedding of `id` as the forward feeds it (the row times the embedding scale); id must be
+ * in the vocabulary. */
+void tern_gemma4_embed_row(const tern_gemma4 *m, int32_t id, float *out);
 /* The parsed hyper-parameters. */
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m);
 struct tern_gemma4_weights;

@@ -183,6 +183,7 @@ static tern_err *forward(void *impl, tern_kv *kv, tern_pool *pool, const tern_ba
     return tern_gemma4_forward(impl, kv, pool, b, logits, hidden);
 }
 static void set_profile(void *impl, tern_lm_profile *p) { tern_gemma4_set_profile(impl, p); }
+static void embed(const void *impl, int32_t id, float *out) { tern_gemma4_embed_row(impl, id, out); }
 
 const tern_arch tern_arch_gemma4 = {
     .model_types = {"gemma4", "gemma4_text", NULL},
@@ -196,4 +197,5 @@ const tern_arch tern_arch_gemma4 = {
     .decode_bytes = decode_bytes,
     .forward = forward,
     .set_profile = set_profile,
+    .embed = embed,
 };

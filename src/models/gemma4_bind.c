@@ -52,8 +52,8 @@ static int float_format(tern_dtype dt, tern_wformat *f) {
 }
 
 /* Binds one spec; returns a problem message in `why` (empty when fine). */
-static void bind_one(const tern_wspec *s, tern_layout layout, const tern_quant_config *qc, const tern_checkpoint *ck,
-                     tern_weight *w, char *why, size_t wlen) {
+void tern_gemma4_bind_one(const tern_wspec *s, tern_layout layout, const tern_quant_config *qc,
+                          const tern_checkpoint *ck, tern_weight *w, char *why, size_t wlen) {
     char name[200], sname[200], bname[200], module[200];
     why[0] = 0;
     memset(w, 0, sizeof *w);
@@ -161,7 +161,7 @@ tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const tern_quant_config 
     int oom = 0;
     for (size_t i = 0; i < gw->n && !err; i++) {
         char why[640];
-        bind_one(&gw->specs[i], gw->layout, qc, ck, &gw->w[i], why, sizeof why);
+        tern_gemma4_bind_one(&gw->specs[i], gw->layout, qc, ck, &gw->w[i], why, sizeof why);
         if (why[0])
             oom |= add_msg(&gw->problems, &gw->n_problems, "%s", why);
     }

@@ -7,6 +7,7 @@
 #include "models/gemma4_config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/json_util.h"
@@ -136,11 +137,11 @@ static tern_err *validate(const tern_gemma4_config *c, const char *w) {
                          (long long)c->num_attention_heads, (long long)c->num_global_key_value_heads);
     if (c->head_dim % 2 || c->global_head_dim % 2)
         return tern_errf(TERN_EFORMAT, "%s: head_dim and global_head_dim must be even (RoPE rotates pairs)", w);
-    if (c->num_kv_shared_layers >= c->num_hidden_layers)
+    if (c->num_kv_shared_layers >= c->num_hidden_layers && !c->reads_other_cache)
         return tern_errf(TERN_EFORMAT, "%s: num_kv_shared_layers (%lld) must be below num_hidden_layers (%lld)", w,
                          (long long)c->num_kv_shared_layers, (long long)c->num_hidden_layers);
     int first = tern_gemma4_first_shared(c);
-    for (int l = first; l < c->num_hidden_layers; l++)
+    for (int l = first; l < c->num_hidden_layers && !c->reads_other_cache; l++)
         if (tern_gemma4_kv_source(c, l) < 0)
             return tern_errf(TERN_EFORMAT,
                              "%s: KV-shared layer %d is %s but no earlier layer of that type owns a cache", w, l,
@@ -218,6 +219,12 @@ tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *c) {
         TERN_TRY(tern_err_wrap(parse_eos(tc, c), "%s", where));
     if (c->n_eos == 0)
         c->eos_token_ids[c->n_eos++] = 1;
+    const json_t *type = json_object_get(root, "model_type");
+    c->reads_other_cache = json_is_string(type) && !strcmp(json_string_value(type), "gemma4_assistant");
+    if (c->reads_other_cache && c->num_kv_shared_layers != c->num_hidden_layers)
+        return tern_errf(TERN_EFORMAT, "%s: a gemma4_assistant's layers all read the target's cache: "
+                         "num_kv_shared_layers (%lld) must equal num_hidden_layers (%lld)", where,
+                         (long long)c->num_kv_shared_layers, (long long)c->num_hidden_layers);
     const json_t *audio = json_object_get(root, "audio_config");
     c->has_audio_tower = audio && json_is_object(audio);
     const json_t *vision = json_object_get(root, "vision_config");
@@ -270,4 +277,16 @@ int64_t tern_gemma4_kv_bytes_per_token(const tern_gemma4_config *c, int elem_byt
         total += 2 * tern_gemma4_layer_kv_heads(c, l) * tern_gemma4_layer_head_dim(c, l) * elem_bytes;
     }
     return total;
+}
+
+float *tern_gemma4_rope_inv_freq(const tern_rope_params *r, int64_t hd) {
+    float *f = calloc((size_t)(hd / 2), sizeof *f);
+    if (!f)
+        return NULL;
+    /* Proportional RoPE: only the first partial*hd/2 pairs rotate, with exponents over the whole head. */
+    int64_t rotating = r->kind == TERN_ROPE_PROPORTIONAL ? (int64_t)(r->partial_rotary_factor * (double)hd / 2 + 0.5)
+                                                         : hd / 2;
+    for (int64_t i = 0; i < rotating; i++)
+        f[i] = (float)(pow(r->theta, -2.0 * (double)i / (double)hd) / r->factor);
+    return f;
 }

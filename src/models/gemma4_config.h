@@ -56,6 +56,7 @@ typedef struct tern_gemma4_config {
     int64_t eos_token_ids[TERN_MAX_EOS];
     int n_eos;
     int has_audio_tower; /* audio_config present and not null */
+    int reads_other_cache; /* a gemma4_assistant drafter: every layer reads the target model's cache */
     int has_vision_tower;
 } tern_gemma4_config;
 
@@ -74,6 +75,9 @@ int64_t tern_gemma4_layer_head_dim(const tern_gemma4_config *c, int layer);
 int64_t tern_gemma4_layer_kv_heads(const tern_gemma4_config *c, int layer);
 /* Dense MLP width of a layer (doubled on KV-shared layers with use_double_wide_mlp). */
 int64_t tern_gemma4_layer_ffn(const tern_gemma4_config *c, int layer);
+/* RoPE inverse frequencies [hd / 2] of a layer type (proportional RoPE: only the first partial * hd / 2 pairs
+ * rotate, the rest are 0); malloc'd, NULL when out of memory. */
+float *tern_gemma4_rope_inv_freq(const tern_rope_params *r, int64_t hd);
 /* Bytes of KV cache per token summed over cache-owning layers, at `elem_bytes` per element,
  * counting sliding layers (they saturate at the window; callers cap by position). */
 int64_t tern_gemma4_kv_bytes_per_token(const tern_gemma4_config *c, int elem_bytes, int include_sliding);

@@ -13,10 +13,11 @@ const char *tern_layout_prefix(tern_layout l) { return prefixes[l]; }
 const char *tern_layout_name(tern_layout l) { return layout_names[l]; }
 
 void tern_wspec_full_name(const tern_wspec *s, tern_layout layout, const char *part, char *buf, size_t len) {
+    const char *prefix = s->rooted ? "" : prefixes[layout];
     if (part)
-        snprintf(buf, len, "%s%s.%s", prefixes[layout], s->name, part);
+        snprintf(buf, len, "%s%s.%s", prefix, s->name, part);
     else
-        snprintf(buf, len, "%s%s%s", prefixes[layout], s->name, s->suffix ? ".weight" : "");
+        snprintf(buf, len, "%s%s%s", prefix, s->name, s->suffix ? ".weight" : "");
 }
 
 typedef struct {

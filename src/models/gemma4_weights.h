@@ -33,6 +33,7 @@ typedef enum tern_layout {
 typedef struct tern_wspec {
     char name[112];   /* relative name without ".weight", e.g. "layers.3.self_attn.q_proj" */
     int suffix;       /* stored as name + ".weight" */
+    int rooted;       /* named from the checkpoint's root, without the layout's prefix (a drafter's projections) */
     tern_wkind kind;
     int ndim;
     int64_t shape[3]; /* logical float shape */
@@ -74,6 +75,10 @@ enum { TERN_PACK_NONE = 0, TERN_PACK_PACKED, TERN_PACK_FROM_CACHE };
  * not returned as an error: the caller decides (info lists them, the loader refuses). */
 tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const struct tern_quant_config *qc,
                            const struct tern_checkpoint *ck, tern_gemma4_weights **out);
+/* Binds one tensor of `ck` to *w as `s` describes it (float, or MLX-quantized per qc); on a problem *w is left
+ * with fmt TERN_WF_NONE and why says "missing: NAME" or "mis-shaped: NAME: ...". */
+void tern_gemma4_bind_one(const tern_wspec *s, tern_layout layout, const struct tern_quant_config *qc,
+                          const struct tern_checkpoint *ck, tern_weight *w, char *why, size_t wlen);
 /* The bound weight of relative name (e.g. "layers.0.mlp.up_proj"), or NULL if not in the spec list. */
 const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name);
 /* One product step of the forward pass: up to three matrices reading the same input, multiplied in one

@@ -132,4 +132,12 @@ tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_b
     return m->spec->arch->forward(m->impl, kv, pool, b, logits, hidden);
 }
 
+tern_err *tern_lm_embed(const tern_lm *m, int32_t id, float *out) {
+    const tern_lm_desc *d = &m->spec->d;
+    if (id < 0 || id >= d->vocab)
+        return tern_errf(TERN_EINVAL, "token id %d is outside the vocabulary [0, %lld)", id, (long long)d->vocab);
+    m->spec->arch->embed(m->impl, id, out);
+    return NULL;
+}
+
 void tern_lm_set_profile(tern_lm *m, tern_lm_profile *p) { m->spec->arch->set_profile(m->impl, p); }

@@ -80,6 +80,9 @@ tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t ch
 /* Runs a batch (see tern_batch): logits [n_logits][vocab] and/or hidden [n_hidden][hidden] of the tokens that want
  * them. Commits nothing. */
 tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
+/* out[hidden] = the input embedding of token `id` as the forward feeds it (scaled): what a drafter reading this
+ * model's embedding takes. */
+tern_err *tern_lm_embed(const tern_lm *m, int32_t id, float *out);
 /* From now on every forward adds its phases to *p (NULL stops). */
 void tern_lm_set_profile(tern_lm *m, tern_lm_profile *p);
 
@@ -99,6 +102,7 @@ typedef struct tern_arch {
     uint64_t (*decode_bytes)(const void *impl);
     tern_err *(*forward)(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
     void (*set_profile)(void *impl, tern_lm_profile *p);
+    void (*embed)(const void *impl, int32_t id, float *out); /* id inside the vocabulary */
 } tern_arch;
 
 /* The Gemma 4 text decoder (gemma4_arch.c). */

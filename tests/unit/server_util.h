@@ -55,7 +55,7 @@ TS_FN const char *ts_model(void) {
 }
 
 /* Starts `tern serve MODEL --port 0 ARGS` and waits for its ready line. */
-TS_FN void ts_start(ts_server *s, const char *args) {
+TS_FN void ts_start_model(ts_server *s, const char *model, const char *args) {
     memset(s, 0, sizeof *s);
     static int n;
     static char logdir[4096]; /* made once: tu_tmpdir empties the directory */
@@ -65,7 +65,7 @@ TS_FN void ts_start(ts_server *s, const char *args) {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "exec '%s' serve '%s' --port 0 %s 2>'%s'", tu_tern_bin(), ts_model(), args ? args : "",
+    snprintf(cmd, sizeof cmd, "exec '%s' serve '%s' --port 0 %s 2>'%s'", tu_tern_bin(), model, args ? args : "",
              s->log);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -108,6 +108,9 @@ TS_FN void ts_start(ts_server *s, const char *args) {
     s->port = atoi(at + strlen("http://127.0.0.1:"));
     assert_true(s->port > 0);
 }
+
+/* Starts `tern serve` on the tiny synthetic model (ts_model) with ARGS. */
+TS_FN void ts_start(ts_server *s, const char *args) { ts_start_model(s, ts_model(), args); }
 
 /* Sends `sig` and waits (bounded) for the exit; returns the exit status, or -1 if it had to be killed. */
 TS_FN int ts_signal_wait(ts_server *s, int sig) {

@@ -1,0 +1,367 @@
+/* gemma4_assistant.c — the Gemma 4 assistant drafter (GEMMA4.md §5). The decoder stack binds through the Gemma 4
+ * tensor list (its config has every layer KV-shared, so each layer is Q-only); the projections and the centroid
+ * head sit at the checkpoint's root and bind by name. One step is a single token, so every product is a
+ * matrix-vector product on the pool and the attention is one query over the target's cache rows in place. */
+#include "models/cache_drafter.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/json_util.h"
+#include "formats/quant_config.h"
+#include "formats/safetensors.h"
+#include "models/gemma4.h"
+#include "models/gemma4_weights.h"
+#include "tensor/attention.h"
+#include "tensor/ops.h"
+
+typedef struct drafter_layer {
+    const tern_weight *q, *o, *gate, *up, *down;
+    float *input_norm, *q_norm, *post_attn_norm, *pre_ff_norm, *post_ff_norm;
+    float scalar;
+    int type; /* tern_layer_type */
+    int64_t hd, ffn;
+} drafter_layer;
+
+struct tern_cache_drafter {
+    tern_gemma4_parsed p;
+    tern_cache_drafter_desc d;
+    tern_weight pre, post, centroids;
+    const int64_t *ordering; /* [vocab] token ids grouped by centroid, or NULL */
+    int64_t n_centroids, centroid_top_k;
+    int use_centroids;
+    drafter_layer *layers;
+    const tern_weight *embed;
+    float *norm;
+    float *inv_freq[2];
+    float *buf; /* one arena for the step's activations */
+    float *x, *xn, *q, *attn, *a, *g, *u, *cat, *y, *cs, *sn, *scores, *part, *cscore, *row;
+};
+
+static const tern_weight *find(const tern_cache_drafter *a, const char *fmt, int layer) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, layer);
+    const tern_weight *w = tern_gemma4_find(a->p.gw, name);
+    return w && w->fmt != TERN_WF_NONE ? w : NULL;
+}
+
+/* A norm weight or scalar as f32 (malloc'd). */
+static float *vec(const tern_cache_drafter *a, const char *fmt, int layer) {
+    const tern_weight *w = find(a, fmt, layer);
+    float *v = w ? malloc((size_t)tern_weight_cols(w) * sizeof *v) : NULL;
+    if (v)
+        tern_weight_row(w, 0, v);
+    return v;
+}
+
+/* Binds a root-level tensor (the projections, the centroids). */
+static tern_err *bind_root(tern_cache_drafter *a, const char *name, int64_t rows, int64_t cols, tern_weight *w) {
+    tern_wspec s = {.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {rows, cols}};
+    snprintf(s.name, sizeof s.name, "%s", name);
+    char why[640];
+    tern_gemma4_bind_one(&s, a->p.gw->layout, a->p.qc, a->p.ck, w, why, sizeof why);
+    return why[0] ? tern_errf(TERN_EFORMAT, "%s", why) : NULL;
+}
+
+static tern_err *bind_head(tern_cache_drafter *a, const json_t *root) {
+    const tern_tensor *order = tern_checkpoint_find(a->p.ck, "masked_embedding.token_ordering");
+    const tern_tensor *cw = tern_checkpoint_find(a->p.ck, "masked_embedding.centroids.weight");
+    if (!order && !cw)
+        return NULL;
+    if (!order || !cw || cw->ndim != 2)
+        return tern_errf(TERN_EFORMAT, "the centroid head needs masked_embedding.centroids.weight [centroids, "
+                                       "hidden] and masked_embedding.token_ordering [vocab]");
+    const int64_t V = a->d.vocab, C = cw->shape[0];
+    if (order->dtype != TERN_DT_I64 || order->ndim != 1 || order->shape[0] != V || !order->aligned || C <= 0 ||
+        V % C)
+        return tern_errf(TERN_EFORMAT, "masked_embedding.token_ordering: expected I64 [%lld] in %lld equal groups",
+                         (long long)V, (long long)C);
+    a->ordering = order->data;
+    for (int64_t i = 0; i < V; i++)
+        if (a->ordering[i] < 0 || a->ordering[i] >= V)
+            return tern_errf(TERN_EFORMAT, "masked_embedding.token_ordering[%lld] = %lld is outside the vocabulary",
+                             (long long)i, (long long)a->ordering[i]);
+    a->n_centroids = C;
+    int64_t k = 32;
+    TERN_TRY(tern_json_get_int(root, "centroid_intermediate_top_k", 32, 1, 1 << 20, &k));
+    a->centroid_top_k = k < 1 ? 1 : k > C ? C : k;
+    TERN_TRY(bind_root(a, "masked_embedding.centroids", C, a->d.hidden, &a->centroids));
+    a->d.has_centroids = 1;
+    a->use_centroids = 1;
+    return NULL;
+}
+
+static tern_err *bind_layers(tern_cache_drafter *a) {
+    const tern_gemma4_config *c = &a->p.c;
+    const int N = (int)c->num_hidden_layers;
+    if (!(a->layers = calloc((size_t)N, sizeof *a->layers)))
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    for (int l = 0; l < N; l++) {
+        drafter_layer *L = &a->layers[l];
+        L->type = c->layer_types[l];
+        L->hd = tern_gemma4_layer_head_dim(c, l);
+        L->ffn = tern_gemma4_layer_ffn(c, l);
+        L->q = find(a, "layers.%d.self_attn.q_proj", l);
+        L->o = find(a, "layers.%d.self_attn.o_proj", l);
+        L->gate = find(a, "layers.%d.mlp.gate_proj", l);
+        L->up = find(a, "layers.%d.mlp.up_proj", l);
+        L->down = find(a, "layers.%d.mlp.down_proj", l);
+        L->input_norm = vec(a, "layers.%d.input_layernorm", l);
+        L->q_norm = vec(a, "layers.%d.self_attn.q_norm", l);
+        L->post_attn_norm = vec(a, "layers.%d.post_attention_layernorm", l);
+        L->pre_ff_norm = vec(a, "layers.%d.pre_feedforward_layernorm", l);
+        L->post_ff_norm = vec(a, "layers.%d.post_feedforward_layernorm", l);
+        float *s = vec(a, "layers.%d.layer_scalar", l);
+        L->scalar = s ? s[0] : 1.0f;
+        free(s);
+        if (!L->input_norm || !L->q_norm || !L->post_attn_norm || !L->pre_ff_norm || !L->post_ff_norm)
+            return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    a->embed = find(a, "embed_tokens", 0);
+    if (!(a->norm = vec(a, "norm", 0)))
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    for (int t = 0; t < 2; t++)
+        if (!(a->inv_freq[t] = tern_gemma4_rope_inv_freq(&c->rope[t], t == TERN_LAYER_FULL ? c->global_head_dim
+                                                                                          : c->head_dim)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+    return NULL;
+}
+
+static tern_err *alloc_buffers(tern_cache_drafter *a) {
+    const tern_gemma4_config *c = &a->p.c;
+    const int64_t H = c->hidden_size, Ht = a->d.backbone_hidden, nH = c->num_attention_heads;
+    const int64_t hd = c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim;
+    int64_t F = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        F = a->layers[l].ffn > F ? a->layers[l].ffn : F;
+    const int64_t sizes[] = {H, H, nH * hd, nH * hd, H, F, F, 2 * Ht, H, hd, hd, nH * TERN_ATTN_CHUNK,
+                             3 * tern_attn_part_floats(nH, hd), a->n_centroids, H};
+    float **dst[] = {&a->x, &a->xn, &a->q, &a->attn, &a->a, &a->g, &a->u, &a->cat, &a->y, &a->cs, &a->sn,
+                     &a->scores, &a->part, &a->cscore, &a->row};
+    int64_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        total += sizes[i];
+    if (!(a->buf = malloc((size_t)total * sizeof(float))))
+        return tern_errf(TERN_ENOMEM, "out of memory for the drafter's activations");
+    float *at = a->buf;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        *dst[i] = at;
+        at += sizes[i];
+    }
+    return NULL;
+}
+
+tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out) {
+    *out = NULL;
+    char *cfg_path = tern_path_join(dir, "config.json");
+    if (!cfg_path)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    json_t *root = NULL;
+    tern_err *err = tern_json_load_file(cfg_path, 16u << 20, &root);
+    free(cfg_path);
+    if (err)
+        return tern_err_wrap(err, "%s", dir);
+    const json_t *type = json_object_get(root, "model_type");
+    if (!json_is_string(type) || strcmp(json_string_value(type), "gemma4_assistant")) {
+        err = tern_errf(TERN_EINVAL, "%s: model_type is \"%s\", not \"gemma4_assistant\" (a Gemma 4 assistant "
+                                     "drafter)", dir, json_is_string(type) ? json_string_value(type) : "?");
+        json_decref(root);
+        return err;
+    }
+    tern_cache_drafter *a = calloc(1, sizeof *a);
+    if (!a) {
+        json_decref(root);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    err = tern_gemma4_parse(dir, root, &a->p);
+    if (!err) {
+        const tern_gemma4_config *c = &a->p.c;
+        a->d.hidden = c->hidden_size;
+        a->d.vocab = c->vocab_size;
+        a->d.n_layers = c->num_hidden_layers;
+        err = tern_err_wrap(tern_json_get_int(root, "backbone_hidden_size", 0, 0, 1 << 20, &a->d.backbone_hidden),
+                            "%s/config.json", dir);
+        if (!err && a->d.backbone_hidden <= 0)
+            err = tern_errf(TERN_EFORMAT, "%s/config.json: backbone_hidden_size (the target's width) is missing",
+                            dir);
+    }
+    if (!err && a->p.gw->n_problems)
+        err = tern_errf(TERN_EFORMAT, "%s: %s%s", dir, a->p.gw->problems[0],
+                        a->p.gw->n_problems > 1 ? " (and more: tern info lists them)" : "");
+    if (!err)
+        err = bind_root(a, "pre_projection", a->d.hidden, 2 * a->d.backbone_hidden, &a->pre);
+    if (!err)
+        err = bind_root(a, "post_projection", a->d.backbone_hidden, a->d.hidden, &a->post);
+    if (!err)
+        err = bind_head(a, root);
+    if (!err)
+        err = bind_layers(a);
+    if (!err)
+        err = alloc_buffers(a);
+    json_decref(root);
+    if (err) {
+        tern_cache_drafter_free(a);
+        return tern_err_wrap(err, "draft model");
+    }
+    *out = a;
+    return NULL;
+}
+
+void tern_cache_drafter_free(tern_cache_drafter *a) {
+    if (!a)
+        return;
+    for (int64_t l = 0; a->layers && l < a->d.n_layers; l++) {
+        drafter_layer *L = &a->layers[l];
+        free(L->input_norm);
+        free(L->q_norm);
+        free(L->post_attn_norm);
+        free(L->pre_ff_norm);
+        free(L->post_ff_norm);
+    }
+    free(a->layers);
+    free(a->norm);
+    free(a->inv_freq[0]);
+    free(a->inv_freq[1]);
+    free(a->buf);
+    tern_gemma4_parsed_free(&a->p);
+    free(a);
+}
+
+const tern_cache_drafter_desc *tern_cache_drafter_desc_of(const tern_cache_drafter *a) { return &a->d; }
+
+tern_err *tern_cache_drafter_set_head(tern_cache_drafter *a, tern_draft_head head) {
+    if (head == TERN_DRAFT_HEAD_CENTROID && !a->d.has_centroids)
+        return tern_errf(TERN_EINVAL, "the draft model has no centroid head (masked_embedding.*): use the full head");
+    a->use_centroids = head == TERN_DRAFT_HEAD_FULL ? 0 : a->d.has_centroids;
+    return NULL;
+}
+
+/* The target cache layer a drafter block of `type` reads: the last cache-owning layer of that type. */
+static int target_cache_layer(const tern_lm_desc *t, int type) {
+    int found = -1;
+    for (int i = 0; i < t->n_kv; i++)
+        if (t->kv[i].ring == (type == TERN_LAYER_SLIDING))
+            found = i;
+    return found;
+}
+
+tern_err *tern_cache_drafter_check_target(const tern_cache_drafter *a, const tern_lm_desc *t) {
+    const tern_gemma4_config *c = &a->p.c;
+    if (t->vocab != a->d.vocab || t->hidden != a->d.backbone_hidden)
+        return tern_errf(TERN_EINVAL, "the draft model is for a target with vocabulary %lld and hidden size %lld; "
+                         "this target has vocabulary %lld and hidden size %lld", (long long)a->d.vocab,
+                         (long long)a->d.backbone_hidden, (long long)t->vocab, (long long)t->hidden);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const int type = c->layer_types[l];
+        const char *name = type == TERN_LAYER_FULL ? "full" : "sliding";
+        const int k = target_cache_layer(t, type);
+        if (k < 0)
+            return tern_errf(TERN_EINVAL, "draft layer %d is a %s-attention block but the target has no %s layer "
+                             "owning a cache", l, name, name);
+        const int64_t hd = tern_gemma4_layer_head_dim(c, l), kvh = tern_gemma4_layer_kv_heads(c, l);
+        if (t->kv[k].head_dim != hd || t->kv[k].kv_heads != kvh ||
+            (type == TERN_LAYER_SLIDING && t->sliding_window != c->sliding_window))
+            return tern_errf(TERN_EINVAL, "draft layer %d (%s) attends with head dim %lld, %lld KV heads%s%lld; the "
+                             "target cache layer %d it reads has head dim %lld, %lld KV heads%s%lld", l, name,
+                             (long long)hd, (long long)kvh, type == TERN_LAYER_SLIDING ? ", window " : "",
+                             type == TERN_LAYER_SLIDING ? (long long)c->sliding_window : 0LL, k,
+                             (long long)t->kv[k].head_dim, (long long)t->kv[k].kv_heads,
+                             type == TERN_LAYER_SLIDING ? ", window " : "",
+                             type == TERN_LAYER_SLIDING ? (long long)t->sliding_window : 0LL);
+    }
+    return NULL;
+}
+
+/* Scores with the centroid head: the top clusters' tokens get their embedding dot y, all others the lowest of
+ * those minus 1. */
+static int centroid_logits(tern_cache_drafter *a, tern_pool *pool, float *logits) {
+    const int64_t V = a->d.vocab, C = a->n_centroids, per = V / C, H = a->d.hidden;
+    if (tern_matmul(pool, &a->centroids, a->y, 1, a->cscore, TERN_MM_DECODE))
+        return -1;
+    for (int64_t i = 0; i < V; i++)
+        logits[i] = NAN;
+    float lo = FLT_MAX;
+    for (int64_t k = 0; k < a->centroid_top_k; k++) {
+        int64_t best = -1;
+        for (int64_t j = 0; j < C; j++)
+            if (!isnan(a->cscore[j]) && (best < 0 || a->cscore[j] > a->cscore[best]))
+                best = j;
+        a->cscore[best] = NAN; /* taken */
+        for (int64_t i = best * per; i < (best + 1) * per; i++) {
+            const int64_t id = a->ordering[i];
+            tern_weight_row(a->embed, id, a->row);
+            float s = 0;
+            for (int64_t e = 0; e < H; e++)
+                s += a->row[e] * a->y[e];
+            logits[id] = s;
+            lo = s < lo ? s : lo;
+        }
+    }
+    for (int64_t i = 0; i < V; i++)
+        if (isnan(logits[i]))
+            logits[i] = lo - 1.0f;
+    return 0;
+}
+
+tern_err *tern_cache_drafter_step(tern_cache_drafter *a, tern_pool *pool, const tern_cache_drafter_io *io) {
+    const tern_gemma4_config *c = &a->p.c;
+    const int64_t H = c->hidden_size, Ht = a->d.backbone_hidden, nH = c->num_attention_heads;
+    const float eps = (float)c->rms_norm_eps;
+    const int64_t P = tern_kv_len(io->kv, io->seq);
+    tern_kv_view view[2];
+    for (int type = 0; type < 2; type++) {
+        const int k = target_cache_layer(io->target, type);
+        if (k >= 0)
+            TERN_TRY(tern_kv_view_layer(io->kv, k, io->seq, &view[type]));
+    }
+    memcpy(a->cat, io->emb, (size_t)Ht * sizeof(float));
+    memcpy(a->cat + Ht, io->h, (size_t)Ht * sizeof(float));
+    int failed = tern_matmul(pool, &a->pre, a->cat, 1, a->x, TERN_MM_DECODE);
+    for (int64_t l = 0; l < a->d.n_layers && !failed; l++) {
+        const drafter_layer *L = &a->layers[l];
+        const int64_t hd = L->hd;
+        tern_rmsnorm(a->x, L->input_norm, H, eps, a->xn);
+        failed |= tern_matmul(pool, L->q, a->xn, 1, a->q, TERN_MM_DECODE);
+        /* Every step queries from P, the position of the token drafted from; the cache holds positions < P. */
+        tern_rope_angles(hd, a->inv_freq[L->type], P, a->cs, a->sn);
+        for (int64_t h = 0; h < nH; h++) {
+            float *qh = a->q + h * hd;
+            tern_rmsnorm(qh, L->q_norm, hd, eps, qh);
+            tern_rope_apply(qh, hd, a->inv_freq[L->type], a->cs, a->sn);
+        }
+        const tern_kv_view *v = &view[L->type];
+        int64_t start = L->type == TERN_LAYER_SLIDING ? P - c->sliding_window + 1 : 0;
+        start = start < 0 ? 0 : start;
+        if (P == 0) {
+            memset(a->attn, 0, (size_t)(nH * hd) * sizeof(float)); /* nothing to read before the first token */
+        } else {
+            tern_attn_args args = {.q = a->q, .n_heads = nH, .kv_heads = v->kv_heads, .head_dim = hd, .k = v->k,
+                                   .v = v->v, .dtype = v->dtype, .slots = v->slots, .start = start, .end = P - 1,
+                                   .scores = a->scores, .part = a->part, .out = a->attn};
+            tern_attend(&args);
+        }
+        failed |= tern_matmul(pool, L->o, a->attn, 1, a->a, TERN_MM_DECODE);
+        tern_rmsnorm(a->a, L->post_attn_norm, H, eps, a->a);
+        for (int64_t i = 0; i < H; i++)
+            a->x[i] += a->a[i];
+        tern_rmsnorm(a->x, L->pre_ff_norm, H, eps, a->xn);
+        failed |= tern_matmul(pool, L->gate, a->xn, 1, a->g, TERN_MM_DECODE);
+        failed |= tern_matmul(pool, L->up, a->xn, 1, a->u, TERN_MM_DECODE);
+        tern_gelu_tanh_mul(a->g, a->u, L->ffn);
+        failed |= tern_matmul(pool, L->down, a->g, 1, a->a, TERN_MM_DECODE);
+        tern_rmsnorm(a->a, L->post_ff_norm, H, eps, a->a);
+        for (int64_t i = 0; i < H; i++)
+            a->x[i] = (a->x[i] + a->a[i]) * L->scalar;
+    }
+    if (!failed) {
+        tern_rmsnorm(a->x, a->norm, H, eps, a->y);
+        failed |= a->use_centroids ? centroid_logits(a, pool, io->logits)
+                                   : tern_matmul(pool, a->embed, a->y, 1, io->logits, TERN_MM_DECODE);
+        failed |= tern_matmul(pool, &a->post, a->y, 1, io->h_out, TERN_MM_DECODE);
+    }
+    return failed ? tern_errf(TERN_ENOMEM, "out of memory in a draft step") : NULL;
+}
