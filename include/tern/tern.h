@@ -113,6 +113,11 @@ typedef struct tern_engine_opts {
     int prefill_chunk;         /* most prompt tokens one row feeds per step; default 256 */
     int step_tokens;           /* most tokens in one forward (decode rows first, then prefill chunks); default 512 */
     int kv_f32;                /* 1: keep K/V in f32 instead of bf16 */
+    /* Speculative decoding (lossless: drafts only change speed). A request with a prediction drafts from it. */
+    int draft_ngram;           /* 1: rows without a prediction draft by prompt lookup (--draft-ngram) */
+    int draft_max;             /* most tokens drafted per row and step (at most 64 and prefill_chunk - 1); 0 = default
+                                * 8; < 0 = speculation off */
+    int draft_min;             /* fewer proposed tokens than this are not verified (plain decoding); default 1 */
 } tern_engine_opts;
 
 /* Fills the defaults (all fields 0 / -1 as documented above). */
@@ -164,6 +169,15 @@ typedef struct tern_request {
     int logprobs;             /* 1: report each chosen token's logprob */
     int top_logprobs;         /* 0..20 most likely alternatives per token (implies logprobs) */
     int render_special;       /* 1: special tokens appear in the event text */
+    /* OpenAI predicted outputs: the expected output, as token ids or text (tokenized without special tokens),
+     * drafted from; at most one of the two. */
+    const int32_t *prediction_ids;
+    size_t n_prediction_ids;
+    const char *prediction_text;
+    size_t prediction_text_len;
+    int draft_max;            /* 0: the engine's; > 0: at most this many drafted tokens per step (capped by the
+                               * engine's) */
+    int draft_off;            /* 1: no speculation for this request */
 } tern_request;
 
 #define TERN_MAX_STOP_STRINGS 16
@@ -189,6 +203,10 @@ typedef struct tern_usage {
     int64_t cached_tokens;     /* prompt tokens whose K/V came from the prefix cache */
     int64_t completion_tokens; /* tokens generated (a stop token counts) */
     int64_t max_tokens;        /* the effective max_tokens after clamping */
+    int64_t drafted_tokens;    /* tokens proposed by draft sources and verified */
+    int64_t accepted_draft_tokens;
+    int64_t accepted_prediction_tokens; /* of the drafted tokens, those from the request's prediction, kept */
+    int64_t rejected_prediction_tokens; /* ... and not kept */
 } tern_usage;
 
 typedef struct tern_timings {
@@ -270,6 +288,8 @@ typedef struct tern_metrics {
     uint64_t prompt_tokens, cached_tokens, tokens_generated;
     uint64_t steps, step_rows;     /* forwards run, and rows summed over them (mean batch = step_rows / steps) */
     uint64_t prefix_lookups, prefix_hits, prefix_evictions;
+    uint64_t draft_tokens[2], draft_accepted[2]; /* by source: 0 n-gram, 1 prediction */
+    uint64_t draft_failures;                     /* draft source errors (those rows decoded plainly) */
 } tern_metrics;
 
 /* A consistent snapshot of the engine's counters. */

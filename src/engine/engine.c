@@ -18,6 +18,8 @@ void tern_engine_opts_default(tern_engine_opts *o) {
     o->max_queue = 64;
     o->prefill_chunk = TERN_ENGINE_PREFILL_CHUNK;
     o->step_tokens = TERN_ENGINE_STEP_TOKENS;
+    o->draft_max = TERN_ENGINE_DRAFT_MAX;
+    o->draft_min = 1;
 }
 
 void tern_request_default(tern_request *r) {
@@ -64,6 +66,20 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
     if (o.step_tokens < o.parallel + 1 || o.step_tokens > 1 << 20)
         return tern_errf(TERN_EINVAL, "step_tokens must be in [parallel + 1 = %d, 1048576], got %d", o.parallel + 1,
                          o.step_tokens);
+    if (o.draft_max == 0)
+        o.draft_max = TERN_ENGINE_DRAFT_MAX;
+    if (o.draft_max < 0)
+        o.draft_max = 0;
+    /* A verify pass feeds draft_max + 1 tokens and may roll all but one back: the ring's extra slots (the prefill
+     * chunk) must cover it. */
+    if (o.draft_max > 64)
+        return tern_errf(TERN_EINVAL, "draft_max must be in [0, 64], got %d", o.draft_max);
+    if (o.draft_max > o.prefill_chunk - 1)
+        o.draft_max = o.prefill_chunk - 1;
+    if (o.draft_min == 0)
+        o.draft_min = 1;
+    if (o.draft_min < 1 || o.draft_min > 64)
+        return tern_errf(TERN_EINVAL, "draft_min must be in [1, 64], got %d", o.draft_min);
     e->o = o;
     tern_kv_cost_from_desc(e->desc, o.kv_f32 ? 4 : 2, o.prefill_chunk, &e->cost);
     uint64_t one = tern_kv_cost_bytes(&e->cost, o.ctx);
@@ -104,10 +120,15 @@ static void engine_free(tern_engine *e) {
         tern_detok_stream_free(w->detok);
         tern_stop_text_free(&w->stop);
         tern_pc_cursor_free(w->cursor);
+        free(w->lp);
+        free(w->draft);
+        free(w->chosen_toks);
         free(w->toks);
         free(w->final);
     }
     free(e->rows);
+    for (int k = 0; k < TERN_DRAFT_KINDS; k++)
+        tern_draft_source_free(e->sources[k]);
     tern_prefix_cache_free(e->pc);
     tern_kv_free(e->kv);
     tern_pool_destroy(e->pool);
@@ -116,6 +137,8 @@ static void engine_free(tern_engine *e) {
     free(e->b_row);
     free(e->b_ntok);
     free(e->b_ids);
+    free(e->b_want);
+    free(e->b_prefill);
     free(e->ready);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -152,19 +175,33 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
     }
     if (!err) {
         e->rows = calloc((size_t)P, sizeof *e->rows);
-        e->logits = malloc((size_t)P * (size_t)e->vocab * sizeof *e->logits);
+        e->logits = malloc((size_t)P * (size_t)(e->o.draft_max + 1) * (size_t)e->vocab * sizeof *e->logits);
         e->b_seq = malloc((size_t)P * sizeof *e->b_seq);
         e->b_row = malloc((size_t)P * sizeof *e->b_row);
         e->b_ntok = malloc((size_t)P * sizeof *e->b_ntok);
         e->b_ids = malloc((size_t)e->o.step_tokens * sizeof *e->b_ids);
+        e->b_want = malloc((size_t)e->o.step_tokens);
+        e->b_prefill = malloc((size_t)P);
         e->ready = malloc((size_t)P * sizeof *e->ready);
-        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->ready)
+        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want ||
+            !e->b_prefill || !e->ready)
             err = tern_errf(TERN_ENOMEM, "out of memory for %d rows", P);
+    }
+    if (!err && e->o.draft_max > 0) {
+        err = tern_draft_prediction_new(P, &e->sources[TERN_DRAFT_PREDICTION]);
+        if (!err && e->o.draft_ngram)
+            err = tern_draft_ngram_new(P, 1, 4, &e->sources[TERN_DRAFT_NGRAM]);
     }
     for (int r = 0; !err && r < P; r++) {
         eng_row *w = &e->rows[r];
         w->seq = r;
         err = tern_chain_new(e->vocab, &w->chain);
+        const int K = e->o.draft_max;
+        w->lp = calloc((size_t)K + 1, sizeof *w->lp);
+        w->draft = malloc(((size_t)K + 1) * sizeof *w->draft);
+        w->chosen_toks = malloc(((size_t)K + 1) * sizeof *w->chosen_toks);
+        if (!err && (!w->lp || !w->draft || !w->chosen_toks))
+            err = tern_errf(TERN_ENOMEM, "out of memory");
         if (!err && e->pc)
             err = tern_pc_cursor_new(e->pc, &w->cursor);
     }

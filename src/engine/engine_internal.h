@@ -23,6 +23,7 @@
 #include "loader/loader.h"
 #include "models/model.h"
 #include "sample/chain.h"
+#include "spec/draft.h"
 #include "tern/tern.h"
 #include "tokenizer/tokenizer.h"
 
@@ -73,6 +74,9 @@ typedef struct eng_request {
     int64_t max_tokens; /* after clamping */
     uint64_t reserve;   /* KV bytes reserved while admitted */
     int ignore_eos, render_special;
+    int32_t *prediction;    /* predicted output (drafted from), or NULL */
+    int64_t n_prediction;
+    int draft_max;          /* resolved: 0 = no speculation */
     channel *ch;
     double t_submit, t_admit, t_first;
     struct eng_request *next; /* wait queue */
@@ -102,8 +106,17 @@ typedef struct eng_row {
     /* this step */
     int64_t feed;            /* tokens fed in this step's forward */
     int out;                 /* its logits row, or -1 */
-    int32_t chosen;
-    tern_logprobs lp;
+    tern_logprobs *lp;       /* [draft_max + 1]: each chosen token's */
+    /* speculation */
+    tern_draft_source *src;  /* this request's draft source, or NULL */
+    int32_t *draft;          /* [draft_max] this step's drafted tokens */
+    int n_draft;
+    int32_t *chosen_toks;    /* [draft_max + 1] this step's chosen tokens (accepted drafts, then the target's own) */
+    int n_chosen;
+    int k;                   /* drafts to ask for next (adaptive) */
+    int rest;                /* steps left without drafting after acceptance collapsed */
+    float acc_rate;          /* running acceptance rate */
+    int64_t drafted, accepted, pred_accepted, pred_rejected;
 } eng_row;
 
 struct tern_engine {
@@ -116,11 +129,14 @@ struct tern_engine {
     tern_kv *kv;
     tern_kv_cost cost;
     tern_prefix_cache *pc; /* NULL when off */
+    tern_draft_source *sources[TERN_DRAFT_KINDS]; /* NULL when off */
     eng_row *rows;         /* [parallel] */
-    float *logits;         /* [parallel][vocab] */
+    float *logits;         /* [parallel * (draft_max + 1)][vocab] */
     int *b_seq, *b_row;    /* batch scratch [parallel] */
     int64_t *b_ntok;
     int32_t *b_ids;        /* [step_tokens] */
+    uint8_t *b_want;       /* [step_tokens] */
+    uint8_t *b_prefill;    /* [parallel] */
     int *ready;            /* rows sampling this step */
     int n_ready;
     pthread_t thread;

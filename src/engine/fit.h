@@ -14,6 +14,8 @@
  * sliding layers) and the most tokens of one forward (whose activations are counted). */
 #define TERN_ENGINE_PREFILL_CHUNK 256
 #define TERN_ENGINE_STEP_TOKENS 512
+/* Most tokens a row drafts per step by default (speculative decoding). */
+#define TERN_ENGINE_DRAFT_MAX 8
 
 typedef struct tern_fit_plan {
     uint64_t weights_bytes;     /* text-decoder tensors as stored (mmapped, paged in as used) */

@@ -11,6 +11,7 @@ void request_free(eng_request *r) {
     if (!r)
         return;
     free(r->prompt);
+    free(r->prediction);
     free(r->bias);
     free(r->stop_ids);
     for (int i = 0; i < r->n_stops; i++)
@@ -146,6 +147,42 @@ static tern_err *take_stops(tern_engine *e, const tern_request *r, eng_request *
     return NULL;
 }
 
+/* The predicted output and the request's draft length. */
+static tern_err *take_prediction(tern_engine *e, const tern_request *r, eng_request *q) {
+    if (r->draft_max < 0)
+        return tern_errf(TERN_EINVAL, "draft_max must be >= 0 (0 = the server's), got %d", r->draft_max);
+    q->draft_max = r->draft_off || e->o.draft_max <= 0 ? 0 : r->draft_max > 0 && r->draft_max < e->o.draft_max
+                                                              ? r->draft_max : e->o.draft_max;
+    const int has_ids = r->prediction_ids != NULL || r->n_prediction_ids > 0, has_text = r->prediction_text != NULL;
+    if (has_ids && has_text)
+        return tern_errf(TERN_EINVAL, "prediction: give token ids or text, not both");
+    if (has_text) {
+        tern_tokens t = {0};
+        tern_err *err = tern_tokenize(e->model->tok, r->prediction_text, r->prediction_text_len, 0, 0, &t);
+        if (err) {
+            tern_tokens_free(&t);
+            return tern_err_wrap(err, "prediction");
+        }
+        q->prediction = t.ids;
+        q->n_prediction = (int64_t)t.n;
+    } else if (has_ids) {
+        if (!r->prediction_ids || r->n_prediction_ids > (size_t)INT32_MAX)
+            return tern_errf(TERN_EINVAL, "prediction: %zu token ids but no array", r->n_prediction_ids);
+        if (!(q->prediction = malloc(r->n_prediction_ids * sizeof *q->prediction)))
+            return tern_errf(TERN_ENOMEM, "out of memory for a prediction of %zu tokens", r->n_prediction_ids);
+        memcpy(q->prediction, r->prediction_ids, r->n_prediction_ids * sizeof *q->prediction);
+        q->n_prediction = (int64_t)r->n_prediction_ids;
+        for (int64_t i = 0; i < q->n_prediction; i++)
+            if (q->prediction[i] < 0 || q->prediction[i] >= e->vocab)
+                return tern_errf(TERN_EINVAL, "prediction: token %lld is id %d, outside the vocabulary [0, %lld)",
+                                 (long long)i, q->prediction[i], (long long)e->vocab);
+    }
+    if (q->n_prediction > e->o.ctx)
+        return tern_errf(TERN_EINVAL, "the prediction has %lld tokens, more than the context holds (%lld)",
+                         (long long)q->n_prediction, (long long)e->o.ctx);
+    return NULL;
+}
+
 /* Rejects a prompt that can never run; clamps max_tokens; fixes the reservation. */
 static tern_err *fit(tern_engine *e, const tern_request *r, eng_request *q) {
     const int64_t ctx = e->o.ctx, n = q->n_prompt;
@@ -184,6 +221,8 @@ tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out
         err = take_sampling(e, r, q);
     if (!err)
         err = take_stops(e, r, q);
+    if (!err)
+        err = take_prediction(e, r, q);
     if (!err)
         err = fit(e, r, q);
     if (err) {

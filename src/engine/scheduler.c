@@ -40,6 +40,12 @@ static void fill_done(tern_event *ev, const eng_request *q, const eng_row *w, te
     ev->usage.prompt_tokens = q->n_prompt;
     ev->usage.cached_tokens = w ? w->cached : 0;
     ev->usage.completion_tokens = w ? w->n_gen : 0;
+    if (w) {
+        ev->usage.drafted_tokens = w->drafted;
+        ev->usage.accepted_draft_tokens = w->accepted;
+        ev->usage.accepted_prediction_tokens = w->pred_accepted;
+        ev->usage.rejected_prediction_tokens = w->pred_rejected;
+    }
     ev->usage.max_tokens = q->max_tokens;
     double admit = q->t_admit > 0 ? q->t_admit : now;
     ev->timings.queue_s = admit - q->t_submit;
@@ -120,6 +126,9 @@ static void finish_row(tern_engine *e, eng_row *w, tern_finish finish, int32_t s
     ev.error = error;
     if (w->cursor)
         tern_pc_cursor_end(w->cursor);
+    if (w->src)
+        w->src->vt->row_end(w->src, w->seq);
+    w->src = NULL;
     tern_kv_release(e->kv, w->seq);
     pthread_mutex_lock(&e->mu);
     tern_budget_release(&e->budget, q->reserve);
@@ -159,6 +168,24 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     TERN_TRY(tern_chain_start(w->chain, &q->sp, q->prompt, q->n_prompt));
     TERN_TRY(tern_detok_stream_new(e->model->tok, q->render_special, &w->detok));
     tern_stop_text_init(&w->stop, (const char *const *)q->stops, q->stop_lens, q->n_stops);
+    w->drafted = w->accepted = w->pred_accepted = w->pred_rejected = 0;
+    w->src = NULL;
+    w->k = q->draft_max;
+    w->rest = 0;
+    w->acc_rate = 1.0f;
+    if (q->draft_max > 0)
+        w->src = e->sources[q->n_prediction ? TERN_DRAFT_PREDICTION : TERN_DRAFT_NGRAM];
+    if (w->src) {
+        tern_err *err = w->src->vt->row_start(w->src, w->seq, q->prediction, q->n_prediction);
+        if (err) { /* the row decodes plainly */
+            TLOG_DEBUG("engine: draft source %s: %s", w->src->vt->name, tern_err_msg(err));
+            tern_err_free(err);
+            w->src = NULL;
+            pthread_mutex_lock(&e->mu);
+            e->m.draft_failures++;
+            pthread_mutex_unlock(&e->mu);
+        }
+    }
     if (e->pc) {
         /* At least the last prompt token must run through the model: its logits choose the first token. */
         const tern_pc_node *tail = NULL;
@@ -179,12 +206,27 @@ typedef struct sample_job {
     tern_engine *e;
 } sample_job;
 
+/* The row's choices this step: at each fed position in turn the chain chooses (verifying the drafted token
+ * there, if any), until a choice is not the draft; every choice joins the penalties' history. */
+static void choose_row(tern_engine *e, eng_row *w) {
+    const size_t V = (size_t)e->vocab;
+    const float *logits = e->logits + (size_t)w->out * V;
+    w->n_chosen = 0;
+    for (int j = 0;; j++) {
+        int accepted = 0;
+        int32_t t = j < w->n_draft ? tern_chain_verify(w->chain, logits + (size_t)j * V, w->draft[j], &w->lp[j], &accepted)
+                                   : tern_chain_choose(w->chain, logits + (size_t)j * V, &w->lp[j]);
+        tern_chain_accept(w->chain, t);
+        w->chosen_toks[w->n_chosen++] = t;
+        if (!accepted)
+            break;
+    }
+}
+
 static void sample_range(void *ctx, size_t b, size_t end, int tid) {
     tern_engine *e = ((sample_job *)ctx)->e;
-    for (size_t i = b; i < end; i++) {
-        eng_row *w = &e->rows[e->ready[i]];
-        w->chosen = tern_chain_choose(w->chain, e->logits + (size_t)w->out * (size_t)e->vocab, &w->lp);
-    }
+    for (size_t i = b; i < end; i++)
+        choose_row(e, &e->rows[e->ready[i]]);
 }
 
 static int is_stop_token(const tern_engine *e, const eng_request *q, int32_t tok) {
@@ -194,10 +236,11 @@ static int is_stop_token(const tern_engine *e, const eng_request *q, int32_t tok
     return !q->ignore_eos && tern_model_is_eog(e->model, tok);
 }
 
-/* The row chose w->chosen: record it, emit its event, and finish the row if it is done. */
-static void take_token(tern_engine *e, eng_row *w) {
+/* The row's j-th choice of this step: record it, emit its event, and finish the row if it is done. */
+static void take_token(tern_engine *e, eng_row *w, int j) {
     eng_request *q = w->req;
-    int32_t tok = w->chosen;
+    int32_t tok = w->chosen_toks[j];
+    const tern_logprobs *lp = &w->lp[j];
     double now = tern_now_s();
     if (w->n_gen == 0) {
         q->t_first = now;
@@ -206,7 +249,6 @@ static void take_token(tern_engine *e, eng_row *w) {
         e->m.prefilling_rows--;
         pthread_mutex_unlock(&e->mu);
     }
-    tern_chain_accept(w->chain, tok);
     w->toks[w->n_toks++] = tok;
     w->n_gen++;
     if (is_stop_token(e, q, tok)) {
@@ -234,10 +276,10 @@ static void take_token(tern_engine *e, eng_row *w) {
     ev.text = text;
     ev.text_len = text_len;
     ev.has_logprob = q->sp.logprobs;
-    ev.logprob = w->lp.chosen;
-    ev.n_top = q->sp.top_logprobs ? w->lp.n_top : 0;
-    ev.top_ids = w->lp.top_ids;
-    ev.top_logprobs = w->lp.top;
+    ev.logprob = lp->chosen;
+    ev.n_top = q->sp.top_logprobs ? lp->n_top : 0;
+    ev.top_ids = lp->top_ids;
+    ev.top_logprobs = lp->top;
     ev.stop_token = -1;
     ev.stop_string = -1;
     channel_emit(q->ch, &ev);
@@ -260,18 +302,103 @@ static int prefill_order(tern_engine *e, int *order) {
     return n;
 }
 
+/* How many tokens a decoding row asks its source for this step: its adaptive length, within what max_tokens
+ * leaves after this step's own token and what the step's token budget has left. */
+static int draft_ask(const tern_engine *e, eng_row *w, int64_t room) {
+    if (!w->src)
+        return 0;
+    if (w->rest > 0) { /* drafting was not paying: decode plainly for a while, then try again */
+        w->rest--;
+        return 0;
+    }
+    int64_t k = w->k, left = w->req->max_tokens - w->n_gen - 1;
+    k = k < left ? k : left;
+    k = k < room ? k : room;
+    return k >= e->o.draft_min ? (int)k : 0;
+}
+
+/* Asks every source for its rows' drafts; sets each decoding row's n_draft. Returns the tokens they add. */
+static int64_t gather_drafts(tern_engine *e, const int *rows, int n) {
+    tern_draft_ask asks[TERN_DRAFT_KINDS][256];
+    int n_asks[TERN_DRAFT_KINDS] = {0};
+    int64_t room = e->o.step_tokens - n; /* every decoding row feeds its own token first */
+    for (int i = 0; i < n; i++) {
+        eng_row *w = &e->rows[rows[i]];
+        w->n_draft = 0;
+        int k = draft_ask(e, w, room);
+        if (k <= 0)
+            continue;
+        room -= k;
+        tern_draft_ask *a = &asks[w->src->kind][n_asks[w->src->kind]++];
+        *a = (tern_draft_ask){.row = w->seq, .toks = w->toks, .n_toks = w->n_toks, .n_prompt = w->req->n_prompt,
+                              .k = k, .out = w->draft};
+    }
+    int64_t added = 0;
+    for (int kind = 0; kind < TERN_DRAFT_KINDS; kind++) {
+        if (!n_asks[kind])
+            continue;
+        tern_draft_source *src = e->sources[kind];
+        tern_err *err = src->vt->draft(src, asks[kind], n_asks[kind]);
+        if (err) { /* those rows decode plainly this step */
+            TLOG_DEBUG("engine: draft source %s: %s", src->vt->name, tern_err_msg(err));
+            tern_err_free(err);
+            pthread_mutex_lock(&e->mu);
+            e->m.draft_failures++;
+            pthread_mutex_unlock(&e->mu);
+            continue;
+        }
+        for (int i = 0; i < n_asks[kind]; i++) {
+            const tern_draft_ask *a = &asks[kind][i];
+            eng_row *w = &e->rows[a->row];
+            w->n_draft = a->n_out >= e->o.draft_min ? a->n_out : 0;
+            added += w->n_draft;
+        }
+    }
+    return added;
+}
+
+/* After verification: the drafts' fate in the counters, and the row's next draft length from its running
+ * acceptance rate (all drafts for a high rate, down to none for a while when almost nothing is kept). */
+static void count_drafts(tern_engine *e, eng_row *w) {
+    if (!w->n_draft)
+        return;
+    const int kept = w->n_chosen - 1, K = w->req->draft_max;
+    w->drafted += w->n_draft;
+    w->accepted += kept;
+    if (w->src->kind == TERN_DRAFT_PREDICTION) {
+        w->pred_accepted += kept;
+        w->pred_rejected += w->n_draft - kept;
+    }
+    e->m.draft_tokens[w->src->kind] += (uint64_t)w->n_draft;
+    e->m.draft_accepted[w->src->kind] += (uint64_t)kept;
+    w->acc_rate = 0.6f * w->acc_rate + 0.4f * (float)kept / (float)w->n_draft;
+    w->k = w->acc_rate >= 0.6f ? K : w->acc_rate >= 0.35f ? (K / 2 > 1 ? K / 2 : 1) : (K < 2 ? K : 2);
+    if (w->acc_rate < 0.1f) {
+        w->rest = 8;
+        w->acc_rate = 0.3f;
+        w->k = 1;
+    }
+}
+
 static void step(tern_engine *e) {
     const int P = e->o.parallel;
-    int n = 0, order[256];
+    int n = 0, order[256], decoding[256], n_dec = 0;
     int64_t T = 0;
-    for (int r = 0; r < P; r++) { /* decoding rows: one token each */
-        eng_row *w = &e->rows[r];
-        if (w->phase != ROW_DECODE)
-            continue;
+    for (int r = 0; r < P; r++)
+        if (e->rows[r].phase == ROW_DECODE)
+            decoding[n_dec++] = r;
+    if (n_dec)
+        gather_drafts(e, decoding, n_dec);
+    for (int i = 0; i < n_dec; i++) { /* decoding rows: their token, then any drafts, every one wanting logits */
+        eng_row *w = &e->rows[decoding[i]];
         e->b_seq[n] = w->seq;
-        e->b_ntok[n] = 1;
-        e->b_row[n] = r;
-        e->b_ids[T++] = w->toks[w->n_past];
+        e->b_ntok[n] = 1 + w->n_draft;
+        e->b_row[n] = decoding[i];
+        e->b_prefill[n] = 0;
+        e->b_ids[T] = w->toks[w->n_past];
+        memcpy(e->b_ids + T + 1, w->draft, (size_t)w->n_draft * sizeof *e->b_ids);
+        memset(e->b_want + T, TERN_WANT_LOGITS, (size_t)(1 + w->n_draft));
+        T += 1 + w->n_draft;
         n++;
     }
     int np = prefill_order(e, order);
@@ -285,21 +412,20 @@ static void step(tern_engine *e) {
         e->b_seq[n] = w->seq;
         e->b_ntok[n] = cnt;
         e->b_row[n] = order[i];
+        e->b_prefill[n] = 1;
+        w->n_draft = 0;
         memcpy(e->b_ids + T, w->toks + w->n_past, (size_t)cnt * sizeof *e->b_ids);
+        /* Only a chunk that completes the prompt needs logits: its last token's choose the first token. */
+        memset(e->b_want + T, 0, (size_t)cnt);
+        if (w->n_past + cnt == w->n_toks)
+            e->b_want[T + cnt - 1] = TERN_WANT_LOGITS;
         T += cnt;
         n++;
     }
     if (n == 0)
         return;
-    /* Only rows whose prompt is complete after this step (and decoding rows) need logits. */
-    uint8_t want[256], prefill[256];
-    for (int i = 0; i < n; i++) {
-        const eng_row *w = &e->rows[e->b_row[i]];
-        want[i] = w->n_past + e->b_ntok[i] == w->n_toks;
-        prefill[i] = w->phase == ROW_PREFILL;
-    }
-    tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .out = TERN_OUT_LAST,
-                    .row_out = want, .row_prefill = prefill};
+    tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .want = e->b_want,
+                    .row_prefill = e->b_prefill};
     tern_err *err = tern_lm_forward(e->lm, e->kv, e->pool, &b, e->logits, NULL);
     if (!err)
         err = tern_batch_commit(e->kv, &b);
@@ -311,26 +437,38 @@ static void step(tern_engine *e) {
         return;
     }
     e->n_ready = 0;
-    for (int i = 0, k = 0; i < n; i++) {
+    int64_t t0 = 0, k = 0;
+    for (int i = 0; i < n; i++) {
         eng_row *w = &e->rows[e->b_row[i]];
-        w->n_past += e->b_ntok[i];
-        if (w->cursor)
-            tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->toks, w->n_past);
-        w->out = -1;
-        if (want[i]) { /* prompt done (or a decode step): its logits (k-th output) choose the next token */
-            w->out = k++;
-            e->ready[e->n_ready++] = e->b_row[i];
+        int wants = 0;
+        for (int64_t t = t0; t < t0 + e->b_ntok[i]; t++)
+            wants += e->b_want[t] != 0;
+        t0 += e->b_ntok[i];
+        w->out = wants ? (int)k : -1;
+        k += wants;
+        if (e->b_prefill[i]) { /* a decoding row's kept length is known only after verification */
+            w->n_past += e->b_ntok[i];
+            if (w->cursor)
+                tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->toks, w->n_past);
         }
+        if (wants)
+            e->ready[e->n_ready++] = e->b_row[i];
     }
     sample_job job = {e};
     if (e->n_ready > 1)
         tern_pool_parallel_for(e->pool, (size_t)e->n_ready, 1, sample_range, &job);
     else if (e->n_ready == 1)
         sample_range(&job, 0, 1, 0);
+    uint64_t chosen = 0;
     pthread_mutex_lock(&e->mu); /* counted before any DONE goes out, so metrics read after it add up */
+    for (int i = 0; i < e->n_ready; i++) {
+        eng_row *w = &e->rows[e->ready[i]];
+        chosen += (uint64_t)w->n_chosen;
+        count_drafts(e, w);
+    }
     e->m.steps++;
     e->m.step_rows += (uint64_t)n;
-    e->m.tokens_generated += (uint64_t)e->n_ready;
+    e->m.tokens_generated += chosen;
     if (e->pc) {
         tern_prefix_cache_stats st;
         tern_prefix_cache_stats_get(e->pc, &st);
@@ -341,8 +479,29 @@ static void step(tern_engine *e) {
         e->m.prefix_evictions = st.evicted;
     }
     pthread_mutex_unlock(&e->mu);
-    for (int i = 0; i < e->n_ready; i++)
-        take_token(e, &e->rows[e->ready[i]]);
+    for (int i = 0; i < e->n_ready; i++) {
+        eng_row *w = &e->rows[e->ready[i]];
+        const eng_request *q = w->req;
+        const int was_decoding = w->phase == ROW_DECODE;
+        if (was_decoding) {
+            /* Kept: the fed token and the drafts accepted after it; the cache forgets the rest. */
+            w->n_past += w->n_chosen;
+            err = tern_kv_set_len(e->kv, w->seq, w->n_past);
+            if (err) {
+                finish_row(e, w, TERN_FINISH_ERROR, -1, -1, tern_err_msg(err));
+                tern_err_free(err);
+                continue;
+            }
+        }
+        for (int j = 0; j < w->n_chosen && w->req == q; j++)
+            take_token(e, w, j);
+        if (w->req != q || !was_decoding) /* finished, or a prompt's first token (captured above) */
+            continue;
+        if (w->cursor)
+            tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->toks, w->n_past);
+        if (w->n_draft)
+            w->src->vt->commit(w->src, w->seq, w->n_past + 1);
+    }
 }
 
 /* ---- the loop --------------------------------------------------------------------------------- */

@@ -117,22 +117,38 @@ tern_err *tern_chain_start(tern_chain *c, const tern_chain_params *p, const int3
     return NULL;
 }
 
+/* The logits after bias and penalties (c->work, or the logits themselves when neither applies). */
+static const float *processed(tern_chain *c, const float *logits) {
+    const tern_chain_params *p = &c->p;
+    if (!p->n_bias && !(c->win.n_present && tern_penalties_active(&p->pen)))
+        return logits;
+    memcpy(c->work, logits, (size_t)c->vocab * sizeof *c->work);
+    tern_logit_bias_apply(p->bias, p->n_bias, c->work, c->vocab);
+    tern_penalties_apply(&c->win, &p->pen, c->work);
+    return c->work;
+}
+
+static void fill_logprobs(const tern_chain *c, const float *logits, int32_t tok, tern_logprobs *lp) {
+    const tern_chain_params *p = &c->p;
+    if (!lp)
+        return;
+    if (p->logprobs || p->top_logprobs)
+        tern_logprobs_compute(logits, c->vocab, tok, p->top_logprobs, lp);
+    else
+        memset(lp, 0, sizeof *lp);
+}
+
+int32_t tern_chain_verify(tern_chain *c, const float *logits, int32_t draft, tern_logprobs *lp, int *accepted) {
+    int32_t tok = tern_sample_draft(processed(c, logits), c->vocab, &c->p.s, &c->rng, c->work2, c->idx, draft,
+                                    accepted);
+    fill_logprobs(c, logits, tok, lp);
+    return tok;
+}
+
 int32_t tern_chain_choose(tern_chain *c, const float *logits, tern_logprobs *lp) {
     const tern_chain_params *p = &c->p;
-    const float *x = logits;
-    if (p->n_bias || (c->win.n_present && tern_penalties_active(&p->pen))) {
-        memcpy(c->work, logits, (size_t)c->vocab * sizeof *c->work);
-        tern_logit_bias_apply(p->bias, p->n_bias, c->work, c->vocab);
-        tern_penalties_apply(&c->win, &p->pen, c->work);
-        x = c->work;
-    }
-    int32_t tok = tern_sample(x, c->vocab, &p->s, &c->rng, c->work2, c->idx);
-    if (lp) {
-        if (p->logprobs || p->top_logprobs)
-            tern_logprobs_compute(logits, c->vocab, tok, p->top_logprobs, lp);
-        else
-            memset(lp, 0, sizeof *lp);
-    }
+    int32_t tok = tern_sample(processed(c, logits), c->vocab, &p->s, &c->rng, c->work2, c->idx);
+    fill_logprobs(c, logits, tok, lp);
     return tok;
 }
 

@@ -47,6 +47,9 @@ tern_err *tern_chain_start(tern_chain *c, const tern_chain_params *p, const int3
 /* Chooses the next token from logits[vocab] (not modified); fills *lp when logprobs were asked for
  * (lp may be NULL). Does not accept it. */
 int32_t tern_chain_choose(tern_chain *c, const float *logits, tern_logprobs *lp);
+/* Chooses the next token given a drafted one (speculative verification): the same distribution as
+ * tern_chain_choose (tern_sample_draft); *accepted says whether the choice is the draft. Does not accept it. */
+int32_t tern_chain_verify(tern_chain *c, const float *logits, int32_t draft, tern_logprobs *lp, int *accepted);
 /* Adds a token to the history the penalties see. */
 void tern_chain_accept(tern_chain *c, int32_t id);
 

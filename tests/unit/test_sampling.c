@@ -1,6 +1,7 @@
 /* test_sampling.c — the sampling pipeline: partial selection against a full sort, the fast sampler
  * against a straightforward full-sort reference (same seed, same token), penalties and logit bias
- * with known values, logprobs, and a seeded chain reproducing its draws. */
+ * with known values, logprobs, a seeded chain reproducing its draws, and speculative verification of a drafted
+ * token keeping the sampler's distribution (chi-square). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +262,69 @@ static void test_sample_matches_reference(void **state) {
     free(idx);
 }
 
+/* Speculative verification keeps the distribution: with any drafted token (likely, unlikely, cut by top-k, banned)
+ * the tokens tern_sample_draft returns follow p exactly. Pearson's chi-square over 60000 draws per case against
+ * the exact p, 7 degrees of freedom at most: 24.3 is the 0.001 critical value (seeded, so the test is fixed). */
+static void test_draft_verification_keeps_distribution(void **state) {
+    (void)state;
+    enum { N = 8, DRAWS = 60000 };
+    const float logits[N] = {0.0f, 1.0f, 2.0f, -1.0f, 0.5f, 1.5f, -INFINITY, 0.2f};
+    const tern_sampling cases[] = {{1.0f, 0, 1.0f, 0.0f}, {0.7f, 3, 1.0f, 0.0f}, {1.3f, 0, 0.8f, 0.0f},
+                                   {1.0f, 0, 1.0f, 0.3f}};
+    const int32_t drafts[] = {2, 3, 6, 0, 7};
+    float work[N];
+    int32_t idx[N];
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        /* p: the kept candidates (the reference sampler decides which), weights e^(x / T) among them. */
+        double p[N] = {0}, sum = 0;
+        tern_rng probe;
+        tern_rng_seed(&probe, 99);
+        int kept[N] = {0};
+        for (int i = 0; i < 20000; i++)
+            kept[ref_sample(logits, N, &cases[c], &probe)] = 1;
+        for (int k = 0; k < N; k++)
+            if (kept[k])
+                sum += p[k] = exp((double)logits[k] / cases[c].temperature);
+        for (int k = 0; k < N; k++)
+            p[k] /= sum;
+        for (size_t d = 0; d < sizeof drafts / sizeof *drafts; d++) {
+            tern_rng r;
+            tern_rng_seed(&r, 1000 + c * 10 + d);
+            int count[N] = {0}, accepted_n = 0;
+            for (int i = 0; i < DRAWS; i++) {
+                int acc = 0;
+                int32_t t = tern_sample_draft(logits, N, &cases[c], &r, work, idx, drafts[d], &acc);
+                assert_true(t >= 0 && t < N);
+                assert_int_equal(acc, t == drafts[d]);
+                count[t]++;
+                accepted_n += acc;
+            }
+            double chi2 = 0;
+            for (int k = 0; k < N; k++) {
+                if (p[k] == 0) {
+                    assert_int_equal(count[k], 0);
+                    continue;
+                }
+                const double e = p[k] * DRAWS;
+                chi2 += (count[k] - e) * (count[k] - e) / e;
+            }
+            if (chi2 > 24.3)
+                fail_msg("case %zu, draft %d: chi-square %.1f over the 0.001 critical value", c, drafts[d], chi2);
+            /* The draft is accepted exactly as often as p gives it. */
+            assert_true(fabs(accepted_n / (double)DRAWS - p[drafts[d]]) < 0.01);
+        }
+    }
+    /* Greedy: accepted iff the draft is the argmax, which is returned either way. */
+    const tern_sampling g = tern_sampling_greedy();
+    tern_rng r;
+    tern_rng_seed(&r, 3);
+    int acc = 0;
+    assert_int_equal(tern_sample_draft(logits, N, &g, &r, work, idx, 2, &acc), 2);
+    assert_true(acc);
+    assert_int_equal(tern_sample_draft(logits, N, &g, &r, work, idx, 5, &acc), 2);
+    assert_false(acc);
+}
+
 static void test_penalties(void **state) {
     tern_penalty_window w;
     TU_OK(tern_penalty_window_init(&w, 16, 3));
@@ -415,6 +479,7 @@ static void test_chain(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_argmax),            cmocka_unit_test(test_rank_matches_sort), cmocka_unit_test(test_sample_matches_reference),
+        cmocka_unit_test(test_draft_verification_keeps_distribution),
         cmocka_unit_test(test_penalties),         TU_ISA_TESTS(test_logprobs),
         cmocka_unit_test(test_chain),
     };

