@@ -15,10 +15,12 @@ tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *
 }
 
 json_t *srv_usage_json(const tern_usage *u) {
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens, "completion_tokens",
-                     (json_int_t)u->completion_tokens, "total_tokens",
+    return json_pack("{s:I,s:I,s:I,s:{s:I},s:{s:I,s:I,s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+                     "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
                      (json_int_t)(u->prompt_tokens + u->completion_tokens), "prompt_tokens_details", "cached_tokens",
-                     (json_int_t)u->cached_tokens);
+                     (json_int_t)u->cached_tokens, "completion_tokens_details", "reasoning_tokens", (json_int_t)0,
+                     "accepted_prediction_tokens", (json_int_t)u->accepted_prediction_tokens,
+                     "rejected_prediction_tokens", (json_int_t)u->rejected_prediction_tokens);
 }
 
 /* {token, logprob, bytes} for one id. */

@@ -212,6 +212,52 @@ static tern_err *logit_bias_field(const json_t *o, int64_t vocab, srv_params *p)
     return NULL;
 }
 
+/* OpenAI predicted outputs: {"type": "content", "content": "..." or [{"type": "text", "text": "..."}, ...]}, the
+ * text parts joined. */
+static tern_err *prediction_field(const json_t *body, srv_params *p) {
+    const json_t *pr = json_object_get(body, "prediction");
+    if (!pr || json_is_null(pr))
+        return NULL;
+    if (!json_is_object(pr))
+        return tern_errf(TERN_EINVAL, "'prediction' must be an object {\"type\": \"content\", \"content\": ...}, got %s",
+                         tern_json_type_name(pr));
+    const json_t *type = json_object_get(pr, "type"), *content = json_object_get(pr, "content");
+    if (!json_is_string(type) || strcmp(json_string_value(type), "content"))
+        return tern_errf(TERN_EINVAL, "'prediction.type' must be \"content\"");
+    size_t len = 0;
+    if (json_is_string(content)) {
+        len = json_string_length(content);
+        if (!(p->prediction = malloc(len + 1)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        memcpy(p->prediction, json_string_value(content), len + 1);
+    } else if (json_is_array(content)) {
+        size_t i, cap = 1;
+        const json_t *part;
+        json_array_foreach(content, i, part) {
+            const json_t *t = json_object_get(part, "type"), *text = json_object_get(part, "text");
+            if (!json_is_object(part) || !json_is_string(t) || strcmp(json_string_value(t), "text") ||
+                !json_is_string(text))
+                return tern_errf(TERN_EINVAL, "'prediction.content[%zu]' must be {\"type\": \"text\", \"text\": "
+                                 "string}", i);
+            cap += json_string_length(text);
+        }
+        if (!(p->prediction = malloc(cap)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        json_array_foreach(content, i, part) {
+            const json_t *text = json_object_get(part, "text");
+            memcpy(p->prediction + len, json_string_value(text), json_string_length(text));
+            len += json_string_length(text);
+        }
+        p->prediction[len] = 0;
+    } else {
+        return tern_errf(TERN_EINVAL, "'prediction.content' must be a string or an array of text parts, got %s",
+                         content ? tern_json_type_name(content) : "nothing");
+    }
+    p->req.prediction_text = p->prediction;
+    p->req.prediction_text_len = len;
+    return NULL;
+}
+
 /* ---- the request ------------------------------------------------------------------------------ */
 
 #define MAX_GEN_TOKENS (1 << 24)
@@ -320,6 +366,16 @@ tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t voc
         }
     }
 
+    /* speculative decoding: the predicted output, and llama.cpp's per-request draft length (0 = none) */
+    if (kind != PARAMS_MESSAGES) {
+        TERN_TRY(prediction_field(body, p));
+        TERN_TRY(int_field(body, "speculative.n_max", 0, 64, &i, &present));
+        if (present) {
+            p->req.draft_max = (int)i;
+            p->req.draft_off = i == 0;
+        }
+    }
+
     /* streaming */
     TERN_TRY(bool_field(body, "stream", &p->stream));
     if (kind != PARAMS_MESSAGES) {
@@ -339,6 +395,7 @@ tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t voc
 
 void srv_params_free(srv_params *p) {
     free(p->bias);
+    free(p->prediction);
     for (int k = 0; k < TERN_MAX_STOP_STRINGS; k++)
         free(p->stops[k]);
     memset(p, 0, sizeof *p);

@@ -217,6 +217,7 @@ typedef struct srv_params {
     tern_request req;          /* sampling, max_tokens, stops, logprobs (no prompt) */
     tern_logit_bias *bias;     /* owned */
     char *stops[TERN_MAX_STOP_STRINGS]; /* owned */
+    char *prediction;          /* owned: the predicted output's text (req.prediction_text points here) */
     int stream, include_usage;
 } srv_params;
 

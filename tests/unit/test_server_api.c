@@ -348,6 +348,65 @@ static void test_metrics(void **state) {
     assert_true(ts_metric(S.port, "tern_requests_finished_total{reason=\"length\"}") >= 5);
 }
 
+/* OpenAI predicted outputs: the same greedy reply with a prediction of it (as a string and as text parts), the
+ * kept and rejected prediction tokens in usage.completion_tokens_details and /metrics; a malformed prediction or one
+ * longer than the context is a 400 naming the problem. */
+static void test_prediction(void **state) {
+    (void)state;
+    char *plain = chat_content(",\"temperature\":0,\"max_tokens\":24", NULL);
+    json_t *content = json_string(plain);
+    json_t *pred[2] = {json_pack("{s:s,s:O}", "type", "content", "content", content),
+                       json_pack("{s:s,s:[{s:s,s:O}]}", "type", "content", "content", "type", "text", "text", content)};
+    for (int i = 0; i < 2; i++) {
+        char *pj = json_dumps(pred[i], JSON_COMPACT);
+        char extra[8192];
+        snprintf(extra, sizeof extra, ",\"temperature\":0,\"max_tokens\":24,\"prediction\":%s", pj);
+        json_t *usage = NULL;
+        char *got = chat_content(extra, &usage);
+        assert_string_equal(got, plain);
+        const long long acc = ts_int(usage, "completion_tokens_details.accepted_prediction_tokens");
+        const long long rej = ts_int(usage, "completion_tokens_details.rejected_prediction_tokens");
+        print_message("prediction (%s): %lld accepted, %lld rejected\n", i ? "parts" : "string", acc, rej);
+        assert_true(acc > 0);
+        assert_true(ts_get(usage, "completion_tokens_details.reasoning_tokens") != NULL);
+        json_decref(usage);
+        free(got);
+        free(pj);
+        json_decref(pred[i]);
+    }
+    json_decref(content);
+    free(plain);
+    assert_true(ts_metric(S.port, "tern_draft_accepted_total{source=\"prediction\"}") > 0);
+    static const char *const bad[][2] = {
+        {"\"prediction\":\"text\"", "'prediction' must be an object"},
+        {"\"prediction\":{\"type\":\"file\",\"content\":\"x\"}", "'prediction.type' must be"},
+        {"\"prediction\":{\"type\":\"content\",\"content\":[{\"type\":\"image\"}]}", "'prediction.content[0]'"},
+        {"\"prediction\":{\"type\":\"content\",\"content\":5}", "'prediction.content' must be"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, CHAT_BASE ",%s}", bad[i][0]);
+        ts_resp r;
+        ts_post(S.port, "/v1/chat/completions", body, &r);
+        assert_int_equal(r.status, 400);
+        assert_non_null(strstr(ts_str(r.json, "error.message"), bad[i][1]));
+        ts_resp_free(&r);
+    }
+    /* Longer than the context (2048 positions): refused before it runs. */
+    size_t n = 3 * 4096;
+    char *body = malloc(n + 256);
+    int at = snprintf(body, n + 256, CHAT_BASE ",\"prediction\":{\"type\":\"content\",\"content\":\"");
+    for (size_t i = 0; i < 3000; i++)
+        at += snprintf(body + at, n + 256 - (size_t)at, "a ");
+    snprintf(body + at, n + 256 - (size_t)at, "\"}}");
+    ts_resp r;
+    ts_post(S.port, "/v1/chat/completions", body, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(ts_str(r.json, "error.message"), "more than the context holds"));
+    ts_resp_free(&r);
+    free(body);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health_and_models), cmocka_unit_test(test_chat_non_stream),
@@ -356,6 +415,7 @@ int main(void) {
         cmocka_unit_test(test_completions),       cmocka_unit_test(test_anthropic_messages),
         cmocka_unit_test(test_keep_alive),        cmocka_unit_test(test_node_openai),
         cmocka_unit_test(test_node_anthropic),    cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_prediction),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
