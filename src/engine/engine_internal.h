@@ -115,7 +115,8 @@ typedef struct eng_row {
     int n_chosen;
     int k;                   /* drafts to ask for next (adaptive) */
     int rest;                /* steps left without drafting after acceptance collapsed */
-    float acc_rate;          /* running acceptance rate */
+    int rest_len;            /* the next such pause */
+    float acc_len;          /* running mean of drafted tokens kept per verify step */
     int64_t drafted, accepted, pred_accepted, pred_rejected;
 } eng_row;
 

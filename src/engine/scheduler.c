@@ -172,7 +172,8 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     w->src = NULL;
     w->k = q->draft_max;
     w->rest = 0;
-    w->acc_rate = 1.0f;
+    w->rest_len = 8;
+    w->acc_len = (float)q->draft_max; /* start hopeful: the first step drafts all it may */
     if (q->draft_max > 0)
         w->src = e->sources[q->n_prediction ? TERN_DRAFT_PREDICTION : TERN_DRAFT_NGRAM];
     if (w->src) {
@@ -357,8 +358,10 @@ static int64_t gather_drafts(tern_engine *e, const int *rows, int n) {
     return added;
 }
 
-/* After verification: the drafts' fate in the counters, and the row's next draft length from its running
- * acceptance rate (all drafts for a high rate, down to none for a while when almost nothing is kept). */
+/* After verification: the drafts' fate in the counters, and the row's next draft length: a little more than the
+ * drafts it has been keeping per step (a running mean), so full agreement grows it to draft_max and a run that
+ * keeps k tokens settles near k + 2; when almost nothing is kept the row decodes plainly for a while (a pause that
+ * doubles each time the probe after it fails too), then probes again. */
 static void count_drafts(tern_engine *e, eng_row *w) {
     if (!w->n_draft)
         return;
@@ -371,12 +374,15 @@ static void count_drafts(tern_engine *e, eng_row *w) {
     }
     e->m.draft_tokens[w->src->kind] += (uint64_t)w->n_draft;
     e->m.draft_accepted[w->src->kind] += (uint64_t)kept;
-    w->acc_rate = 0.6f * w->acc_rate + 0.4f * (float)kept / (float)w->n_draft;
-    w->k = w->acc_rate >= 0.6f ? K : w->acc_rate >= 0.35f ? (K / 2 > 1 ? K / 2 : 1) : (K < 2 ? K : 2);
-    if (w->acc_rate < 0.1f) {
-        w->rest = 8;
-        w->acc_rate = 0.3f;
-        w->k = 1;
+    w->acc_len = 0.5f * w->acc_len + 0.5f * (float)kept;
+    const int k = (int)(w->acc_len + 0.5f) + 2;
+    w->k = k < K ? k : K;
+    if (kept)
+        w->rest_len = 8;
+    if (w->acc_len < 0.25f) { /* each pause that ends in failure again doubles the next */
+        w->rest = w->rest_len;
+        w->rest_len = w->rest_len < 256 ? 2 * w->rest_len : 256;
+        w->acc_len = 1.0f;
     }
 }
 

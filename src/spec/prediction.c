@@ -1,8 +1,8 @@
 /* prediction.c — OpenAI's predicted outputs: the request says what it expects the output to be (a file being
- * edited, say). The source follows the output along the prediction: the output's last tokens are found in the
- * prediction, first at or after where they were found last time (so repeated lines are walked in order), and the
- * prediction's next tokens are proposed; where the output departs from the prediction and later rejoins it, the
- * lookup finds it again. */
+ * edited, say), and the source proposes the prediction's tokens from where the output has got to. It follows the
+ * output in step with the prediction — a token the output changed is taken as a substitution, so drafting goes on
+ * right after it — and when the output's last tokens no longer match there (text inserted or left out), it finds
+ * them again in the prediction, first at or after where it was (so repeated lines are walked in order). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +14,7 @@
 typedef struct pred_row {
     int32_t *toks;
     int64_t n;
-    int64_t at; /* where the last match ended */
+    int64_t at, seen; /* the output's first `seen` tokens correspond to the prediction's first `at` */
 } pred_row;
 
 typedef struct prediction {
@@ -45,11 +45,20 @@ static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
         const int64_t n_out = a->n_toks - a->n_prompt; /* the output so far, the fed token last */
         if (!r->n || n_out <= 0)
             continue;
-        int64_t end = -1;
-        a->n_out = tern_draft_lookup(r->toks, r->n, a->toks + a->n_prompt, n_out, 0, 1, PREDICTION_MATCH, r->at,
-                                     a->k, a->out, &end);
-        if (a->n_out)
-            r->at = end;
+        const int32_t *out = a->toks + a->n_prompt;
+        int64_t at = r->at + (n_out - r->seen); /* in step */
+        const int agrees = at >= 1 && at <= r->n && r->toks[at - 1] == out[n_out - 1];
+        if (!agrees && n_out >= 2) { /* rejoin where the last tokens (two at least) are found again */
+            int64_t end = -1;
+            int32_t probe;
+            if (tern_draft_lookup(r->toks, r->n, out, n_out, 0, 2, PREDICTION_MATCH, at - PREDICTION_MATCH, 1, &probe,
+                                  &end))
+                at = end;
+        }
+        r->at = at;
+        r->seen = n_out;
+        while (at >= 0 && at < r->n && a->n_out < a->k)
+            a->out[a->n_out++] = r->toks[at++];
     }
     return NULL;
 }
