@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/draft_args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
 #include "core/sbuf.h"
@@ -170,13 +171,14 @@ int cmd_run(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0},       {"prompt", 1, 0}, {"raw", 1, 0},   {"n", 1, 0},      {"temp", 1, 0},
                        {"top-k", 1, 0},     {"top-p", 1, 0},  {"min-p", 1, 0}, {"seed", 1, 0},   {"threads", 1, 0},
                        {"ctx", 1, 0},       {"system", 1, 0}, {"think", 0, 0}, {"print-ids", 0, 0},
-                       {"stats", 0, 0},     {"model", 1, 0},  {"help", 0, 0},  {0, 0, 0}};
+                       {"stats", 0, 0},     {"model", 1, 0},  {"help", 0, 0},  TERN_DRAFT_OPTS, {0, 0, 0}};
     const char *pos[2];
     int np = tern_args_parse("run", argc, argv, opts, pos, 2);
     if (np < 0)
         return 2;
     if (tern_args_get(opts, "help")) {
         fputs(usage, stdout);
+        fputs(TERN_DRAFT_USAGE, stdout);
         return 0;
     }
     const char *ids_s = tern_args_get(opts, "ids"), *prompt = tern_args_get(opts, "prompt");
@@ -216,6 +218,10 @@ int cmd_run(int argc, char **argv) {
         c.base.sampling.has_seed = 1;
     }
     c.base.max_tokens = n_gen;
+    tern_engine_opts eo;
+    tern_engine_opts_default(&eo);
+    if (tern_draft_args("run", opts, &eo))
+        return 2;
 
     tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
     int32_t *ids = NULL;
@@ -224,8 +230,6 @@ int cmd_run(int argc, char **argv) {
     if (!err)
         c.chat = tern_model_chat_format(c.model);
     if (!err) {
-        tern_engine_opts eo;
-        tern_engine_opts_default(&eo);
         eo.parallel = 1;
         eo.threads = (int)threads;
         if (ctx)

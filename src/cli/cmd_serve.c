@@ -13,13 +13,14 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "cli/draft_args.h"
 #include "server/server.h"
 #include "tern/tern.h"
 
 static const char *usage =
     "usage: tern serve [-m] MODEL_DIR [--host 127.0.0.1] [--port 8080] [-np 4] [-c N] [--api-key KEY]\n"
     "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
-    "                  [--draft-ngram] [--draft-max 8] [--draft-min 1]\n"
+    "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1]\n"
     "Serves the model over HTTP: OpenAI /v1/chat/completions, /v1/completions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md).\n"
     "  --host       address to bind (default 127.0.0.1, loopback only)\n"
@@ -31,11 +32,7 @@ static const char *usage =
     "  --max-queue  requests waiting for a row before new ones get 429\n"
     "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
     "  --max-body   largest request body in bytes (413 beyond)\n"
-    "  --alias      the model id clients see (default: the directory's name)\n"
-    "  --draft-ngram  speculative decoding by prompt lookup for every request (requests with an OpenAI\n"
-    "               'prediction' draft from it whatever this says); output is unchanged, only faster\n"
-    "  --draft-max  most tokens drafted per request and step (0: no speculation at all)\n"
-    "  --draft-min  fewer proposed tokens than this are not verified\n";
+    "  --alias      the model id clients see (default: the directory's name)\n";
 
 static int wait_signal(const sigset_t *set, int timeout_ms) {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
@@ -47,19 +44,18 @@ int cmd_serve(int argc, char **argv) {
     tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
-                       {"draft-ngram", 0, 0}, {"draft-max", 1, 0}, {"draft-min", 1, 0}, {0, 0, 0}};
+                       TERN_DRAFT_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
     if (np < 0)
         return 2;
     if (tern_args_get(opts, "help")) {
         fputs(usage, stdout);
+        fputs(TERN_DRAFT_USAGE, stdout);
         return 0;
     }
-    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, draft_max, draft_min;
+    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads;
     if (np != 1 || tern_args_int("serve", opts, "port", 8080, 0, 65535, &port) ||
-        tern_args_int("serve", opts, "draft-max", 8, 0, 64, &draft_max) ||
-        tern_args_int("serve", opts, "draft-min", 1, 1, 64, &draft_min) ||
         tern_args_int("serve", opts, "parallel", 4, 1, 256, &parallel) ||
         tern_args_int("serve", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
         tern_args_int("serve", opts, "max-queue", 64, 1, 1 << 20, &max_queue) ||
@@ -69,6 +65,10 @@ int cmd_serve(int argc, char **argv) {
         fputs(usage, stderr);
         return 2;
     }
+    tern_engine_opts eo;
+    tern_engine_opts_default(&eo);
+    if (tern_draft_args("serve", opts, &eo))
+        return 2;
     const char *api_key = tern_args_get(opts, "api-key");
     if (!api_key)
         api_key = getenv("TERN_API_KEY");
@@ -94,15 +94,10 @@ int cmd_serve(int argc, char **argv) {
     if (!err)
         err = tern_model_load(&mo, &model);
     if (!err) {
-        tern_engine_opts eo;
-        tern_engine_opts_default(&eo);
         eo.parallel = (int)parallel;
         eo.ctx = ctx;
         eo.max_queue = (int)max_queue;
         eo.threads = (int)threads;
-        eo.draft_ngram = tern_args_get(opts, "draft-ngram") != NULL;
-        eo.draft_max = draft_max ? (int)draft_max : -1;
-        eo.draft_min = (int)draft_min;
         err = tern_engine_create(model, &eo, &engine);
     }
     if (!err) {

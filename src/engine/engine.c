@@ -78,6 +78,9 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
         o.draft_max = o.prefill_chunk - 1;
     if (o.draft_min == 0)
         o.draft_min = 1;
+    if (o.draft_head < 0 || o.draft_head > 2)
+        return tern_errf(TERN_EINVAL, "draft_head must be 0 (the checkpoint's), 1 (full) or 2 (centroid), got %d",
+                         o.draft_head);
     if (o.draft_min < 1 || o.draft_min > 64)
         return tern_errf(TERN_EINVAL, "draft_min must be in [1, 64], got %d", o.draft_min);
     e->o = o;
@@ -122,6 +125,7 @@ static void engine_free(tern_engine *e) {
         tern_pc_cursor_free(w->cursor);
         free(w->lp);
         free(w->draft);
+        free(w->h);
         free(w->chosen_toks);
         free(w->toks);
         free(w->final);
@@ -133,6 +137,7 @@ static void engine_free(tern_engine *e) {
     tern_kv_free(e->kv);
     tern_pool_destroy(e->pool);
     free(e->logits);
+    free(e->hidden);
     free(e->b_seq);
     free(e->b_row);
     free(e->b_ntok);
@@ -191,6 +196,13 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         err = tern_draft_prediction_new(P, &e->sources[TERN_DRAFT_PREDICTION]);
         if (!err && e->o.draft_ngram)
             err = tern_draft_ngram_new(P, 1, 4, &e->sources[TERN_DRAFT_NGRAM]);
+        if (!err && e->o.draft_model) {
+            err = tern_draft_assistant_new(e->o.draft_model, (tern_draft_head)e->o.draft_head, e->lm, e->kv, e->pool,
+                                           &e->sources[TERN_DRAFT_ASSISTANT]);
+            if (!err && !(e->hidden = malloc((size_t)P * (size_t)(e->o.draft_max + 1) * (size_t)e->desc->hidden *
+                                             sizeof *e->hidden)))
+                err = tern_errf(TERN_ENOMEM, "out of memory");
+        }
     }
     for (int r = 0; !err && r < P; r++) {
         eng_row *w = &e->rows[r];
@@ -200,7 +212,9 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         w->lp = calloc((size_t)K + 1, sizeof *w->lp);
         w->draft = malloc(((size_t)K + 1) * sizeof *w->draft);
         w->chosen_toks = malloc(((size_t)K + 1) * sizeof *w->chosen_toks);
-        if (!err && (!w->lp || !w->draft || !w->chosen_toks))
+        if (e->hidden)
+            w->h = calloc((size_t)e->desc->hidden, sizeof *w->h);
+        if (!err && (!w->lp || !w->draft || !w->chosen_toks || (e->hidden && !w->h)))
             err = tern_errf(TERN_ENOMEM, "out of memory");
         if (!err && e->pc)
             err = tern_pc_cursor_new(e->pc, &w->cursor);

@@ -110,6 +110,8 @@ typedef struct eng_row {
     /* speculation */
     tern_draft_source *src;  /* this request's draft source, or NULL */
     int32_t *draft;          /* [draft_max] this step's drafted tokens */
+    float *h;                /* [hidden] the target's final hidden state before the fed token (sources needing it) */
+    int hout;                /* this step's first hidden-state row, or -1 */
     int n_draft;
     int32_t *chosen_toks;    /* [draft_max + 1] this step's chosen tokens (accepted drafts, then the target's own) */
     int n_chosen;
@@ -133,6 +135,7 @@ struct tern_engine {
     tern_draft_source *sources[TERN_DRAFT_KINDS]; /* NULL when off */
     eng_row *rows;         /* [parallel] */
     float *logits;         /* [parallel * (draft_max + 1)][vocab] */
+    float *hidden;         /* [parallel * (draft_max + 1)][hidden] when a source needs hidden states, else NULL */
     int *b_seq, *b_row;    /* batch scratch [parallel] */
     int64_t *b_ntok;
     int32_t *b_ids;        /* [step_tokens] */

@@ -174,8 +174,10 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     w->rest = 0;
     w->rest_len = 8;
     w->acc_len = (float)q->draft_max; /* start hopeful: the first step drafts all it may */
-    if (q->draft_max > 0)
-        w->src = e->sources[q->n_prediction ? TERN_DRAFT_PREDICTION : TERN_DRAFT_NGRAM];
+    if (q->draft_max > 0) /* the request's prediction, else a draft model, else prompt lookup (each if on) */
+        w->src = e->sources[q->n_prediction                       ? TERN_DRAFT_PREDICTION
+                            : e->sources[TERN_DRAFT_ASSISTANT]    ? TERN_DRAFT_ASSISTANT
+                                                                  : TERN_DRAFT_NGRAM];
     if (w->src) {
         tern_err *err = w->src->vt->row_start(w->src, w->seq, q->prediction, q->n_prediction);
         if (err) { /* the row decodes plainly */
@@ -332,7 +334,7 @@ static int64_t gather_drafts(tern_engine *e, const int *rows, int n) {
         room -= k;
         tern_draft_ask *a = &asks[w->src->kind][n_asks[w->src->kind]++];
         *a = (tern_draft_ask){.row = w->seq, .toks = w->toks, .n_toks = w->n_toks, .n_prompt = w->req->n_prompt,
-                              .k = k, .out = w->draft};
+                              .k = k, .hidden = w->h, .out = w->draft};
     }
     int64_t added = 0;
     for (int kind = 0; kind < TERN_DRAFT_KINDS; kind++) {
@@ -403,7 +405,8 @@ static void step(tern_engine *e) {
         e->b_prefill[n] = 0;
         e->b_ids[T] = w->toks[w->n_past];
         memcpy(e->b_ids + T + 1, w->draft, (size_t)w->n_draft * sizeof *e->b_ids);
-        memset(e->b_want + T, TERN_WANT_LOGITS, (size_t)(1 + w->n_draft));
+        memset(e->b_want + T, TERN_WANT_LOGITS | (w->src && w->src->needs_hidden ? TERN_WANT_HIDDEN : 0),
+               (size_t)(1 + w->n_draft));
         T += 1 + w->n_draft;
         n++;
     }
@@ -424,7 +427,7 @@ static void step(tern_engine *e) {
         /* Only a chunk that completes the prompt needs logits: its last token's choose the first token. */
         memset(e->b_want + T, 0, (size_t)cnt);
         if (w->n_past + cnt == w->n_toks)
-            e->b_want[T + cnt - 1] = TERN_WANT_LOGITS;
+            e->b_want[T + cnt - 1] = TERN_WANT_LOGITS | (w->src && w->src->needs_hidden ? TERN_WANT_HIDDEN : 0);
         T += cnt;
         n++;
     }
@@ -432,7 +435,7 @@ static void step(tern_engine *e) {
         return;
     tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .want = e->b_want,
                     .row_prefill = e->b_prefill};
-    tern_err *err = tern_lm_forward(e->lm, e->kv, e->pool, &b, e->logits, NULL);
+    tern_err *err = tern_lm_forward(e->lm, e->kv, e->pool, &b, e->logits, e->hidden);
     if (!err)
         err = tern_batch_commit(e->kv, &b);
     if (err) {
@@ -443,15 +446,19 @@ static void step(tern_engine *e) {
         return;
     }
     e->n_ready = 0;
-    int64_t t0 = 0, k = 0;
+    int64_t t0 = 0, k = 0, kh = 0;
     for (int i = 0; i < n; i++) {
         eng_row *w = &e->rows[e->b_row[i]];
-        int wants = 0;
-        for (int64_t t = t0; t < t0 + e->b_ntok[i]; t++)
-            wants += e->b_want[t] != 0;
+        int wants = 0, hiddens = 0;
+        for (int64_t t = t0; t < t0 + e->b_ntok[i]; t++) {
+            wants += (e->b_want[t] & TERN_WANT_LOGITS) != 0;
+            hiddens += (e->b_want[t] & TERN_WANT_HIDDEN) != 0;
+        }
         t0 += e->b_ntok[i];
         w->out = wants ? (int)k : -1;
+        w->hout = hiddens ? (int)kh : -1;
         k += wants;
+        kh += hiddens;
         if (e->b_prefill[i]) { /* a decoding row's kept length is known only after verification */
             w->n_past += e->b_ntok[i];
             if (w->cursor)
@@ -489,6 +496,9 @@ static void step(tern_engine *e) {
         eng_row *w = &e->rows[e->ready[i]];
         const eng_request *q = w->req;
         const int was_decoding = w->phase == ROW_DECODE;
+        if (w->hout >= 0) /* the last kept position's hidden state: what the next draft starts from */
+            memcpy(w->h, e->hidden + (size_t)(w->hout + (was_decoding ? w->n_chosen - 1 : 0)) * (size_t)e->desc->hidden,
+                   (size_t)e->desc->hidden * sizeof *w->h);
         if (was_decoding) {
             /* Kept: the fed token and the drafts accepted after it; the cache forgets the rest. */
             w->n_past += w->n_chosen;

@@ -7,15 +7,26 @@
  * come and go between steps; a source keeps whatever per-row state it needs indexed by row.
  *
  *   ngram.c       prompt lookup: what followed the longest earlier match of the row's last tokens
- *   prediction.c  OpenAI predicted outputs: the request's expected text, followed where the output matches it */
+ *   prediction.c  OpenAI predicted outputs: the request's expected text, followed where the output matches it
+ *   assistant.c   a drafter model that reads the target's cache (the Gemma 4 assistant, models/cache_drafter.h):
+ *                 it needs the target's final hidden state at the position before the fed token */
 #ifndef TERN_SPEC_DRAFT_H
 #define TERN_SPEC_DRAFT_H
 
 #include <stdint.h>
 
 #include "core/status.h"
+#include "core/threadpool.h"
+#include "kv/kv_cache.h"
+#include "models/cache_drafter.h"
+#include "models/model.h"
 
-typedef enum tern_draft_kind { TERN_DRAFT_NGRAM = 0, TERN_DRAFT_PREDICTION, TERN_DRAFT_KINDS } tern_draft_kind;
+typedef enum tern_draft_kind {
+    TERN_DRAFT_NGRAM = 0,
+    TERN_DRAFT_PREDICTION,
+    TERN_DRAFT_ASSISTANT,
+    TERN_DRAFT_KINDS
+} tern_draft_kind;
 
 /* One row's ask: its tokens so far (prompt then output; the last one is the token being fed), how many of
  * them are the prompt, and room for up to k proposals. */
@@ -24,6 +35,7 @@ typedef struct tern_draft_ask {
     const int32_t *toks;
     int64_t n_toks, n_prompt;
     int k;
+    const float *hidden; /* the target's final normed hidden state before the fed token (sources that need it) */
     int32_t *out; /* [k] */
     int n_out;    /* set by the source: 0..k */
 } tern_draft_ask;
@@ -45,12 +57,17 @@ typedef struct tern_draft_vt {
 struct tern_draft_source {
     const tern_draft_vt *vt;
     tern_draft_kind kind;
+    int needs_hidden; /* asks carry the target's hidden state */
 };
 
 /* Prompt lookup over `rows` rows: matches of the last max_n .. min_n tokens. */
 tern_err *tern_draft_ngram_new(int rows, int min_n, int max_n, tern_draft_source **out);
 /* Predicted outputs over `rows` rows. */
 tern_err *tern_draft_prediction_new(int rows, tern_draft_source **out);
+/* A drafter model reading `target`'s cache `kv` (its sequence r for row r), from dir; refused at start when its
+ * geometry does not fit the target (the message gives both sides' numbers). */
+tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,
+                                   tern_pool *pool, tern_draft_source **out);
 /* Frees; NULL is fine. */
 void tern_draft_source_free(tern_draft_source *s);
 

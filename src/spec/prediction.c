@@ -87,7 +87,7 @@ tern_err *tern_draft_prediction_new(int rows, tern_draft_source **out) {
         free(p);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
-    p->base = (tern_draft_source){&vt, TERN_DRAFT_PREDICTION};
+    p->base = (tern_draft_source){&vt, TERN_DRAFT_PREDICTION, 0};
     p->rows = rows;
     *out = &p->base;
     return NULL;

@@ -1,7 +1,8 @@
 /* test_speculative.c — speculative decoding in the engine is lossless: greedy output is the same token for token
  * with and without every draft source (prompt lookup; predicted outputs that agree fully, partly and not at all),
  * solo and batched with rows joining and leaving; seeded sampling with speculation reproduces itself; the usage
- * counts what was drafted and kept; and at the model level, rolling a verify pass back to any accepted length
+ * counts what was drafted and kept; the Gemma 4 assistant drafter serves as a source the same way; and at the model
+ * level, rolling a verify pass back to any accepted length
  * leaves the KV cache exactly as a plain run over the accepted tokens would. */
 #include <stdlib.h>
 #include <string.h>
@@ -280,11 +281,62 @@ static void test_rollback_equals_plain(void **state) {
     tern_lm_free(lm);
 }
 
+/* The Gemma 4 assistant drafter (the oracle pair: a tiny target and its random drafter) as a draft source: greedy
+ * output identical to plain decoding, solo and batched, and every row drafted from. */
+static void test_assistant_source(void **state) {
+    (void)state;
+    tern_model *m;
+    tern_model_opts mo = {.model_dir = tu_testdata("oracle/tiny-v4096-f32")};
+    TU_OK(tern_model_load(&mo, &m));
+    tern_model *keep = model;
+    model = m; /* engine() and run_all() serve `model` */
+    static run plain[N], got[N];
+    tern_engine *e = engine(3, 0, -1);
+    run_all(e, N, NULL, NULL, 0.0f, plain);
+    tern_engine_destroy(e);
+    char drafter[4096];
+    snprintf(drafter, sizeof drafter, "%s", tu_testdata("oracle/tiny-v4096-assistant-f32"));
+    const int rows[2] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        tern_engine_opts o;
+        tern_engine_opts_default(&o);
+        o.parallel = rows[i];
+        o.ctx = 256;
+        o.prefill_chunk = 16;
+        o.step_tokens = 64;
+        o.draft_max = 4;
+        o.draft_model = drafter;
+        o.draft_head = 1;
+        TU_OK(tern_engine_create(m, &o, &e));
+        run_all(e, N, NULL, NULL, 0.0f, got);
+        tern_metrics mt;
+        tern_engine_metrics(e, &mt);
+        tern_engine_destroy(e);
+        expect_same(plain, got, N, "assistant");
+        print_message("assistant, %d rows: %llu drafted, %llu kept\n", rows[i], (unsigned long long)mt.draft_tokens[2],
+                      (unsigned long long)mt.draft_accepted[2]);
+        assert_true(mt.draft_tokens[2] >= N);
+        assert_int_equal(mt.draft_failures, 0);
+    }
+    /* A drafter for another target is refused when the engine starts. */
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.draft_model = drafter;
+    tern_err *err = tern_engine_create(keep, &o, &e);
+    assert_non_null(err);
+    print_message("%s\n", tern_err_msg(err));
+    assert_non_null(strstr(tern_err_msg(err), "hidden size"));
+    tern_err_free(err);
+    model = keep;
+    tern_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_rollback_equals_plain),
+        cmocka_unit_test(test_assistant_source),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

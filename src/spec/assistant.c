@@ -1,0 +1,94 @@
+/* assistant.c — drafting with a model that reads the target's cache (the Gemma 4 assistant): from the fed token
+ * and the target's final hidden state before it, k greedy steps of the drafter, each feeding the target's
+ * embedding of the token it drafted last and its own projected hidden state (GEMMA4.md §5). Its proposals are the
+ * drafter's argmax, a one-hot q: the engine's verification keeps the target's distribution exactly. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sample/sampler.h"
+#include "spec/draft.h"
+
+typedef struct assistant {
+    tern_draft_source base;
+    tern_cache_drafter *d;
+    const tern_lm *target;
+    const tern_kv *kv;
+    tern_pool *pool;
+    float *emb, *h, *h_next, *logits;
+} assistant;
+
+static tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
+    (void)s, (void)row, (void)prediction, (void)n_prediction;
+    return NULL;
+}
+
+static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
+    assistant *a = (assistant *)s;
+    const tern_lm_desc *t = tern_lm_desc_of(a->target);
+    const size_t H = (size_t)t->hidden;
+    for (int i = 0; i < n; i++) {
+        tern_draft_ask *q = &asks[i];
+        q->n_out = 0;
+        int32_t tok = q->toks[q->n_toks - 1];
+        memcpy(a->h, q->hidden, H * sizeof *a->h);
+        for (int j = 0; j < q->k; j++) {
+            TERN_TRY(tern_lm_embed(a->target, tok, a->emb));
+            tern_cache_drafter_io io = {.kv = a->kv, .seq = q->row, .target = t, .emb = a->emb, .h = a->h,
+                                        .logits = a->logits, .h_out = a->h_next};
+            TERN_TRY(tern_cache_drafter_step(a->d, a->pool, &io));
+            tok = tern_argmax(a->logits, t->vocab);
+            q->out[q->n_out++] = tok;
+            float *swap = a->h;
+            a->h = a->h_next;
+            a->h_next = swap;
+        }
+    }
+    return NULL;
+}
+
+static void commit(tern_draft_source *s, int row, int64_t n_toks) { (void)s, (void)row, (void)n_toks; }
+static void row_end(tern_draft_source *s, int row) { (void)s, (void)row; }
+
+static void source_free(tern_draft_source *s) {
+    assistant *a = (assistant *)s;
+    tern_cache_drafter_free(a->d);
+    free(a->emb);
+    free(a->h);
+    free(a->h_next);
+    free(a->logits);
+    free(a);
+}
+
+static const tern_draft_vt vt = {"assistant", row_start, draft, commit, row_end, source_free};
+
+tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,
+                                   tern_pool *pool, tern_draft_source **out) {
+    *out = NULL;
+    assistant *a = calloc(1, sizeof *a);
+    if (!a)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    a->base = (tern_draft_source){&vt, TERN_DRAFT_ASSISTANT, 1};
+    a->target = target;
+    a->kv = kv;
+    a->pool = pool;
+    const tern_lm_desc *t = tern_lm_desc_of(target);
+    tern_err *err = tern_cache_drafter_load(dir, &a->d);
+    if (!err)
+        err = tern_cache_drafter_check_target(a->d, t);
+    if (!err && head != TERN_DRAFT_HEAD_AUTO)
+        err = tern_cache_drafter_set_head(a->d, head);
+    if (!err) {
+        a->emb = malloc((size_t)t->hidden * sizeof *a->emb);
+        a->h = malloc((size_t)t->hidden * sizeof *a->h);
+        a->h_next = malloc((size_t)t->hidden * sizeof *a->h_next);
+        a->logits = malloc((size_t)t->vocab * sizeof *a->logits);
+        if (!a->emb || !a->h || !a->h_next || !a->logits)
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    if (err) {
+        source_free(&a->base);
+        return tern_err_wrap(err, "draft model %s", dir);
+    }
+    *out = &a->base;
+    return NULL;
+}
