@@ -118,6 +118,9 @@ typedef struct tern_engine_opts {
     int draft_max;             /* most tokens drafted per row and step (at most 64 and prefill_chunk - 1); 0 = default
                                 * 8; < 0 = speculation off */
     int draft_min;             /* fewer proposed tokens than this are not verified (plain decoding); default 1 */
+    const char *draft_model;   /* a drafter checkpoint for rows without a prediction: a Gemma 4 assistant (reads the
+                                * target's cache) or a smaller model with the same vocabulary; NULL = none */
+    int draft_head;            /* the assistant's head: 0 the checkpoint's choice, 1 full, 2 centroid */
 } tern_engine_opts;
 
 /* Fills the defaults (all fields 0 / -1 as documented above). */
@@ -288,7 +291,7 @@ typedef struct tern_metrics {
     uint64_t prompt_tokens, cached_tokens, tokens_generated;
     uint64_t steps, step_rows;     /* forwards run, and rows summed over them (mean batch = step_rows / steps) */
     uint64_t prefix_lookups, prefix_hits, prefix_evictions;
-    uint64_t draft_tokens[2], draft_accepted[2]; /* by source: 0 n-gram, 1 prediction */
+    uint64_t draft_tokens[4], draft_accepted[4]; /* by source: n-gram, prediction, assistant, draft model */
     uint64_t draft_failures;                     /* draft source errors (those rows decoded plainly) */
 } tern_metrics;
 

@@ -196,11 +196,14 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         err = tern_draft_prediction_new(P, &e->sources[TERN_DRAFT_PREDICTION]);
         if (!err && e->o.draft_ngram)
             err = tern_draft_ngram_new(P, 1, 4, &e->sources[TERN_DRAFT_NGRAM]);
-        if (!err && e->o.draft_model) {
-            err = tern_draft_assistant_new(e->o.draft_model, (tern_draft_head)e->o.draft_head, e->lm, e->kv, e->pool,
-                                           &e->sources[TERN_DRAFT_ASSISTANT]);
-            if (!err && !(e->hidden = malloc((size_t)P * (size_t)(e->o.draft_max + 1) * (size_t)e->desc->hidden *
-                                             sizeof *e->hidden)))
+        tern_draft_source *dm = NULL;
+        if (!err && e->o.draft_model)
+            err = tern_draft_open(e->o.draft_model, (tern_draft_head)e->o.draft_head, m, e->kv, P, e->o.ctx,
+                                  e->o.draft_max, e->pool, &dm);
+        if (dm) {
+            e->sources[dm->kind] = dm;
+            if (dm->needs_hidden && !(e->hidden = malloc((size_t)P * (size_t)(e->o.draft_max + 1) *
+                                                         (size_t)e->desc->hidden * sizeof *e->hidden)))
                 err = tern_errf(TERN_ENOMEM, "out of memory");
         }
     }

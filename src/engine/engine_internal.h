@@ -110,6 +110,7 @@ typedef struct eng_row {
     /* speculation */
     tern_draft_source *src;  /* this request's draft source, or NULL */
     int32_t *draft;          /* [draft_max] this step's drafted tokens */
+    int asked;               /* its source was asked this step (and so hears what the row kept) */
     float *h;                /* [hidden] the target's final hidden state before the fed token (sources needing it) */
     int hout;                /* this step's first hidden-state row, or -1 */
     int n_draft;

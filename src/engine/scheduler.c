@@ -175,9 +175,10 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     w->rest_len = 8;
     w->acc_len = (float)q->draft_max; /* start hopeful: the first step drafts all it may */
     if (q->draft_max > 0) /* the request's prediction, else a draft model, else prompt lookup (each if on) */
-        w->src = e->sources[q->n_prediction                       ? TERN_DRAFT_PREDICTION
-                            : e->sources[TERN_DRAFT_ASSISTANT]    ? TERN_DRAFT_ASSISTANT
-                                                                  : TERN_DRAFT_NGRAM];
+        w->src = e->sources[q->n_prediction                    ? TERN_DRAFT_PREDICTION
+                            : e->sources[TERN_DRAFT_ASSISTANT] ? TERN_DRAFT_ASSISTANT
+                            : e->sources[TERN_DRAFT_MODEL]     ? TERN_DRAFT_MODEL
+                                                               : TERN_DRAFT_NGRAM];
     if (w->src) {
         tern_err *err = w->src->vt->row_start(w->src, w->seq, q->prediction, q->n_prediction);
         if (err) { /* the row decodes plainly */
@@ -328,10 +329,12 @@ static int64_t gather_drafts(tern_engine *e, const int *rows, int n) {
     for (int i = 0; i < n; i++) {
         eng_row *w = &e->rows[rows[i]];
         w->n_draft = 0;
+        w->asked = 0;
         int k = draft_ask(e, w, room);
         if (k <= 0)
             continue;
         room -= k;
+        w->asked = 1;
         tern_draft_ask *a = &asks[w->src->kind][n_asks[w->src->kind]++];
         *a = (tern_draft_ask){.row = w->seq, .toks = w->toks, .n_toks = w->n_toks, .n_prompt = w->req->n_prompt,
                               .k = k, .hidden = w->h, .out = w->draft};
@@ -392,9 +395,11 @@ static void step(tern_engine *e) {
     const int P = e->o.parallel;
     int n = 0, order[256], decoding[256], n_dec = 0;
     int64_t T = 0;
-    for (int r = 0; r < P; r++)
+    for (int r = 0; r < P; r++) {
+        e->rows[r].asked = 0;
         if (e->rows[r].phase == ROW_DECODE)
             decoding[n_dec++] = r;
+    }
     if (n_dec)
         gather_drafts(e, decoding, n_dec);
     for (int i = 0; i < n_dec; i++) { /* decoding rows: their token, then any drafts, every one wanting logits */
@@ -515,7 +520,7 @@ static void step(tern_engine *e) {
             continue;
         if (w->cursor)
             tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->toks, w->n_past);
-        if (w->n_draft)
+        if (w->asked)
             w->src->vt->commit(w->src, w->seq, w->n_past + 1);
     }
 }

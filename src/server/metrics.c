@@ -155,13 +155,13 @@ char *srv_metrics_render(srv_metrics *m, tern_engine *e, size_t *len) {
                (double)em.prefix_hits);
         scalar(&b, "tern_prefix_cache_evictions_total", "counter", "Prefix cache blocks evicted.",
                (double)em.prefix_evictions);
-        static const char *const SOURCES[3] = {"ngram", "prediction", "draft_model"};
+        static const char *const SOURCES[4] = {"ngram", "prediction", "assistant", "draft_model"};
         head(&b, "tern_draft_tokens_total", "counter", "Speculative decoding: tokens drafted and verified, by source.");
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             sbuf_printf(&b, "tern_draft_tokens_total{source=\"%s\"} %llu\n", SOURCES[k],
                         (unsigned long long)em.draft_tokens[k]);
         head(&b, "tern_draft_accepted_total", "counter", "Speculative decoding: drafted tokens kept, by source.");
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             sbuf_printf(&b, "tern_draft_accepted_total{source=\"%s\"} %llu\n", SOURCES[k],
                         (unsigned long long)em.draft_accepted[k]);
         scalar(&b, "tern_draft_failures_total", "counter", "Draft source failures (those rows decoded plainly).",

@@ -9,7 +9,8 @@
  *   ngram.c       prompt lookup: what followed the longest earlier match of the row's last tokens
  *   prediction.c  OpenAI predicted outputs: the request's expected text, followed where the output matches it
  *   assistant.c   a drafter model that reads the target's cache (the Gemma 4 assistant, models/cache_drafter.h):
- *                 it needs the target's final hidden state at the position before the fed token */
+ *                 it needs the target's final hidden state at the position before the fed token
+ *   draft_model.c a smaller model with the same vocabulary, decoding ahead with its own cache */
 #ifndef TERN_SPEC_DRAFT_H
 #define TERN_SPEC_DRAFT_H
 
@@ -25,6 +26,7 @@ typedef enum tern_draft_kind {
     TERN_DRAFT_NGRAM = 0,
     TERN_DRAFT_PREDICTION,
     TERN_DRAFT_ASSISTANT,
+    TERN_DRAFT_MODEL,
     TERN_DRAFT_KINDS
 } tern_draft_kind;
 
@@ -68,6 +70,15 @@ tern_err *tern_draft_prediction_new(int rows, tern_draft_source **out);
  * geometry does not fit the target (the message gives both sides' numbers). */
 tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,
                                    tern_pool *pool, tern_draft_source **out);
+struct tern_model;
+/* Two-model drafting with the checkpoint at dir, for `rows` rows of up to ctx tokens, drafting up to max_k; refused
+ * when its vocabulary differs from the target's (both named). */
+tern_err *tern_draft_model_new(const char *dir, const struct tern_model *target, int rows, int64_t ctx, int max_k,
+                               tern_pool *pool, tern_draft_source **out);
+/* The drafter at dir, whichever kind its config.json says: a Gemma 4 assistant (reads kv, the target's cache) or a
+ * model of its own (two-model). */
+tern_err *tern_draft_open(const char *dir, tern_draft_head head, const struct tern_model *target, const tern_kv *kv,
+                          int rows, int64_t ctx, int max_k, tern_pool *pool, tern_draft_source **out);
 /* Frees; NULL is fine. */
 void tern_draft_source_free(tern_draft_source *s);
 

@@ -331,12 +331,60 @@ static void test_assistant_source(void **state) {
     tern_model_free(m);
 }
 
+/* Two-model drafting: the target itself as its own drafter (every draft kept: the same greedy tokens) and another
+ * random model of the same vocabulary give plain decoding's output, solo and batched; a drafter of another
+ * vocabulary is refused when the engine starts. */
+static void test_draft_model_source(void **state) {
+    (void)state;
+    static run plain[N], got[N];
+    tern_engine *e = engine(3, 0, -1);
+    run_all(e, N, NULL, NULL, 0.0f, plain);
+    tern_engine_destroy(e);
+    char other[4096];
+    TU_OK(tu_tiny_model("spec_model_other", TERN_SYNTH_F32, 12, NULL, other));
+    const char *drafters[2] = {model_dir, other};
+    for (int d = 0; d < 2; d++)
+        for (int rows = 1; rows <= 3; rows += 2) {
+            tern_engine_opts o;
+            tern_engine_opts_default(&o);
+            o.parallel = rows;
+            o.ctx = 256;
+            o.prefill_chunk = 16;
+            o.step_tokens = 64;
+            o.draft_max = 4;
+            o.draft_model = drafters[d];
+            TU_OK(tern_engine_create(model, &o, &e));
+            run_all(e, N, NULL, NULL, 0.0f, got);
+            tern_metrics mt;
+            tern_engine_metrics(e, &mt);
+            tern_engine_destroy(e);
+            expect_same(plain, got, N, d ? "another model drafting" : "the model drafting for itself");
+            print_message("%s, %d rows: %llu drafted, %llu kept\n", d ? "another model" : "itself", rows,
+                          (unsigned long long)mt.draft_tokens[3], (unsigned long long)mt.draft_accepted[3]);
+            assert_int_equal(mt.draft_failures, 0);
+            if (d == 0)
+                assert_int_equal(mt.draft_accepted[3], mt.draft_tokens[3]);
+            assert_true(mt.draft_tokens[3] > 0);
+        }
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    char v4096[4096];
+    snprintf(v4096, sizeof v4096, "%s", tu_testdata("oracle/tiny-v4096-f32"));
+    o.draft_model = v4096;
+    tern_err *err = tern_engine_create(model, &o, &e);
+    assert_non_null(err);
+    print_message("%s\n", tern_err_msg(err));
+    assert_non_null(strstr(tern_err_msg(err), "vocabulary has 4096 tokens, the model's 512"));
+    tern_err_free(err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_rollback_equals_plain),
         cmocka_unit_test(test_assistant_source),
+        cmocka_unit_test(test_draft_model_source),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
