@@ -321,8 +321,8 @@ static int draft_ask(const tern_engine *e, eng_row *w, int64_t room) {
     return k >= e->o.draft_min ? (int)k : 0;
 }
 
-/* Asks every source for its rows' drafts; sets each decoding row's n_draft. Returns the tokens they add. */
-static int64_t gather_drafts(tern_engine *e, const int *rows, int n) {
+/* Asks every source for its rows' drafts (one call per source for all its rows); sets each decoding row's n_draft. */
+static void gather_drafts(tern_engine *e, const int *rows, int n) {
     tern_draft_ask asks[TERN_DRAFT_KINDS][256];
     int n_asks[TERN_DRAFT_KINDS] = {0};
     int64_t room = e->o.step_tokens - n; /* every decoding row feeds its own token first */
@@ -339,7 +339,6 @@ static int64_t gather_drafts(tern_engine *e, const int *rows, int n) {
         *a = (tern_draft_ask){.row = w->seq, .toks = w->toks, .n_toks = w->n_toks, .n_prompt = w->req->n_prompt,
                               .k = k, .hidden = w->h, .out = w->draft};
     }
-    int64_t added = 0;
     for (int kind = 0; kind < TERN_DRAFT_KINDS; kind++) {
         if (!n_asks[kind])
             continue;
@@ -357,10 +356,8 @@ static int64_t gather_drafts(tern_engine *e, const int *rows, int n) {
             const tern_draft_ask *a = &asks[kind][i];
             eng_row *w = &e->rows[a->row];
             w->n_draft = a->n_out >= e->o.draft_min ? a->n_out : 0;
-            added += w->n_draft;
         }
     }
-    return added;
 }
 
 /* After verification: the drafts' fate in the counters, and the row's next draft length: a little more than the

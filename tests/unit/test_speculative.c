@@ -202,16 +202,16 @@ static void test_seeded_sampling(void **state) {
  * [prompt, last, d1..dn] holds (each token fed as a generated one in both, so the same kernels serve it). */
 static void test_rollback_equals_plain(void **state) {
     (void)state;
-    enum { L = 20, K = 5 };
+    enum { K = 5 };
     tern_lm *lm;
     TU_OK(tern_lm_load(model_dir, 1, &lm));
     tern_pool *pool;
     TU_OK(tern_pool_create(1, &pool));
     const int64_t V = tern_lm_desc_of(lm)->vocab;
     float *logits = malloc((size_t)(K + 1) * (size_t)V * sizeof *logits);
-    int32_t prompt[L], spec[K + 1];
-    int64_t len;
-    prompt_of(3, prompt, &len);
+    int32_t prompt[64], spec[K + 1];
+    int64_t L;
+    prompt_of(3, prompt, &L);
     for (int i = 0; i <= K; i++)
         spec[i] = 3 + 17 * i;
     int seq = 0;
