@@ -179,6 +179,84 @@ static void test_greedy_identical(void **state) {
     }
 }
 
+/* What a request sees is the same with speculation: each token's logprob and alternatives, the streamed text, and
+ * where a stop string ends it. */
+typedef struct seen {
+    int32_t toks[GEN];
+    float lp[GEN];
+    int32_t top[GEN][3];
+    int n;
+    char text[4096];
+    size_t len;
+    tern_finish finish;
+} seen;
+
+static void watch(tern_engine *e, const int32_t *ids, int64_t n, const int32_t *pred, int n_pred, const char *stop,
+                  seen *out) {
+    tern_request r;
+    tern_request_default(&r);
+    r.prompt_ids = ids;
+    r.n_prompt_ids = (size_t)n;
+    r.max_tokens = GEN;
+    r.ignore_eos = 1;
+    r.logprobs = 1;
+    r.top_logprobs = 3;
+    r.prediction_ids = pred;
+    r.n_prediction_ids = (size_t)n_pred;
+    r.stop_strings = &stop;
+    r.n_stop_strings = stop ? 1 : 0;
+    tern_stream *s;
+    TU_OK(tern_engine_submit(e, &r, NULL, NULL, &s, NULL));
+    memset(out, 0, sizeof *out);
+    tern_event ev;
+    while (tern_stream_next(s, &ev, WAIT_MS) == 1) {
+        if (out->len + ev.text_len < sizeof out->text) {
+            memcpy(out->text + out->len, ev.text, ev.text_len);
+            out->len += ev.text_len;
+        }
+        if (ev.kind == TERN_EV_TOKEN) {
+            out->toks[out->n] = ev.token;
+            out->lp[out->n] = ev.logprob;
+            for (int k = 0; k < 3 && k < ev.n_top; k++)
+                out->top[out->n][k] = ev.top_ids[k];
+            out->n++;
+        } else {
+            out->finish = ev.finish;
+        }
+    }
+    tern_stream_free(s);
+}
+
+static void test_outputs_unchanged(void **state) {
+    (void)state;
+    int32_t ids[64];
+    int64_t n;
+    prompt_of(2, ids, &n);
+    tern_engine *e = engine(2, 0, 8);
+    static seen plain, spec;
+    watch(e, ids, n, NULL, 0, NULL, &plain);
+    assert_int_equal(plain.n, GEN);
+    /* A stop string: a stretch of the plain text from its middle. */
+    char stop[16] = {0};
+    const size_t at = plain.len / 2, sl = plain.len - at < 6 ? plain.len - at : 6;
+    memcpy(stop, plain.text + at, sl);
+    for (int with_stop = 0; with_stop < 2; with_stop++) {
+        const char *st = with_stop && sl ? stop : NULL;
+        watch(e, ids, n, NULL, 0, st, &plain);
+        watch(e, ids, n, plain.toks, plain.n, st, &spec); /* the prediction: the output itself */
+        assert_int_equal(spec.n, plain.n);
+        assert_int_equal(spec.finish, plain.finish);
+        assert_memory_equal(spec.toks, plain.toks, (size_t)plain.n * sizeof *plain.toks);
+        assert_memory_equal(spec.lp, plain.lp, (size_t)plain.n * sizeof *plain.lp);
+        assert_memory_equal(spec.top, plain.top, sizeof plain.top);
+        assert_int_equal(spec.len, plain.len);
+        assert_memory_equal(spec.text, plain.text, plain.len);
+        if (st)
+            assert_int_equal(plain.finish, TERN_FINISH_STOP);
+    }
+    tern_engine_destroy(e);
+}
+
 /* With temperature the same seed gives the same tokens, speculation or not of the same configuration twice, and
  * a request that turns speculation off for itself matches plain decoding. */
 static void test_seeded_sampling(void **state) {
@@ -381,6 +459,7 @@ static void test_draft_model_source(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_identical),
+        cmocka_unit_test(test_outputs_unchanged),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_rollback_equals_plain),
         cmocka_unit_test(test_assistant_source),
