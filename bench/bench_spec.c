@@ -6,14 +6,10 @@
  * Rounds interleave the variants (plain, then each speculative one, then again), so a drift of the machine hits them
  * alike; medians of decode speed (tokens after the first, over the time after the first) are reported.
  *
- * With --draft-model DIR --prompts FILE it measures a drafter instead: each line of FILE is a user message, sent
- * through the model's chat format, answered greedily without and with the drafter (the same tokens, checked), and
- * the drafter's acceptance (drafted tokens kept) and the speed-up over all prompts are reported.
+ * (A drafter model on chat prompts: `tern bench MODEL --draft-model DIR --prompts FILE`.)
  *
  * usage: bench_spec MODEL_DIR [-n 128] [--rounds 3] [--threads 2] [--draft-max 8] [--json]
- *        bench_spec MODEL_DIR --draft-model DIR --prompts FILE [-n 64] [--threads 2] [--draft-max 4]
- *   build/bench_spec models/e2b-q4 --threads 2
- *   build/bench_spec models/demo --draft-model models/demo-assistant --prompts bench/data/demo-prompts.txt */
+ *   build/bench_spec models/e2b-q4 --threads 2 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,16 +35,15 @@ typedef struct outcome {
     tern_usage usage;
 } outcome;
 
-static int run_chat(tern_engine *e, const char *prompt, int chat, int64_t n_gen, const int32_t *pred, size_t n_pred,
-                    int plain, outcome *o) {
+static int run(tern_engine *e, const char *prompt, int64_t n_gen, const int32_t *pred, size_t n_pred, int plain,
+               outcome *o) {
     tern_request r;
     tern_request_default(&r);
     r.prompt_text = prompt;
     r.prompt_text_len = strlen(prompt);
-    r.add_special = !chat;
-    r.parse_special = chat;
+    r.add_special = 1;
     r.max_tokens = n_gen;
-    r.ignore_eos = !chat;
+    r.ignore_eos = 1;
     r.prediction_ids = pred;
     r.n_prediction_ids = n_pred;
     r.draft_off = plain;
@@ -73,61 +68,6 @@ static int run_chat(tern_engine *e, const char *prompt, int chat, int64_t n_gen,
     return 0;
 }
 
-static int run(tern_engine *e, const char *prompt, int64_t n_gen, const int32_t *pred, size_t n_pred, int plain,
-               outcome *o) {
-    return run_chat(e, prompt, 0, n_gen, pred, n_pred, plain, o);
-}
-
-/* The drafter on chat prompts: every line a user turn, answered without and with drafting. */
-static int drafter_mode(tern_model *m, tern_engine *e, const char *prompts, int64_t n_gen, int json) {
-    FILE *f = fopen(prompts, "r");
-    if (!f) {
-        fprintf(stderr, "bench_spec: cannot read %s\n", prompts);
-        return 1;
-    }
-    tern_chat_info ci;
-    tern_model_chat_info(m, &ci);
-    char line[4096], text[8192];
-    static outcome plain, spec;
-    double t_plain = 0, t_spec = 0;
-    int64_t toks = 0, drafted = 0, kept = 0;
-    int n = 0, rc = 0;
-    while (!rc && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        if (!line[0])
-            continue;
-        snprintf(text, sizeof text, "%s%suser\n%s%s\n%s", ci.bos ? ci.bos : "", ci.turn_start ? ci.turn_start : "",
-                 line, ci.turn_end ? ci.turn_end : "", ci.generation_prompt ? ci.generation_prompt : "");
-        rc |= run_chat(e, text, 1, n_gen, NULL, 0, 1, &plain);
-        rc |= run_chat(e, text, 1, n_gen, NULL, 0, 0, &spec);
-        if (!rc && (plain.n != spec.n || memcmp(plain.toks, spec.toks, (size_t)plain.n * sizeof *plain.toks))) {
-            fprintf(stderr, "bench_spec: the drafter changed the reply to '%s'\n", line);
-            rc = 1;
-        }
-        if (plain.n > 1) {
-            toks += plain.n - 1;
-            t_plain += (double)(plain.n - 1) / plain.tok_s;
-            t_spec += (double)(spec.n - 1) / spec.tok_s;
-        }
-        drafted += spec.usage.drafted_tokens;
-        kept += spec.usage.accepted_draft_tokens;
-        n++;
-    }
-    fclose(f);
-    if (rc || !n || !toks)
-        return rc ? rc : 1;
-    const double acc = drafted ? (double)kept / (double)drafted : 0;
-    if (json)
-        printf("{\"prompts\": %d, \"tokens\": %lld, \"drafted\": %lld, \"kept\": %lld, \"acceptance\": %.4f, "
-               "\"plain_tok_s\": %.3f, \"draft_tok_s\": %.3f, \"speedup\": %.3f}\n", n, (long long)toks,
-               (long long)drafted, (long long)kept, acc, toks / t_plain, toks / t_spec, t_plain / t_spec);
-    else
-        printf("%d prompts, %lld tokens after the first: drafted %lld, kept %lld (acceptance %.1f%%); "
-               "decode %.2f tok/s plain, %.2f with the drafter (%.2fx)\n", n, (long long)toks, (long long)drafted,
-               (long long)kept, 100 * acc, toks / t_plain, toks / t_spec, t_plain / t_spec);
-    return 0;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -139,7 +79,7 @@ static double median(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-    const char *dir = NULL, *draft_model = NULL, *prompts = NULL;
+    const char *dir = NULL;
     int64_t n_gen = 128;
     int rounds = 3, threads = 0, draft_max = 8, json = 0;
     for (int i = 1; i < argc; i++) {
@@ -151,21 +91,16 @@ int main(int argc, char **argv) {
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--draft-max") && i + 1 < argc)
             draft_max = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--draft-model") && i + 1 < argc)
-            draft_model = argv[++i];
-        else if (!strcmp(argv[i], "--prompts") && i + 1 < argc)
-            prompts = argv[++i];
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (argv[i][0] != '-' && !dir)
             dir = argv[i];
         else {
-            fprintf(stderr, "usage: bench_spec MODEL_DIR [-n 128] [--rounds 3] [--threads 2] [--draft-max 8] [--json]\n"
-                            "       bench_spec MODEL_DIR --draft-model DIR --prompts FILE [-n 64] [--draft-max 4]\n");
+            fprintf(stderr, "usage: bench_spec MODEL_DIR [-n 128] [--rounds 3] [--threads 2] [--draft-max 8] [--json]\n");
             return 2;
         }
     }
-    if (!dir || n_gen < 8 || n_gen > 4000 || rounds < 1 || rounds > MAX_ROUNDS || !draft_model != !prompts) {
+    if (!dir || n_gen < 8 || n_gen > 4000 || rounds < 1 || rounds > MAX_ROUNDS) {
         fprintf(stderr, "usage: bench_spec MODEL_DIR [-n 128] [--rounds 3] [--threads 2] [--draft-max 8] [--json]\n");
         return 2;
     }
@@ -177,9 +112,8 @@ int main(int argc, char **argv) {
     tern_engine_opts_default(&eo);
     eo.parallel = 1;
     eo.ctx = 2048;
-    eo.draft_ngram = !draft_model;
+    eo.draft_ngram = 1;
     eo.draft_max = draft_max;
-    eo.draft_model = draft_model;
     if (!err)
         err = tern_engine_create(m, &eo, &e);
     if (err) {
@@ -187,12 +121,6 @@ int main(int argc, char **argv) {
         tern_err_free(err);
         tern_model_free(m);
         return 1;
-    }
-    if (draft_model) {
-        int rc = drafter_mode(m, e, prompts, n_gen, json);
-        tern_engine_destroy(e);
-        tern_model_free(m);
-        return rc;
     }
     tern_model_info info;
     tern_model_get_info(m, &info);

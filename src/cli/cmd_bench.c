@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/bench_draft.h"
 #include "cli/bench_startup.h"
+#include "cli/draft_args.h"
 #include "cli/commands.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
@@ -20,11 +22,14 @@ static const char *usage =
     "usage: tern bench [-m] MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv bf16|f32] [--profile]\n"
     "                  [--json]\n"
     "       tern bench [-m] MODEL_DIR --startup [--rounds 3] [--threads T] [--json]\n"
+    "       tern bench [-m] MODEL_DIR (--draft-model DIR | --draft-ngram) --prompts FILE [-n 64] [--draft-max 8]\n"
     "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
     "same D tokens of context (prefilled untimed; default 0). --profile: where a decode step's time goes, by phase\n"
     "of the forward pass, with the weights each phase reads and their rate against the measured bandwidth.\n"
     "--startup: `tern serve` from process start to its first answered request, cold (the model's files evicted\n"
-    "from the page cache) and warm, beside reading the files once; medians of --rounds.\n";
+    "from the page cache) and warm, beside reading the files once; medians of --rounds.\n"
+    "--draft-model / --draft-ngram: speculative decoding on chat prompts (a user message per line of --prompts),\n"
+    "each answered greedily without and with drafting: the acceptance and the decode speed-up, replies checked equal.\n";
 
 #define CHUNK 512
 
@@ -70,7 +75,7 @@ static tern_err *forward_commit(tern_lm *m, tern_kv *kv, tern_pool *pool, const 
 int cmd_bench(int argc, char **argv) {
     tern_opt opts[] = {{"p", 1, 0},       {"n", 1, 0},      {"batch", 1, 0},   {"threads", 1, 0}, {"depth", 1, 0},
                        {"kv", 1, 0},      {"json", 0, 0},   {"profile", 0, 0}, {"startup", 0, 0}, {"rounds", 1, 0},
-                       {"model", 1, 0},   {"help", 0, 0},   {0, 0, 0}};
+                       {"model", 1, 0},   {"help", 0, 0},   {"prompts", 1, 0}, TERN_DRAFT_OPTS, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("bench", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -95,6 +100,18 @@ int cmd_bench(int argc, char **argv) {
         if (tern_args_int("bench", opts, "rounds", 3, 1, 32, &rounds))
             return 2;
         return tern_bench_startup(pos[0], (int)rounds, (int)threads, json);
+    }
+    if (tern_args_get(opts, "draft-model") || tern_args_get(opts, "draft-ngram")) {
+        tern_engine_opts eo;
+        tern_engine_opts_default(&eo);
+        if (tern_draft_args("bench", opts, &eo))
+            return 2;
+        if (!tern_args_get(opts, "prompts")) {
+            fprintf(stderr, "tern bench: drafting is measured on chat prompts: give --prompts FILE\n");
+            return 2;
+        }
+        return tern_bench_draft(pos[0], &eo, tern_args_get(opts, "prompts"), tern_args_get(opts, "n") ? N : 64,
+                                (int)threads, json);
     }
     tern_lm_profile prof = {0};
     tern_dtype kvdt = kv_s && !strcmp(kv_s, "f32") ? TERN_DT_F32 : TERN_DT_BF16;

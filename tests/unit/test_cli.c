@@ -17,7 +17,7 @@
 
 static const char *const VERBS[] = {"serve",      "run",      "info",  "fit",      "bench",          "logits",
                                     "perplexity", "tokenize", "detokenize", "template", "synth", "quantize",
-                                    "audio-features"};
+                                    "audio-features", "spec-trace"};
 
 static void test_help_everywhere(void **state) {
     char *out;
@@ -207,12 +207,41 @@ static void test_bench_startup(void **state) {
     json_decref(v);
 }
 
+/* tern bench with drafting: the model drafting for itself keeps every draft; the Gemma 4 assistant of the same
+ * oracle pair runs too; the replies are checked equal by the verb itself (exit 0). */
+static void test_bench_drafting(void **state) {
+    (void)state;
+    char model[2048], drafter[2048], *out;
+    snprintf(model, sizeof model, "%s", tu_testdata(MODEL));
+    snprintf(drafter, sizeof drafter, "%s", tu_testdata("oracle/tiny-v4096-assistant-f32"));
+    const char *prompts = tu_write(tu_tmpdir("bench-draft"), "prompts.txt", "hello\nthe king\n", 16);
+    const char *drafters[2] = {model, drafter};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(tu_runf(&out, "'%s' bench '%s' --draft-model '%s' --prompts '%s' -n 12 --json 2>/dev/null",
+                                 tu_tern_bin(), model, drafters[i], prompts), 0);
+        json_error_t e;
+        json_t *v = json_loads(out, 0, &e);
+        if (!v)
+            fail_msg("not JSON: %s", out);
+        free(out);
+        assert_int_equal(json_integer_value(json_object_get(v, "prompts")), 2);
+        assert_true(json_integer_value(json_object_get(v, "drafted")) > 0);
+        if (i == 0)
+            assert_true(json_real_value(json_object_get(v, "acceptance")) == 1.0);
+        json_decref(v);
+    }
+    assert_int_equal(tu_runf(&out, "'%s' bench '%s' --draft-ngram 2>&1", tu_tern_bin(), model), 2);
+    assert_non_null(strstr(out, "--prompts"));
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_everywhere),    cmocka_unit_test(test_version),
         cmocka_unit_test(test_typos_name_the_closest), cmocka_unit_test(test_short_options_and_positionals),
         cmocka_unit_test(test_interactive_chat),   cmocka_unit_test(test_serve_port_in_use),
         cmocka_unit_test(test_model_path_messages), cmocka_unit_test(test_bench_startup),
+        cmocka_unit_test(test_bench_drafting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

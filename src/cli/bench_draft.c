@@ -1,0 +1,107 @@
+/* bench_draft.c — see bench_draft.h. */
+#include "cli/bench_draft.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+typedef struct reply {
+    int32_t toks[8192];
+    int n;
+    double decode_s;
+    tern_usage usage;
+} reply;
+
+static tern_err *answer(tern_engine *e, const char *text, int64_t n, int plain, reply *o) {
+    tern_request r;
+    tern_request_default(&r);
+    r.prompt_text = text;
+    r.prompt_text_len = strlen(text);
+    r.parse_special = 1;
+    r.max_tokens = n;
+    r.draft_off = plain;
+    tern_stream *s;
+    TERN_TRY(tern_engine_submit(e, &r, NULL, NULL, &s, NULL));
+    memset(o, 0, sizeof *o);
+    tern_event ev;
+    while (tern_stream_next(s, &ev, -1) == 1) {
+        if (ev.kind == TERN_EV_TOKEN && o->n < 8192)
+            o->toks[o->n++] = ev.token;
+        if (ev.kind == TERN_EV_DONE) {
+            o->usage = ev.usage;
+            o->decode_s = ev.timings.decode_s;
+        }
+    }
+    tern_stream_free(s);
+    return NULL;
+}
+
+int tern_bench_draft(const char *model, const tern_engine_opts *eo, const char *prompts, int64_t n, int threads,
+                     int json) {
+    tern_model_opts mo = {.model_dir = model, .threads = threads};
+    tern_model *m = NULL;
+    tern_engine *e = NULL;
+    FILE *f = NULL;
+    static reply plain, spec;
+    char line[4096], text[8192];
+    double t_plain = 0, t_spec = 0;
+    int64_t toks = 0, drafted = 0, kept = 0;
+    int count = 0;
+    tern_err *err = tern_model_load(&mo, &m);
+    tern_engine_opts o = *eo;
+    o.parallel = 1;
+    o.threads = threads;
+    if (!err)
+        err = tern_engine_create(m, &o, &e);
+    if (!err && !(f = fopen(prompts, "r")))
+        err = tern_errf(TERN_EIO, "%s: cannot read the prompts", prompts);
+    tern_chat_info ci;
+    if (!err)
+        tern_model_chat_info(m, &ci);
+    while (!err && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!line[0])
+            continue;
+        snprintf(text, sizeof text, "%s%suser\n%s%s\n%s", ci.bos ? ci.bos : "", ci.turn_start ? ci.turn_start : "",
+                 line, ci.turn_end ? ci.turn_end : "", ci.generation_prompt ? ci.generation_prompt : "");
+        err = answer(e, text, n, 1, &plain);
+        if (!err)
+            err = answer(e, text, n, 0, &spec);
+        if (!err && (plain.n != spec.n || memcmp(plain.toks, spec.toks, (size_t)plain.n * sizeof *plain.toks)))
+            err = tern_errf(TERN_EINVAL, "drafting changed the reply to '%s': speculative decoding must not", line);
+        if (!err && plain.n > 1 && plain.decode_s > 0 && spec.decode_s > 0) {
+            toks += plain.n - 1;
+            t_plain += plain.decode_s;
+            t_spec += spec.decode_s;
+        }
+        drafted += spec.usage.drafted_tokens;
+        kept += spec.usage.accepted_draft_tokens;
+        count++;
+    }
+    if (f)
+        fclose(f);
+    if (!err && !toks)
+        err = tern_errf(TERN_EINVAL, "%s: no prompt gave a reply of two tokens or more", prompts);
+    if (!err) {
+        const double acc = drafted ? (double)kept / (double)drafted : 0;
+        if (json)
+            printf("{\"prompts\": %d, \"tokens\": %lld, \"drafted\": %lld, \"kept\": %lld, \"acceptance\": %.4f, "
+                   "\"plain_tok_s\": %.3f, \"draft_tok_s\": %.3f, \"speedup\": %.3f}\n", count, (long long)toks,
+                   (long long)drafted, (long long)kept, acc, toks / t_plain, toks / t_spec, t_plain / t_spec);
+        else
+            printf("%d prompts, %lld tokens after each first: drafted %lld, kept %lld (acceptance %.1f%%)\n"
+                   "decode %.2f tok/s plain, %.2f tok/s with drafting: %.2fx (the same replies)\n", count,
+                   (long long)toks, (long long)drafted, (long long)kept, 100 * acc, toks / t_plain, toks / t_spec,
+                   t_plain / t_spec);
+    }
+    tern_engine_destroy(e);
+    tern_model_free(m);
+    if (err) {
+        fprintf(stderr, "tern bench: %s\n", tern_err_msg(err));
+        tern_err_free(err);
+        return 1;
+    }
+    return 0;
+}
