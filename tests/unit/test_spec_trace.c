@@ -3,7 +3,8 @@
  * every round, and the float32 intermediates close to the reference's. The reference computes GELU through an fp16
  * table; its draft logits differ by up to 3.3e-3 at step 0 from tern's and equally from an independent float32
  * PyTorch implementation of GEMMA4.md §5 (scripts/train-demo/gemma4.py), while tern and that implementation agree to
- * 6e-6 — so the draft-logit bound here is 4e-3. Also: the centroid head scores exactly the chosen clusters' tokens
+ * 6e-6 — so the draft-logit bound here is 4e-3. Also: the drafter quantized to MLX 8-bit keeps the tokens; the
+ * centroid head scores exactly the chosen clusters' tokens
  * as the full head does, a drafter whose attention geometry does not fit the target is refused with both sides'
  * numbers, and a model that is not a drafter is refused by name. */
 #include <math.h>
@@ -145,6 +146,34 @@ static void test_centroid_head(void **state) {
     free(b);
 }
 
+/* The drafter quantized to MLX 8-bit (tern quantize writes the mlx-vlm layout; the projections stay float at the
+ * root): the same tokens in every round, draft logits near the float drafter's. */
+static void test_mlx_quantized_drafter(void **state) {
+    (void)state;
+    const char *dir = tu_tmpdir("spec-trace-q8");
+    char q8[4200], *out = NULL;
+    snprintf(q8, sizeof q8, "%s/q8", dir);
+    assert_int_equal(tu_runf(&out, "'%s' quantize '%s' '%s' --bits 8 2>&1", tu_tern_bin(), tu_testdata(DRAFTER), q8),
+                     0);
+    free(out);
+    json_t *g = golden();
+    char prefix[4300];
+    snprintf(prefix, sizeof prefix, "%s/trace", dir);
+    int rc = tu_runf(&out, "'%s' spec-trace '%s' --draft '%s' --ids %s -k %d --rounds %d --draft-head full "
+                           "--out-prefix '%s'", tu_tern_bin(), tu_testdata(TARGET), q8, prompt_ids(g), K, R, prefix);
+    assert_int_equal(rc, 0);
+    json_error_t e;
+    json_t *got = json_loads(out, 0, &e);
+    free(out);
+    assert_non_null(got);
+    for (size_t r = 0; r < R; r++)
+        expect_ints(json_object_get(json_array_get(json_object_get(got, "rounds"), r), "draft"),
+                    json_object_get(json_array_get(json_object_get(g, "rounds"), r), "draft"));
+    compare_file(prefix, "draft_logits.bin", R * K * V, 0.5);
+    json_decref(got);
+    json_decref(g);
+}
+
 /* A target whose sliding window differs from the drafter's: refused, naming both windows. */
 static void test_geometry_refused(void **state) {
     (void)state;
@@ -187,6 +216,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_llama_cpp_trace),
         cmocka_unit_test(test_centroid_head),
+        cmocka_unit_test(test_mlx_quantized_drafter),
         cmocka_unit_test(test_geometry_refused),
         cmocka_unit_test(test_not_a_drafter),
     };
