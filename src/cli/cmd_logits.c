@@ -1,7 +1,6 @@
 /* cmd_logits.c — `tern logits`: the parity interface. Runs the ids through the model in f32
  * (weights as stored, f32 activations and KV cache) and writes little-endian float32 logits
  * [positions][vocab] (post soft-cap), optionally the final normed hidden state [positions][H]. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
+#include "core/fileio.h"
 #include "core/threadpool.h"
 #include "models/model.h"
 
@@ -16,16 +16,6 @@ static const char *usage =
     "usage: tern logits [-m] MODEL_DIR --ids 2,105,... [--positions all|last] [--out FILE] [--hidden-out FILE]\n"
     "                   [--threads N] [--kv f32|bf16]\n"
     "Prints the argmax per position; --out writes float32 [positions][vocab] (post soft-cap).\n";
-
-static tern_err *write_f32(const char *path, const float *v, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return tern_errf(TERN_EIO, "%s: cannot create: %s", path, strerror(errno));
-    size_t w = fwrite(v, sizeof(float), n, f);
-    if (fclose(f) != 0 || w != n)
-        return tern_errf(TERN_EIO, "%s: write failed", path);
-    return NULL;
-}
 
 int cmd_logits(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0}, {"positions", 1, 0}, {"out", 1, 0}, {"hidden-out", 1, 0},
@@ -76,9 +66,9 @@ int cmd_logits(int argc, char **argv) {
         err = tern_lm_forward(m, kv, pool, &b, logits, hidden);
     }
     if (!err && tern_args_get(opts, "out"))
-        err = write_f32(tern_args_get(opts, "out"), logits, (size_t)(n_out * c->vocab));
+        err = tern_write_file(tern_args_get(opts, "out"), logits, (size_t)(n_out * c->vocab) * sizeof *logits);
     if (!err && tern_args_get(opts, "hidden-out"))
-        err = write_f32(tern_args_get(opts, "hidden-out"), hidden, (size_t)(n_out * c->hidden));
+        err = tern_write_file(tern_args_get(opts, "hidden-out"), hidden, (size_t)(n_out * c->hidden) * sizeof *hidden);
     if (!err) {
         printf("argmax:");
         for (int64_t p = 0; p < n_out; p++) {

@@ -4,7 +4,6 @@
  * forward at positions P..P+k, accepts the longest prefix the target agrees with plus the target's own next token,
  * and rolls the cache back to what was accepted (GEMMA4.md §5 "Verify"). Prints the rounds as JSON; with
  * --out-prefix also writes the float32 intermediates the golden files hold. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
+#include "core/fileio.h"
 #include "core/threadpool.h"
 #include "models/cache_drafter.h"
 #include "models/model.h"
@@ -35,13 +35,7 @@ static int32_t argmax(const float *v, int64_t n) {
 static tern_err *write_f32(const char *prefix, const char *suffix, const float *v, size_t n) {
     char path[4096];
     snprintf(path, sizeof path, "%s.%s", prefix, suffix);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return tern_errf(TERN_EIO, "%s: cannot create: %s", path, strerror(errno));
-    size_t w = fwrite(v, sizeof(float), n, f);
-    if (fclose(f) != 0 || w != n)
-        return tern_errf(TERN_EIO, "%s: write failed", path);
-    return NULL;
+    return tern_write_file(path, v, n * sizeof *v);
 }
 
 typedef struct trace {
