@@ -149,8 +149,10 @@ void tern_kv_read(const tern_kv *kv, int layer, int seq, int64_t pos, int value,
         tern_bf16_to_f32_row((const uint16_t *)p, out, (size_t)row);
 }
 
-int tern_kv_holds(const tern_kv *kv, int layer, int64_t len, int64_t pos) {
-    return pos >= 0 && pos < len && len - pos <= kv->layers[layer].slots;
+int tern_kv_holds(const tern_kv *kv, int layer, int seq, int64_t pos) {
+    const int64_t len = kv->len[seq], slots = kv->layers[layer].slots;
+    /* A ring's slot also held a later position written beyond len (then rolled back): that position overwrote it. */
+    return pos >= 0 && pos < len && len - pos <= slots && kv->written[seq] - pos <= slots;
 }
 
 int64_t tern_kv_len(const tern_kv *kv, int seq) { return kv->len[seq]; }

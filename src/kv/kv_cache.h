@@ -43,8 +43,9 @@ int64_t tern_kv_slots(const tern_kv *kv, int layer);
 void tern_kv_write(tern_kv *kv, int layer, int seq, int64_t pos, const float *k, const float *v);
 /* Reads K (or V when `value`) of `pos` into out as f32; pos must still be held (see tern_kv_holds). */
 void tern_kv_read(const tern_kv *kv, int layer, int seq, int64_t pos, int value, float *out);
-/* 1 if the layer still holds `pos` for a sequence whose length is `len` (ring layers forget old positions). */
-int tern_kv_holds(const tern_kv *kv, int layer, int64_t len, int64_t pos);
+/* 1 if the layer still holds `pos` of sequence `seq`: below its length, and (ring layers) neither pushed out by
+ * later positions nor overwritten by positions written past the length and rolled back. */
+int tern_kv_holds(const tern_kv *kv, int layer, int seq, int64_t pos);
 /* Number of positions written to a sequence (its next position). */
 int64_t tern_kv_len(const tern_kv *kv, int seq);
 /* Raw storage of one sequence in one layer: [slots][kv_heads * head_dim] elements of tern_kv_dtype, position

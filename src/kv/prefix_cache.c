@@ -308,7 +308,7 @@ void tern_pc_cursor_capture(tern_pc_cursor *c, const tern_kv *kv, int seq, const
         }
         int64_t p = c->pos, i = p % blk;
         for (int l = 0; l < pc->n_layers; l++) {
-            if (!tern_kv_holds(kv, l, kv_len, p)) { /* captured too late: the ring moved on */
+            if (!tern_kv_holds(kv, l, seq, p)) { /* captured too late: the ring moved on */
                 tern_pc_cursor_end(c);
                 return;
             }
