@@ -88,18 +88,10 @@ int cmd_serve(int argc, char **argv) {
     tern_server *server = NULL;
     tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
     const char *host = tern_args_get(opts, "host") ? tern_args_get(opts, "host") : "127.0.0.1";
-    /* The address first: a port in use is known in a moment, not after the model has loaded. */
+    /* The address first: a port in use is known in a moment, not after the model has loaded; and the server
+     * answers while it loads (/health says "loading", requests get 503 with Retry-After). */
     int listen_fd = -1;
     tern_err *err = tern_server_listen(host, (int)port, &listen_fd);
-    if (!err)
-        err = tern_model_load(&mo, &model);
-    if (!err) {
-        eo.parallel = (int)parallel;
-        eo.ctx = ctx;
-        eo.max_queue = (int)max_queue;
-        eo.threads = (int)threads;
-        err = tern_engine_create(model, &eo, &engine);
-    }
     if (!err) {
         tern_server_config sc;
         tern_server_config_default(&sc);
@@ -109,20 +101,35 @@ int cmd_serve(int argc, char **argv) {
         listen_fd = -1; /* the server owns it now */
         sc.api_key = api_key;
         sc.model_id = tern_args_get(opts, "alias");
+        sc.model_dir = pos[0];
         sc.timeout_s = (int)timeout;
         sc.max_body = (uint64_t)max_body;
         sc.max_connections = (int)(parallel + max_queue + 64);
-        err = tern_server_start(model, engine, &sc, &server);
+        err = tern_server_start(NULL, NULL, &sc, &server);
+    }
+    if (!err) {
+        fprintf(stderr, "tern serve: loading %s (port %d answers meanwhile: /health says \"loading\")\n", pos[0],
+                tern_server_port(server));
+        err = tern_model_load(&mo, &model);
+    }
+    if (!err) {
+        eo.parallel = (int)parallel;
+        eo.ctx = ctx;
+        eo.max_queue = (int)max_queue;
+        eo.threads = (int)threads;
+        err = tern_engine_create(model, &eo, &engine);
     }
     if (err) {
         if (listen_fd >= 0)
             close(listen_fd);
         fprintf(stderr, "tern serve: %s\n", tern_err_msg(err));
         tern_err_free(err);
+        tern_server_stop(server);
         tern_engine_destroy(engine);
         tern_model_free(model);
         return 1;
     }
+    tern_server_attach(server, model, engine);
 
     tern_metrics em;
     tern_engine_metrics(engine, &em);

@@ -74,6 +74,8 @@ int srv_reply_text(srv_req *r, int status, const char *ctype, const char *text, 
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 429 || status == 503) /* busy, loading or shutting down: when it is worth asking again */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, status == 429 ? "1" : "5");
     return queue(r, status, resp);
 }
 
@@ -212,6 +214,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (r->route != SRV_ROUTE_HEALTH && !authorized(r))
             return (enum MHD_Result)srv_reply_error(
                 r, 401, "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
+        if (atomic_load(&s->loading) && r->route != SRV_ROUTE_METRICS) {
+            if (r->route != SRV_ROUTE_HEALTH)
+                return (enum MHD_Result)srv_reply_error(r, 503, "the model is still loading; retry in a few seconds");
+            json_t *v = json_pack("{s:s,s:s,s:s}", "status", "loading", "version", tern_version(), "model",
+                                  s->model_id);
+            int rc = srv_reply_json(r, 503, v);
+            json_decref(v);
+            return (enum MHD_Result)rc;
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end;
@@ -340,22 +351,20 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
         s->cfg.timeout_s = dflt.timeout_s;
     if (s->cfg.max_connections <= 0)
         s->cfg.max_connections = dflt.max_connections;
-    s->model = m;
-    s->engine = e;
     pthread_rwlock_init(&s->engine_lock, NULL);
     srv_metrics_init(&s->metrics);
     s->created = (long)time(NULL);
     s->id_salt = tern_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ tern_now_ns());
-    tern_model_get_info(m, &s->info);
-    tern_metrics em;
-    tern_engine_metrics(e, &em);
-    s->ctx = em.ctx;
+    if (m)
+        tern_server_attach(s, m, e);
+    else
+        atomic_store(&s->loading, 1);
     s->host = strdup(s->cfg.host);
     s->api_key = dup_or_null(c->api_key);
     if (c->model_id) {
         s->model_id = strdup(c->model_id);
     } else {
-        const char *dir = s->info.dir ? s->info.dir : "model";
+        const char *dir = m && s->info.dir ? s->info.dir : c->model_dir ? c->model_dir : "model";
         size_t n = strlen(dir);
         while (n > 1 && dir[n - 1] == '/')
             n--;
@@ -370,8 +379,6 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     tern_err *err = NULL;
     if (!s->host || !s->model_id || (c->api_key && !s->api_key))
         err = tern_errf(TERN_ENOMEM, "out of memory");
-
-    s->chat = tern_model_chat_format(m);
 
     int fd = c->listen_fd;
     if (!err && fd < 0)
@@ -403,6 +410,19 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     }
     *out = s;
     return NULL;
+}
+
+void tern_server_attach(tern_server *s, tern_model *m, tern_engine *e) {
+    pthread_rwlock_wrlock(&s->engine_lock);
+    s->model = m;
+    s->engine = e;
+    tern_model_get_info(m, &s->info);
+    tern_metrics em;
+    tern_engine_metrics(e, &em);
+    s->ctx = em.ctx;
+    s->chat = tern_model_chat_format(m);
+    pthread_rwlock_unlock(&s->engine_lock);
+    atomic_store(&s->loading, 0); /* after every field: a request that sees 0 sees them all */
 }
 
 int tern_server_port(const tern_server *s) { return s->port; }

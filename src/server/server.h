@@ -25,6 +25,7 @@ typedef struct tern_server_config {
     int max_connections;  /* concurrent connections (one thread each); default 256 */
     int listen_fd;        /* a socket from tern_server_listen (the server takes it over), or -1 (default): bind
                            * host:port when starting */
+    const char *model_dir; /* names the model (when model_id is NULL) for a server started before it loads */
 } tern_server_config;
 
 typedef struct tern_server tern_server;
@@ -35,8 +36,12 @@ void tern_server_config_default(tern_server_config *c);
  * it spends time loading a model; *fd goes into tern_server_config.listen_fd (or is closed by the caller). */
 tern_err *tern_server_listen(const char *host, int port, int *fd);
 /* Starts listening; `m` and `e` must outlive the server (see tern_server_detach_engine). Errors name the address
- * when it cannot be bound and the template when it does not compile. */
+ * when it cannot be bound and the template when it does not compile. With m and e NULL the server starts
+ * loading: /health answers 503 {"status": "loading"}, /metrics answers, every other request gets 503 with
+ * Retry-After, until tern_server_attach. */
 tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_config *c, tern_server **out);
+/* The model has loaded: the server started without one serves m through e from now on. */
+void tern_server_attach(tern_server *s, tern_model *m, tern_engine *e);
 /* The port actually bound. */
 int tern_server_port(const tern_server *s);
 /* The model id responses carry. */

@@ -90,6 +90,7 @@ struct tern_server {
 
     pthread_rwlock_t engine_lock; /* readers: submit/metrics; writer: detach */
     tern_engine *engine;          /* NULL once detached */
+    atomic_int loading;           /* started before the model: only /health (503) and /metrics answer */
     atomic_int draining;
     atomic_int inflight;
     atomic_uint_fast64_t id_counter;
