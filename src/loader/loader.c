@@ -1,6 +1,8 @@
 /* loader.c — the model half of the public API (tern.h): the network, its tokenizer and its chat format. */
 #include "loader/loader.h"
 
+#include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +10,20 @@
 #include "chat/jinja.h"
 #include "core/fileio.h"
 #include "core/log.h"
+
+/* The tokenizer loads on a thread of its own while the weights load: parsing a large tokenizer.json is about as
+ * long as mapping (or reading back) the weights, and the two need different resources. */
+typedef struct tokenizer_job {
+    const char *path;
+    tern_tokenizer *tok;
+    tern_err *err;
+} tokenizer_job;
+
+static void *load_tokenizer(void *arg) {
+    tokenizer_job *j = arg;
+    j->err = tern_tokenizer_load(j->path, &j->tok);
+    return NULL;
+}
 
 tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     *out = NULL;
@@ -20,9 +36,20 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         free(m);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
+    tokenizer_job job = {.path = o->tokenizer_path ? o->tokenizer_path : o->model_dir};
+    json_object_seed(0); /* jansson's hash seed, set once before two threads parse JSON */
+    pthread_t th;
+    const int threaded = pthread_create(&th, NULL, load_tokenizer, &job) == 0;
+    if (!threaded)
+        load_tokenizer(&job);
     tern_err *err = tern_lm_load(o->model_dir, o->threads, &m->lm);
+    if (threaded)
+        pthread_join(th, NULL);
+    m->tok = job.tok;
     if (!err)
-        err = tern_tokenizer_load(o->tokenizer_path ? o->tokenizer_path : o->model_dir, &m->tok);
+        err = job.err;
+    else
+        tern_err_free(job.err);
     if (!err) {
         const tern_lm_desc *d = tern_lm_desc_of(m->lm);
         if ((int64_t)tern_tokenizer_vocab_size(m->tok) > d->vocab)
