@@ -198,8 +198,8 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
             err = tern_draft_ngram_new(P, 1, 4, &e->sources[TERN_DRAFT_NGRAM]);
         tern_draft_source *dm = NULL;
         if (!err && e->o.draft_model)
-            err = tern_draft_open(e->o.draft_model, (tern_draft_head)e->o.draft_head, m, e->kv, P, e->o.ctx,
-                                  e->o.draft_max, e->pool, &dm);
+            err = tern_draft_open(e->o.draft_model, (tern_draft_head)e->o.draft_head, m, e->kv, P, e->o.ctx, e->pool,
+                                  &dm);
         if (dm) {
             e->sources[dm->kind] = dm;
             if (dm->needs_hidden && !(e->hidden = malloc((size_t)P * (size_t)(e->o.draft_max + 1) *

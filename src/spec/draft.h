@@ -71,14 +71,14 @@ tern_err *tern_draft_prediction_new(int rows, tern_draft_source **out);
 tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,
                                    tern_pool *pool, tern_draft_source **out);
 struct tern_model;
-/* Two-model drafting with the checkpoint at dir, for `rows` rows of up to ctx tokens, drafting up to max_k; refused
- * when its vocabulary differs from the target's (both named). */
-tern_err *tern_draft_model_new(const char *dir, const struct tern_model *target, int rows, int64_t ctx, int max_k,
+/* Two-model drafting with the checkpoint at dir, for `rows` rows of up to ctx tokens; refused when its vocabulary
+ * differs from the target's. */
+tern_err *tern_draft_model_new(const char *dir, const struct tern_model *target, int rows, int64_t ctx,
                                tern_pool *pool, tern_draft_source **out);
 /* The drafter at dir, whichever kind its config.json says: a Gemma 4 assistant (reads kv, the target's cache) or a
  * model of its own (two-model). */
 tern_err *tern_draft_open(const char *dir, tern_draft_head head, const struct tern_model *target, const tern_kv *kv,
-                          int rows, int64_t ctx, int max_k, tern_pool *pool, tern_draft_source **out);
+                          int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out);
 /* Frees; NULL is fine. */
 void tern_draft_source_free(tern_draft_source *s);
 

@@ -13,9 +13,7 @@
 #include "spec/draft.h"
 
 typedef struct dm_row {
-    int64_t n_in;  /* the row's first n_in tokens are in the drafter's cache */
-    int32_t *fed;  /* [max_k] drafts fed after them in the last draft (their cache may be kept) */
-    int n_fed;
+    int64_t n_in; /* the row's first n_in tokens (then, during a draft, its drafts) are in the drafter's cache */
 } dm_row;
 
 typedef struct draft_model {
@@ -23,7 +21,7 @@ typedef struct draft_model {
     tern_model *m;
     tern_kv *kv;
     tern_pool *pool;
-    int rows, max_k;
+    int rows;
     int64_t ctx, chunk, vocab;
     dm_row *r;
     float *logits; /* [rows][vocab] */
@@ -37,13 +35,12 @@ static tern_err *row_start(tern_draft_source *s, int row, const int32_t *predict
     draft_model *d = (draft_model *)s;
     (void)prediction, (void)n_prediction;
     d->r[row].n_in = 0;
-    d->r[row].n_fed = 0;
     return tern_kv_set_len(d->kv, row, 0);
 }
 
 /* One forward of the asks' rows that still have tokens to feed: up to `chunk` of each row's backlog (catch-up),
  * or its last draft. Fills each fed row's logits at its last token. Returns the rows fed. */
-static tern_err *feed(draft_model *d, tern_draft_ask *asks, int n, const int *todo, int *fed_rows, int *n_fed_rows) {
+static tern_err *feed(draft_model *d, tern_draft_ask *asks, int n, int *todo, int *fed_rows, int *n_fed_rows) {
     int nr = 0;
     int64_t T = 0;
     for (int i = 0; i < n; i++) {
@@ -53,6 +50,10 @@ static tern_err *feed(draft_model *d, tern_draft_ask *asks, int n, const int *to
         dm_row *r = &d->r[a->row];
         const int64_t have = r->n_in, total = a->n_toks + a->n_out; /* what the next draft follows */
         int64_t cnt = total - have;
+        if (cnt <= 0) { /* nothing to feed: cannot happen while commits keep n_in below the row's length */
+            todo[i] = 0;
+            continue;
+        }
         if (cnt > d->chunk)
             cnt = d->chunk;
         for (int64_t j = 0; j < cnt; j++) {
@@ -99,11 +100,6 @@ static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
                 todo[fed[k]] = 0;
         }
     }
-    for (int i = 0; i < n; i++) {
-        dm_row *r = &d->r[asks[i].row];
-        r->n_fed = asks[i].n_out ? asks[i].n_out - 1 : 0;
-        memcpy(r->fed, asks[i].out, (size_t)r->n_fed * sizeof *r->fed);
-    }
     return NULL;
 }
 
@@ -113,7 +109,6 @@ static void commit(tern_draft_source *s, int row, int64_t n_toks) {
     dm_row *r = &d->r[row];
     if (r->n_in > n_toks - 1) /* the row's last token (the target's own) is fed next time */
         r->n_in = n_toks - 1;
-    r->n_fed = 0;
     if (tern_kv_set_len(d->kv, row, r->n_in)) /* cannot fail: a rollback within what was written */
         r->n_in = 0;
 }
@@ -126,8 +121,6 @@ static void row_end(tern_draft_source *s, int row) {
 
 static void source_free(tern_draft_source *s) {
     draft_model *d = (draft_model *)s;
-    for (int i = 0; d->r && i < d->rows; i++)
-        free(d->r[i].fed);
     free(d->r);
     free(d->logits);
     free(d->seq);
@@ -160,15 +153,14 @@ static tern_err *same_vocabulary(const tern_model *target, const tern_model *dra
     return NULL;
 }
 
-tern_err *tern_draft_model_new(const char *dir, const tern_model *target, int rows, int64_t ctx, int max_k,
-                               tern_pool *pool, tern_draft_source **out) {
+tern_err *tern_draft_model_new(const char *dir, const tern_model *target, int rows, int64_t ctx, tern_pool *pool,
+                               tern_draft_source **out) {
     *out = NULL;
     draft_model *d = calloc(1, sizeof *d);
     if (!d)
         return tern_errf(TERN_ENOMEM, "out of memory");
     d->base = (tern_draft_source){&vt, TERN_DRAFT_MODEL, 0};
     d->rows = rows;
-    d->max_k = max_k;
     d->ctx = ctx;
     d->chunk = 256;
     d->pool = pool;
@@ -189,9 +181,6 @@ tern_err *tern_draft_model_new(const char *dir, const tern_model *target, int ro
         d->prefill = malloc((size_t)rows);
         if (!d->r || !d->logits || !d->seq || !d->ntok || !d->ids || !d->prefill)
             err = tern_errf(TERN_ENOMEM, "out of memory");
-        for (int i = 0; !err && i < rows; i++)
-            if (!(d->r[i].fed = malloc((size_t)(max_k + 1) * sizeof *d->r[i].fed)))
-                err = tern_errf(TERN_ENOMEM, "out of memory");
     }
     if (err) {
         source_free(&d->base);
@@ -202,7 +191,7 @@ tern_err *tern_draft_model_new(const char *dir, const tern_model *target, int ro
 }
 
 tern_err *tern_draft_open(const char *dir, tern_draft_head head, const tern_model *target, const tern_kv *kv,
-                          int rows, int64_t ctx, int max_k, tern_pool *pool, tern_draft_source **out) {
+                          int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out) {
     *out = NULL;
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -217,5 +206,5 @@ tern_err *tern_draft_open(const char *dir, tern_draft_head head, const tern_mode
         return tern_draft_assistant_new(dir, head, target->lm, kv, pool, out);
     if (head != TERN_DRAFT_HEAD_AUTO)
         return tern_errf(TERN_EINVAL, "--draft-head applies to an assistant drafter; %s is a model of its own", dir);
-    return tern_draft_model_new(dir, target, rows, ctx, max_k, pool, out);
+    return tern_draft_model_new(dir, target, rows, ctx, pool, out);
 }
