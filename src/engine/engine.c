@@ -192,6 +192,8 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
             !e->b_prefill || !e->ready)
             err = tern_errf(TERN_ENOMEM, "out of memory for %d rows", P);
     }
+    for (int k = 0; k < TERN_DRAFT_KINDS; k++)
+        e->draft_pause[k] = 8;
     if (!err && e->o.draft_max > 0) {
         err = tern_draft_prediction_new(P, &e->sources[TERN_DRAFT_PREDICTION]);
         if (!err && e->o.draft_ngram)

@@ -119,6 +119,7 @@ typedef struct eng_row {
     int k;                   /* drafts to ask for next (adaptive) */
     int rest;                /* steps left without drafting after acceptance collapsed */
     int rest_len;            /* the next such pause */
+    float rate_plain, rate_draft; /* running tokens per second of step time, without and with drafts */
     float acc_len;          /* running mean of drafted tokens kept per verify step */
     int64_t drafted, accepted, pred_accepted, pred_rejected;
 } eng_row;
@@ -134,6 +135,8 @@ struct tern_engine {
     tern_kv_cost cost;
     tern_prefix_cache *pc; /* NULL when off */
     tern_draft_source *sources[TERN_DRAFT_KINDS]; /* NULL when off */
+    int draft_pause[TERN_DRAFT_KINDS]; /* plain steps a new row of the source starts with: 8, doubled while its
+                                        * drafting is found slower than plain decoding (engine thread only) */
     eng_row *rows;         /* [parallel] */
     float *logits;         /* [parallel * (draft_max + 1)][vocab] */
     float *hidden;         /* [parallel * (draft_max + 1)][hidden] when a source needs hidden states, else NULL */

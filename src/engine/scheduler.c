@@ -171,8 +171,8 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     w->drafted = w->accepted = w->pred_accepted = w->pred_rejected = 0;
     w->src = NULL;
     w->k = q->draft_max;
-    w->rest = 0;
     w->rest_len = 8;
+    w->rate_plain = w->rate_draft = 0;
     w->acc_len = (float)q->draft_max; /* start hopeful: the first step drafts all it may */
     if (q->draft_max > 0) /* the request's prediction, else a draft model, else prompt lookup (each if on) */
         w->src = e->sources[q->n_prediction                    ? TERN_DRAFT_PREDICTION
@@ -190,6 +190,9 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
             pthread_mutex_unlock(&e->mu);
         }
     }
+    /* Plain steps first: the speed drafting has to beat (more of them while this source has lately been slower
+     * than plain decoding on this machine). */
+    w->rest = w->src && e->draft_pause[w->src->kind] > 8 ? e->draft_pause[w->src->kind] : 2;
     if (e->pc) {
         /* At least the last prompt token must run through the model: its logits choose the first token. */
         const tern_pc_node *tail = NULL;
@@ -360,11 +363,15 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
     }
 }
 
-/* After verification: the drafts' fate in the counters, and the row's next draft length: a little more than the
- * drafts it has been keeping per step (a running mean), so full agreement grows it to draft_max and a run that
- * keeps k tokens settles near k + 2; when almost nothing is kept the row decodes plainly for a while (a pause that
- * doubles each time the probe after it fails too), then probes again. */
-static void count_drafts(tern_engine *e, eng_row *w) {
+/* After a decoding step of a row with a draft source: the drafts' fate in the counters, the row's speed (tokens
+ * per second of step time) drafting and not, and its next draft length — a little more than the drafts it has been
+ * keeping per step (a running mean), so full agreement grows it to draft_max and a run that keeps k tokens settles
+ * near k + 2. When almost nothing is kept, or drafting has been slower than plain steps, the row decodes plainly
+ * for a while (a pause that doubles each time drafting fails again after it), then tries again. */
+static void count_drafts(tern_engine *e, eng_row *w, double dt) {
+    float *rate = w->n_draft ? &w->rate_draft : &w->rate_plain;
+    const float r = dt > 0 ? (float)((double)w->n_chosen / dt) : 0.0f;
+    *rate = *rate > 0 ? 0.7f * *rate + 0.3f * r : r;
     if (!w->n_draft)
         return;
     const int kept = w->n_chosen - 1, K = w->req->draft_max;
@@ -379,12 +386,20 @@ static void count_drafts(tern_engine *e, eng_row *w) {
     w->acc_len = 0.5f * w->acc_len + 0.5f * (float)kept;
     const int k = (int)(w->acc_len + 0.5f) + 2;
     w->k = k < K ? k : K;
-    if (kept)
+    const int slower = w->rate_plain > 0 && w->rate_draft < w->rate_plain;
+    int *learned = &e->draft_pause[w->src->kind]; /* what rows of this source found lately, for new rows */
+    if (kept && !slower) {
         w->rest_len = 8;
-    if (w->acc_len < 0.25f) { /* each pause that ends in failure again doubles the next */
+        if (w->rate_plain > 0)
+            *learned = *learned > 16 ? *learned / 2 : 8;
+    }
+    if (w->acc_len < 0.25f || slower) {
         w->rest = w->rest_len;
         w->rest_len = w->rest_len < 256 ? 2 * w->rest_len : 256;
         w->acc_len = 1.0f;
+        w->rate_draft = 0; /* judged afresh after the pause */
+        if (slower)
+            *learned = *learned < 256 ? 2 * *learned : 256;
     }
 }
 
@@ -392,6 +407,7 @@ static void step(tern_engine *e) {
     const int P = e->o.parallel;
     int n = 0, order[256], decoding[256], n_dec = 0;
     int64_t T = 0;
+    const double t_step = tern_now_s();
     for (int r = 0; r < P; r++) {
         e->rows[r].asked = 0;
         if (e->rows[r].phase == ROW_DECODE)
@@ -475,11 +491,13 @@ static void step(tern_engine *e) {
     else if (e->n_ready == 1)
         sample_range(&job, 0, 1, 0);
     uint64_t chosen = 0;
+    const double dt = tern_now_s() - t_step; /* drafting, the forward and the choices */
     pthread_mutex_lock(&e->mu); /* counted before any DONE goes out, so metrics read after it add up */
     for (int i = 0; i < e->n_ready; i++) {
         eng_row *w = &e->rows[e->ready[i]];
         chosen += (uint64_t)w->n_chosen;
-        count_drafts(e, w);
+        if (w->phase == ROW_DECODE && w->src)
+            count_drafts(e, w, dt);
     }
     e->m.steps++;
     e->m.step_rows += (uint64_t)n;

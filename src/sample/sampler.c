@@ -115,44 +115,32 @@ static int32_t draw_all(float *w, int64_t n, tern_rng *rng) {
     return 0;
 }
 
-/* The candidates a draw chooses from: work[i] = (logit - max) / T for every token, and either every token (m == n,
- * nothing ranked) or the ranked prefix idx[0, m) that top-k, top-p and min-p keep; sum = their total weight.
- * Returns 0, or -1 when nothing is possible (every logit -inf or NaN). */
-typedef struct candidates {
-    ranked r;
-    int whole; /* nothing cut: every token is a candidate and sum is not computed */
-    int64_t m;
-    double sum;
-} candidates;
-
-static int prepare(const float *logits, int64_t n, const tern_sampling *p, float *work, int32_t *idx, candidates *c) {
+int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx) {
+    if (p->temperature <= 0.0f || n <= 1)
+        return tern_argmax(logits, n);
     float mx = logits[tern_argmax(logits, n)];
-    if (!(mx > -INFINITY))
-        return -1;
+    if (!(mx > -INFINITY)) /* nothing is possible (all banned): fall back to the first token */
+        return 0;
     /* work = (logit - max) / T: the largest is 0, so exp() never overflows; NaN counts as impossible. */
+    double total = 0;
     for (int64_t i = 0; i < n; i++) {
         float w = (logits[i] - mx) / p->temperature;
         work[i] = w == w ? w : -INFINITY;
     }
-    c->r = (ranked){work, idx, n, 0};
-    c->m = n;
-    c->sum = 0;
-    c->whole = !(p->top_k > 0 && p->top_k < n) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f);
-    if (c->whole)
-        return 0; /* the caller draws over the whole vocabulary */
-    ranked *r = &c->r;
-    double total = 0;
+    if (!(p->top_k > 0 && p->top_k < n) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f))
+        return draw_all(work, n, rng);
+    ranked r = {work, idx, n, 0};
     int64_t m = p->top_k > 0 && p->top_k < n ? p->top_k : n; /* candidates kept so far: ranks [0, m) */
     if (m < n)
         for (int64_t i = 0; i < m; i++)
-            total += (double)expf(work[rank_at(r, i)]);
+            total += (double)expf(work[rank_at(&r, i)]);
     else
         for (int64_t i = 0; i < n; i++)
             total += (double)expf(work[i]);
     if (p->top_p < 1.0f) { /* the smallest prefix whose probability reaches top_p (at least one) */
         double acc = 0;
         for (int64_t i = 0; i < m; i++) {
-            acc += (double)expf(work[rank_at(r, i)]) / total;
+            acc += (double)expf(work[rank_at(&r, i)]) / total;
             if (acc >= p->top_p) {
                 m = i + 1;
                 break;
@@ -161,7 +149,7 @@ static int prepare(const float *logits, int64_t n, const tern_sampling *p, float
     }
     if (p->min_p > 0.0f) { /* drop tokens below min_p times the top probability (exp(0) = 1) */
         int64_t keep = 1;
-        while (keep < m && (double)expf(work[rank_at(r, keep)]) >= p->min_p)
+        while (keep < m && (double)expf(work[rank_at(&r, keep)]) >= p->min_p)
             keep++;
         m = keep;
     }
@@ -170,85 +158,27 @@ static int prepare(const float *logits, int64_t n, const tern_sampling *p, float
         sum = total;
     else
         for (int64_t i = 0; i < m; i++)
-            sum += (double)expf(work[rank_at(r, i)]);
-    c->m = m;
-    c->sum = sum;
-    return 0;
-}
-
-/* A draw among the ranked candidates [0, m) with total weight sum, skipping `skip` (-1: none). */
-static int32_t draw_ranked(candidates *c, double sum, int32_t skip, tern_rng *rng) {
-    const float *work = c->r.keys;
+            sum += (double)expf(work[rank_at(&r, i)]);
     double u = tern_rng_uniform(rng) * sum, acc = 0;
-    for (int64_t i = 0; i < c->m; i++) {
-        int32_t t = rank_at(&c->r, i);
-        if (t == skip)
-            continue;
+    for (int64_t i = 0; i < m; i++) {
+        int32_t t = rank_at(&r, i);
         acc += (double)expf(work[t]);
         if (u < acc)
             return t;
     }
     /* Rounding left u at the very top: take the last candidate with any probability. */
-    for (int64_t i = c->m - 1; i > 0; i--)
-        if (rank_at(&c->r, i) != skip && work[rank_at(&c->r, i)] > -INFINITY)
-            return rank_at(&c->r, i);
-    return rank_at(&c->r, 0);
-}
-
-int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx) {
-    if (p->temperature <= 0.0f || n <= 1)
-        return tern_argmax(logits, n);
-    candidates c;
-    if (prepare(logits, n, p, work, idx, &c))
-        return 0; /* nothing is possible (all banned): fall back to the first token */
-    if (c.whole)
-        return draw_all(work, n, rng);
-    return draw_ranked(&c, c.sum, -1, rng);
+    for (int64_t i = m - 1; i > 0; i--)
+        if (work[rank_at(&r, i)] > -INFINITY)
+            return rank_at(&r, i);
+    return rank_at(&r, 0);
 }
 
 int32_t tern_sample_draft(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work,
                           int32_t *idx, int32_t draft, int *accepted) {
-    *accepted = 0;
-    if (p->temperature <= 0.0f || n <= 1) {
-        int32_t t = tern_argmax(logits, n);
-        *accepted = t == draft;
-        return t;
-    }
-    candidates c;
-    if (prepare(logits, n, p, work, idx, &c))
-        return 0;
-    const int whole = c.whole;
-    double total = c.sum, wd = 0;
-    if (whole) {
-        tern_exp(work, n);
-        total = 0;
-        for (int64_t b = 0; b < n; b += SAMPLE_BLOCK)
-            total += block_sum(work, b, b + SAMPLE_BLOCK < n ? b + SAMPLE_BLOCK : n);
-        wd = draft >= 0 && draft < n ? (double)work[draft] : 0;
-    } else {
-        for (int64_t i = 0; i < c.m; i++)
-            if (rank_at(&c.r, i) == draft)
-                wd = (double)expf(work[draft]);
-    }
-    /* Accept the draft with probability p(draft); otherwise draw from p with the draft removed. Together the
-     * output is distributed exactly as p (the draft source is one-hot: q(draft) = 1). */
-    if (wd > 0 && tern_rng_uniform(rng) * total < wd) {
-        *accepted = 1;
-        return draft;
-    }
-    if (!whole)
-        return draw_ranked(&c, total - wd, wd > 0 ? draft : -1, rng);
-    if (wd > 0)
-        work[draft] = 0;
-    const double u = tern_rng_uniform(rng) * (total - wd);
-    double acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        acc += (double)work[i];
-        if (u < acc)
-            return (int32_t)i;
-    }
-    for (int64_t i = n - 1; i > 0; i--)
-        if (work[i] > 0.0f)
-            return (int32_t)i;
-    return 0;
+    /* The token is drawn exactly as without a draft (one uniform, the same walk), and the draft is kept when it is
+     * that token: the draft is accepted with probability p(draft), as rejection sampling against a one-hot proposal
+     * would, the output is distributed as p, and a seeded request draws the same tokens as without speculation. */
+    int32_t t = tern_sample(logits, n, p, rng, work, idx);
+    *accepted = t == draft;
+    return t;
 }

@@ -34,10 +34,10 @@ int32_t tern_argmax(const float *logits, int64_t n);
  * `work` must hold n floats and `idx` n ints; logits are not modified. */
 int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx);
 
-/* Verifies a drafted token against the distribution tern_sample draws from: greedy accepts it iff it is the argmax;
- * with temperature it is accepted with its probability under the kept candidates, else a token other than it is
- * drawn from the rest renormalized, so the result is distributed exactly as tern_sample's (a draft source that
- * proposes one token is a one-hot q). Returns the token; *accepted says whether it is the draft. */
+/* Verifies a drafted token: the token tern_sample draws (the same draw, the same RNG use), accepted iff it is the
+ * draft — so it is accepted with probability p(draft) (rejection sampling against a one-hot proposal), the result is
+ * distributed as tern_sample's, and a seeded run chooses the same tokens with or without drafts. *accepted says
+ * whether the result is the draft. */
 int32_t tern_sample_draft(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work,
                           int32_t *idx, int32_t draft, int *accepted);
 

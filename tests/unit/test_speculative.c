@@ -171,10 +171,12 @@ static void test_greedy_identical(void **state) {
                 acc += got[k].usage.accepted_prediction_tokens, rej += got[k].usage.rejected_prediction_tokens;
             print_message("prediction %d, %d rows: %lld accepted, %lld rejected\n", p, rows[i], (long long)acc,
                           (long long)rej);
-            if (p == 0) /* nothing is rejected; each pass adds the target's own token to the drafts it kept */
-                assert_true(rej == 0 && acc >= N * GEN / 2);
+            /* How much is drafted depends on the row's measured speed with and without drafts (timing), so only
+             * the kind of outcome is checked: a full prediction is never rejected, a partial one both. */
+            if (p == 0)
+                assert_true(rej == 0 && acc > 0);
             if (p == 1)
-                assert_true(acc > N * GEN / 3 && rej > 0);
+                assert_true(acc > 0 && rej > 0);
         }
     }
 }
@@ -257,23 +259,23 @@ static void test_outputs_unchanged(void **state) {
     tern_engine_destroy(e);
 }
 
-/* With temperature the same seed gives the same tokens, speculation or not of the same configuration twice, and
- * a request that turns speculation off for itself matches plain decoding. */
+/* With temperature a seeded request samples the same tokens with speculation as without: each chosen token is
+ * drawn as plain sampling draws it (one uniform per token, in order) and a draft is kept when it is that token. */
 static void test_seeded_sampling(void **state) {
     (void)state;
-    static run a[N], b[N], plain[N];
-    tern_engine *e = engine(3, 1, 6);
-    run_all(e, N, NULL, NULL, 0.9f, a);
-    run_all(e, N, NULL, NULL, 0.9f, b);
-    tern_engine_destroy(e);
-    expect_same(a, b, N, "seeded sampling with speculation, twice");
-    e = engine(3, 0, -1);
+    static run plain[N], got[N], again[N];
+    tern_engine *e = engine(3, 0, -1);
     run_all(e, N, NULL, NULL, 0.9f, plain);
     tern_engine_destroy(e);
-    int differs = 0;
-    for (int k = 0; k < N; k++)
-        differs |= memcmp(plain[k].toks, a[k].toks, sizeof a[k].toks) != 0;
-    (void)differs; /* sampled with speculation the draws differ from plain sampling's, the distribution does not */
+    e = engine(3, 1, 6);
+    run_all(e, N, NULL, NULL, 0.9f, got);
+    run_all(e, N, NULL, NULL, 0.9f, again);
+    tern_metrics m;
+    tern_engine_metrics(e, &m);
+    tern_engine_destroy(e);
+    expect_same(plain, got, N, "seeded sampling with prompt lookup");
+    expect_same(plain, again, N, "seeded sampling with prompt lookup, again");
+    assert_true(m.draft_tokens[0] > 0);
 }
 
 /* Rolling a verify pass back: for every accepted count n = 0..k the cache holds exactly what a plain run over
