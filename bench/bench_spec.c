@@ -170,16 +170,17 @@ int main(int argc, char **argv) {
                    draft_max);
         else
             printf("%lld tokens, draft_max %d, median of %d rounds (decode tok/s after the first token)\n\n"
-                   "%-22s %9s %8s %10s\n", (long long)n_gen, draft_max, rounds, "variant", "tok/s", "ratio",
-                   "accepted");
+                   "%-22s %9s %8s %10s %9s\n", (long long)n_gen, draft_max, rounds, "variant", "tok/s", "ratio",
+                   "accepted", "drafted");
         for (int v = 0; v < N_VARIANTS; v++) {
             const double base = v >= V_NGRAM_PLAIN ? med[V_NGRAM_PLAIN] : med[V_PLAIN];
             const double rate = drafted[v] ? (double)acc[v] / (double)drafted[v] : 0;
             if (json)
-                printf("%s{\"name\": \"%s\", \"tok_s\": %.3f, \"ratio\": %.3f, \"acceptance\": %.3f}", v ? ", " : "",
-                       NAMES[v], med[v], med[v] / base, rate);
+                printf("%s{\"name\": \"%s\", \"tok_s\": %.3f, \"ratio\": %.3f, \"acceptance\": %.3f, \"drafted\": %lld}",
+                       v ? ", " : "", NAMES[v], med[v], med[v] / base, rate, (long long)drafted[v]);
             else
-                printf("%-22s %9.2f %7.2fx %9.1f%%\n", NAMES[v], med[v], med[v] / base, 100 * rate);
+                printf("%-22s %9.2f %7.2fx %9.1f%% %9lld\n", NAMES[v], med[v], med[v] / base, 100 * rate,
+                       (long long)drafted[v]);
         }
         if (json)
             printf("]}\n");

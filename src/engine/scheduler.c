@@ -387,10 +387,13 @@ static void count_drafts(tern_engine *e, eng_row *w, double dt) {
     const int k = (int)(w->acc_len + 0.5f) + 2;
     w->k = k < K ? k : K;
     const int slower = w->rate_plain > 0 && w->rate_draft < w->rate_plain;
-    int *learned = &e->draft_pause[w->src->kind]; /* what rows of this source found lately, for new rows */
+    /* What rows of a source found lately, for its new rows: drafts kept and still slower says the drafting costs
+     * more than it yields on this machine (a prediction's worth is its request's own, so it teaches nothing). */
+    int *learned = &e->draft_pause[w->src->kind];
+    const int teaches = w->src->kind != TERN_DRAFT_PREDICTION && kept && w->rate_plain > 0;
     if (kept && !slower) {
         w->rest_len = 8;
-        if (w->rate_plain > 0)
+        if (teaches)
             *learned = *learned > 16 ? *learned / 2 : 8;
     }
     if (w->acc_len < 0.25f || slower) {
@@ -398,7 +401,7 @@ static void count_drafts(tern_engine *e, eng_row *w, double dt) {
         w->rest_len = w->rest_len < 256 ? 2 * w->rest_len : 256;
         w->acc_len = 1.0f;
         w->rate_draft = 0; /* judged afresh after the pause */
-        if (slower)
+        if (teaches && slower)
             *learned = *learned < 256 ? 2 * *learned : 256;
     }
 }
