@@ -33,17 +33,18 @@ test-asan: $(DEPS_STAMP)
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS)
 
-# The bundled demo model: tiny Gemma 4 shape, real vocabulary and chat template, made once.
+# The bundled demo model (models/demo, committed): a small Gemma 4 trained on the King James Bible and WordNet
+# (docs/demo-model.md; scripts/train-demo/ retrains it).
 demo: build
-	@test -f $(DEMO)/config.json || $(BUILD)/tern synth --preset tiny --dtype bf16 --seed 1 $(DEMO)
+	@test -f $(DEMO)/config.json || { echo "$(DEMO)/config.json is missing: the demo model is part of the repository (git checkout -- models/)" >&2; exit 1; }
 
-# Serves the demo model (OpenAI + Anthropic API, docs/api.md); Ctrl-C drains and stops. Real checkpoints are
-# served the same way: build/tern serve /path/to/gemma-4-e2b-it
+# Serves the demo model with its assistant drafter (OpenAI + Anthropic API, docs/api.md); Ctrl-C drains and stops.
+# Real checkpoints are served the same way: build/tern serve /path/to/gemma-4-e2b-it
 run: demo
-	@printf '\nOnce the server says it is serving, try (the demo model has random weights: real tokens, gibberish text):\n'
+	@printf '\nOnce the server says it is serving, try (the demo knows word meanings and Bible verses):\n'
 	@printf '  curl -s http://$(HOST):$(PORT)/v1/chat/completions -H "Content-Type: application/json" \\\n'
-	@printf '    -d '"'"'{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":32}'"'"'\n\n'
-	$(BUILD)/tern serve $(DEMO) --host $(HOST) --port $(PORT)
+	@printf '    -d '"'"'{"messages":[{"role":"user","content":"What does harbor mean?"}],"max_tokens":64}'"'"'\n\n'
+	$(BUILD)/tern serve $(DEMO) --draft-model $(DEMO)-assistant --host $(HOST) --port $(PORT)
 
 # The tern binary, libtern.so / libtern.a, include/tern/*.h, tern.pc (pkg-config) and the assets, under PREFIX.
 PREFIX ?= /usr/local
