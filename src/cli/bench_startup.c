@@ -41,7 +41,7 @@ static void read_all(void *ctx, const char *name, const char *path) {
     close(fd);
 }
 
-/* 1 when GET /health on 127.0.0.1:port is answered with an HTTP status line. */
+/* 1 when GET /health on 127.0.0.1:port is answered 200 (the model loaded; while it loads the answer is 503). */
 static int health_answered(int port) {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0)
@@ -51,7 +51,7 @@ static int health_answered(int port) {
     static const char req[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     char resp[64] = {0};
     int ok = connect(s, (struct sockaddr *)&a, sizeof a) == 0 && write(s, req, sizeof req - 1) == (ssize_t)(sizeof req - 1) &&
-             read(s, resp, sizeof resp - 1) > 12 && !strncmp(resp, "HTTP/1.", 7);
+             read(s, resp, sizeof resp - 1) > 12 && !strncmp(resp, "HTTP/1.", 7) && !strncmp(resp + 8, " 200", 4);
     close(s);
     return ok;
 }
