@@ -205,11 +205,12 @@ def write_checkpoint(out, config, tensors, dtype, work):
         json.dump({"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0}, f, indent=2)
     shutil.copy(os.path.join(work, "tokenizer.json"), out)
     shutil.copy(os.path.join(HERE, "chat_template.jinja"), out)
+    template = open(os.path.join(HERE, "chat_template.jinja")).read()
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
         json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "eos_token": "<eos>",
                    "pad_token": "<pad>", "unk_token": "<unk>", "clean_up_tokenization_spaces": False,
                    "model_max_length": 4096, "padding_side": "left", "spaces_between_special_tokens": False,
-                   "tokenizer_class": "GemmaTokenizer"}, f, indent=2)
+                   "tokenizer_class": "GemmaTokenizer", "chat_template": template}, f, indent=2)
 
 
 def export(work):
