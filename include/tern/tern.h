@@ -32,9 +32,9 @@ extern "C" {
 
 /* The version of this header; tern_version() says which library is running. */
 #define TERN_VERSION_MAJOR 0
-#define TERN_VERSION_MINOR 8
+#define TERN_VERSION_MINOR 9
 #define TERN_VERSION_PATCH 0
-#define TERN_VERSION "0.8.0"
+#define TERN_VERSION "0.9.0"
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 TERN_API const char *tern_version(void);
