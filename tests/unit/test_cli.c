@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "tensor/cpu.h"
 #include "tern/tern.h"
 
 #define MODEL "oracle/tiny-v4096-f32"
@@ -235,13 +236,35 @@ static void test_bench_drafting(void **state) {
     free(out);
 }
 
+/* tern quantize packs what it wrote for the int8 kernels into the cache: the first run of the result reads it back
+ * instead of packing. (Nothing to pack on the portable path: then the quantize says nothing of it.) */
+static void test_quantize_prepacks(void **state) {
+    (void)state;
+    char model[2048], *out;
+    snprintf(model, sizeof model, "%s", tu_testdata(MODEL));
+    const char *dir = tu_tmpdir("quantize-pack");
+    assert_int_equal(tu_runf(&out, "TERN_CACHE_DIR='%s/cache' '%s' quantize '%s' '%s/q8' --bits 8 2>&1", dir,
+                             tu_tern_bin(), model, dir), 0);
+    const int packed = strstr(out, "packed it for the int8 kernels") != NULL;
+    free(out);
+    if (!packed) {
+        assert_int_equal(tern_isa_active(), TERN_ISA_PORTABLE);
+        skip();
+    }
+    assert_int_equal(tu_runf(&out, "TERN_CACHE_DIR='%s/cache' '%s' run '%s/q8' --ids 2,3 -n 1 2>&1", dir,
+                             tu_tern_bin(), dir), 0);
+    if (!strstr(out, "packed weights read from the cache"))
+        fail_msg("the first run packed again: %s", out);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_everywhere),    cmocka_unit_test(test_version),
         cmocka_unit_test(test_typos_name_the_closest), cmocka_unit_test(test_short_options_and_positionals),
         cmocka_unit_test(test_interactive_chat),   cmocka_unit_test(test_serve_port_in_use),
         cmocka_unit_test(test_model_path_messages), cmocka_unit_test(test_bench_startup),
-        cmocka_unit_test(test_bench_drafting),
+        cmocka_unit_test(test_bench_drafting),      cmocka_unit_test(test_quantize_prepacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
