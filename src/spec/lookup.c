@@ -14,8 +14,9 @@ int tern_draft_lookup(const int32_t *hay, int64_t n_hay, const int32_t *key, int
                       int max_n, int64_t from, int k, int32_t *out, int64_t *end) {
     if (min_n < 1)
         min_n = 1;
-    /* An occurrence ending at e (exclusive) needs a token after it: e < limit. */
-    const int64_t limit = self ? n_key - 1 : n_hay;
+    /* An occurrence ending at e (exclusive) needs a token after it, and in key itself is not its own suffix:
+     * e < limit. */
+    const int64_t limit = self ? n_key : n_hay;
     for (int m = max_n < n_key ? max_n : (int)n_key; m >= min_n; m--) {
         const int32_t *pat = key + n_key - m;
         int64_t best = -1;

@@ -51,8 +51,8 @@ static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
         if (!agrees && n_out >= 2) { /* rejoin where the last tokens (two at least) are found again */
             int64_t end = -1;
             int32_t probe;
-            if (tern_draft_lookup(r->toks, r->n, out, n_out, 0, 2, PREDICTION_MATCH, at - PREDICTION_MATCH, 1, &probe,
-                                  &end))
+            const int64_t from = at > PREDICTION_MATCH ? at - PREDICTION_MATCH : 0;
+            if (tern_draft_lookup(r->toks, r->n, out, n_out, 0, 2, PREDICTION_MATCH, from, 1, &probe, &end))
                 at = end;
         }
         r->at = at;

@@ -10,6 +10,7 @@
 #include "kv/kv_cache.h"
 #include "models/model.h"
 #include "sample/sampler.h"
+#include "spec/draft.h"
 #include "tern/tern.h"
 #include "testutil.h"
 
@@ -458,8 +459,32 @@ static void test_draft_model_source(void **state) {
     tern_err_free(err);
 }
 
+/* The token-sequence search both lookup sources use: the longest suffix match, the latest one (or the first at or
+ * after `from`), what followed it, and nothing when nothing matches. */
+static void test_lookup(void **state) {
+    (void)state;
+    int32_t out[8];
+    int64_t end = -1;
+    const int32_t seq[] = {1, 2, 3, 4, 1, 2};
+    assert_int_equal(tern_draft_lookup(seq, 6, seq, 6, 1, 1, 4, -1, 4, out, &end), 4);
+    assert_int_equal(end, 2);
+    assert_int_equal(out[0], 3);
+    assert_int_equal(out[3], 2);
+    const int32_t run[] = {7, 7, 7}; /* a run drafts more of itself (the match may end right before the key's end) */
+    assert_int_equal(tern_draft_lookup(run, 3, run, 3, 1, 1, 4, -1, 4, out, NULL), 1);
+    assert_int_equal(out[0], 7);
+    const int32_t hay[] = {5, 6, 9, 5, 6, 8}, key[] = {0, 5, 6};
+    assert_int_equal(tern_draft_lookup(hay, 6, key, 3, 0, 1, 4, -1, 1, out, NULL), 1);
+    assert_int_equal(out[0], 8); /* latest */
+    assert_int_equal(tern_draft_lookup(hay, 6, key, 3, 0, 1, 4, 0, 1, out, NULL), 1);
+    assert_int_equal(out[0], 9); /* the first at or after 0 */
+    const int32_t none[] = {3};
+    assert_int_equal(tern_draft_lookup(hay, 6, none, 1, 0, 1, 4, -1, 4, out, NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lookup),
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_outputs_unchanged),
         cmocka_unit_test(test_seeded_sampling),
