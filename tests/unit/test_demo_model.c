@@ -1,8 +1,9 @@
 /* test_demo_model.c — the bundled demo model (models/demo, trained by scripts/train-demo/): `tern perplexity` on
  * the held-out chapters equals the training script's own evaluation of the same text (tests/data/demo/eval.json,
  * PyTorch, bf16 weights computed in float32) within 0.5% with the same token count, its MLX 8- and 4-bit
- * quantizations stay close to it, and served over the chat API it answers a definition question with English
- * words in the chat format (the reply ends on the turn marker, so the finish reason is "stop"). */
+ * quantizations stay close to it, and served over the chat API as `make run` serves it (with its assistant
+ * drafter) it answers a definition question with English words in the chat format (the reply ends on the turn
+ * marker, so the finish reason is "stop"). */
 #include <ctype.h>
 #include <math.h>
 
@@ -98,7 +99,7 @@ static void expect_english_about(const char *reply, const char *word) {
 static void test_chat_definition(void **state) {
     (void)state;
     ts_server s;
-    ts_start_model(&s, DEMO, "--parallel 1 --ctx 512");
+    ts_start_model(&s, DEMO, "--parallel 1 --ctx 512 --draft-model " DEMO "-assistant"); /* as make run serves it */
     static const char *const words[] = {"water", "king"};
     for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
         char body[512];
