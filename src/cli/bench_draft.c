@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "loader/loader.h"
 
 typedef struct reply {
     int32_t toks[8192];
@@ -14,12 +15,11 @@ typedef struct reply {
     tern_usage usage;
 } reply;
 
-static tern_err *answer(tern_engine *e, const char *text, int64_t n, int plain, reply *o) {
+static tern_err *answer(tern_engine *e, const int32_t *ids, size_t n_ids, int64_t n, int plain, reply *o) {
     tern_request r;
     tern_request_default(&r);
-    r.prompt_text = text;
-    r.prompt_text_len = strlen(text);
-    r.parse_special = 1;
+    r.prompt_ids = ids;
+    r.n_prompt_ids = n_ids;
     r.max_tokens = n;
     r.draft_off = plain;
     tern_stream *s;
@@ -45,7 +45,7 @@ int tern_bench_draft(const char *model, const tern_engine_opts *eo, const char *
     tern_engine *e = NULL;
     FILE *f = NULL;
     static reply plain, spec;
-    char line[4096], text[8192];
+    char line[4096];
     double t_plain = 0, t_spec = 0;
     int64_t toks = 0, drafted = 0, kept = 0;
     int count = 0;
@@ -57,18 +57,21 @@ int tern_bench_draft(const char *model, const tern_engine_opts *eo, const char *
         err = tern_engine_create(m, &o, &e);
     if (!err && !(f = fopen(prompts, "r")))
         err = tern_errf(TERN_EIO, "%s: cannot read the prompts", prompts);
-    tern_chat_info ci;
-    if (!err)
-        tern_model_chat_info(m, &ci);
     while (!err && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         if (!line[0])
             continue;
-        snprintf(text, sizeof text, "%s%suser\n%s%s\n%s", ci.bos ? ci.bos : "", ci.turn_start ? ci.turn_start : "",
-                 line, ci.turn_end ? ci.turn_end : "", ci.generation_prompt ? ci.generation_prompt : "");
-        err = answer(e, text, n, 1, &plain);
+        json_t *messages = json_pack("[{s:s,s:s}]", "role", "user", "content", line);
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        err = messages ? tern_model_chat_prompt(m, messages, NULL, NULL, 1, &ids, &n_ids)
+                       : tern_errf(TERN_ENOMEM, "out of memory");
+        json_decref(messages);
         if (!err)
-            err = answer(e, text, n, 0, &spec);
+            err = answer(e, ids, n_ids, n, 1, &plain);
+        if (!err)
+            err = answer(e, ids, n_ids, n, 0, &spec);
+        tern_free(ids);
         if (!err && (plain.n != spec.n || memcmp(plain.toks, spec.toks, (size_t)plain.n * sizeof *plain.toks)))
             err = tern_errf(TERN_EINVAL, "drafting changed the reply to '%s': speculative decoding must not", line);
         if (!err && plain.n > 1 && plain.decode_s > 0 && spec.decode_s > 0) {

@@ -7,7 +7,7 @@
 
 #include "tern/tern.h"
 
-/* Each line of `prompts` is a user message, sent through the model's chat format and answered greedily (up to n
+/* Each line of `prompts` is a user message, rendered with the model's chat template and answered greedily (up to n
  * tokens) without and with drafting on one engine (eo: its draft options); the replies are checked identical, and
  * the acceptance (drafted tokens kept) and the decode speed-up over all prompts are printed (JSON with `json`).
  * Returns the process exit code. */
