@@ -190,14 +190,9 @@ static void test_model_path_messages(void **state) {
 
 /* tern bench --startup starts real servers: every figure present, and the bytes read are the model's files. */
 static void test_bench_startup(void **state) {
-    char model[2048], *out;
+    char model[2048];
     snprintf(model, sizeof model, "%s", tu_testdata(MODEL));
-    assert_int_equal(tu_runf(&out, "'%s' bench '%s' --startup --rounds 1 --json 2>/dev/null", tu_tern_bin(), model), 0);
-    json_error_t e;
-    json_t *v = json_loads(out, 0, &e);
-    if (!v)
-        fail_msg("not JSON: %s", out);
-    free(out);
+    json_t *v = tu_run_json("'%s' bench '%s' --startup --rounds 1 --json 2>/dev/null", tu_tern_bin(), model);
     assert_true(json_real_value(json_object_get(v, "cold_start_s")) > 0);
     assert_true(json_real_value(json_object_get(v, "warm_start_s")) > 0);
     assert_true(json_real_value(json_object_get(v, "read_once_s")) > 0);
@@ -218,13 +213,8 @@ static void test_bench_drafting(void **state) {
     const char *prompts = tu_write(tu_tmpdir("bench-draft"), "prompts.txt", "hello\nthe king\n", 16);
     const char *drafters[2] = {model, drafter};
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(tu_runf(&out, "'%s' bench '%s' --draft-model '%s' --prompts '%s' -n 12 --json 2>/dev/null",
-                                 tu_tern_bin(), model, drafters[i], prompts), 0);
-        json_error_t e;
-        json_t *v = json_loads(out, 0, &e);
-        if (!v)
-            fail_msg("not JSON: %s", out);
-        free(out);
+        json_t *v = tu_run_json("'%s' bench '%s' --draft-model '%s' --prompts '%s' -n 12 --json 2>/dev/null",
+                                tu_tern_bin(), model, drafters[i], prompts);
         assert_int_equal(json_integer_value(json_object_get(v, "prompts")), 2);
         assert_true(json_integer_value(json_object_get(v, "drafted")) > 0);
         if (i == 0)

@@ -13,17 +13,8 @@
 
 /* `tern perplexity MODEL heldout.txt` with the training script's window (256, stride 128), as JSON. */
 static json_t *perplexity_of(const char *model) {
-    char *out = NULL;
-    int rc = tu_runf(&out, "'%s' perplexity '%s' '%s' --ctx 256 --stride 128 --json 2>/dev/null", tu_tern_bin(),
-                     model, tu_testdata("demo/heldout.txt"));
-    assert_int_equal(rc, 0);
-    json_error_t e;
-    json_t *j = json_loads(out, 0, &e);
-    if (!j)
-        print_error("tern perplexity printed '%s'\n", out);
-    free(out);
-    assert_non_null(j);
-    return j;
+    return tu_run_json("'%s' perplexity '%s' '%s' --ctx 256 --stride 128 --json 2>/dev/null", tu_tern_bin(), model,
+                       tu_testdata("demo/heldout.txt"));
 }
 
 static json_t *training_eval(void) {

@@ -14,16 +14,7 @@
 
 /* Runs `tern perplexity ARGS --json` and returns its JSON object. */
 static json_t *run_json(const char *args) {
-    char *out;
-    int rc = tu_runf(&out, "'%s' perplexity %s --json 2>&1", tu_tern_bin(), args);
-    if (rc != 0)
-        fail_msg("tern perplexity %s: exit %d: %s", args, rc, out);
-    json_error_t e;
-    json_t *v = json_loads(out, 0, &e);
-    if (!v)
-        fail_msg("not JSON: %s", out);
-    free(out);
-    return v;
+    return tu_run_json("'%s' perplexity %s --json 2>&1", tu_tern_bin(), args);
 }
 
 static void oracle_ids(int32_t *ids, char *csv, size_t cap) {

@@ -43,19 +43,11 @@ static char *prompt_ids(json_t *g) {
 /* Runs spec-trace (extra options appended) writing intermediates under `prefix`; returns its parsed JSON. */
 static json_t *spec_trace(const char *target, const char *prefix, const char *extra) {
     json_t *g = golden();
-    char *out = NULL;
     char target_path[4096];
     snprintf(target_path, sizeof target_path, "%s", tu_testdata(target));
-    int rc = tu_runf(&out, "'%s' spec-trace '%s' --draft '%s' --ids %s -k %d --rounds %d --out-prefix '%s' %s",
-                     tu_tern_bin(), target_path, tu_testdata(DRAFTER), prompt_ids(g), K, R, prefix, extra);
+    json_t *j = tu_run_json("'%s' spec-trace '%s' --draft '%s' --ids %s -k %d --rounds %d --out-prefix '%s' %s",
+                            tu_tern_bin(), target_path, tu_testdata(DRAFTER), prompt_ids(g), K, R, prefix, extra);
     json_decref(g);
-    assert_int_equal(rc, 0);
-    json_error_t e;
-    json_t *j = json_loads(out, 0, &e);
-    if (!j)
-        print_error("spec-trace printed '%s'\n", out);
-    free(out);
-    assert_non_null(j);
     return j;
 }
 
@@ -159,13 +151,8 @@ static void test_mlx_quantized_drafter(void **state) {
     json_t *g = golden();
     char prefix[4300];
     snprintf(prefix, sizeof prefix, "%s/trace", dir);
-    int rc = tu_runf(&out, "'%s' spec-trace '%s' --draft '%s' --ids %s -k %d --rounds %d --draft-head full "
-                           "--out-prefix '%s'", tu_tern_bin(), tu_testdata(TARGET), q8, prompt_ids(g), K, R, prefix);
-    assert_int_equal(rc, 0);
-    json_error_t e;
-    json_t *got = json_loads(out, 0, &e);
-    free(out);
-    assert_non_null(got);
+    json_t *got = tu_run_json("'%s' spec-trace '%s' --draft '%s' --ids %s -k %d --rounds %d --draft-head full "
+                              "--out-prefix '%s'", tu_tern_bin(), tu_testdata(TARGET), q8, prompt_ids(g), K, R, prefix);
     for (size_t r = 0; r < R; r++)
         expect_ints(json_object_get(json_array_get(json_object_get(got, "rounds"), r), "draft"),
                     json_object_get(json_array_get(json_object_get(g, "rounds"), r), "draft"));

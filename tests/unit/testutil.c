@@ -123,6 +123,21 @@ int tu_runf(char **out, const char *fmt, ...) {
     return tu_run(cmd, out);
 }
 
+json_t *tu_run_json(const char *fmt, ...) {
+    char cmd[8192], *out = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    const int rc = tu_run(cmd, &out);
+    json_error_t e;
+    json_t *j = rc == 0 && out ? json_loads(out, 0, &e) : NULL;
+    if (!j)
+        fail_msg("'%s' exited %d and printed '%s', not JSON", cmd, rc, out ? out : "");
+    free(out);
+    return j;
+}
+
 int tu_vocab_vectors(const char *name, void (*fn)(void *ctx, const char *text, size_t len, const int32_t *ids,
                                                   size_t n_ids),
                      void *ctx) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "core/status.h"
 #include "models/synth.h"
@@ -26,6 +27,9 @@ const char *tu_write(const char *dir, const char *name, const void *data, size_t
 int tu_run(const char *cmd, char **out);
 /* tu_run with a printf-style command line. */
 int tu_runf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Runs a printf-style command line that must exit 0 and print JSON on stdout; returns it parsed (the test fails,
+ * showing the output, otherwise). */
+json_t *tu_run_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Calls fn(ctx, text, len, ids, n_ids) for each case of the tokenizer test vectors vocab/ggml-vocab-NAME.gguf.inp
  * and .out (llama.cpp's test-tokenizer-0 layout: cases separated by "\n__ggml_vocab_test__\n", one line of ids
  * per case); fails if there are fewer id lines than cases. Returns the number of cases. */
