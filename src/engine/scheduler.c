@@ -332,7 +332,6 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
     for (int i = 0; i < n; i++) {
         eng_row *w = &e->rows[rows[i]];
         w->n_draft = 0;
-        w->asked = 0;
         int k = draft_ask(e, w, room);
         if (k <= 0)
             continue;
