@@ -36,40 +36,49 @@ static tern_token find_name(const tern_tokenizer *t, const char *s) {
 
 /* ---- model and added tokens ---- */
 
-static tern_err *load_vocab(tern_tokenizer *t, const json_t *model, const json_t *added) {
-    const json_t *vocab = json_object_get(model, "vocab");
-    if (!json_is_object(vocab))
+typedef struct vocab_ctx {
+    tern_tokenizer *t;
+    size_t entries;
+    int64_t max_id;
+} vocab_ctx;
+
+static tern_err *vocab_count(void *ctx, const char *text, size_t len, int32_t id) {
+    vocab_ctx *c = ctx;
+    (void)text, (void)len;
+    c->entries++;
+    c->max_id = id > c->max_id ? id : c->max_id;
+    return NULL;
+}
+
+static tern_err *vocab_set(void *ctx, const char *text, size_t len, int32_t id) {
+    vocab_ctx *c = ctx;
+    TERN_TRY(tok_vocab_set(c->t, id, text, len));
+    c->t->attr[id] = TA_NORMAL;
+    return NULL;
+}
+
+static tern_err *load_vocab(tern_tokenizer *t, const tok_hf_bulk *b, const json_t *added) {
+    if (!b->vocab)
         return tern_errf(TERN_EFORMAT, "model.vocab: expected an object of token -> id");
-    size_t entries = json_object_size(vocab) + (json_is_array(added) ? json_array_size(added) : 0);
-    json_int_t max_id = -1;
-    const char *key;
-    const json_t *val;
-    json_object_foreach((json_t *)vocab, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0)
-            return tern_errf(TERN_EFORMAT, "model.vocab['%s']: expected a non-negative integer id", key);
-        if (json_integer_value(val) > max_id)
-            max_id = json_integer_value(val);
-    }
+    vocab_ctx c = {.t = t, .max_id = -1};
+    TERN_TRY(tok_hf_each_vocab(b->vocab, b->vocab_len, vocab_count, &c));
     size_t i;
     json_t *a;
     json_array_foreach((json_t *)added, i, a) {
         const json_t *id = json_object_get(a, "id");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || !json_is_string(json_object_get(a, "content")))
             return tern_errf(TERN_EFORMAT, "added_tokens[%zu]: expected an object with an integer id and a content string", i);
-        if (json_integer_value(id) > max_id)
-            max_id = json_integer_value(id);
+        if (json_integer_value(id) > c.max_id)
+            c.max_id = json_integer_value(id);
+        c.entries++;
     }
     /* Ids index arrays: a file may leave holes, but not ask for far more slots than it has tokens. */
-    if (max_id < 0 || (size_t)max_id >= entries * 4 + 1024 || max_id >= INT32_MAX)
-        return tern_errf(TERN_EFORMAT, "token ids: largest id %lld for %zu tokens", (long long)max_id, entries);
-    TERN_TRY(tok_vocab_alloc(t, (int32_t)max_id + 1, 0));
+    if (c.max_id < 0 || (size_t)c.max_id >= c.entries * 4 + 1024 || c.max_id >= INT32_MAX)
+        return tern_errf(TERN_EFORMAT, "token ids: largest id %lld for %zu tokens", (long long)c.max_id, c.entries);
+    TERN_TRY(tok_vocab_alloc(t, (int32_t)c.max_id + 1, 0));
     for (int32_t k = 0; k < t->n_vocab; k++)
         t->attr[k] = TA_UNUSED; /* holes stay unused */
-    json_object_foreach((json_t *)vocab, key, val) {
-        int32_t id = (int32_t)json_integer_value(val);
-        TERN_TRY(tok_vocab_set(t, id, key, strlen(key)));
-        t->attr[id] = TA_NORMAL;
-    }
+    TERN_TRY(tok_hf_each_vocab(b->vocab, b->vocab_len, vocab_set, &c));
     json_array_foreach((json_t *)added, i, a) {
         int32_t id = (int32_t)json_integer_value(json_object_get(a, "id"));
         const json_t *content = json_object_get(a, "content");
@@ -90,70 +99,53 @@ static tern_err *load_vocab(tern_tokenizer *t, const json_t *model, const json_t
     return tok_vocab_index(t, 0);
 }
 
-static tern_err *load_merges(tern_tokenizer *t, const json_t *model) {
-    const json_t *merges = json_object_get(model, "merges");
-    if (!merges)
-        return NULL;
-    if (!json_is_array(merges))
-        return tern_errf(TERN_EFORMAT, "model.merges: expected an array");
-    size_t n = json_array_size(merges);
-    if (n > INT32_MAX)
-        return tern_errf(TERN_EFORMAT, "model.merges: too many merges");
-    TERN_TRY(tok_merges_reserve(t, n));
-    char *buf = NULL;
-    size_t cap = 0;
-    tern_err *e = NULL;
-    for (size_t i = 0; i < n && !e; i++) {
-        const json_t *m = json_array_get(merges, i);
-        const char *l, *r;
-        size_t ll, rl;
-        if (json_is_string(m)) { /* "left right" */
-            const char *s = json_string_value(m);
-            const char *sp = strchr(s, ' ');
-            if (!sp) {
-                e = tern_errf(TERN_EFORMAT, "model.merges[%zu]: '%s' is not \"left right\"", i, s);
-                break;
-            }
-            l = s;
-            ll = (size_t)(sp - s);
-            r = sp + 1;
-            rl = strlen(r);
-        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                   json_is_string(json_array_get(m, 1))) { /* ["left", "right"] */
-            l = json_string_value(json_array_get(m, 0));
-            ll = json_string_length(json_array_get(m, 0));
-            r = json_string_value(json_array_get(m, 1));
-            rl = json_string_length(json_array_get(m, 1));
-        } else {
-            e = tern_errf(TERN_EFORMAT, "model.merges[%zu]: expected \"left right\" or [left, right]", i);
-            break;
-        }
-        int32_t li = tok_vocab_find(t, l, ll), ri = tok_vocab_find(t, r, rl);
-        if (li < 0 || ri < 0) {
-            e = tern_errf(TERN_EFORMAT, "model.merges[%zu]: '%.*s' + '%.*s' names a token missing from the vocabulary", i,
-                          (int)ll, l, (int)rl, r);
-            break;
-        }
-        if (ll + rl > cap) {
-            cap = (ll + rl) * 2 + 16;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                e = tern_errf(TERN_ENOMEM, "out of memory");
-                break;
-            }
-            buf = nb;
-        }
-        memcpy(buf, l, ll);
-        memcpy(buf + ll, r, rl);
-        int32_t res = tok_vocab_find(t, buf, ll + rl);
-        if (res < 0) {
-            e = tern_errf(TERN_EFORMAT, "model.merges[%zu]: the merged token '%.*s' is missing from the vocabulary", i,
-                          (int)(ll + rl), buf);
-            break;
-        }
-        e = tok_merges_add(t, li, ri, res, (int32_t)i);
+typedef struct merge_ctx {
+    tern_tokenizer *t;
+    char *buf;
+    size_t cap;
+} merge_ctx;
+
+static tern_err *merge_count(void *ctx, const char *l, size_t ll, const char *r, size_t rl, size_t i) {
+    (void)l, (void)ll, (void)r, (void)rl, (void)i;
+    ((merge_ctx *)ctx)->cap++;
+    return NULL;
+}
+
+static tern_err *merge_add(void *ctx, const char *l, size_t ll, const char *r, size_t rl, size_t i) {
+    merge_ctx *c = ctx;
+    int32_t li = tok_vocab_find(c->t, l, ll), ri = tok_vocab_find(c->t, r, rl);
+    if (li < 0 || ri < 0)
+        return tern_errf(TERN_EFORMAT, "model.merges[%zu]: '%.*s' + '%.*s' names a token missing from the vocabulary", i,
+                         (int)ll, l, (int)rl, r);
+    if (ll + rl > c->cap) {
+        char *nb = realloc(c->buf, (ll + rl) * 2 + 16);
+        if (!nb)
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        c->buf = nb;
+        c->cap = (ll + rl) * 2 + 16;
     }
-    free(buf);
+    memcpy(c->buf, l, ll);
+    memcpy(c->buf + ll, r, rl);
+    int32_t res = tok_vocab_find(c->t, c->buf, ll + rl);
+    if (res < 0)
+        return tern_errf(TERN_EFORMAT, "model.merges[%zu]: the merged token '%.*s' is missing from the vocabulary", i,
+                         (int)(ll + rl), c->buf);
+    return tok_merges_add(c->t, li, ri, res, (int32_t)i);
+}
+
+static tern_err *load_merges(tern_tokenizer *t, const tok_hf_bulk *b, const json_t *model) {
+    if (!b->merges) {
+        const json_t *merges = json_object_get(model, "merges");
+        return merges ? tern_errf(TERN_EFORMAT, "model.merges: expected an array") : NULL;
+    }
+    merge_ctx c = {.t = t};
+    TERN_TRY(tok_hf_each_merge(b->merges, b->merges_len, merge_count, &c));
+    if (c.cap > INT32_MAX)
+        return tern_errf(TERN_EFORMAT, "model.merges: too many merges");
+    TERN_TRY(tok_merges_reserve(t, c.cap));
+    c.cap = 0;
+    tern_err *e = tok_hf_each_merge(b->merges, b->merges_len, merge_add, &c);
+    free(c.buf);
     return e;
 }
 
@@ -530,7 +522,7 @@ static tern_err *apply_config(tern_tokenizer *t, const json_t *cfg) {
 
 /* ---- assembly ---- */
 
-static tern_err *build(tern_tokenizer *t, const json_t *root, const json_t *cfg) {
+static tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk *bulk, const json_t *cfg) {
     if (!json_is_object(root))
         return tern_errf(TERN_EFORMAT, "expected a JSON object at the top level");
     const json_t *model = json_object_get(root, "model");
@@ -548,8 +540,8 @@ static tern_err *build(tern_tokenizer *t, const json_t *root, const json_t *cfg)
 
     t->bos = t->eos = t->unk = t->pad = t->eot = TERN_TOKEN_NONE;
     t->model = MODEL_BPE;
-    TERN_TRY(load_vocab(t, model, json_is_array(added) ? added : NULL));
-    TERN_TRY(load_merges(t, model));
+    TERN_TRY(load_vocab(t, bulk, json_is_array(added) ? added : NULL));
+    TERN_TRY(load_merges(t, bulk, model));
     t->byte_fallback = jbool(model, "byte_fallback", 0);
     t->fuse_unk = jbool(model, "fuse_unk", 0);
     t->ignore_merges = jbool(model, "ignore_merges", 0);
@@ -581,15 +573,20 @@ tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const ch
     if (!name)
         name = "tokenizer.json";
     json_t *root = NULL, *cfg = NULL;
-    TERN_TRY(tern_json_load_buf(json, json_len, name, &root));
-    tern_err *e = config_json ? tern_json_load_buf(config_json, config_len, "tokenizer_config.json", &cfg) : NULL;
+    tok_hf_bulk bulk;
+    TERN_TRY(tok_hf_cut(json, json_len, &bulk));
+    tern_err *e = bulk.rest ? tern_json_load_buf(bulk.rest, bulk.rest_len, name, &root)
+                            : tern_json_load_buf(json, json_len, name, &root);
+    if (!e && config_json)
+        e = tern_json_load_buf(config_json, config_len, "tokenizer_config.json", &cfg);
     tern_tokenizer *t = e ? NULL : calloc(1, sizeof *t);
     if (!e && !t)
         e = tern_errf(TERN_ENOMEM, "out of memory");
     if (!e && cfg && !json_is_object(cfg))
         e = tern_errf(TERN_EFORMAT, "tokenizer_config.json: expected a JSON object");
     if (!e)
-        e = tern_err_wrap(build(t, root, cfg), "%s", name);
+        e = tern_err_wrap(build(t, root, &bulk, cfg), "%s", name);
+    tok_hf_bulk_free(&bulk);
     json_decref(root);
     json_decref(cfg);
     if (e) {

@@ -212,6 +212,28 @@ tern_err *tok_pretokenize(const tern_tokenizer *t, const char *s, size_t n, int 
                           tok_pieces *scratch);
 void tok_pipeline_free(tern_tokenizer *t);
 
+/* ---- tokenizer.json's vocabulary and merges (hf_bulk.c) ---- */
+/* The document split for loading: its two large members as text, the rest for the JSON library. */
+typedef struct tok_hf_bulk {
+    char *rest;             /* the document with model.vocab and model.merges emptied ("{}", "[]"), or NULL */
+    size_t rest_len;
+    const char *vocab;      /* model.vocab's object text, or NULL when not found (rest is then NULL too) */
+    size_t vocab_len;
+    const char *merges;     /* model.merges' array text, or NULL */
+    size_t merges_len;
+} tok_hf_bulk;
+/* Finds model.vocab (an object) and model.merges (an array) in a tokenizer.json text; when the walk cannot
+ * follow the text, nothing is cut and the JSON library is left to read and judge all of it. */
+tern_err *tok_hf_cut(const char *json, size_t len, tok_hf_bulk *out);
+void tok_hf_bulk_free(tok_hf_bulk *b);
+typedef tern_err *(*tok_vocab_fn)(void *ctx, const char *text, size_t len, int32_t id);
+typedef tern_err *(*tok_merge_fn)(void *ctx, const char *left, size_t left_len, const char *right, size_t right_len,
+                                  size_t index);
+/* Calls fn for each "token": id of model.vocab's text (ids non-negative integers); stops at fn's first error. */
+tern_err *tok_hf_each_vocab(const char *s, size_t n, tok_vocab_fn fn, void *ctx);
+/* Calls fn for each merge of model.merges' text ("left right" or ["left", "right"]); stops at fn's first error. */
+tern_err *tok_hf_each_merge(const char *s, size_t n, tok_merge_fn fn, void *ctx);
+
 /* ---- models (bpe.c) ---- */
 /* Scratch reused across pieces of one encode call. */
 typedef struct tok_work tok_work;
