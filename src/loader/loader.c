@@ -10,6 +10,7 @@
 #include "chat/jinja.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "core/timeutil.h"
 
 /* The tokenizer loads on a thread of its own while the weights load: parsing a large tokenizer.json is about as
  * long as mapping (or reading back) the weights, and the two need different resources. */
@@ -17,11 +18,14 @@ typedef struct tokenizer_job {
     const char *path;
     tern_tokenizer *tok;
     tern_err *err;
+    double seconds;
 } tokenizer_job;
 
 static void *load_tokenizer(void *arg) {
     tokenizer_job *j = arg;
+    const double t0 = tern_now_s();
     j->err = tern_tokenizer_load(j->path, &j->tok);
+    j->seconds = tern_now_s() - t0;
     return NULL;
 }
 
@@ -42,7 +46,9 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     const int threaded = pthread_create(&th, NULL, load_tokenizer, &job) == 0;
     if (!threaded)
         load_tokenizer(&job);
+    const double t0 = tern_now_s();
     tern_err *err = tern_lm_load(o->model_dir, o->threads, &m->lm);
+    const double t_weights = tern_now_s() - t0;
     if (threaded)
         pthread_join(th, NULL);
     m->tok = job.tok;
@@ -73,6 +79,8 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         const tern_lm_desc *d = tern_lm_desc_of(m->lm);
         err = tern_chat_format_build(m->tok, m->chat_template, m->template_origin, d->eos, d->n_eos, &m->chat);
     }
+    TLOG_DEBUG("%s: weights %.3f s, tokenizer %.3f s (beside them), loaded in %.3f s", o->model_dir, t_weights,
+               job.seconds, tern_now_s() - t0);
     if (err) {
         tern_model_free(m);
         return err;

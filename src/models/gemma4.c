@@ -482,7 +482,7 @@ static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
     tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads, cache, source_key);
     if (!err && m->gw->pack_source != TERN_PACK_NONE)
         TLOG_INFO("%s: packed weights %s in %.2f s%s%s", dir,
-                  m->gw->pack_source == TERN_PACK_FROM_CACHE ? "read from the cache" : "made", tern_now_s() - t0,
+                  m->gw->pack_source == TERN_PACK_FROM_CACHE ? "mapped from the cache" : "made", tern_now_s() - t0,
                   cache ? " — " : " (no cache folder)", cache ? cache : "");
     free(cache);
     free(list);

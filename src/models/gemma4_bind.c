@@ -10,6 +10,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/threadpool.h"
+#include "core/timeutil.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
@@ -245,8 +246,8 @@ static void share_of_part(const tern_gemma4_product *p, int i, int t, int thread
     *e = (int64_t)hi - start < nb ? (int64_t)hi - start : nb;
 }
 
-/* Packs product p's matrices with thread t's share of the product's blocks at cursor[t] (advanced). */
-static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t **cursor, int fill) {
+/* Lays out product p's matrices with thread t's share of the product's blocks at cursor[t] (advanced). */
+static tern_err *place_split(const tern_gemma4_product *p, int threads, uint8_t **cursor) {
     int64_t *first = malloc((size_t)threads * sizeof *first);
     uint8_t **at = malloc((size_t)threads * sizeof *at);
     tern_err *err = first && at ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
@@ -262,7 +263,7 @@ static tern_err *pack_split(const tern_gemma4_product *p, int threads, uint8_t *
             cursor[t] += (size_t)(e - b) * tern_qpack_block_bytes(p->w[i]);
         }
         tern_qpack *pk;
-        if (!(err = tern_qpack_create_split(p->w[i], pieces, first, at, fill, &pk)))
+        if (!(err = tern_qpack_create_split(p->w[i], pieces, first, at, 0, &pk)))
             ((tern_weight *)p->w[i])->qpack = pk;
     }
     free(first);
@@ -301,6 +302,73 @@ static uint64_t layout_key(const tern_gemma4_weights *w, const tern_gemma4_produ
     return k;
 }
 
+/* Packing fills the laid-out blocks in parallel: runs of blocks of one matrix, in arena order, shared out by the
+ * pool; each thread's page faults on the checkpoint (reading it) overlap the others' packing. */
+typedef struct fill_task {
+    const tern_weight *w;
+    int64_t b0, b1;
+} fill_task;
+
+typedef struct fill_job {
+    const fill_task *tasks;
+    size_t total_bytes;
+    size_t done_bytes; /* atomic */
+    double t0, next_report;
+} fill_job;
+
+static void fill_range(void *ctx, size_t begin, size_t end, int tid) {
+    fill_job *j = ctx;
+    for (size_t k = begin; k < end; k++) {
+        const fill_task *f = &j->tasks[k];
+        const tern_qpack *pk = f->w->qpack;
+        for (int64_t b = f->b0; b < f->b1; b++)
+            tern_qpack_block(f->w, b * 16, (uint8_t *)tern_qpack_block_data(pk, b));
+        const size_t done =
+            __atomic_add_fetch(&j->done_bytes, (size_t)(f->b1 - f->b0) * pk->block_bytes, __ATOMIC_RELAXED);
+        if (tid == 0 && tern_now_s() >= j->next_report) {
+            TLOG_INFO("packing the weights for the int8 kernels: %.0f%% (%.2f s)", 100.0 * (double)done / (double)j->total_bytes,
+                      tern_now_s() - j->t0);
+            j->next_report = tern_now_s() + 2.0;
+        }
+    }
+}
+
+static tern_err *fill_all(tern_gemma4_weights *w, int threads, size_t total) {
+    size_t n = 0, cap = 256;
+    fill_task *tasks = malloc(cap * sizeof *tasks);
+    tern_err *err = tasks ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
+    for (size_t i = 0; i < w->n && !err; i++) {
+        const tern_qpack *pk = w->w[i].qpack;
+        if (!pk)
+            continue;
+        const int64_t step = (int64_t)((size_t)4 << 20) / (int64_t)pk->block_bytes + 1; /* ~4 MiB a task */
+        for (int64_t b = 0; b < pk->blocks && !err; b += step) {
+            if (n == cap) {
+                fill_task *g = realloc(tasks, (cap *= 2) * sizeof *tasks);
+                if (!g) {
+                    err = tern_errf(TERN_ENOMEM, "out of memory");
+                    break;
+                }
+                tasks = g;
+            }
+            tasks[n++] = (fill_task){&w->w[i], b, b + step < pk->blocks ? b + step : pk->blocks};
+        }
+    }
+    tern_pool *pool = NULL;
+    if (!err && threads > 1)
+        err = tern_pool_create(threads, &pool);
+    if (!err) {
+        fill_job j = {.tasks = tasks, .total_bytes = total, .t0 = tern_now_s(), .next_report = tern_now_s() + 2.0};
+        if (pool)
+            tern_pool_parallel_balanced(pool, n, 1, fill_range, &j);
+        else
+            fill_range(&j, 0, n, 0);
+    }
+    tern_pool_destroy(pool);
+    free(tasks);
+    return err;
+}
+
 tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
                                    int threads, const char *cache_path, uint64_t source_key) {
     if (w->packed)
@@ -312,47 +380,49 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_pro
             total += tern_qpack_bytes(&w->w[i]);
     if (!total)
         return NULL;
-    if (!(w->packed = tern_stream_alloc(total)))
-        return tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
-    /* The layout below is a function of the weights' shapes, the products and the threads alone, so bytes read
-     * back from a cache made with the same key land where packing would put them. */
+    /* The layout below is a function of the weights' shapes, the products and the threads alone, so bytes mapped
+     * from a cache made with the same key lie where packing would put them. */
     const uint64_t key = source_key ^ layout_key(w, products, n, threads, total);
-    const int cached = cache_path && tern_pack_cache_read(cache_path, key, w->packed, total);
-    w->pack_source = cached ? TERN_PACK_FROM_CACHE : TERN_PACK_PACKED;
+    tern_pack_cache_out out = {0};
+    if (cache_path && (w->packed = (uint8_t *)tern_pack_cache_map(cache_path, key, total)))
+        w->pack_source = TERN_PACK_FROM_CACHE; /* read only: placing a packed matrix writes nothing */
+    else if (cache_path && (w->packed = tern_pack_cache_begin(cache_path, total, &out)))
+        w->pack_source = TERN_PACK_PACKED;
+    else if ((w->packed = tern_stream_alloc(total)))
+        w->pack_source = TERN_PACK_PACKED;
+    else
+        return tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
+    w->packed_bytes = total;
+    w->packed_mapped = w->pack_source == TERN_PACK_FROM_CACHE || out.data;
     /* Each thread's region holds its shares of the listed products in order; the rest follow. */
     uint8_t **cursor = calloc((size_t)threads, sizeof *cursor);
     char *split = calloc(n ? n : 1, 1);
-    if (!cursor || !split) {
-        free(cursor);
-        free(split);
-        return tern_errf(TERN_ENOMEM, "out of memory");
-    }
+    tern_err *err = cursor && split ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
     size_t off = 0;
-    for (size_t k = 0; k < n; k++) /* decided before anything is packed: packing marks matrices as packed */
+    for (size_t k = 0; k < n && !err; k++) /* decided before anything is laid out: layout marks matrices */
         split[k] = (char)splittable(w, &products[k]);
-    for (int t = 0; t < threads; t++) {
+    for (int t = 0; t < threads && !err; t++) {
         cursor[t] = w->packed + off;
         for (size_t k = 0; k < n; k++)
             off += split[k] ? share_bytes(&products[k], t, threads) : 0;
     }
-    tern_err *err = NULL;
     for (size_t k = 0; k < n && !err; k++)
         if (split[k])
-            err = pack_split(&products[k], threads, cursor, !cached);
+            err = place_split(&products[k], threads, cursor);
     for (size_t i = 0; i < w->n && !err; i++) {
         if (!packable(w, i))
             continue;
         tern_qpack *pk;
-        if (!(err = cached ? tern_qpack_place(&w->w[i], w->packed + off, &pk)
-                           : tern_qpack_create(&w->w[i], w->packed + off, &pk))) {
+        if (!(err = tern_qpack_place(&w->w[i], w->packed + off, &pk))) {
             w->w[i].qpack = pk;
             off += tern_qpack_bytes(&w->w[i]);
         }
     }
-    if (!err && !cached && cache_path) {
-        /* A cache that cannot be written costs the next start its repacking, nothing else. */
-        tern_err *e = tern_pack_cache_write(cache_path, key, w->packed, total);
-        if (e)
+    if (!err && w->pack_source == TERN_PACK_PACKED)
+        err = fill_all(w, threads, total);
+    if (out.data) {
+        tern_err *e = err ? NULL : tern_pack_cache_publish(&out, key);
+        if (e) /* a cache that cannot be kept costs the next start its packing, nothing else */
             TLOG_WARN("%s", tern_err_msg(e));
         tern_err_free(e);
     }
@@ -372,7 +442,10 @@ void tern_gemma4_weights_free(tern_gemma4_weights *w) {
         return;
     for (size_t i = 0; w->w && i < w->n; i++)
         tern_qpack_free((tern_qpack *)w->w[i].qpack);
-    tern_aligned_free(w->packed);
+    if (w->packed_mapped)
+        tern_pack_cache_unmap(w->packed, w->packed_bytes);
+    else
+        tern_aligned_free(w->packed);
     for (size_t i = 0; i < w->n_problems; i++)
         free(w->problems[i]);
     for (size_t i = 0; i < w->n_extra; i++)

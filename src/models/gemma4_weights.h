@@ -66,6 +66,8 @@ typedef struct tern_gemma4_weights {
     size_t n_extra;
     size_t n_other;      /* stored tensors outside the text decoder (audio/vision towers) */
     uint8_t *packed;     /* one arena for all packed copies (tern_gemma4_weights_pack), or NULL */
+    size_t packed_bytes;
+    int packed_mapped;   /* the arena is a cache file's mapping (tern_pack_cache_unmap), not an allocation */
     int pack_source;     /* TERN_PACK_*: how the arena's bytes came to be */
 } tern_gemma4_weights;
 
@@ -93,8 +95,9 @@ typedef struct tern_gemma4_product {
  * are cut by the thread pool's shares of their blocks (tern_pool_share, `threads` ways) and each thread's shares
  * of all of them are laid end to end: a decode step then reads one run per thread, so the memory stream does not
  * restart at every product. Packable matrices not listed follow whole. The lookup-only per-layer table is left
- * as stored. With cache_path (pack_cache.h), the arena is read back from that file when it was made from the same
- * checkpoint (source_key) and layout, and otherwise packed and then written there. */
+ * as stored. With cache_path (pack_cache.h), the arena is that file, mapped, when it was made from the same
+ * checkpoint (source_key) and layout; otherwise the weights are packed (on `threads` threads) straight into a new
+ * cache file, or into memory when none can be made. */
 tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
                                    int threads, const char *cache_path, uint64_t source_key);
 /* Frees; NULL is fine. */

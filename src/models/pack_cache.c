@@ -9,14 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/log.h"
+#include "tensor/checksum.h"
 
 #define HEADER_BYTES 4096
-#define CHUNK ((size_t)8 << 20)
 
 typedef struct header {
     char magic[8]; /* "TERNPACK" */
@@ -85,70 +87,99 @@ char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_
     return path;
 }
 
-static int read_full(int fd, uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return 0;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 1;
-}
-
-int tern_pack_cache_read(const char *path, uint64_t key, uint8_t *arena, size_t bytes) {
+const uint8_t *tern_pack_cache_map(const char *path, uint64_t key, size_t bytes) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return NULL;
     header h;
     struct stat st;
-    int ok = read(fd, &h, sizeof h) == (ssize_t)sizeof h && !memcmp(h.magic, "TERNPACK", 8) &&
-             h.version == TERN_PACK_CACHE_VERSION && h.header_bytes == HEADER_BYTES && h.key == key &&
-             h.bytes == bytes && !fstat(fd, &st) && (uint64_t)st.st_size == HEADER_BYTES + (uint64_t)bytes &&
-             lseek(fd, HEADER_BYTES, SEEK_SET) == HEADER_BYTES;
-    posix_fadvise(fd, HEADER_BYTES, (off_t)bytes, POSIX_FADV_SEQUENTIAL);
-    tern_hasher s;
-    tern_hasher_init(&s, key);
-    for (size_t off = 0; ok && off < bytes; off += CHUNK) { /* chunks of a multiple of 32: the hash's stride */
-        const size_t n = bytes - off < CHUNK ? bytes - off : CHUNK;
-        ok = read_full(fd, arena + off, n);
-        if (ok)
-            tern_hasher_feed(&s, arena + off, n);
-    }
+    const int ok = read(fd, &h, sizeof h) == (ssize_t)sizeof h && !memcmp(h.magic, "TERNPACK", 8) &&
+                   h.version == TERN_PACK_CACHE_VERSION && h.header_bytes == HEADER_BYTES && h.key == key &&
+                   h.bytes == bytes && !fstat(fd, &st) && (uint64_t)st.st_size == HEADER_BYTES + (uint64_t)bytes;
+    uint8_t *base = ok ? mmap(NULL, HEADER_BYTES + bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
     close(fd);
-    return ok && tern_hasher_done(&s) == h.checksum;
+    if (base == MAP_FAILED)
+        return NULL;
+    /* Large pages where the kernel can give them: the kernels stream these bytes at every step. */
+    (void)madvise(base, HEADER_BYTES + bytes, MADV_HUGEPAGE);
+    if (tern_checksum(base + HEADER_BYTES, bytes, key) != h.checksum) {
+        munmap(base, HEADER_BYTES + bytes);
+        return NULL;
+    }
+    return base + HEADER_BYTES;
 }
 
-tern_err *tern_pack_cache_write(const char *path, uint64_t key, const uint8_t *arena, size_t bytes) {
+void tern_pack_cache_unmap(const uint8_t *data, size_t bytes) {
+    if (data)
+        munmap((void *)(data - HEADER_BYTES), HEADER_BYTES + bytes);
+}
+
+uint8_t *tern_pack_cache_begin(const char *path, size_t bytes, tern_pack_cache_out *o) {
+    memset(o, 0, sizeof *o);
     char *slash = strrchr(path, '/');
     if (slash) {
         char *dir = strndup(path, (size_t)(slash - path));
         tern_err *e = dir ? tern_mkdir_p(dir) : tern_errf(TERN_ENOMEM, "out of memory");
         free(dir);
-        TERN_TRY(e);
+        if (e) {
+            TLOG_WARN("%s; the packed weights are not kept for the next start", tern_err_msg(e));
+            tern_err_free(e);
+            return NULL;
+        }
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return tern_errf(TERN_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    const size_t n = strlen(path) + 32;
+    if (!(o->tmp = malloc(n)) || !(o->path = strdup(path))) {
+        free(o->tmp);
+        memset(o, 0, sizeof *o);
+        return NULL;
+    }
+    snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    o->bytes = bytes;
+    int fd = open(o->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* The blocks are reserved now so that a full disk is an error here, not a SIGBUS while packing. */
+    int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)(HEADER_BYTES + bytes));
+    uint8_t *base = err ? MAP_FAILED : mmap(NULL, HEADER_BYTES + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!err && base == MAP_FAILED)
+        err = errno;
+    if (fd >= 0)
+        close(fd);
+    if (err) {
+        TLOG_WARN("%s: cannot make the packed-weights cache (%s); the packed weights are not kept for the next start",
+                  o->tmp, strerror(err));
+        unlink(o->tmp);
+        free(o->tmp);
+        free(o->path);
+        memset(o, 0, sizeof *o);
+        return NULL;
+    }
+    (void)madvise(base, HEADER_BYTES + bytes, MADV_HUGEPAGE);
+    o->data = base + HEADER_BYTES;
+    return o->data;
+}
+
+tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key) {
     header h = {.magic = "TERNPACK", .version = TERN_PACK_CACHE_VERSION, .header_bytes = HEADER_BYTES, .key = key,
-                .bytes = bytes, .checksum = tern_hash64(arena, bytes, key)};
-    uint8_t head[HEADER_BYTES] = {0};
-    memcpy(head, &h, sizeof h);
-    int ok = write(fd, head, sizeof head) == (ssize_t)sizeof head;
-    for (size_t off = 0; ok && off < bytes;) {
-        ssize_t n = write(fd, arena + off, bytes - off < CHUNK ? bytes - off : CHUNK);
-        ok = n > 0;
-        off += ok ? (size_t)n : 0;
+                .bytes = o->bytes, .checksum = tern_checksum(o->data, o->bytes, key)};
+    uint8_t *base = o->data - HEADER_BYTES;
+    memcpy(base, &h, sizeof h);
+    (void)mprotect(base, HEADER_BYTES + o->bytes, PROT_READ); /* the packed weights are only read from now on */
+    tern_err *e = NULL;
+    if (rename(o->tmp, o->path)) {
+        e = tern_errf(TERN_EIO, "%s: cannot write the packed-weights cache: %s", o->path, strerror(errno));
+        unlink(o->tmp);
     }
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path)) {
-        tern_err *e = tern_errf(TERN_EIO, "%s: cannot write the packed-weights cache: %s", path, strerror(errno));
-        unlink(tmp);
-        return e;
-    }
-    return NULL;
+    free(o->tmp);
+    free(o->path);
+    o->tmp = o->path = NULL;
+    return e;
+}
+
+void tern_pack_cache_abandon(tern_pack_cache_out *o) {
+    if (!o->data)
+        return;
+    unlink(o->tmp);
+    tern_pack_cache_unmap(o->data, o->bytes);
+    free(o->tmp);
+    free(o->path);
+    memset(o, 0, sizeof *o);
 }

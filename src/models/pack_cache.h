@@ -1,9 +1,9 @@
 /* pack_cache.h — packed weights kept between starts. Repacking MLX q4/q8 weights for the int8 kernels costs ~2 s
- * per GB at every start; instead the packed arena is written once to a cache file and read back on later starts.
+ * per GB at every start; instead the packed arena is written once to a cache file and memory-mapped on later starts.
  * The file is keyed by what it was made from (the checkpoint files' names, sizes, modification times and first
  * 64 KiB, the packed matrices' shapes and order, the thread layout, the format version) and carries a checksum of
- * its bytes: a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers write a temporary
- * file and rename it over the old one, so two servers starting at once never see a partial file.
+ * its bytes: a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers pack into a
+ * temporary file and rename it over the old one, so two servers starting at once never see a partial file.
  *
  * Where: $TERN_CACHE_DIR, else $XDG_CACHE_HOME/tern, else ~/.cache/tern; TERN_CACHE_DIR set to an empty string
  * (or "off") turns the cache off. */
@@ -17,15 +17,32 @@
 
 /* The cache file's format, and the packed blocks' (qpack.h): bump it when either changes; a file of another
  * version is rebuilt. */
-#define TERN_PACK_CACHE_VERSION 1
+#define TERN_PACK_CACHE_VERSION 2
 
 /* The cache file for a model folder and thread layout (malloc'd), or NULL when caching is off or no folder can be
  * named; *source_key identifies the checkpoint's files as they are now. */
 char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key);
-/* Reads the cache into arena[0, bytes) when its header carries `key` and `bytes` and its checksum holds: 1;
- * otherwise 0 (missing, stale, truncated, corrupt or foreign; the arena's contents are then unspecified). */
-int tern_pack_cache_read(const char *path, uint64_t key, uint8_t *arena, size_t bytes);
-/* Writes arena[0, bytes) as the cache for `key`, creating the folder as needed. */
-tern_err *tern_pack_cache_write(const char *path, uint64_t key, const uint8_t *arena, size_t bytes);
+/* Maps the cache read-only when its header carries `key` and `bytes` and its checksum holds: the data's first
+ * byte (page-aligned), shared with every process mapping the same file; otherwise NULL (missing, stale, truncated,
+ * corrupt or foreign). Release with tern_pack_cache_unmap. */
+const uint8_t *tern_pack_cache_map(const char *path, uint64_t key, size_t bytes);
+/* Unmaps what tern_pack_cache_map returned for `bytes` (NULL: nothing). */
+void tern_pack_cache_unmap(const uint8_t *data, size_t bytes);
+/* A cache file being made: the packed weights are written straight into its shared mapping (no second copy
+ * in memory, no write pass), then published under its final name. */
+typedef struct tern_pack_cache_out {
+    char *tmp, *path;
+    uint8_t *data; /* where the packed bytes go: page-aligned, `bytes` long */
+    size_t bytes;
+} tern_pack_cache_out;
+
+/* Creates a temporary file beside `path` with room for `bytes` (reserved on disk) and maps it for writing: the
+ * data's first byte, or NULL (logged) when the folder or the disk will not have it — pack into memory then. */
+uint8_t *tern_pack_cache_begin(const char *path, size_t bytes, tern_pack_cache_out *o);
+/* Seals the packed bytes (checksum, header, read-only) and renames the file to its final name; on an error the
+ * file is removed but the mapping stays valid. Release the mapping with tern_pack_cache_unmap(o->data, bytes). */
+tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key);
+/* Removes an unpublished file and its mapping (after a failure while packing). */
+void tern_pack_cache_abandon(tern_pack_cache_out *o);
 
 #endif

@@ -51,6 +51,8 @@ typedef struct tern_kernel_table {
     void (*attend_part)(const struct tern_attn_args *a);
     /* Sum of n floats streamed from memory (the bandwidth probe's inner loop). */
     double (*read_sum)(const float *p, size_t n);
+    /* The checksum's 16 lanes (checksum.h) over `blocks` 128-byte blocks at p, the first being block `first`. */
+    void (*checksum_blocks)(uint64_t acc[16], const void *p, size_t blocks, uint64_t first);
 } tern_kernel_table;
 
 extern const tern_kernel_table tern_kernels_portable, tern_kernels_avx2, tern_kernels_avx512;

@@ -11,6 +11,7 @@
 
 #include "core/half.h"
 #include "tensor/attention.h"
+#include "tensor/checksum.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "tensor/quant_mlx.h"
@@ -375,6 +376,29 @@ void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b) {
         tail_store8(y + i, n - i, _mm256_fmadd_ps(tail_load8(y + i, n - i), va, _mm256_mul_ps(tail_load8(x + i, n - i), vb)));
 }
 
+/* Lanes 4r..4r+3 in register r; swapping the 64-bit halves of each 128-bit lane gives d[j ^ 1]. */
+static void checksum_blocks_avx2(uint64_t acc[16], const void *p, size_t blocks, uint64_t first) {
+    const uint8_t *b = p;
+    uint64_t key[16];
+    for (int j = 0; j < 16; j++)
+        key[j] = (uint64_t)(j + 1) * TERN_CHECKSUM_K + first * TERN_CHECKSUM_G;
+    __m256i a[4], k[4];
+    for (int r = 0; r < 4; r++) {
+        a[r] = _mm256_loadu_si256((const __m256i *)(acc + 4 * r));
+        k[r] = _mm256_loadu_si256((const __m256i *)(key + 4 * r));
+    }
+    const __m256i g = _mm256_set1_epi64x((long long)TERN_CHECKSUM_G);
+    for (size_t i = 0; i < blocks; i++, b += 128)
+        for (int r = 0; r < 4; r++) {
+            const __m256i d = _mm256_loadu_si256((const __m256i *)(b + 32 * r)), x = _mm256_xor_si256(d, k[r]);
+            a[r] = _mm256_add_epi64(a[r], _mm256_add_epi64(_mm256_mul_epu32(x, _mm256_srli_epi64(x, 32)),
+                                                           _mm256_shuffle_epi32(d, 0x4e)));
+            k[r] = _mm256_add_epi64(k[r], g);
+        }
+    for (int r = 0; r < 4; r++)
+        _mm256_storeu_si256((__m256i *)(acc + 4 * r), a[r]);
+}
+
 const tern_kernel_table tern_kernels_avx2 = {
     .isa = TERN_ISA_AVX2,
     .lanes = 8,
@@ -389,4 +413,5 @@ const tern_kernel_table tern_kernels_avx2 = {
     .axpby = tern_axpby_avx2,
     .attend_part = tern_attend_part_avx2,
     .read_sum = tern_read_sum_avx2,
+    .checksum_blocks = checksum_blocks_avx2,
 };

@@ -16,6 +16,7 @@
 
 #include "core/half.h"
 #include "tensor/attention.h"
+#include "tensor/checksum.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "tensor/quant_mlx.h"
@@ -475,6 +476,29 @@ void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b) {
     }
 }
 
+/* Lanes 0-7 in one register, 8-15 in the other; swapping the 64-bit halves of each 128-bit lane gives d[j ^ 1]. */
+static void checksum_blocks_avx512(uint64_t acc[16], const void *p, size_t blocks, uint64_t first) {
+    const uint8_t *b = p;
+    __m512i a0 = _mm512_loadu_si512(acc), a1 = _mm512_loadu_si512(acc + 8);
+    const __m512i g = _mm512_set1_epi64((long long)TERN_CHECKSUM_G);
+    uint64_t key[16];
+    for (int j = 0; j < 16; j++)
+        key[j] = (uint64_t)(j + 1) * TERN_CHECKSUM_K + first * TERN_CHECKSUM_G;
+    __m512i k0 = _mm512_loadu_si512(key), k1 = _mm512_loadu_si512(key + 8);
+    for (size_t i = 0; i < blocks; i++, b += 128) {
+        const __m512i d0 = _mm512_loadu_si512(b), d1 = _mm512_loadu_si512(b + 64);
+        const __m512i x0 = _mm512_xor_si512(d0, k0), x1 = _mm512_xor_si512(d1, k1);
+        a0 = _mm512_add_epi64(a0, _mm512_add_epi64(_mm512_mul_epu32(x0, _mm512_srli_epi64(x0, 32)),
+                                                   _mm512_shuffle_epi32(d0, _MM_PERM_BADC)));
+        a1 = _mm512_add_epi64(a1, _mm512_add_epi64(_mm512_mul_epu32(x1, _mm512_srli_epi64(x1, 32)),
+                                                   _mm512_shuffle_epi32(d1, _MM_PERM_BADC)));
+        k0 = _mm512_add_epi64(k0, g);
+        k1 = _mm512_add_epi64(k1, g);
+    }
+    _mm512_storeu_si512(acc, a0);
+    _mm512_storeu_si512(acc + 8, a1);
+}
+
 const tern_kernel_table tern_kernels_avx512 = {
     .isa = TERN_ISA_AVX512,
     .lanes = 16,
@@ -489,4 +513,5 @@ const tern_kernel_table tern_kernels_avx512 = {
     .axpby = tern_axpby_avx512,
     .attend_part = tern_attend_part_avx512,
     .read_sum = tern_read_sum_avx512,
+    .checksum_blocks = checksum_blocks_avx512,
 };

@@ -5,6 +5,7 @@
 
 #include "core/half.h"
 #include "tensor/attention.h"
+#include "tensor/checksum.h"
 #include "tensor/kernels.h"
 
 static void rmsnorm_portable(const float *x, const float *w, int64_t n, float eps, float *y) {
@@ -94,6 +95,18 @@ static void attend_part_portable(const tern_attn_args *a) {
         }
 }
 
+static void checksum_blocks_portable(uint64_t acc[16], const void *p, size_t blocks, uint64_t first) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < blocks; i++, b += 128) {
+        uint64_t d[16];
+        memcpy(d, b, 128); /* little-endian: the only byte order this project builds for */
+        for (int j = 0; j < 16; j++) {
+            const uint64_t k = d[j] ^ ((uint64_t)(j + 1) * TERN_CHECKSUM_K + (first + i) * TERN_CHECKSUM_G);
+            acc[j] += (k & 0xffffffffu) * (k >> 32) + d[j ^ 1];
+        }
+    }
+}
+
 static double read_sum_portable(const float *p, size_t n) {
     double r = 0;
     for (size_t i = 0; i < n; i++)
@@ -115,6 +128,7 @@ const tern_kernel_table tern_kernels_portable = {
     .axpby = axpby_portable,
     .attend_part = attend_part_portable,
     .read_sum = read_sum_portable,
+    .checksum_blocks = checksum_blocks_portable,
 };
 
 const tern_kernel_table *tern_kernels(void) {

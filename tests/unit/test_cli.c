@@ -243,7 +243,7 @@ static void test_quantize_prepacks(void **state) {
     }
     assert_int_equal(tu_runf(&out, "TERN_CACHE_DIR='%s/cache' '%s' run '%s/q8' --ids 2,3 -n 1 2>&1", dir,
                              tu_tern_bin(), dir), 0);
-    if (!strstr(out, "packed weights read from the cache"))
+    if (!strstr(out, "packed weights mapped from the cache"))
         fail_msg("the first run packed again: %s", out);
     free(out);
 }

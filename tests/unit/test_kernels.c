@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "core/hash.h"
 #include "core/threadpool.h"
 #include "tensor/attention.h"
+#include "tensor/checksum.h"
 #include "tensor/cpu.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
@@ -519,6 +521,48 @@ static void test_scratch_failure_reported(void **state) {
     tern_pool_destroy(pool);
 }
 
+/* The checksum's block kernel against the portable one (random data, lanes and block numbers, lengths with
+ * partial blocks), and what it is for: one flipped bit, two swapped blocks, a zeroed block each change it. */
+static void test_checksum(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    const size_t cap = 128 * 41 + 77;
+    uint8_t *b = malloc(cap);
+    uint64_t rng = 7;
+    for (size_t i = 0; i < cap; i++)
+        b[i] = (uint8_t)tern_splitmix64(&rng);
+    for (size_t blocks = 0; blocks <= 41; blocks += 5) {
+        uint64_t want[16], got[16];
+        for (int j = 0; j < 16; j++)
+            want[j] = got[j] = tern_splitmix64(&rng);
+        const uint64_t first = tern_splitmix64(&rng) >> (blocks % 3 ? 0 : 40);
+        tern_kernels_portable.checksum_blocks(want, b + blocks, blocks, first);
+        tern_kernels()->checksum_blocks(got, b + blocks, blocks, first);
+        if (memcmp(want, got, sizeof want))
+            fail_msg("%s: %zu blocks from %llu differ from the portable kernel", tern_isa_name(isa), blocks,
+                     (unsigned long long)first);
+    }
+    tern_isa_set(TERN_ISA_PORTABLE);
+    uint64_t ref[6];
+    for (int k = 0; k < 6; k++)
+        ref[k] = tern_checksum(b, cap - (size_t)k * 33, 11);
+    tern_isa_set(isa);
+    for (int k = 0; k < 6; k++)
+        assert_true(tern_checksum(b, cap - (size_t)k * 33, 11) == ref[k]);
+    const uint64_t h = tern_checksum(b, cap, 11);
+    b[1000] ^= 4;
+    assert_true(tern_checksum(b, cap, 11) != h);
+    b[1000] ^= 4;
+    uint8_t t[128];
+    memcpy(t, b + 128 * 3, 128);
+    memcpy(b + 128 * 3, b + 128 * 9, 128);
+    memcpy(b + 128 * 9, t, 128);
+    assert_true(tern_checksum(b, cap, 11) != h);
+    memset(b + 128 * 9, 0, 128);
+    assert_true(tern_checksum(b, cap, 11) != h);
+    assert_true(tern_checksum(b, cap, 12) != tern_checksum(b, cap, 11));
+    free(b);
+}
+
 static void test_isa_selection(void **state) {
     tern_isa best = tern_isa_detect();
     tern_isa_set(TERN_ISA_PORTABLE);
@@ -532,6 +576,7 @@ static void test_isa_selection(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        TU_ISA_TESTS(test_checksum),
         TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
         TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),
     };
