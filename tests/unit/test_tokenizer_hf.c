@@ -372,6 +372,52 @@ static void test_added_tokens_and_templates(void **state) {
     tern_tokenizer_free(t);
 }
 
+/* model.vocab and model.merges are read from the text by the loader itself (not the JSON library): every string
+ * form JSON allows, both merge forms, members in any order and spacing; and what JSON does not allow, refused. */
+static void test_vocab_and_merges_text(void **state) {
+    static const char json[] =
+        "{ \"model\" : { \"merges\" : [ [ \"\\u00e9\" , \"\\ud83d\\ude00\" ] ,\n \"a\\/ \\\"q\" ],\n"
+        "\"type\":\"BPE\", \"vocab\" :\t{ \"\\u00e9\" : 0 , \"\\ud83d\\ude00\": 1,\"\xc3\xa9\xf0\x9f\x98\x80\":2,"
+        "\"a/\":3, \"\\\"q\":4, \"a/\\\"q\":5, \"\\t\\n\\r\\b\\f\\\\\":6 } } }";
+    tern_tokenizer *t;
+    TU_OK(tern_tokenizer_load_hf_buf(json, strlen(json), NULL, 0, "v.json", &t));
+    assert_int_equal(tern_tokenizer_vocab_size(t), 7);
+    TU_EXPECT_IDS(t, "\xc3\xa9\xf0\x9f\x98\x80", 0, 0, 2);
+    static const char *const texts[] = {"\xc3\xa9", "\xf0\x9f\x98\x80", NULL, "a/", "\"q", "a/\"q", "\t\n\r\b\f\\"};
+    for (int id = 0; id < 7; id++) {
+        size_t len;
+        char *piece = tern_tokenizer_token_piece(t, id, &len);
+        if (texts[id] && (len != strlen(texts[id]) || memcmp(piece, texts[id], len)))
+            fail_msg("token %d: '%.*s', want '%s'", id, (int)len, piece, texts[id]);
+        free(piece);
+    }
+    tern_tokenizer_free(t);
+    static const char *const bad[][2] = {
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,}}}", "model.vocab: a ',' after the last entry"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0.5}}}", "model.vocab['a']: expected a non-negative integer id"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":01}}}", "model.vocab['a']: expected a non-negative integer id"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"\\ud83d\":0}}}", "model.vocab: entry 0 is not \"token\": id"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"\tb\":1}}}", "model.vocab: entry 1 is not \"token\": id"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"\xff\":0}}}", "model.vocab: entry 0 is not \"token\": id"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\" 0}}}", "model.vocab: entry 0 is not \"token\": id"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0 \"b\":1}}}", "model.vocab: expected ',' or '}' after entry 0"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\",]}}", "model.merges: a ',' after the last entry"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}", "model.merges[0]: expected \"left right\" or [left, right]"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"aa\"]}}", "model.merges[0]: 'aa' is not \"left right\""},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":{}}}", "model.merges: expected an array"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":[]}}", "model.vocab: expected an object of token -> id"},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"model\":{}}", "invalid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        t = (tern_tokenizer *)1;
+        tern_err *e = tern_tokenizer_load_hf_buf(bad[i][0], strlen(bad[i][0]), NULL, 0, "b.json", &t);
+        if (!e || !strstr(tern_err_msg(e), bad[i][1]))
+            fail_msg("case %zu (%s): %s, want '%s'", i, bad[i][0], e ? tern_err_msg(e) : "loaded", bad[i][1]);
+        assert_null(t);
+        tern_err_free(e);
+    }
+}
+
 static void test_refused_declarations(void **state) {
     tern_tokenizer *t = (tern_tokenizer *)1;
     TU_FAILS_WITH(make(NULL, NULL, "{\"type\":\"NFKC\"}", NULL, NULL, NULL, NULL, &t),
@@ -423,6 +469,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle_tiny),
         cmocka_unit_test(test_gemma4_as_tokenizer_json),
+        cmocka_unit_test(test_vocab_and_merges_text),
         cmocka_unit_test(test_llama3_as_tokenizer_json),
         cmocka_unit_test(test_split_behaviors),
         cmocka_unit_test(test_metaspace_and_normalizers),
