@@ -27,21 +27,6 @@ typedef struct header {
     uint64_t key, bytes, checksum;
 } header;
 
-static char *cache_dir(void) {
-    const char *d = getenv("TERN_CACHE_DIR");
-    if (d)
-        return *d && strcmp(d, "off") ? strdup(d) : NULL;
-    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char buf[4096];
-    if (x && *x)
-        snprintf(buf, sizeof buf, "%s/tern", x);
-    else if (home && *home)
-        snprintf(buf, sizeof buf, "%s/.cache/tern", home);
-    else
-        return NULL;
-    return strdup(buf);
-}
-
 /* A hash of a file's first 64 KiB (0 when it cannot be read). */
 static uint64_t head_hash(const char *path) {
     const size_t cap = 64 << 10;
@@ -71,7 +56,7 @@ static void add_file_key(void *ctx, const char *name, const char *path) {
 
 char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key) {
     *source_key = 0;
-    char *dir = cache_dir(), real[4096];
+    char *dir = tern_cache_dir(), real[4096];
     if (!dir || !realpath(model_dir, real)) {
         free(dir);
         return NULL;

@@ -5,8 +5,7 @@
  * its bytes: a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers pack into a
  * temporary file and rename it over the old one, so two servers starting at once never see a partial file.
  *
- * Where: $TERN_CACHE_DIR, else $XDG_CACHE_HOME/tern, else ~/.cache/tern; TERN_CACHE_DIR set to an empty string
- * (or "off") turns the cache off. */
+ * Where: the cache folder (tern_cache_dir, core/fileio.h). */
 #ifndef TERN_MODELS_PACK_CACHE_H
 #define TERN_MODELS_PACK_CACHE_H
 

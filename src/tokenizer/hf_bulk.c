@@ -6,6 +6,7 @@
  * members themselves are decoded in place: strings as JSON defines them (escapes, surrogate pairs, UTF-8 checked,
  * no raw control characters), ids as non-negative integers. Anything this reader does not recognise is left in
  * the document, so the JSON library sees it and reports it as before. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,14 +99,22 @@ static const char *decode_string(const char *p, const char *end, char *buf, size
 /* The position after the string at p (which starts with a quote), or NULL. Escapes are skipped, not checked:
  * what is skipped here is either decoded by decode_string later or parsed by the JSON library. */
 static const char *skip_string(const char *p, const char *end) {
-    for (p++; p < end; p++) {
-        if (*p == '"')
-            return p + 1;
-        if (*p == '\\')
-            p++;
+    for (const char *from = p + 1;;) {
+        const char *q = memchr(from, '"', (size_t)(end - from));
+        if (!q)
+            return NULL;
+        size_t slashes = 0; /* an odd run of backslashes escapes the quote */
+        while (q - slashes > p + 1 && q[-1 - (ptrdiff_t)slashes] == '\\')
+            slashes++;
+        if (!(slashes & 1))
+            return q + 1;
+        from = q + 1;
     }
-    return NULL;
 }
+
+/* Bytes that end a number or literal. */
+static const unsigned char ends_scalar[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1, [','] = 1, [':'] = 1,
+                                               [']'] = 1, ['}'] = 1, ['['] = 1, ['{'] = 1, ['"'] = 1};
 
 /* The position after the JSON value at p, or NULL when none ends before `end`. Only the structure is followed. */
 static const char *skip_value(const char *p, const char *end) {
@@ -131,7 +140,7 @@ static const char *skip_value(const char *p, const char *end) {
             p++;
         } else { /* a number or a literal */
             const char *s = p;
-            while (p < end && !strchr(" \t\n\r,:]}[{\"", *p))
+            while (p < end && !ends_scalar[(unsigned char)*p])
                 p++;
             if (p == s)
                 return NULL;
@@ -140,9 +149,10 @@ static const char *skip_value(const char *p, const char *end) {
     return p;
 }
 
-/* Walks the members of the object at p ('{'), calling member(key, value) for each; the position after the
- * object, or NULL when the text is not an object the walk can follow. */
-typedef int (*member_fn)(void *ctx, const char *key, size_t key_len, const char *value, const char *value_end);
+/* Walks the members of the object at p ('{'), calling member(key, value) for each, which returns the position
+ * after the value (or NULL); the position after the object, or NULL when the text is not an object the walk
+ * can follow. */
+typedef const char *(*member_fn)(void *ctx, const char *key, size_t key_len, const char *value, const char *end);
 
 static const char *each_member(const char *p, const char *end, char *keybuf, member_fn member, void *ctx) {
     p = skip_ws(p, end);
@@ -160,8 +170,8 @@ static const char *each_member(const char *p, const char *end, char *keybuf, mem
         p = skip_ws(p, end);
         if (p >= end || *p != ':')
             return NULL;
-        const char *v = skip_ws(p + 1, end), *ve = skip_value(v, end);
-        if (!ve || !member(ctx, keybuf, klen, v, ve))
+        const char *v = skip_ws(p + 1, end), *ve = v < end ? member(ctx, keybuf, klen, v, end) : NULL;
+        if (!ve)
             return NULL;
         p = skip_ws(ve, end);
         if (p < end && *p == '}')
@@ -173,13 +183,15 @@ static const char *each_member(const char *p, const char *end, char *keybuf, mem
 }
 
 typedef struct cut_ctx {
-    const char *end;
     char *keybuf;
     tok_hf_bulk *b;
 } cut_ctx;
 
-static int model_member(void *ctx, const char *key, size_t klen, const char *v, const char *ve) {
+static const char *model_member(void *ctx, const char *key, size_t klen, const char *v, const char *end) {
     tok_hf_bulk *b = ((cut_ctx *)ctx)->b;
+    const char *ve = skip_value(v, end);
+    if (!ve)
+        return NULL;
     if (klen == 5 && !memcmp(key, "vocab", 5) && *v == '{') {
         b->vocab = v;
         b->vocab_len = (size_t)(ve - v);
@@ -187,24 +199,23 @@ static int model_member(void *ctx, const char *key, size_t klen, const char *v, 
         b->merges = v;
         b->merges_len = (size_t)(ve - v);
     }
-    return 1;
+    return ve;
 }
 
-static int top_member(void *ctx, const char *key, size_t klen, const char *v, const char *ve) {
+static const char *top_member(void *ctx, const char *key, size_t klen, const char *v, const char *end) {
     cut_ctx *c = ctx;
-    (void)ve;
     if (klen == 5 && !memcmp(key, "model", 5) && *v == '{') {
         c->b->vocab = c->b->merges = NULL; /* a repeated "model" is the JSON library's error to report */
-        return each_member(v, c->end, c->keybuf, model_member, ctx) != NULL;
+        return each_member(v, end, c->keybuf, model_member, ctx);
     }
-    return 1;
+    return skip_value(v, end);
 }
 
 tern_err *tok_hf_cut(const char *json, size_t len, tok_hf_bulk *b) {
     memset(b, 0, sizeof *b);
     char keybuf[4096 + 8];
     const char *end = json + len;
-    cut_ctx c = {.end = end, .keybuf = keybuf, .b = b};
+    cut_ctx c = {.keybuf = keybuf, .b = b};
     if (!each_member(json, end, keybuf, top_member, &c) || !b->vocab) {
         b->vocab = b->merges = NULL; /* not followed: the JSON library reads (and judges) the whole text */
         return NULL;

@@ -7,6 +7,7 @@
 
 #include "core/fileio.h"
 #include "core/json_util.h"
+#include "core/log.h"
 #include "tokenizer/tok_internal.h"
 
 #define MAX_JSON_BYTES ((size_t)1 << 30)
@@ -522,7 +523,15 @@ static tern_err *apply_config(tern_tokenizer *t, const json_t *cfg) {
 
 /* ---- assembly ---- */
 
-static tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk *bulk, const json_t *cfg) {
+/* The text's tables: read back from the cache when it holds them (tok_cache.c), else built and written there. */
+typedef struct tables_cache {
+    char *path; /* NULL: no cache */
+    uint64_t key;
+    int hit;
+} tables_cache;
+
+static tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk *bulk, const json_t *cfg,
+                       tables_cache *tc) {
     if (!json_is_object(root))
         return tern_errf(TERN_EFORMAT, "expected a JSON object at the top level");
     const json_t *model = json_object_get(root, "model");
@@ -540,8 +549,14 @@ static tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk 
 
     t->bos = t->eos = t->unk = t->pad = t->eot = TERN_TOKEN_NONE;
     t->model = MODEL_BPE;
-    TERN_TRY(load_vocab(t, bulk, json_is_array(added) ? added : NULL));
-    TERN_TRY(load_merges(t, bulk, model));
+    if (!(tc->hit = tc->path && tok_cache_read(t, tc->path, tc->key))) {
+        TERN_TRY(load_vocab(t, bulk, json_is_array(added) ? added : NULL));
+        TERN_TRY(load_merges(t, bulk, model));
+        tern_err *e = tc->path ? tok_cache_write(t, tc->path, tc->key) : NULL;
+        if (e) /* costs the next load its building, nothing else */
+            TLOG_WARN("%s", tern_err_msg(e));
+        tern_err_free(e);
+    }
     t->byte_fallback = jbool(model, "byte_fallback", 0);
     t->fuse_unk = jbool(model, "fuse_unk", 0);
     t->ignore_merges = jbool(model, "ignore_merges", 0);
@@ -562,13 +577,16 @@ static tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk 
     TERN_TRY(tok_added_index(t));
     TERN_TRY(tok_space_split_index(t));
     tok_find_eog(t);
-    tok_set_describe(t, "tokenizer.json (%sbpe, %d tokens, %zu merges)", t->byte_level ? "byte-level " : "",
-                     (int)t->n_vocab, t->n_merges);
+    tok_set_describe(t, "tokenizer.json (%sbpe, %d tokens, %zu merges%s)", t->byte_level ? "byte-level " : "",
+                     (int)t->n_vocab, t->n_merges, tc->hit ? ", tables from the cache" : "");
     return NULL;
 }
 
-tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const char *config_json, size_t config_len,
-                                     const char *name, tern_tokenizer **out) {
+/* Tokenizers smaller than this build their tables faster than a cache file would be found and checked. */
+#define CACHE_MIN_JSON_BYTES ((size_t)1 << 20)
+
+static tern_err *load_hf(const char *json, size_t json_len, const char *config_json, size_t config_len,
+                         const char *name, int cacheable, tern_tokenizer **out) {
     *out = NULL;
     if (!name)
         name = "tokenizer.json";
@@ -584,8 +602,12 @@ tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const ch
         e = tern_errf(TERN_ENOMEM, "out of memory");
     if (!e && cfg && !json_is_object(cfg))
         e = tern_errf(TERN_EFORMAT, "tokenizer_config.json: expected a JSON object");
+    tables_cache tc = {0};
+    if (!e && cacheable && json_len >= CACHE_MIN_JSON_BYTES)
+        tc.path = tok_cache_path(json, json_len, &tc.key);
     if (!e)
-        e = tern_err_wrap(build(t, root, &bulk, cfg), "%s", name);
+        e = tern_err_wrap(build(t, root, &bulk, cfg, &tc), "%s", name);
+    free(tc.path);
     tok_hf_bulk_free(&bulk);
     json_decref(root);
     json_decref(cfg);
@@ -597,6 +619,11 @@ tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const ch
     return NULL;
 }
 
+tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const char *config_json, size_t config_len,
+                                     const char *name, tern_tokenizer **out) {
+    return load_hf(json, json_len, config_json, config_len, name, 0, out);
+}
+
 tern_err *tern_tokenizer_load_hf(const char *json_path, const char *config_path, tern_tokenizer **out) {
     *out = NULL;
     char *json = NULL, *cfg = NULL;
@@ -604,7 +631,7 @@ tern_err *tern_tokenizer_load_hf(const char *json_path, const char *config_path,
     TERN_TRY(tern_read_file(json_path, MAX_JSON_BYTES, &json, &json_len));
     tern_err *e = config_path ? tern_read_file(config_path, 64u << 20, &cfg, &cfg_len) : NULL;
     if (!e)
-        e = tern_tokenizer_load_hf_buf(json, json_len, cfg, cfg_len, json_path, out);
+        e = load_hf(json, json_len, cfg, cfg_len, json_path, 1, out);
     free(json);
     free(cfg);
     return e;

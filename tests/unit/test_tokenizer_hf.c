@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "formats/gguf.h"
@@ -207,6 +209,83 @@ static void test_llama3_as_tokenizer_json(void **state) {
     static const tern_token ids[] = {128000, 9906, 1917};
     expect_decode(t, ids, 3, 1, "<|begin_of_text|>Hello world");
     tern_tokenizer_free(t);
+}
+
+/* ---- the vocabulary and merge tables kept between loads ---------------------------------------------- */
+
+static void find_tables(void *ctx, const char *name, const char *path) {
+    if (!strncmp(name, "tokenizer-", 10) && strstr(name, ".tables") && !strstr(name, ".tmp"))
+        snprintf(ctx, 4200, "%s", path);
+}
+
+/* Loads dir's tokenizer, checks where its tables came from and its test vectors; returns the cache file. */
+static const char *load_checked(const char *dir, const char *cache, int from_cache, const char *vectors) {
+    static char file[4200];
+    tern_tokenizer *t;
+    TU_OK(tern_tokenizer_load(dir, &t));
+    if (!!strstr(tern_tokenizer_describe(t), "tables from the cache") != from_cache)
+        fail_msg("%s: %s, want the tables %s", dir, tern_tokenizer_describe(t), from_cache ? "from the cache" : "built");
+    run_vectors(t, vectors);
+    tern_tokenizer_free(t);
+    file[0] = 0;
+    TU_OK(tern_dir_files(cache, find_tables, file));
+    assert_true(file[0] != 0);
+    return file;
+}
+
+/* A large tokenizer.json's tables are built once and read back after (same ids, the gemma-4 and llama-bpe
+ * vectors); a flipped byte, a cut file or another text's file is never used, only rebuilt; two processes
+ * loading at once leave a whole file. */
+static void test_table_cache(void **state) {
+    char gemma[4096], llama[4096], cache[4096], cmd[8600];
+    snprintf(gemma, sizeof gemma, "%s", tu_tmpdir("tok-cache-gemma"));
+    snprintf(llama, sizeof llama, "%s", tu_tmpdir("tok-cache-llama"));
+    snprintf(cache, sizeof cache, "%s", tu_tmpdir("tok-cache"));
+    gguf_to_json(tu_testdata("vocab/ggml-vocab-gemma-4.gguf"), 1, gemma);
+    gguf_to_json(tu_testdata("vocab/ggml-vocab-llama-bpe.gguf"), 0, llama);
+    const char *saved = getenv("TERN_CACHE_DIR");
+    char *old = saved ? strdup(saved) : NULL;
+    setenv("TERN_CACHE_DIR", cache, 1);
+    char file[4200];
+    snprintf(file, sizeof file, "%s", load_checked(gemma, cache, 0, "gemma-4"));
+    load_checked(gemma, cache, 1, "gemma-4");
+    snprintf(cmd, sizeof cmd, "printf '\\001' | dd of='%s' bs=1 seek=9000000 conv=notrunc status=none", file);
+    assert_int_equal(system(cmd), 0);
+    load_checked(gemma, cache, 0, "gemma-4");
+    load_checked(gemma, cache, 1, "gemma-4");
+    assert_int_equal(truncate(file, 5000000), 0);
+    load_checked(gemma, cache, 0, "gemma-4");
+    load_checked(gemma, cache, 1, "gemma-4");
+    /* Another text: its own file (the first stays). */
+    assert_int_equal(unlink(file), 0);
+    load_checked(llama, cache, 0, "llama-bpe");
+    load_checked(llama, cache, 1, "llama-bpe");
+    snprintf(cmd, sizeof cmd, "rm -f '%s'/tokenizer-*.tables", cache);
+    assert_int_equal(system(cmd), 0);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++)
+        if ((kids[k] = fork()) == 0) {
+            tern_tokenizer *t;
+            tern_err *e = tern_tokenizer_load(gemma, &t);
+            tern_tokenizer_free(t);
+            _exit(e ? 1 : 0);
+        }
+    for (int k = 0; k < 2; k++) {
+        int st;
+        assert_int_equal(waitpid(kids[k], &st, 0), kids[k]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    load_checked(gemma, cache, 1, "gemma-4");
+    /* Small tokenizers build their tables faster than a file is checked: none is written for them. */
+    tern_tokenizer *t;
+    TU_OK(tern_tokenizer_load(tu_testdata("oracle/tiny-v4096-f32"), &t));
+    assert_null(strstr(tern_tokenizer_describe(t), "cache"));
+    tern_tokenizer_free(t);
+    if (old)
+        setenv("TERN_CACHE_DIR", old, 1);
+    else
+        unsetenv("TERN_CACHE_DIR");
+    free(old);
 }
 
 /* ---- pipeline pieces on a hand-made vocabulary ------------------------------------------------------ */
@@ -470,6 +549,7 @@ int main(void) {
         cmocka_unit_test(test_oracle_tiny),
         cmocka_unit_test(test_gemma4_as_tokenizer_json),
         cmocka_unit_test(test_vocab_and_merges_text),
+        cmocka_unit_test(test_table_cache),
         cmocka_unit_test(test_llama3_as_tokenizer_json),
         cmocka_unit_test(test_split_behaviors),
         cmocka_unit_test(test_metaspace_and_normalizers),
