@@ -1,8 +1,10 @@
 /* bench_startup.c — `tern bench MODEL --startup`: how long a server takes from process start to its first
- * answered request, cold (the model's files evicted from the page cache first, posix_fadvise DONTNEED) and warm,
- * beside the time to read the files once (what reading every file of the folder costs cold): the limit a server that
- * mmaps its weights could approach. Each round starts `tern serve MODEL --port 0` (this binary), reads the port
- * from its ready line, sends GET /health until it is answered, then stops it. */
+ * answered request, cold (the model's files and tern's cache files evicted from the page cache first,
+ * posix_fadvise DONTNEED) and warm, beside the time to read the model's files once (what reading every file of
+ * the folder costs cold): the limit a server that mmaps its weights could approach. Before the rounds, one first
+ * start with an empty cache folder of its own (cold too): what a new model costs once, and the cache it leaves.
+ * Each start runs `tern serve MODEL --port 0` (this binary), reads the port from its ready line, sends
+ * GET /health until it is answered, then stops it. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,8 +59,30 @@ static int health_answered(int port) {
     return ok;
 }
 
-/* One start of `tern serve MODEL --port 0`: seconds from fork to the first answered /health, or < 0. */
-static double one_start(const char *model, int threads, char *why, size_t why_len) {
+static void add_size(void *ctx, const char *name, const char *path) {
+    (void)name;
+    struct stat st;
+    if (!stat(path, &st))
+        *(uint64_t *)ctx += (uint64_t)st.st_size;
+}
+
+static void remove_file(void *ctx, const char *name, const char *path) {
+    (void)ctx, (void)name;
+    unlink(path);
+}
+
+/* The model's files and the cache folder's (the packed weights, the tokenizer's tables) leave the page cache. */
+static void evict_all(const char *model) {
+    tern_err_free(tern_dir_files(model, evict, NULL));
+    char *cache = tern_cache_dir();
+    if (cache)
+        tern_err_free(tern_dir_files(cache, evict, NULL));
+    free(cache);
+}
+
+/* One start of `tern serve MODEL --port 0` (with TERN_CACHE_DIR=cache_dir when given): seconds from fork to the
+ * first answered /health, or < 0. */
+static double one_start(const char *model, int threads, const char *cache_dir, char *why, size_t why_len) {
     int out[2];
     if (pipe(out)) {
         snprintf(why, why_len, "pipe: %s", strerror(errno));
@@ -83,6 +108,8 @@ static double one_start(const char *model, int threads, char *why, size_t why_le
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0)
             dup2(null, STDERR_FILENO);
+        if (cache_dir)
+            setenv("TERN_CACHE_DIR", cache_dir, 1);
         execl(self, self, "serve", model, "--port", "0", "--parallel", "1", "--threads", th, (char *)NULL);
         _exit(127);
     }
@@ -139,15 +166,34 @@ int tern_bench_startup(const char *model, int rounds, int threads, int json) {
         fprintf(stderr, "tern bench: --rounds must be in [1, 32]\n");
         return 2;
     }
+    /* The first start: an empty cache folder of its own, removed after. */
+    char fresh[] = "/tmp/tern-first-start-XXXXXX";
+    if (!mkdtemp(fresh)) {
+        fprintf(stderr, "tern bench: cannot make a folder in /tmp: %s\n", strerror(errno));
+        return 1;
+    }
+    evict_all(model);
+    const double first = one_start(model, threads, fresh, why, sizeof why);
+    uint64_t cache_bytes = 0;
+    tern_err_free(tern_dir_files(fresh, add_size, &cache_bytes));
+    tern_err_free(tern_dir_files(fresh, remove_file, NULL));
+    rmdir(fresh);
+    if (first < 0) {
+        fprintf(stderr, "tern bench: %s\n", why);
+        return 1;
+    }
+    if (!json)
+        fprintf(stderr, "first start (an empty cache folder): %.3f s, leaving %.1f MiB of cache\n", first,
+                (double)cache_bytes / (1 << 20));
     for (int r = 0; r < rounds; r++) {
-        tern_err_free(tern_dir_files(model, evict, NULL));
+        evict_all(model);
         double t0 = tern_now_s();
         bytes = 0;
         tern_err_free(tern_dir_files(model, read_all, &bytes));
         read_s[r] = tern_now_s() - t0;
-        tern_err_free(tern_dir_files(model, evict, NULL));
-        cold[r] = one_start(model, threads, why, sizeof why);
-        warm[r] = cold[r] < 0 ? -1 : one_start(model, threads, why, sizeof why);
+        evict_all(model);
+        cold[r] = one_start(model, threads, NULL, why, sizeof why);
+        warm[r] = cold[r] < 0 ? -1 : one_start(model, threads, NULL, why, sizeof why);
         if (cold[r] < 0 || warm[r] < 0) {
             fprintf(stderr, "tern bench: %s\n", why);
             return 1;
@@ -162,8 +208,10 @@ int tern_bench_startup(const char *model, int rounds, int threads, int json) {
     const double c = cold[rounds / 2], w = warm[rounds / 2], rd = read_s[rounds / 2];
     if (json)
         printf("{\"model\": \"%s\", \"rounds\": %d, \"files_bytes\": %llu, \"read_once_s\": %.4f, \"cold_start_s\": "
-               "%.4f, \"warm_start_s\": %.4f, \"cold_over_read\": %.3f}\n",
-               model, rounds, (unsigned long long)bytes, rd, c, w, rd > 0 ? c / rd : 0.0);
+               "%.4f, \"warm_start_s\": %.4f, \"cold_over_read\": %.3f, \"first_start_s\": %.4f, \"cache_bytes\": "
+               "%llu}\n",
+               model, rounds, (unsigned long long)bytes, rd, c, w, rd > 0 ? c / rd : 0.0, first,
+               (unsigned long long)cache_bytes);
     else
         printf("start to first answer (median of %d): cold %.3f s, warm %.3f s; reading the %.1f MiB of files once "
                "takes %.3f s (cold / read %.2fx)\n",

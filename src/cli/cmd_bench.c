@@ -26,8 +26,9 @@ static const char *usage =
     "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
     "same D tokens of context (prefilled untimed; default 0). --profile: where a decode step's time goes, by phase\n"
     "of the forward pass, with the weights each phase reads and their rate against the measured bandwidth.\n"
-    "--startup: `tern serve` from process start to its first answered request, cold (the model's files evicted\n"
-    "from the page cache) and warm, beside reading the files once; medians of --rounds.\n"
+    "--startup: `tern serve` from process start to its first answered request, cold (the model's and the cache's\n"
+    "files evicted from the page cache) and warm, beside reading the files once; medians of --rounds; and once\n"
+    "the first start with an empty cache folder, and the cache it leaves.\n"
     "--draft-model / --draft-ngram: speculative decoding on chat prompts (a user message per line of --prompts),\n"
     "each answered greedily without and with drafting: the acceptance and the decode speed-up, replies checked equal.\n";
 

@@ -196,6 +196,8 @@ static void test_bench_startup(void **state) {
     assert_true(json_real_value(json_object_get(v, "cold_start_s")) > 0);
     assert_true(json_real_value(json_object_get(v, "warm_start_s")) > 0);
     assert_true(json_real_value(json_object_get(v, "read_once_s")) > 0);
+    assert_true(json_real_value(json_object_get(v, "first_start_s")) > 0);
+    assert_true(json_is_integer(json_object_get(v, "cache_bytes")));
     char *du;
     assert_int_equal(tu_runf(&du, "cat '%s'/* | wc -c", model), 0);
     assert_int_equal(json_integer_value(json_object_get(v, "files_bytes")), strtoll(du, NULL, 10));
