@@ -2,6 +2,7 @@
  * tokenize reads stdin byte for byte (nothing stripped: a trailing newline is part of the text) and prints
  * the ids separated by spaces; detokenize prints the text of --ids exactly, with no newline added, so the
  * two round-trip. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +13,15 @@
 #include "tokenizer/tokenizer.h"
 
 static const char *tokenize_usage =
-    "usage: tern tokenize ([-m] MODEL_DIR | --vocab FILE) [--add-special] [--parse-special] < text\n"
+    "usage: tern tokenize ([-m] MODEL_DIR | --vocab FILE [--pre NAME]) [--add-special] [--parse-special] [--pieces]\n"
+    "                     < text\n"
     "  MODEL_DIR        a directory with tokenizer.json (and tokenizer_config.json)\n"
     "  --vocab FILE     a tokenizer.json or a GGUF file with tokenizer.ggml.* metadata\n"
+    "  --pre NAME       a GGUF vocabulary with another pre-tokenizer (a tokenizer.ggml.pre name llama.cpp knows)\n"
     "  --add-special    add the BOS/EOS tokens the tokenizer's configuration asks for\n"
     "  --parse-special  text spelling a special token (\"<bos>\", \"<|turn>\") becomes that token\n"
+    "  --pieces         print what the normalizers and pre-tokenizers make of the text (a JSON array of\n"
+    "                   strings) instead of the ids\n"
     "Reads stdin as raw bytes and prints the ids separated by spaces.\n";
 
 static const char *detokenize_usage =
@@ -24,10 +29,11 @@ static const char *detokenize_usage =
     "  --skip-special   drop special tokens instead of printing their text\n"
     "Prints the decoded text exactly (no newline is added).\n";
 
-/* Loads the tokenizer named by the positional MODEL_DIR or --vocab; prints the error and returns NULL. */
-static tern_tokenizer *load(const char *verb, const char *dir, const char *vocab) {
+/* Loads the tokenizer named by the positional MODEL_DIR or --vocab (with --pre, a GGUF vocabulary under another
+ * pre-tokenizer); prints the error and returns NULL. */
+static tern_tokenizer *load(const char *verb, const char *dir, const char *vocab, const char *pre) {
     tern_tokenizer *t;
-    tern_err *e = tern_tokenizer_load(vocab ? vocab : dir, &t);
+    tern_err *e = pre ? tern_tokenizer_load_gguf_pre(vocab ? vocab : dir, pre, &t) : tern_tokenizer_load(vocab ? vocab : dir, &t);
     if (e) {
         fprintf(stderr, "tern %s: %s\n", verb, tern_err_msg(e));
         tern_err_free(e);
@@ -70,8 +76,31 @@ static char *read_stdin(size_t *len) {
     return NULL;
 }
 
+/* A piece as a JSON string: valid UTF-8 as it is, any other byte as the character of the same number (so the
+ * output stays JSON and still shows every byte). */
+static void add_piece(void *ctx, const char *s, size_t n) {
+    json_t *str = json_stringn(s, n);
+    if (!str) {
+        char *latin = malloc(n * 2 + 1);
+        size_t k = 0;
+        for (size_t i = 0; latin && i < n; i++) {
+            const unsigned char c = (unsigned char)s[i];
+            if (c < 0x80)
+                latin[k++] = (char)c;
+            else {
+                latin[k++] = (char)(0xc0 | c >> 6);
+                latin[k++] = (char)(0x80 | (c & 0x3f));
+            }
+        }
+        str = latin ? json_stringn(latin, k) : NULL;
+        free(latin);
+    }
+    json_array_append_new(ctx, str ? str : json_null());
+}
+
 int cmd_tokenize(int argc, char **argv) {
-    tern_opt opts[] = {{"vocab", 1, 0}, {"add-special", 0, 0}, {"parse-special", 0, 0}, {"model", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
+    tern_opt opts[] = {{"vocab", 1, 0}, {"add-special", 0, 0}, {"parse-special", 0, 0}, {"model", 1, 0}, {"pre", 1, 0},
+                       {"pieces", 0, 0},  {"help", 0, 0},        {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("tokenize", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -85,7 +114,7 @@ int cmd_tokenize(int argc, char **argv) {
         fputs(tokenize_usage, stderr);
         return 2;
     }
-    tern_tokenizer *t = load("tokenize", np ? pos[0] : NULL, vocab);
+    tern_tokenizer *t = load("tokenize", np ? pos[0] : NULL, vocab, tern_args_get(opts, "pre"));
     if (!t)
         return 1;
     size_t len;
@@ -93,6 +122,21 @@ int cmd_tokenize(int argc, char **argv) {
     if (!text) {
         tern_tokenizer_free(t);
         return 1;
+    }
+    if (tern_args_get(opts, "pieces")) {
+        json_t *list = json_array();
+        tern_err *e = tern_pretokenize(t, text, len, add_piece, list);
+        char *out = e ? NULL : json_dumps(list, 0);
+        if (out)
+            puts(out);
+        else
+            fprintf(stderr, "tern tokenize: %s\n", e ? tern_err_msg(e) : "out of memory");
+        free(out);
+        tern_err_free(e);
+        json_decref(list);
+        free(text);
+        tern_tokenizer_free(t);
+        return out ? 0 : 1;
     }
     tern_tokens ids = {0};
     tern_err *e = tern_tokenize(t, text, len, tern_args_get(opts, "add-special") != NULL,
@@ -140,7 +184,7 @@ int cmd_detokenize(int argc, char **argv) {
             return 2;
         }
     }
-    tern_tokenizer *t = load("detokenize", np ? pos[0] : NULL, vocab);
+    tern_tokenizer *t = load("detokenize", np ? pos[0] : NULL, vocab, NULL);
     if (!t) {
         free(ids);
         return 1;

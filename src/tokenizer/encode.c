@@ -119,3 +119,21 @@ tern_err *tern_tokenize(const tern_tokenizer *t, const char *text, size_t len, i
     tok_pieces_free(&c.scratch);
     return e;
 }
+
+tern_err *tern_pretokenize(const tern_tokenizer *t, const char *text, size_t len,
+                           void (*piece)(void *ctx, const char *s, size_t n), void *ctx) {
+    if (!t || !piece || (!text && len))
+        return tern_errf(TERN_EINVAL, "tern_pretokenize: NULL argument");
+    char *norm = NULL;
+    size_t norm_len = len;
+    if (t->n_norms && len)
+        TERN_TRY(tok_normalize(t, text, len, &norm, &norm_len));
+    tok_pieces pieces = {0}, scratch = {0};
+    tern_err *e = len ? tok_pretokenize(t, norm ? norm : text, norm_len, 1, &pieces, &scratch) : NULL;
+    for (size_t i = 0; !e && i < pieces.n; i++)
+        piece(ctx, pieces.buf + pieces.start[i], pieces.plen[i]);
+    free(norm);
+    tok_pieces_free(&pieces);
+    tok_pieces_free(&scratch);
+    return e;
+}

@@ -1,7 +1,7 @@
 /* load_gguf.c — builds a tokenizer from GGUF vocab metadata (tokenizer.ggml.*), the way llama.cpp reads it:
  *   "llama"  SentencePiece: score-ordered merges, space prefix, ▁ for spaces, <0xXX> byte fallback;
  *   "gemma4" SentencePiece-style BPE: ▁ for spaces, merges by rank, runs of newlines apart, byte fallback;
- *   "gpt2"   byte-level BPE with the pre-tokenizer regex named by tokenizer.ggml.pre. */
+ *   "gpt2"   byte-level BPE with the pre-tokenizer named by tokenizer.ggml.pre (pretok_names.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,48 +43,23 @@ static tern_err *add_pre(tern_tokenizer *t, pre_kind kind, const char *regex) {
     return NULL;
 }
 
-/* The regex list for a byte-level pre-tokenizer name (llama.cpp's tokenizer.ggml.pre values). */
-static tern_err *gpt2_pre(tern_tokenizer *t, const char *pre, int *add_bos) {
-    static const char *const llama3[] = {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
-                                         "midm-2.0", "lfm2", NULL};
-    static const char *const llama3_like[] = {"dbrx", "smaug-bpe", NULL};
-    static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan", NULL};
-    static const char *const gpt2[] = {"gpt-2", "phi-2", "mpt", "olmo", "jina-es", "jina-de", "jina-v1-en",
-                                       "jina-v2-es", "jina-v2-de", "jina-v2-code", "roberta-bpe", NULL};
-    static const char *const starcoder[] = {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",
-                                            "minerva", NULL};
-    struct {
-        const char *const *names;
-        int group;
-    } groups[] = {{llama3, 1}, {llama3_like, 2}, {qwen2, 3}, {gpt2, 4}, {starcoder, 5}};
-    int group = 0;
-    if (!pre || !*pre || !strcmp(pre, "default"))
-        group = 6;
-    for (size_t g = 0; !group && g < sizeof groups / sizeof groups[0]; g++)
-        for (size_t i = 0; groups[g].names[i]; i++)
-            if (!strcmp(groups[g].names[i], pre))
-                group = groups[g].group;
-    switch (group) {
-    case 1:
-        t->ignore_merges = 1;
-        *add_bos = 1;
-        return add_pre(t, PRE_SPLIT, TOK_RE_LLAMA3);
-    case 2:
-        return add_pre(t, PRE_SPLIT, TOK_RE_LLAMA3);
-    case 3:
-        return add_pre(t, PRE_SPLIT, TOK_RE_QWEN2);
-    case 4:
-        return add_pre(t, PRE_SPLIT, TOK_RE_GPT2);
-    case 5:
-        TERN_TRY(add_pre(t, PRE_SPLIT, "\\p{N}"));
-        return add_pre(t, PRE_SPLIT, TOK_RE_GPT2);
-    case 6: /* llama.cpp's default list for a BPE vocabulary without a named pre-tokenizer */
-        TERN_TRY(add_pre(t, PRE_SPLIT, "[\\p{P}\\$\\+<=>\\^~\\|]+"));
-        TERN_TRY(add_pre(t, PRE_SPLIT, TOK_RE_GPT2));
-        TERN_TRY(add_pre(t, PRE_SPLIT, "\\p{N}+"));
-        return add_pre(t, PRE_SPLIT, "[0-9][0-9][0-9]");
+/* The pre-tokenizer a "gpt2" vocabulary names (tokenizer.ggml.pre): its regexes in order, and its flags. */
+static tern_err *named_pre(tern_tokenizer *t, const char *pre, unsigned *flags) {
+    const tok_pre_name *d = tok_pre_by_name(pre);
+    if (!d)
+        return tern_errf(TERN_EUNSUPPORTED,
+                         "tokenizer.ggml.pre '%s' is not a pre-tokenizer llama.cpp knows (nor this build)", pre);
+    for (size_t i = 0; d->regexes[i]; i++)
+        TERN_TRY(add_pre(t, PRE_SPLIT, d->regexes[i]));
+    *flags = d->flags;
+    t->ignore_merges = (d->flags & TOK_PRE_IGNORE_MERGES) != 0;
+    t->newline_whole = (d->flags & TOK_PRE_NEWLINES_WHOLE) != 0;
+    if (d->flags & TOK_PRE_RAW_UTF8) {
+        t->byte_level = 0;
+        t->byte_fallback = 1;
+        t->piece = d->flags & TOK_PRE_SPACES_AS_METASPACE ? PIECE_METASPACE : PIECE_RAW;
     }
-    return tern_errf(TERN_EUNSUPPORTED, "tokenizer.ggml.pre '%s' is not a pre-tokenizer this build knows", pre);
+    return NULL;
 }
 
 /* Reads the merges ("left right" strings) into the id-pair table; merges naming unknown tokens are skipped. */
@@ -159,11 +134,14 @@ static void read_flag(const tern_gguf *g, const char *key, int *flag) {
     tern_err_free(e);
 }
 
-static tern_err *build(tern_tokenizer *t, const tern_gguf *g) {
+static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_override) {
     char *model = NULL, *pre = NULL;
     TERN_TRY(tern_gguf_get_str_dup(g, "tokenizer.ggml.model", &model));
     tern_err *e = NULL;
-    if (tern_gguf_find(g, "tokenizer.ggml.pre") >= 0)
+    if (pre_override) {
+        if (!(pre = strdup(pre_override)))
+            e = tern_errf(TERN_ENOMEM, "out of memory");
+    } else if (tern_gguf_find(g, "tokenizer.ggml.pre") >= 0)
         e = tern_gguf_get_str_dup(g, "tokenizer.ggml.pre", &pre);
     int kind = !e ? (!strcmp(model, "llama") ? 1 : !strcmp(model, "gemma4") ? 2 : !strcmp(model, "gpt2") ? 3 : 0) : 0;
     if (!e && !kind)
@@ -217,6 +195,7 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g) {
         e = tok_vocab_index(t, 1);
 
     int add_bos = 0, add_eos = 0, add_space_prefix = 0;
+    unsigned pre_flags = 0;
     t->bos = t->eos = t->unk = t->pad = t->eot = TERN_TOKEN_NONE;
     if (!e && kind == 1) {
         t->model = MODEL_SPM;
@@ -241,20 +220,22 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g) {
         t->piece = PIECE_BYTELEVEL;
         e = load_merges(t, g);
         if (!e)
-            e = gpt2_pre(t, pre, &add_bos);
+            e = named_pre(t, pre, &pre_flags);
     }
     if (!e) {
         read_flag(g, "tokenizer.ggml.add_space_prefix", &add_space_prefix);
         read_flag(g, "tokenizer.ggml.add_bos_token", &add_bos);
         read_flag(g, "tokenizer.ggml.add_eos_token", &add_eos);
-        if (kind == 2)
-            add_bos = 1; /* Gemma 4 always starts with <bos> (llama.cpp overrides the flag the same way) */
+        if (kind == 2 || (pre_flags & TOK_PRE_ADD_BOS))
+            add_bos = 1; /* Gemma 4 and some named pre-tokenizers always start with BOS (as llama.cpp does) */
         read_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos);
         read_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos);
         read_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk);
         read_id(g, "tokenizer.ggml.padding_token_id", t->n_vocab, &t->pad);
         read_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot);
-        if (kind == 1 || kind == 2) {
+        if (pre_flags & TOK_PRE_NO_BOS)
+            t->bos = TERN_TOKEN_NONE;
+        if (kind == 1 || kind == 2 || (pre_flags & TOK_PRE_SPACES_AS_METASPACE)) {
             /* SentencePiece style: optional leading space, then every space becomes ▁. */
             if (add_space_prefix)
                 e = add_norm(t, NORM_PREPEND, NULL, " ");
@@ -294,12 +275,12 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g) {
     return e;
 }
 
-tern_err *tern_tokenizer_from_gguf(const tern_gguf *g, tern_tokenizer **out) {
+static tern_err *from_gguf(const tern_gguf *g, const char *pre, tern_tokenizer **out) {
     *out = NULL;
     tern_tokenizer *t = calloc(1, sizeof *t);
     if (!t)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    tern_err *e = build(t, g);
+    tern_err *e = build(t, g, pre);
     if (e) {
         tern_tokenizer_free(t);
         return tern_err_wrap(e, "%s: vocabulary", tern_gguf_name(g));
@@ -308,11 +289,17 @@ tern_err *tern_tokenizer_from_gguf(const tern_gguf *g, tern_tokenizer **out) {
     return NULL;
 }
 
-tern_err *tern_tokenizer_load_gguf(const char *path, tern_tokenizer **out) {
+tern_err *tern_tokenizer_from_gguf(const tern_gguf *g, tern_tokenizer **out) { return from_gguf(g, NULL, out); }
+
+tern_err *tern_tokenizer_load_gguf_pre(const char *path, const char *pre, tern_tokenizer **out) {
     *out = NULL;
     tern_gguf *g;
     TERN_TRY(tern_gguf_open(path, &g));
-    tern_err *e = tern_tokenizer_from_gguf(g, out);
+    tern_err *e = from_gguf(g, pre, out);
     tern_gguf_close(g);
     return e;
+}
+
+tern_err *tern_tokenizer_load_gguf(const char *path, tern_tokenizer **out) {
+    return tern_tokenizer_load_gguf_pre(path, NULL, out);
 }

@@ -205,15 +205,27 @@ static tern_err *add_normalizer(tern_tokenizer *t, const json_t *n, int depth) {
         st.kind = NORM_PREPEND;
         st.content = strdup(p);
         st.content_len = strlen(p);
-    } else if (!strcmp(type, "NFC")) {
-        /* Text arriving here is UTF-8 from chat messages, which is composed (NFC) in practice; composing it
-         * needs Unicode tables this build does not carry, so NFC is accepted as a no-op. */
-        st.kind = NORM_IDENTITY;
+    } else if (!strcmp(type, "Strip")) {
+        st.kind = NORM_STRIP;
+        st.strip_left = jbool(n, "strip_left", 1);
+        st.strip_right = jbool(n, "strip_right", 1);
     } else {
-        return tern_errf(TERN_EUNSUPPORTED, "normalizer type '%s' is not supported", type);
+        static const struct {
+            const char *name;
+            norm_kind kind;
+        } plain[] = {{"NFC", NORM_NFC},           {"NFD", NORM_NFD},
+                     {"NFKC", NORM_NFKC},         {"NFKD", NORM_NFKD},
+                     {"Lowercase", NORM_LOWERCASE}, {"StripAccents", NORM_STRIP_ACCENTS}};
+        size_t i = 0;
+        while (i < sizeof plain / sizeof plain[0] && strcmp(plain[i].name, type))
+            i++;
+        if (i == sizeof plain / sizeof plain[0])
+            return tern_errf(TERN_EUNSUPPORTED, "normalizer type '%s' is not supported", type);
+        st.kind = plain[i].kind;
     }
+    const int has_content = st.kind == NORM_REPLACE || st.kind == NORM_PREPEND;
     norm_step *nn = realloc(t->norms, (t->n_norms + 1) * sizeof *nn);
-    if (!nn || (st.kind != NORM_IDENTITY && !st.content)) {
+    if (!nn || (has_content && !st.content)) {
         if (nn)
             t->norms = nn;
         free(st.pattern);

@@ -10,13 +10,8 @@
 #include "core/sbuf.h"
 #include "tokenizer/tok_internal.h"
 
-/* The GPT-2 pattern (also ByteLevel's use_regex), Llama 3's and Qwen 2's, as published in their
- * tokenizer.json files. */
+/* The GPT-2 pattern, as Hugging Face's ByteLevel pre-tokenizer applies it (use_regex). */
 const char *const TOK_RE_GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-const char *const TOK_RE_LLAMA3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-                                  "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const char *const TOK_RE_QWEN2 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-                                 "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 tern_err *tok_regex_compile(const char *pattern, size_t len, void **out) {
     int code;
@@ -96,7 +91,7 @@ typedef struct span_list {
 } span_list;
 
 static int spans_add(span_list *l, size_t b, size_t e, int m) {
-    if (b == e)
+    if (b == e && !m) /* an empty match stays: it parts the text on either side (it yields no piece) */
         return 0;
     if (l->n == l->cap) {
         size_t c = l->cap ? l->cap * 2 : 32;
@@ -141,17 +136,13 @@ static tern_err *find_spans(const void *re, const char *lit, size_t lit_len, con
             }
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(*md);
             size_t b = ov[0], e = ov[1];
-            if (e == b) { /* empty match: step over one character and look again */
-                if (b >= n)
-                    break;
-                pos = b + tok_utf8_len((unsigned char)s[b]);
-                if (pos > n)
-                    pos = n;
-                continue;
-            }
             if (spans_add(out, gap, b, 0) || spans_add(out, b, e, 1))
                 return tern_errf(TERN_ENOMEM, "out of memory");
-            pos = gap = e;
+            gap = e;
+            /* After an empty match, look again one character on, as the reference regex engines do. */
+            pos = e > b ? e : b < n ? b + tok_utf8_len((unsigned char)s[b]) : n + 1;
+            if (pos > n && b < n)
+                pos = n;
         }
     }
     if (spans_add(out, gap, n, 0))
@@ -230,8 +221,24 @@ tern_err *tok_normalize(const tern_tokenizer *t, const char *s, size_t n, char *
         const norm_step *st = &t->norms[k];
         nxt.len = 0;
         switch (st->kind) {
-        case NORM_IDENTITY:
-            continue;
+        case NORM_NFC:
+        case NORM_NFD:
+        case NORM_NFKC:
+        case NORM_NFKD:
+        case NORM_LOWERCASE:
+        case NORM_STRIP_ACCENTS:
+            if (nxt.p == NULL && sbuf_add(&nxt, "", 0))
+                goto oom;
+            if ((e = tok_unicode_transform(st->kind, cur.p, cur.len, &nxt)))
+                goto fail;
+            break;
+        case NORM_STRIP: {
+            size_t b, en;
+            tok_unicode_strip(cur.p, cur.len, st->strip_left, st->strip_right, &b, &en);
+            if (sbuf_add(&nxt, cur.p + b, en - b))
+                goto oom;
+            break;
+        }
         case NORM_PREPEND:
             if (cur.len == 0)
                 continue;

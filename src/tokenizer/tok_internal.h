@@ -28,9 +28,15 @@ enum {
 
 /* ---- pipeline steps ---- */
 typedef enum norm_kind {
-    NORM_REPLACE,  /* replace every occurrence of a literal string (or regex) by `content` */
-    NORM_PREPEND,  /* put `content` in front of a non-empty segment */
-    NORM_IDENTITY, /* declared but a no-op here (NFC on text assumed already composed) */
+    NORM_REPLACE,       /* replace every occurrence of a literal string (or regex) by `content` */
+    NORM_PREPEND,       /* put `content` in front of a non-empty segment */
+    NORM_NFC,           /* Unicode normalization forms (unicode_norm.c) */
+    NORM_NFD,
+    NORM_NFKC,
+    NORM_NFKD,
+    NORM_LOWERCASE,     /* full Unicode lowercase */
+    NORM_STRIP_ACCENTS, /* drop nonspacing marks (Mn) */
+    NORM_STRIP,         /* trim White_Space on the left and/or right (strip_left, strip_right) */
 } norm_kind;
 
 typedef struct norm_step {
@@ -40,6 +46,7 @@ typedef struct norm_step {
     void *regex;   /* NORM_REPLACE regex (pcre2_code *), or NULL */
     char *content;
     size_t content_len;
+    int strip_left, strip_right; /* NORM_STRIP */
 } norm_step;
 
 typedef enum split_behavior {
@@ -182,14 +189,29 @@ void tok_find_eog(tern_tokenizer *t);
 /* Sets the description string. */
 void tok_set_describe(tern_tokenizer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- pre-tokenizers by tokenizer.ggml.pre name (pretok_names.c) ---- */
+enum {
+    TOK_PRE_IGNORE_MERGES = 1,       /* a piece that is itself a token is not merged */
+    TOK_PRE_ADD_BOS = 2,             /* add_special puts BOS first, whatever the file says */
+    TOK_PRE_NO_BOS = 4,              /* the vocabulary has no BOS */
+    TOK_PRE_RAW_UTF8 = 8,            /* symbols are UTF-8 characters, not GPT-2 byte stand-ins */
+    TOK_PRE_SPACES_AS_METASPACE = 16, /* every ' ' becomes U+2581 first (SentencePiece style) */
+    TOK_PRE_NEWLINES_WHOLE = 32,     /* a run of '\n' that is a token is taken whole (Gemma 4) */
+};
+typedef struct tok_pre_name {
+    const char *name;
+    const char *const *regexes; /* applied in order, NULL-terminated */
+    unsigned flags;             /* TOK_PRE_* */
+} tok_pre_name;
+/* The pre-tokenizer llama.cpp knows by this name (NULL or "": "default"), or NULL for a name it does not. */
+const tok_pre_name *tok_pre_by_name(const char *name);
+
 /* ---- pipeline (pretok.c) ---- */
 /* Compiles a regex with Unicode properties; errors name the pattern and the position. */
 tern_err *tok_regex_compile(const char *pattern, size_t len, void **out);
 void tok_regex_free(void *re);
-/* The regexes llama.cpp/HF use for the common byte-level pre-tokenizers. */
+/* The GPT-2 regex (Hugging Face ByteLevel with use_regex). */
 extern const char *const TOK_RE_GPT2;
-extern const char *const TOK_RE_LLAMA3;
-extern const char *const TOK_RE_QWEN2;
 
 /* A list of text pieces (each a byte string) produced by pre-tokenization. */
 typedef struct tok_pieces {
@@ -211,6 +233,14 @@ tern_err *tok_normalize(const tern_tokenizer *t, const char *s, size_t n, char *
 tern_err *tok_pretokenize(const tern_tokenizer *t, const char *s, size_t n, int first, tok_pieces *out,
                           tok_pieces *scratch);
 void tok_pipeline_free(tern_tokenizer *t);
+
+/* ---- Unicode normalizers (unicode_norm.c) ---- */
+struct sbuf;
+/* Appends s[0, n) transformed by `kind` (NFC, NFD, NFKC, NFKD, LOWERCASE or STRIP_ACCENTS) to out: each run of
+ * valid UTF-8 transformed, invalid bytes kept as they are. */
+tern_err *tok_unicode_transform(norm_kind kind, const char *s, size_t n, struct sbuf *out);
+/* The part [*b, *e) of s[0, n) left after trimming White_Space characters on the chosen sides. */
+void tok_unicode_strip(const char *s, size_t n, int left, int right, size_t *b, size_t *e);
 
 /* ---- tokenizer.json's vocabulary and merges (hf_bulk.c) ---- */
 /* The document split for loading: its two large members as text, the rest for the JSON library. */

@@ -44,11 +44,17 @@ tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const ch
                                      const char *name, tern_tokenizer **out);
 /* Loads the vocabulary stored in a GGUF file. */
 tern_err *tern_tokenizer_load_gguf(const char *path, tern_tokenizer **out);
+/* The same with the pre-tokenizer named `pre` (a tokenizer.ggml.pre name) instead of the file's; NULL: the file's. */
+tern_err *tern_tokenizer_load_gguf_pre(const char *path, const char *pre, tern_tokenizer **out);
 /* Loads the vocabulary from an open GGUF (nothing is kept pointing into it afterwards). */
 tern_err *tern_tokenizer_from_gguf(const struct tern_gguf *g, tern_tokenizer **out);
 /* Frees the tokenizer; NULL is fine. */
 void tern_tokenizer_free(tern_tokenizer *t);
 
+/* Calls piece(ctx, s, n) for each piece the normalizers and pre-tokenizers make of plain text (added and special
+ * tokens are not split out), in order: what the model then tokenizes piece by piece. For tests and tools. */
+tern_err *tern_pretokenize(const tern_tokenizer *t, const char *text, size_t len,
+                           void (*piece)(void *ctx, const char *s, size_t n), void *ctx);
 /* Appends the ids of `text` (len bytes, any bytes; invalid UTF-8 goes through byte fallback) to *out.
  * add_special: add the BOS/EOS (or template) tokens the tokenizer's configuration asks for.
  * parse_special: text spelling a special token (e.g. "<bos>") becomes that token; otherwise it is plain text.

@@ -45,6 +45,23 @@ static void test_tokenize(void **state) {
     free(out);
 }
 
+/* --pieces shows the pre-tokenizer's pieces; --pre reads a GGUF vocabulary under another pre-tokenizer name. */
+static void test_pieces_and_pre(void **state) {
+    char *out;
+    const char *vocab = tu_testdata("vocab/ggml-vocab-llama-bpe.gguf");
+    assert_int_equal(tu_runf(&out, "printf 'Hi  there\\n\\n 12345' | '%s' tokenize --vocab '%s' --pieces", tu_tern_bin(), vocab), 0);
+    assert_string_equal(out, "[\"Hi\", \" \", \" there\", \"\\n\\n\", \" \", \"123\", \"45\"]\n");
+    free(out);
+    assert_int_equal(tu_runf(&out, "printf 'Hi  there\\n\\n 12345' | '%s' tokenize --vocab '%s' --pre qwen2 --pieces",
+                             tu_tern_bin(), vocab),
+                     0);
+    assert_string_equal(out, "[\"Hi\", \" \", \" there\", \"\\n\\n\", \" \", \"1\", \"2\", \"3\", \"4\", \"5\"]\n");
+    free(out);
+    assert_int_equal(tu_runf(&out, "printf x | '%s' tokenize --vocab '%s' --pre no-such 2>&1", tu_tern_bin(), vocab), 1);
+    assert_non_null(strstr(out, "tokenizer.ggml.pre 'no-such' is not a pre-tokenizer llama.cpp knows"));
+    free(out);
+}
+
 static void test_detokenize_and_round_trip(void **state) {
     char vocab[4096];
     snprintf(vocab, sizeof vocab, "%s", tu_testdata("vocab/ggml-vocab-gemma-4.gguf"));
@@ -96,6 +113,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenize),
+        cmocka_unit_test(test_pieces_and_pre),
         cmocka_unit_test(test_detokenize_and_round_trip),
         cmocka_unit_test(test_errors),
     };
