@@ -170,7 +170,7 @@ static tern_err *pattern_of(const json_t *obj, const char *what, char **lit, siz
         return NULL;
     }
     if ((s = jstr(p, "Regex")))
-        return tern_err_wrap(tok_regex_compile(s, json_string_length(json_object_get(p, "Regex")), regex), "%s", what);
+        return tern_err_wrap(tok_regex_compile_hf(s, json_string_length(json_object_get(p, "Regex")), regex), "%s", what);
     return tern_errf(TERN_EFORMAT, "%s: pattern must be {\"String\": ...} or {\"Regex\": ...}", what);
 }
 
@@ -282,7 +282,7 @@ static tern_err *regex_step(tern_tokenizer *t, const char *re, split_behavior b,
     st.kind = PRE_SPLIT;
     st.behavior = b;
     st.invert = invert;
-    TERN_TRY(tok_regex_compile(re, strlen(re), &st.regex));
+    TERN_TRY(tok_regex_compile_hf(re, strlen(re), &st.regex));
     return push_pre(t, &st);
 }
 

@@ -31,6 +31,58 @@ tern_err *tok_regex_compile(const char *pattern, size_t len, void **out) {
 
 void tok_regex_free(void *re) { pcre2_code_free(re); }
 
+/* Oniguruma's \w (what Hugging Face's tokenizers compile tokenizer.json patterns with): alphabetic characters,
+ * marks, decimal digits, connector punctuation, and four Latin-1 numerals. PCRE2's \w has letters and every
+ * number instead, and no marks: "e" + U+0301 would part there. */
+#define ONIG_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
+
+tern_err *tok_regex_compile_hf(const char *pattern, size_t len, void **out) {
+    sbuf b = {0};
+    int depth = 0; /* inside a character class (Oniguruma nests them) */
+    for (size_t i = 0; i < len && !b.oom; i++) {
+        const char c = pattern[i];
+        if (c == '\\' && i + 1 < len) {
+            const char n = pattern[++i];
+            if (n == 'w')
+                sbuf_adds(&b, depth ? ONIG_WORD : "[" ONIG_WORD "]");
+            else if (n == 'W' && !depth)
+                sbuf_adds(&b, "[^" ONIG_WORD "]");
+            else
+                sbuf_add(&b, pattern + i - 1, 2);
+            continue;
+        }
+        if (c == '[') {
+            depth++;
+            sbuf_add(&b, &c, 1);
+            /* a ']' right after '[' or '[^' is a literal */
+            if (i + 1 < len && pattern[i + 1] == '^')
+                sbuf_add(&b, pattern + ++i, 1);
+            if (i + 1 < len && pattern[i + 1] == ']')
+                sbuf_add(&b, pattern + ++i, 1);
+            continue;
+        }
+        if (c == ']' && depth)
+            depth--;
+        sbuf_add(&b, &c, 1);
+    }
+    tern_err *e = b.oom ? tern_errf(TERN_ENOMEM, "out of memory") : NULL;
+    if (!e) {
+        e = tok_regex_compile(b.p ? b.p : "", b.len, out);
+        if (e) { /* name the pattern as written, not as rewritten */
+            tern_err_free(e);
+            e = tok_regex_compile(pattern, len, out);
+            if (!e) {
+                tok_regex_free(*out);
+                *out = NULL;
+                e = tern_errf(TERN_EFORMAT, "regex /%.*s/: cannot be compiled with Oniguruma's \\w", (int)(len > 200 ? 200 : len),
+                              pattern);
+            }
+        }
+    }
+    free(b.p);
+    return e;
+}
+
 /* ---- piece lists ---- */
 
 tern_err *tok_pieces_add(tok_pieces *p, const char *s, size_t n) {
@@ -295,7 +347,9 @@ static tern_err *metaspace(const pre_step *st, const char *s, size_t n, int firs
                            pcre2_match_data **md) {
     sbuf b = {0};
     int prepend = st->add_prefix_space && (!st->prepend_first_only || first);
-    if (prepend && !(n >= st->replacement_len && !memcmp(s, st->replacement, st->replacement_len)))
+    /* Hugging Face prepends only when the text, its spaces replaced, does not start with the replacement. */
+    const int starts = (n > 0 && s[0] == ' ') || (n >= st->replacement_len && !memcmp(s, st->replacement, st->replacement_len));
+    if (prepend && !starts)
         if (sbuf_add(&b, st->replacement, st->replacement_len))
             goto oom;
     for (size_t i = 0; i < n; i++)

@@ -8,7 +8,9 @@
  * temporary file and rename it, so two loads at once never see a partial file.
  *
  * Layout: the header, then pool[pool_len], text_off[n_vocab], text_len[n_vocab], attr[n_vocab], hash[hash_cap],
- * merges[merges_cap], in this machine's byte order. */
+ * merges[merges_cap], in this machine's byte order. Read back, the tables are checked whole (texts inside the
+ * pool, ids inside the vocabulary, room left in the hash tables), so even a file made to fool the checksum cannot
+ * make a lookup read out of bounds or loop. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +76,33 @@ static int read_full(int fd, void *p, size_t n) {
     return 1;
 }
 
+/* Every text inside the pool, every index slot and merge naming a token that exists: a file with a right
+ * checksum but wrong tables (made on purpose) is refused like a corrupt one, not trusted. */
+static int tables_sound(const tern_tokenizer *t) {
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if ((uint64_t)t->text_off[i] + t->text_len[i] > t->pool_len)
+            return 0;
+    size_t empty = 0; /* a lookup probes until an empty slot */
+    for (size_t i = 0; i < t->hash_cap; i++) {
+        empty += !t->hash[i];
+        if (t->hash[i] && (uint32_t)t->hash[i] > (uint32_t)t->n_vocab)
+            return 0;
+    }
+    if (!empty)
+        return 0;
+    size_t used = 0;
+    for (size_t i = 0; i < t->merges_cap; i++) {
+        const merge_entry *m = &t->merges[i];
+        if (m->key == UINT64_MAX)
+            continue;
+        used++;
+        if ((m->key >> 32) >= (uint64_t)t->n_vocab || (uint32_t)m->key >= (uint32_t)t->n_vocab || m->result < 0 ||
+            m->result >= t->n_vocab || m->rank < 0)
+            return 0;
+    }
+    return used == t->n_merges;
+}
+
 int tok_cache_read(tern_tokenizer *t, const char *path, uint64_t key) {
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -108,7 +137,7 @@ int tok_cache_read(tern_tokenizer *t, const char *path, uint64_t key) {
         ok = ok && (uint64_t)st.st_size == bytes;
         for (int i = 0; i < 6 && ok; i++)
             ok = read_full(fd, parts[i].p, parts[i].bytes);
-        ok = ok && checksum_of(parts, key) == h.checksum;
+        ok = ok && checksum_of(parts, key) == h.checksum && tables_sound(t);
     }
     close(fd);
     if (!ok) { /* back to the state before: the tables are built from the text */

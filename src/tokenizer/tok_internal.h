@@ -210,6 +210,9 @@ const tok_pre_name *tok_pre_by_name(const char *name);
 /* Compiles a regex with Unicode properties; errors name the pattern and the position. */
 tern_err *tok_regex_compile(const char *pattern, size_t len, void **out);
 void tok_regex_free(void *re);
+/* The same for a tokenizer.json pattern: \w and \W first take Oniguruma's meaning (Hugging Face compiles these
+ * patterns with Oniguruma). */
+tern_err *tok_regex_compile_hf(const char *pattern, size_t len, void **out);
 /* The GPT-2 regex (Hugging Face ByteLevel with use_regex). */
 extern const char *const TOK_RE_GPT2;
 

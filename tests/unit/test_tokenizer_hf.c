@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/hash.h"
 #include "formats/gguf.h"
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
@@ -209,6 +210,134 @@ static void test_llama3_as_tokenizer_json(void **state) {
     static const tern_token ids[] = {128000, 9906, 1917};
     expect_decode(t, ids, 3, 1, "<|begin_of_text|>Hello world");
     tern_tokenizer_free(t);
+}
+
+/* ---- tokenizer.json pipelines against Hugging Face's tokenizers.js ------------------------------------- */
+
+/* Writes dst/tokenizer.json: src's with its normalizer and pre-tokenizer replaced by `pipeline` (the JSON text
+ * of both members, a comma after). */
+static void with_pipeline(const char *src, const char *dst, const char *pipeline) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", src);
+    char *json;
+    size_t len;
+    TU_OK(tern_read_file(path, 1u << 30, &json, &len));
+    const char *a = strstr(json, "\"normalizer\":"), *b = strstr(json, "\"post_processor\":");
+    assert_true(a && b && a < b);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dst);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(json, 1, (size_t)(a - json), f);
+    fputs(pipeline, f);
+    fwrite(b, 1, len - (size_t)(b - json), f);
+    assert_int_equal(fclose(f), 0);
+    free(json);
+}
+
+/* Normalizers and pre-tokenizers as tokenizer.json describes them (no llama.cpp name): Split with regexes and
+ * literals (Isolated, Removed, inverted: the behaviors tokenizers.js implements; the others, and Metaspace's
+ * split, which it ignores, are checked in test_split_behaviors and test_metaspace_and_normalizers), ByteLevel, Digits, Metaspace, Punctuation, Whitespace, WhitespaceSplit, Sequence,
+ * NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Strip — on the llama-bpe and gemma-4 vocabularies, the ids of
+ * each string against @huggingface/tokenizers (tests/oracles/tokenize_hf.mjs). */
+static void test_pipelines_vs_tokenizers_js(void **state) {
+    static const char *const BL = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}";
+    char v[9][1024];
+    snprintf(v[0], sizeof v[0], "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+             "\"use_regex\":true},");
+    /* Hugging Face's Whitespace is this Split (its \\w Oniguruma's); tokenizers.js's own Whitespace class uses
+     * JavaScript's ASCII \\w, so it is compared on ASCII strings only (v[8]). */
+    snprintf(v[1], sizeof v[1], "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},{\"type\":"
+             "\"Lowercase\"}]},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+             "{\"Regex\":\"\\\\w+|[^\\\\w\\\\s]+\"},\"behavior\":\"Removed\",\"invert\":true},%s]},", BL);
+    snprintf(v[8], sizeof v[8], "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
+             "{\"type\":\"Whitespace\"},%s]},", BL);
+    /* Contiguous: tokenizers.js's Punctuation always groups a run of punctuation (Hugging Face's Rust code makes
+     * each character a match, so with Isolated "__" is two pieces there and in tern). */
+    snprintf(v[2], sizeof v[2], "\"normalizer\":{\"type\":\"NFD\"},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
+             "{\"type\":\"Punctuation\",\"behavior\":\"Contiguous\"},{\"type\":\"Digits\",\"individual_digits\":true},"
+             "{\"type\":\"WhitespaceSplit\"},%s]},", BL);
+    snprintf(v[3], sizeof v[3], "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Strip\",\"strip_left\":true,"
+             "\"strip_right\":true},{\"type\":\"NFKD\"},{\"type\":\"StripAccents\"}]},\"pre_tokenizer\":{\"type\":"
+             "\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":"
+             "\"Isolated\",\"invert\":false},{\"type\":\"Digits\",\"individual_digits\":false},{\"type\":\"ByteLevel\","
+             "\"add_prefix_space\":false,\"use_regex\":true}]},");
+    snprintf(v[4], sizeof v[4], "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+             "\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},\"behavior\":\"Removed\",\"invert\":false},{\"type\":\"Split\","
+             "\"pattern\":{\"Regex\":\"[\\\\p{L}.]+\"},\"behavior\":\"Removed\",\"invert\":true},{\"type\":\"Split\","
+             "\"pattern\":{\"String\":\".\"},\"behavior\":\"Isolated\",\"invert\":false},%s]},", BL);
+    snprintf(v[5], sizeof v[5], "\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
+             "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(?=(\\\\d{3})+(?!\\\\d))\"},\"behavior\":\"Isolated\","
+             "\"invert\":false},{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":"
+             "\"Isolated\",\"invert\":false},%s]},", BL);
+    snprintf(v[6], sizeof v[6], "\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":"
+             "\"\xe2\x96\x81\",\"prepend_scheme\":\"always\",\"split\":false},");
+    snprintf(v[7], sizeof v[7], "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":"
+             "\"\xe2\x96\x81\",\"prepend_scheme\":\"first\",\"split\":false},");
+    /* No capital sigma ends a word here: tokenizers.js lowercases with String.toLowerCase (a final one becomes ς),
+     * Hugging Face's Rust code character by character (σ), as tern does (test_pretok). */
+    static const char *const fixed[] = {
+        "hello world", "  hello", "hello   ", "hello\n\n\n", "\n\n  hello", "a\r\nb", "x  \n  y", " \t \n \t ",
+        "1 22 333 4444 1234567", "3.14159 and 1,234,567!", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xe4\xb8\xad\xe6\x96\x87",
+        "emoji \xf0\x9f\x98\x80 \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd", "Caf\xc3\xa9 na\xc3\xafve \xc3\x85ngstr\xc3\xb6m",
+        "e\xcc\x81 \xef\xac\x81 \xe2\x85\xab \xe2\x91\xa0", "don't I'll HE'D", "snake_case __init__ x.y.z",
+        "def f(x):\n    return x  \n", "\xce\x86\xce\x9b\xce\xa6\xce\x91 \xce\x92\xce\x89\xce\xa4\xce\x91 \xc4\xb0stanbul",
+        "\xe3\x80\x80wide\xe3\x80\x80space ", "\xc2\xa0nbsp\xc2\xa0"};
+    json_t *strings = json_array();
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        json_array_append_new(strings, json_string(fixed[i]));
+    static const char *const alpha[] = {" ", " ", "\t", "\n", "\r", "a", "B", "\xc3\xa9", "1", "2", ".", ",", "!", "_",
+                                        "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "'", "\xcc\x81", "\xe3\x80\x80"};
+    uint64_t rng = 99;
+    for (int i = 0; i < 60; i++) {
+        char s[128] = "";
+        for (int k = 0, n = 1 + (int)(tern_splitmix64(&rng) % 14); k < n; k++)
+            strcat(s, alpha[tern_splitmix64(&rng) % (sizeof alpha / sizeof alpha[0])]);
+        json_array_append_new(strings, json_string(s));
+    }
+    char base[2][4096], dir[4096], strings_path[4200], cmd[12000];
+    snprintf(base[0], sizeof base[0], "%s", tu_tmpdir("tok-js-llama"));
+    snprintf(base[1], sizeof base[1], "%s", tu_tmpdir("tok-js-gemma"));
+    gguf_to_json(tu_testdata("vocab/ggml-vocab-llama-bpe.gguf"), 0, base[0]);
+    gguf_to_json(tu_testdata("vocab/ggml-vocab-gemma-4.gguf"), 1, base[1]);
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("tok-js"));
+    snprintf(strings_path, sizeof strings_path, "%s/strings.json", dir);
+    assert_int_equal(json_dump_file(strings, strings_path, 0), 0);
+    const char *src = getenv("TERN_SOURCE_DIR") ? getenv("TERN_SOURCE_DIR") : ".";
+    for (int k = 0; k < 9; k++) {
+        with_pipeline(base[k == 6 || k == 7], dir, v[k]);
+        char *out;
+        snprintf(cmd, sizeof cmd, "node '%s/tests/oracles/tokenize_hf.mjs' '%s/tokenizer.json' '%s'", src, dir,
+                 strings_path);
+        assert_int_equal(tu_run(cmd, &out), 0);
+        json_t *want = json_loads(out, 0, NULL);
+        assert_non_null(want);
+        free(out);
+        tern_tokenizer *t;
+        TU_OK(tern_tokenizer_load(dir, &t));
+        size_t i;
+        json_t *s;
+        json_array_foreach(strings, i, s) {
+            int ascii = 1;
+            for (const char *c = json_string_value(s); *c; c++)
+                ascii &= (unsigned char)*c < 0x80;
+            if (k == 8 && !ascii)
+                continue;
+            tern_tokens got = {0};
+            TU_OK(tern_tokenize(t, json_string_value(s), json_string_length(s), 0, 0, &got));
+            json_t *w = json_array_get(want, i), *g = json_array();
+            for (size_t j = 0; j < got.n; j++)
+                json_array_append_new(g, json_integer(got.ids[j]));
+            if (!json_equal(g, w)) {
+                char *gs = json_dumps(g, 0), *ws = json_dumps(w, 0);
+                fail_msg("pipeline %d, string %zu [%s]: tern %s, tokenizers.js %s", k, i, json_string_value(s), gs, ws);
+            }
+            json_decref(g);
+            tern_tokens_free(&got);
+        }
+        tern_tokenizer_free(t);
+        json_decref(want);
+    }
+    json_decref(strings);
 }
 
 /* ---- the vocabulary and merge tables kept between loads ---------------------------------------------- */
@@ -550,6 +679,7 @@ int main(void) {
         cmocka_unit_test(test_gemma4_as_tokenizer_json),
         cmocka_unit_test(test_vocab_and_merges_text),
         cmocka_unit_test(test_table_cache),
+        cmocka_unit_test(test_pipelines_vs_tokenizers_js),
         cmocka_unit_test(test_llama3_as_tokenizer_json),
         cmocka_unit_test(test_split_behaviors),
         cmocka_unit_test(test_metaspace_and_normalizers),
