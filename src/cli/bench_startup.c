@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/bench_startup.h"
+#include "core/cache_dir.h"
 #include "core/fileio.h"
 #include "core/timeutil.h"
 

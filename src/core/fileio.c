@@ -194,18 +194,3 @@ tern_err *tern_dir_files(const char *dir, void (*fn)(void *ctx, const char *name
     closedir(d);
     return err;
 }
-
-char *tern_cache_dir(void) {
-    const char *d = getenv("TERN_CACHE_DIR");
-    if (d)
-        return *d && strcmp(d, "off") ? strdup(d) : NULL;
-    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char buf[4096];
-    if (x && *x)
-        snprintf(buf, sizeof buf, "%s/tern", x);
-    else if (home && *home)
-        snprintf(buf, sizeof buf, "%s/.cache/tern", home);
-    else
-        return NULL;
-    return strdup(buf);
-}

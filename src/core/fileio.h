@@ -35,9 +35,6 @@ int tern_is_file(const char *path);
 int tern_is_dir(const char *path);
 /* Creates `path` and its parents (like mkdir -p). */
 tern_err *tern_mkdir_p(const char *path);
-/* The folder for files tern keeps between runs (malloc'd): $TERN_CACHE_DIR, else $XDG_CACHE_HOME/tern, else
- * ~/.cache/tern; NULL when TERN_CACHE_DIR is "" or "off" (caching off) or no folder can be named. Not created. */
-char *tern_cache_dir(void);
 /* Calls fn(ctx, name, path) for every regular file directly in `dir` but hidden ones (names starting with '.'),
  * in directory order; an error when the folder cannot be read. */
 tern_err *tern_dir_files(const char *dir, void (*fn)(void *ctx, const char *name, const char *path), void *ctx);

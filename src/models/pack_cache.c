@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cache_dir.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "core/log.h"
@@ -91,6 +92,7 @@ const uint8_t *tern_pack_cache_map(const char *path, uint64_t key, size_t bytes)
         munmap(base, HEADER_BYTES + bytes);
         return NULL;
     }
+    tern_cache_used(path);
     return base + HEADER_BYTES;
 }
 
@@ -152,7 +154,8 @@ tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key) {
     if (rename(o->tmp, o->path)) {
         e = tern_errf(TERN_EIO, "%s: cannot write the packed-weights cache: %s", o->path, strerror(errno));
         unlink(o->tmp);
-    }
+    } else
+        tern_cache_prune(o->path, TERN_CACHE_MAX_AGE_DAYS);
     free(o->tmp);
     free(o->path);
     o->tmp = o->path = NULL;

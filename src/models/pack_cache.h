@@ -5,7 +5,7 @@
  * its bytes: a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers pack into a
  * temporary file and rename it over the old one, so two servers starting at once never see a partial file.
  *
- * Where: the cache folder (tern_cache_dir, core/fileio.h). */
+ * Where: the cache folder (core/cache_dir.h), which also keeps it bounded. */
 #ifndef TERN_MODELS_PACK_CACHE_H
 #define TERN_MODELS_PACK_CACHE_H
 

@@ -2,7 +2,7 @@
  *
  * Building them is most of a large tokenizer's load (262,144 texts hashed, half a million merges each looked up
  * three times: ~0.3 s of cache misses) and they depend on nothing but the file's text. So the tables as built are
- * written to the cache folder (core/fileio.h: tern_cache_dir) under a hash of the whole text, and a later load of
+ * written to the cache folder (core/cache_dir.h) under a hash of the whole text, and a later load of
  * the same text reads them back. The file carries the text's hash again, the tables' sizes and a checksum of their
  * bytes: a short, foreign, stale or corrupt file is passed over (and written anew), never trusted. Writers write a
  * temporary file and rename it, so two loads at once never see a partial file.
@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cache_dir.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "tokenizer/tok_internal.h"
@@ -140,6 +141,8 @@ int tok_cache_read(tern_tokenizer *t, const char *path, uint64_t key) {
         ok = ok && checksum_of(parts, key) == h.checksum && tables_sound(t);
     }
     close(fd);
+    if (ok)
+        tern_cache_used(path);
     if (!ok) { /* back to the state before: the tables are built from the text */
         free(t->pool), free(t->text_off), free(t->text_len), free(t->attr), free(t->hash), free(t->merges);
         t->pool = NULL, t->text_off = t->text_len = NULL, t->attr = NULL, t->hash = NULL, t->merges = NULL;
@@ -174,5 +177,6 @@ tern_err *tok_cache_write(const tern_tokenizer *t, const char *path, uint64_t ke
         unlink(tmp);
         return tern_errf(TERN_EIO, "%s: cannot write the tokenizer's table cache", path);
     }
+    tern_cache_prune(path, TERN_CACHE_MAX_AGE_DAYS);
     return NULL;
 }

@@ -1,11 +1,14 @@
-/* test_core.c — errors, half-precision conversion, thread pool, aligned allocation, JSON helpers. */
+/* test_core.c — errors, half-precision conversion, thread pool, aligned allocation, JSON helpers, the cache folder. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/cache_dir.h"
+#include "core/fileio.h"
 #include "core/half.h"
 #include "core/json_util.h"
 #include "core/log.h"
@@ -169,6 +172,51 @@ static void test_json_helpers(void **state) {
     TU_FAILS_WITH(tern_json_load_buf("{\"a\":1,\"a\":2}", 13, "cfg.json", &o), "duplicate");
 }
 
+/* The cache folder stays bounded: files unused for longer than the limit and temporaries of dead writers go;
+ * recent files, live writers' temporaries and files that are not tern's stay; a used file counts as recent. */
+static void test_cache_prune(void **state) {
+    char dir[4096], path[4200], cmd[9000];
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("cache-prune"));
+    static const char *const names[] = {"old.pack", "new.pack", "tokenizer-00ff.tables", "notes.txt",
+                                        "old-used.pack", "x.pack.tmp.999999999", NULL};
+    for (int i = 0; names[i]; i++)
+        tu_write(dir, names[i], "x", 1);
+    char live[64];
+    snprintf(live, sizeof live, "x.pack.tmp.%ld", (long)getpid());
+    tu_write(dir, live, "x", 1);
+    snprintf(cmd, sizeof cmd, "cd '%s' && touch -d '40 days ago' old.pack tokenizer-00ff.tables notes.txt old-used.pack", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/old-used.pack", dir);
+    tern_cache_used(path);
+    snprintf(path, sizeof path, "%s/new.pack", dir);
+    tern_cache_prune(path, TERN_CACHE_MAX_AGE_DAYS);
+    static const struct {
+        const char *name;
+        int kept;
+    } want[] = {{"old.pack", 0}, {"new.pack", 1}, {"tokenizer-00ff.tables", 0}, {"notes.txt", 1},
+                {"old-used.pack", 1}, {"x.pack.tmp.999999999", 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, want[i].name);
+        if (tern_is_file(path) != want[i].kept)
+            fail_msg("%s: %s", want[i].name, want[i].kept ? "removed" : "kept");
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, live);
+    assert_true(tern_is_file(path));
+    /* The folder follows the environment. */
+    char *saved = getenv("TERN_CACHE_DIR") ? strdup(getenv("TERN_CACHE_DIR")) : NULL;
+    setenv("TERN_CACHE_DIR", "off", 1);
+    assert_null(tern_cache_dir());
+    setenv("TERN_CACHE_DIR", dir, 1);
+    char *d = tern_cache_dir();
+    assert_string_equal(d, dir);
+    free(d);
+    if (saved)
+        setenv("TERN_CACHE_DIR", saved, 1);
+    else
+        unsetenv("TERN_CACHE_DIR");
+    free(saved);
+}
+
 static void test_log_and_time(void **state) {
     assert_int_equal(tern_log_parse_level("debug"), TERN_LOG_DEBUG);
     assert_int_equal(tern_log_parse_level("loud"), -1);
@@ -182,7 +230,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
         cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
-        cmocka_unit_test(test_log_and_time),
+        cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,20 @@
+/* cache_dir.h — the folder for files tern keeps between runs (the packed weights, a tokenizer's tables): where
+ * it is, and how it stays bounded. A file is marked used each time a start reads it; when a new file is written,
+ * files not used for TERN_CACHE_MAX_AGE_DAYS and temporary files whose writer has died are removed. Only tern's
+ * own kinds of file are ever touched (*.pack, tokenizer-*.tables and their temporaries), so the folder may be
+ * shared. */
+#ifndef TERN_CORE_CACHE_DIR_H
+#define TERN_CORE_CACHE_DIR_H
+
+#define TERN_CACHE_MAX_AGE_DAYS 30
+
+/* The folder (malloc'd): $TERN_CACHE_DIR, else $XDG_CACHE_HOME/tern, else ~/.cache/tern; NULL when TERN_CACHE_DIR
+ * is "" or "off" (caching off) or no folder can be named. Not created. */
+char *tern_cache_dir(void);
+/* Marks a cache file as used now (its modification time), so pruning keeps it; errors are ignored. */
+void tern_cache_used(const char *path);
+/* Removes tern's cache files in the folder holding `path` (a file of that folder) that were not used for
+ * max_age_days, and temporaries whose writing process is gone; errors are ignored. */
+void tern_cache_prune(const char *path, double max_age_days);
+
+#endif
