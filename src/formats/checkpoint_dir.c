@@ -37,17 +37,55 @@ static void tally(void *ctx, const char *name, const char *path) {
     }
 }
 
+typedef struct one_gguf {
+    char *file;
+    int n;
+} one_gguf;
+
+static void pick_gguf(void *ctx, const char *name, const char *path) {
+    one_gguf *o = ctx;
+    if (!ends_with(name, strlen(name), ".gguf") || !strncmp(name, "mmproj", 6))
+        return;
+    if (o->n++ == 0)
+        o->file = strdup(path);
+}
+
+int tern_checkpoint_gguf_file(const char *path, char **file) {
+    *file = NULL;
+    struct stat st;
+    if (stat(path, &st))
+        return 0;
+    if (!S_ISDIR(st.st_mode)) {
+        if (!ends_with(path, strlen(path), ".gguf"))
+            return 0;
+        *file = strdup(path);
+        return *file != NULL;
+    }
+    char *cfg = tern_path_join(path, "config.json");
+    const int has_config = cfg && access(cfg, F_OK) == 0;
+    free(cfg);
+    one_gguf o = {0};
+    if (!has_config)
+        tern_err_free(tern_dir_files(path, pick_gguf, &o));
+    if (o.n == 1) {
+        *file = o.file;
+        return *file != NULL;
+    }
+    free(o.file);
+    return 0;
+}
+
 tern_err *tern_checkpoint_dir_check(const char *path) {
-    static const char expected[] = "tern loads Hugging Face checkpoints: a folder with config.json, *.safetensors "
-                                   "and tokenizer.json";
+    static const char expected[] = "tern loads Hugging Face checkpoints (a folder with config.json, *.safetensors "
+                                   "and tokenizer.json) and GGUF files";
     struct stat st;
     if (stat(path, &st))
         return tern_errf(TERN_ENOTFOUND, "%s: %s", path, strerror(errno));
     size_t plen = strlen(path);
     if (!S_ISDIR(st.st_mode)) {
         if (ends_with(path, plen, ".gguf"))
-            return tern_errf(TERN_EUNSUPPORTED, "%s is a GGUF file; GGUF models are not supported yet (%s)", path,
-                             expected);
+            return tern_errf(TERN_EUNSUPPORTED, "%s is a GGUF file: tern loads GGUF files as models, not as folders",
+                             path);
         return tern_errf(TERN_EINVAL, "%s is a file, not a model folder (%s)", path, expected);
     }
     char *cfg = tern_path_join(path, "config.json");
@@ -61,9 +99,8 @@ tern_err *tern_checkpoint_dir_check(const char *path) {
     found f = {0};
     TERN_TRY(tern_dir_files(path, tally, &f));
     if (f.n_gguf)
-        return tern_errf(TERN_EUNSUPPORTED, "%s has no config.json but holds GGUF file%s (%s%s); GGUF models are not "
-                         "supported yet (%s)", path, f.n_gguf > 1 ? "s" : "", f.first_gguf, f.n_gguf > 1 ? ", ..." : "",
-                         expected);
+        return tern_errf(TERN_EINVAL, "%s has no config.json but holds several GGUF files (%s, ...): name the one to "
+                         "load", path, f.first_gguf);
     if (f.n_weights)
         return tern_errf(TERN_ENOTFOUND, "%s has weights (%s%s) but no config.json (%s)", path, f.first_weights,
                          f.n_weights > 1 ? ", ..." : "", expected);

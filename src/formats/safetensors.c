@@ -382,6 +382,9 @@ struct tern_checkpoint {
     size_t n_files;
     const tern_tensor **sorted; /* every tensor of every file, by name */
     size_t n;
+    tern_tensor *own;           /* tern_checkpoint_of_tensors: the tensors, and what holds their bytes */
+    void (*release)(void *);
+    void *holder;
 };
 
 #define INDEX_NAME "model.safetensors.index.json"
@@ -613,9 +616,39 @@ const tern_safetensors *tern_checkpoint_file(const tern_checkpoint *c, size_t i)
     return i < c->n_files ? c->files[i] : NULL;
 }
 
+tern_err *tern_checkpoint_of_tensors(tern_tensor *tensors, size_t n, void (*release)(void *), void *holder,
+                                     tern_checkpoint **out) {
+    *out = NULL;
+    tern_checkpoint *c = calloc(1, sizeof *c);
+    if (!c || !(c->sorted = malloc((n ? n : 1) * sizeof *c->sorted))) {
+        free(c);
+        free(tensors);
+        if (release)
+            release(holder);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    c->own = tensors;
+    c->release = release;
+    c->holder = holder;
+    for (size_t i = 0; i < n; i++)
+        c->sorted[c->n++] = &tensors[i];
+    qsort(c->sorted, c->n, sizeof *c->sorted, cmp_tensor_name);
+    for (size_t i = 1; i < c->n; i++)
+        if (strcmp(c->sorted[i - 1]->name, c->sorted[i]->name) == 0) {
+            tern_err *e = tern_errf(TERN_EFORMAT, "tensor %s is stored twice", c->sorted[i]->name);
+            tern_checkpoint_close(c);
+            return e;
+        }
+    *out = c;
+    return NULL;
+}
+
 void tern_checkpoint_close(tern_checkpoint *c) {
     if (!c)
         return;
+    if (c->release)
+        c->release(c->holder);
+    free(c->own);
     for (size_t i = 0; i < c->n_files; i++)
         tern_safetensors_close(c->files[i]);
     free(c->files);

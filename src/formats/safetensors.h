@@ -84,6 +84,11 @@ size_t tern_checkpoint_file_count(const tern_checkpoint *c);
 const tern_safetensors *tern_checkpoint_file(const tern_checkpoint *c, size_t i);
 /* Unmaps every file and frees; NULL is fine. */
 void tern_checkpoint_close(tern_checkpoint *c);
+/* A checkpoint over tensors read from another container (a GGUF file): takes `tensors` (malloc'd, n of them,
+ * names and bytes owned by `holder`, which release(holder) frees at close — also on an error here). Two tensors
+ * of one name are an error. */
+tern_err *tern_checkpoint_of_tensors(tern_tensor *tensors, size_t n, void (*release)(void *), void *holder,
+                                     tern_checkpoint **out);
 
 /* ---- streaming writer ---------------------------------------------------------------------- */
 

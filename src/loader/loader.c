@@ -11,6 +11,8 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "formats/checkpoint_dir.h"
+#include "formats/gguf.h"
 
 /* The tokenizer loads on a thread of its own while the weights load: parsing a large tokenizer.json is about as
  * long as mapping (or reading back) the weights, and the two need different resources. */
@@ -29,6 +31,23 @@ static void *load_tokenizer(void *arg) {
     return NULL;
 }
 
+/* tokenizer.chat_template of a GGUF file, when it has one (*text stays NULL otherwise). */
+static tern_err *gguf_template(const char *path, char **text, char **origin) {
+    tern_gguf *g;
+    TERN_TRY(tern_gguf_open(path, &g));
+    tern_err *e = NULL;
+    if (tern_gguf_find(g, "tokenizer.chat_template") >= 0) {
+        e = tern_gguf_get_str_dup(g, "tokenizer.chat_template", text);
+        size_t n = strlen(path) + 40;
+        if (!e && (*origin = malloc(n)))
+            snprintf(*origin, n, "%s (tokenizer.chat_template)", path);
+        else if (!e)
+            e = tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    tern_gguf_close(g);
+    return e;
+}
+
 tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     *out = NULL;
     if (!o || !o->model_dir)
@@ -40,7 +59,10 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         free(m);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
-    tokenizer_job job = {.path = o->tokenizer_path ? o->tokenizer_path : o->model_dir};
+    /* A GGUF model carries its vocabulary and chat template in its metadata. */
+    char *gguf = NULL;
+    tern_checkpoint_gguf_file(o->model_dir, &gguf);
+    tokenizer_job job = {.path = o->tokenizer_path ? o->tokenizer_path : gguf ? gguf : o->model_dir};
     json_object_seed(0); /* jansson's hash seed, set once before two threads parse JSON */
     pthread_t th;
     const int threaded = pthread_create(&th, NULL, load_tokenizer, &job) == 0;
@@ -68,6 +90,8 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         err = tern_read_file(o->chat_template_path, 16u << 20, &m->chat_template, &len);
         if (!err && !(m->template_origin = strdup(o->chat_template_path)))
             err = tern_errf(TERN_ENOMEM, "out of memory");
+    } else if (!err && gguf) {
+        err = gguf_template(gguf, &m->chat_template, &m->template_origin);
     } else if (!err) {
         tern_err *e = tern_chat_template_load(o->model_dir, &m->chat_template, NULL, &m->template_origin);
         if (e && e->code != TERN_ENOTFOUND)
@@ -81,6 +105,7 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     }
     TLOG_DEBUG("%s: weights %.3f s, tokenizer %.3f s (beside them), loaded in %.3f s", o->model_dir, t_weights,
                job.seconds, tern_now_s() - t0);
+    free(gguf);
     if (err) {
         tern_model_free(m);
         return err;

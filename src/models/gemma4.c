@@ -19,6 +19,7 @@
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
+#include "models/gemma4_gguf.h"
 #include "models/pack_cache.h"
 #include "tensor/attention.h"
 #include "tensor/cpu.h"
@@ -181,11 +182,19 @@ tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) { return tern_gem
 
 tern_err *tern_gemma4_parse(const char *dir, const json_t *root, tern_gemma4_parsed *p) {
     memset(p, 0, sizeof *p);
-    tern_err *err = tern_err_wrap(tern_gemma4_config_parse(root, &p->c), "%s/config.json", dir);
+    json_t *gguf_config = NULL; /* a GGUF file (root NULL): the config its metadata stands for, and its tensors */
+    tern_err *err = root ? NULL : tern_gemma4_gguf_open(dir, &gguf_config, &p->ck);
+    char where[4200];
+    snprintf(where, sizeof where, "%s%s", dir, root ? "/config.json" : " (GGUF metadata)");
+    if (!root)
+        root = gguf_config;
     if (!err)
-        err = tern_err_wrap(tern_quant_config_parse(root, &p->qc), "%s/config.json", dir);
+        err = tern_err_wrap(tern_gemma4_config_parse(root, &p->c), "%s", where);
     if (!err)
+        err = tern_err_wrap(tern_quant_config_parse(root, &p->qc), "%s", where);
+    if (!err && !p->ck)
         err = tern_checkpoint_open(dir, &p->ck);
+    json_decref(gguf_config);
     if (!err)
         err = tern_gemma4_bind(&p->c, p->qc, p->ck, &p->gw);
     if (err)
@@ -207,11 +216,18 @@ tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **o
     char *cfg_path = tern_path_join(dir, "config.json");
     json_t *root = NULL;
     tern_gemma4_parsed p = {0};
-    tern_err *err = tern_checkpoint_dir_check(dir);
-    if (!err)
-        err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
-    if (!err)
-        err = tern_gemma4_parse(dir, root, &p);
+    char *gguf = NULL;
+    tern_err *err = NULL;
+    if (tern_checkpoint_gguf_file(dir, &gguf))
+        err = tern_gemma4_parse(gguf, NULL, &p);
+    else {
+        err = tern_checkpoint_dir_check(dir);
+        if (!err)
+            err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
+        if (!err)
+            err = tern_gemma4_parse(dir, root, &p);
+    }
+    free(gguf);
     json_decref(root);
     free(cfg_path);
     if (!err)

@@ -149,8 +149,11 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
         by_dtype[t->dtype] += (double)t->nbytes;
         total += (double)t->nbytes;
     }
-    fprintf(out, "bytes:        %.3f GiB in %zu tensors, %zu file(s):", gib(total), tern_checkpoint_count(ck),
-           tern_checkpoint_file_count(ck));
+    const size_t files = tern_checkpoint_file_count(ck);
+    if (files)
+        fprintf(out, "bytes:        %.3f GiB in %zu tensors, %zu file(s):", gib(total), tern_checkpoint_count(ck), files);
+    else
+        fprintf(out, "bytes:        %.3f GiB in %zu tensors, one GGUF file:", gib(total), tern_checkpoint_count(ck));
     for (int d = 1; d < TERN_DT_COUNT; d++)
         if (by_dtype[d] > 0)
             fprintf(out, " %s %.3f GiB", tern_dtype_name((tern_dtype)d), gib(by_dtype[d]));
@@ -187,6 +190,7 @@ static void embed(const void *impl, int32_t id, float *out) { tern_gemma4_embed_
 
 const tern_arch tern_arch_gemma4 = {
     .model_types = {"gemma4", "gemma4_text", NULL},
+    .gguf = 1,
     .parse = parse,
     .state_free = state_free,
     .work_bytes = work_bytes,

@@ -8,6 +8,7 @@
 #include "core/fileio.h"
 #include "core/json_util.h"
 #include "formats/checkpoint_dir.h"
+#include "formats/gguf.h"
 
 static const tern_arch *const TABLE[] = {&tern_arch_gemma4};
 
@@ -39,8 +40,41 @@ void tern_lm_desc_kv_bytes(const tern_lm_desc *d, int elem_bytes, uint64_t *full
     }
 }
 
+/* A GGUF model: the architecture its metadata names, parsed from the file (no config.json: root NULL). */
+static tern_err *spec_load_gguf(const char *file, tern_lm_spec **out) {
+    tern_gguf *g;
+    TERN_TRY(tern_gguf_open(file, &g));
+    char *name = NULL;
+    tern_err *err = tern_gguf_get_str_dup(g, "general.architecture", &name);
+    tern_gguf_close(g);
+    const tern_arch *arch = err ? NULL : find_arch(name);
+    tern_lm_spec *s = NULL;
+    if (!err && (!arch || !arch->gguf))
+        err = tern_errf(TERN_EUNSUPPORTED, "%s: general.architecture \"%s\" is not one tern runs from GGUF (it runs: "
+                        "gemma4)", file, name);
+    else if (!err && (!(s = calloc(1, sizeof *s)) || !(s->dir = strdup(file))))
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    else if (!err) {
+        s->arch = arch;
+        err = arch->parse(file, NULL, &s->state, &s->d);
+    }
+    free(name);
+    if (err) {
+        tern_lm_spec_free(s);
+        return err;
+    }
+    *out = s;
+    return NULL;
+}
+
 tern_err *tern_lm_spec_load(const char *dir, tern_lm_spec **out) {
     *out = NULL;
+    char *gguf;
+    if (tern_checkpoint_gguf_file(dir, &gguf)) {
+        tern_err *e = spec_load_gguf(gguf, out);
+        free(gguf);
+        return e;
+    }
     TERN_TRY(tern_checkpoint_dir_check(dir));
     char *cfg_path = tern_path_join(dir, "config.json");
     if (!cfg_path)

@@ -90,7 +90,9 @@ void tern_lm_set_profile(tern_lm *m, tern_lm_profile *p);
 
 typedef struct tern_arch {
     const char *model_types[4]; /* config.json "model_type" values this entry runs (NULL-terminated) */
-    /* Parses config.json (root) and the checkpoint headers of dir into the family's state; fills d. */
+    int gguf;                   /* also runs GGUF files whose general.architecture is one of model_types */
+    /* Parses config.json (root) and the checkpoint headers of dir into the family's state; fills d. For a GGUF
+     * file, dir is the file and root NULL (the family reads both from it). */
     tern_err *(*parse)(const char *dir, const json_t *root, void **state, tern_lm_desc *d);
     void (*state_free)(void *state);
     uint64_t (*work_bytes)(const void *state, int64_t T);

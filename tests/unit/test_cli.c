@@ -169,7 +169,8 @@ static void test_serve_port_in_use(void **state) {
     free(out);
 }
 
-/* Model paths that are not Hugging Face folders say what they hold and what tern expects. */
+/* Model paths say what they hold and what tern expects; a GGUF file, or a folder holding one (beside a
+ * multimodal projector), runs. */
 static void test_model_path_messages(void **state) {
     const char *dir = tu_tmpdir("cli-gguf");
     char gdir[4096];
@@ -177,11 +178,31 @@ static void test_model_path_messages(void **state) {
     tu_write(gdir, "gemma-4-e2b-Q4_0.gguf", "GGUF", 4);
     char *out;
     assert_int_equal(tu_runf(&out, "'%s' run '%s' Hi 2>&1", tu_tern_bin(), gdir), 1);
-    assert_non_null(strstr(out, "has no config.json but holds GGUF file (gemma-4-e2b-Q4_0.gguf)"));
-    assert_non_null(strstr(out, "config.json, *.safetensors"));
+    assert_non_null(strstr(out, "gemma-4-e2b-Q4_0.gguf: truncated header"));
     free(out);
     assert_int_equal(tu_runf(&out, "'%s' serve '%s/gemma-4-e2b-Q4_0.gguf' --port 0 2>&1", tu_tern_bin(), gdir), 1);
-    assert_non_null(strstr(out, "is a GGUF file"));
+    assert_non_null(strstr(out, "truncated header"));
+    free(out);
+    tu_write(gdir, "gemma-4-e2b-Q8_0.gguf", "GGUF", 4);
+    assert_int_equal(tu_runf(&out, "'%s' info '%s' 2>&1", tu_tern_bin(), gdir), 1);
+    assert_non_null(strstr(out, "holds several GGUF files"));
+    free(out);
+    /* Quantized block formats are named, not misread. */
+    assert_int_equal(tu_runf(&out, "'%s' info '%s' 2>&1", tu_tern_bin(), tu_testdata("gguf/tiny-v4096-q8_0.gguf")), 1);
+    assert_non_null(strstr(out, "is q8_0; this build reads GGUF float tensors only"));
+    free(out);
+    /* The float file runs, alone or in a folder beside a projector. */
+    snprintf(gdir, sizeof gdir, "%s", tu_tmpdir("cli-gguf-run"));
+    char *cp;
+    assert_int_equal(tu_runf(&cp, "cp '%s' '%s/' && printf GGUF > '%s/mmproj-model-f16.gguf'",
+                             tu_testdata("gguf/tiny-v4096-f32.gguf"), gdir, gdir), 0);
+    free(cp);
+    assert_int_equal(tu_runf(&out, "'%s' run '%s' --prompt Hi -n 3 2>&1", tu_tern_bin(), gdir), 0);
+    free(out);
+    assert_int_equal(tu_runf(&out, "'%s' logits '%s' --ids 2,1449 2>&1", tu_tern_bin(),
+                             tu_testdata("gguf/tiny-v4096-f32.gguf")),
+                     0);
+    assert_non_null(strstr(out, "argmax: 1305 1641"));
     free(out);
     assert_int_equal(tu_runf(&out, "'%s' info '%s/nothing-here' 2>&1", tu_tern_bin(), gdir), 1);
     assert_non_null(strstr(out, "No such file or directory"));

@@ -1,0 +1,339 @@
+/* gemma4_gguf.c — a Gemma 4 model as llama.cpp's converter writes it to GGUF: the metadata read back into the
+ * config.json Hugging Face would carry, and the tensors renamed to Hugging Face's, so that the one tensor list
+ * (gemma4_bind) binds them as it binds safetensors. Tensor bytes stay in the mapped file.
+ *
+ * llama.cpp stores Gemma 4's norm weights as they are (no +1 shift, unlike Gemma 3), the proportional RoPE of the
+ * full-attention layers as a rope_freqs tensor (1 for a rotated pair, 1e30 for the rest: the rotated share is read
+ * back from it), and leaves out the K/V projections of KV-shared layers. Float tensors only for now (F32, F16,
+ * BF16); a file with block-quantized tensors is refused with the tensor and its type named. */
+#include "models/gemma4_gguf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/gguf.h"
+
+#define ARCH "gemma4."
+#define PREFIX "model.language_model."
+
+static const struct {
+    const char *gguf, *hf;
+} GLOBAL_NAMES[] = {
+    {"token_embd.weight", "embed_tokens.weight"},
+    {"per_layer_token_embd.weight", "embed_tokens_per_layer.weight"},
+    {"output_norm.weight", "norm.weight"},
+    {"per_layer_model_proj.weight", "per_layer_model_projection.weight"},
+    {"per_layer_proj_norm.weight", "per_layer_projection_norm.weight"},
+};
+
+static const struct {
+    const char *gguf, *hf;
+} LAYER_NAMES[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    {"inp_gate.weight", "per_layer_input_gate.weight"},
+    {"proj.weight", "per_layer_projection.weight"},
+    {"post_norm.weight", "post_per_layer_input_norm.weight"},
+    {"layer_output_scale.weight", "layer_scalar"},
+};
+
+/* The Hugging Face name of a GGUF tensor (malloc'd), NULL for one that has none (rope_freqs is read into the
+ * config instead), or "" when the name is not one this reader knows. */
+static char *hf_name(const char *name) {
+    for (size_t i = 0; i < sizeof GLOBAL_NAMES / sizeof GLOBAL_NAMES[0]; i++)
+        if (!strcmp(name, GLOBAL_NAMES[i].gguf)) {
+            char *s = malloc(strlen(PREFIX) + strlen(GLOBAL_NAMES[i].hf) + 1);
+            if (s)
+                sprintf(s, "%s%s", PREFIX, GLOBAL_NAMES[i].hf);
+            return s;
+        }
+    if (!strcmp(name, "rope_freqs.weight"))
+        return NULL;
+    unsigned layer;
+    int at = 0;
+    if (sscanf(name, "blk.%u.%n", &layer, &at) == 1 && at > 0)
+        for (size_t i = 0; i < sizeof LAYER_NAMES / sizeof LAYER_NAMES[0]; i++)
+            if (!strcmp(name + at, LAYER_NAMES[i].gguf)) {
+                const size_t n = strlen(PREFIX) + strlen(LAYER_NAMES[i].hf) + 32;
+                char *s = malloc(n);
+                if (s)
+                    snprintf(s, n, "%slayers.%u.%s", PREFIX, layer, LAYER_NAMES[i].hf);
+                return s;
+            }
+    return strdup("");
+}
+
+/* Reads a per-layer value that GGUF stores either once or as an array of one per layer. */
+static tern_err *per_layer(const tern_gguf *g, const char *key, uint32_t layers, int64_t *out) {
+    tern_gguf_array a;
+    tern_err *e = tern_gguf_get_array(g, key, &a);
+    if (!e) {
+        if (a.count != layers)
+            return tern_errf(TERN_EFORMAT, "%s: %llu values for %u layers", key, (unsigned long long)a.count, layers);
+        for (uint32_t i = 0; i < layers; i++)
+            TERN_TRY(tern_gguf_array_i64(&a, i, &out[i]));
+        return NULL;
+    }
+    if (e->code != TERN_EFORMAT)
+        return e;
+    tern_err_free(e);
+    uint32_t v;
+    TERN_TRY(tern_gguf_get_u32(g, key, &v));
+    for (uint32_t i = 0; i < layers; i++)
+        out[i] = v;
+    return NULL;
+}
+
+static tern_err *get_u32(const tern_gguf *g, const char *key, uint32_t *v) { return tern_gguf_get_u32(g, key, v); }
+
+static tern_err *get_f64_or(const tern_gguf *g, const char *key, double dflt, double *v) {
+    *v = dflt;
+    return tern_gguf_find(g, key) < 0 ? NULL : tern_gguf_get_f64(g, key, v);
+}
+
+/* The config.json object Hugging Face would carry for this file's text model. */
+static tern_err *config_of(const tern_gguf *g, json_t **out) {
+    uint32_t layers, hidden, ctx, heads_scalar = 0, window, shared = 0, pl = 0, kd, kd_swa, vocab, pl_vocab = 0;
+    TERN_TRY(get_u32(g, ARCH "block_count", &layers));
+    if (layers == 0 || layers > 4096)
+        return tern_errf(TERN_EFORMAT, ARCH "block_count: %u layers", layers);
+    TERN_TRY(get_u32(g, ARCH "embedding_length", &hidden));
+    TERN_TRY(get_u32(g, ARCH "context_length", &ctx));
+    TERN_TRY(get_u32(g, ARCH "attention.sliding_window", &window));
+    TERN_TRY(get_u32(g, ARCH "attention.key_length", &kd));
+    TERN_TRY(get_u32(g, ARCH "attention.key_length_swa", &kd_swa));
+    if (tern_gguf_find(g, ARCH "attention.shared_kv_layers") >= 0)
+        TERN_TRY(get_u32(g, ARCH "attention.shared_kv_layers", &shared));
+    if (tern_gguf_find(g, ARCH "embedding_length_per_layer_input") >= 0)
+        TERN_TRY(get_u32(g, ARCH "embedding_length_per_layer_input", &pl));
+    const tern_gguf_tensor *emb = tern_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2 || emb->dims[0] != hidden || emb->dims[1] > INT32_MAX)
+        return tern_errf(TERN_EFORMAT, "token_embd.weight: missing or not [%u, vocabulary]", hidden);
+    vocab = (uint32_t)emb->dims[1];
+    const tern_gguf_tensor *ple = tern_gguf_find_tensor(g, "per_layer_token_embd.weight");
+    if (ple && ple->n_dims == 2 && ple->dims[1] <= INT32_MAX)
+        pl_vocab = (uint32_t)ple->dims[1];
+    double eps, theta, theta_swa, softcap;
+    TERN_TRY(get_f64_or(g, ARCH "attention.layer_norm_rms_epsilon", 1e-6, &eps));
+    TERN_TRY(get_f64_or(g, ARCH "rope.freq_base", 1e6, &theta));
+    TERN_TRY(get_f64_or(g, ARCH "rope.freq_base_swa", 1e4, &theta_swa));
+    TERN_TRY(get_f64_or(g, ARCH "final_logit_softcapping", 0.0, &softcap));
+
+    int64_t *ff = malloc(layers * 3 * sizeof *ff), *heads = ff + layers, *kv = ff + 2 * layers;
+    if (!ff)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    tern_err *e = per_layer(g, ARCH "feed_forward_length", layers, ff);
+    if (!e)
+        e = per_layer(g, ARCH "attention.head_count", layers, heads);
+    if (!e)
+        e = per_layer(g, ARCH "attention.head_count_kv", layers, kv);
+    tern_gguf_array swa;
+    if (!e)
+        e = tern_gguf_get_array(g, ARCH "attention.sliding_window_pattern", &swa);
+    if (!e && swa.count != layers)
+        e = tern_errf(TERN_EFORMAT, ARCH "attention.sliding_window_pattern: %llu values for %u layers",
+                      (unsigned long long)swa.count, layers);
+    /* The rotated share of the full-attention heads: the pairs whose rope_freqs factor is 1. */
+    double rotated = 1.0;
+    const tern_gguf_tensor *rf = tern_gguf_find_tensor(g, "rope_freqs.weight");
+    if (!e && rf) {
+        const void *data;
+        size_t nbytes;
+        e = rf->ggml_type == TERN_GGML_F32 && rf->n_dims == 1 && rf->dims[0] * 2 == kd
+                ? tern_gguf_tensor_data(g, rf, &data, &nbytes)
+                : tern_errf(TERN_EFORMAT, "rope_freqs.weight: expected %u float32 factors", kd / 2);
+        if (!e) {
+            uint64_t ones = 0;
+            for (uint64_t i = 0; i < rf->dims[0]; i++)
+                ones += ((const float *)data)[i] == 1.0f;
+            rotated = (double)ones / (double)rf->dims[0];
+        }
+    }
+    json_t *text = json_object(), *types = json_array();
+    int64_t full_kv = -1, swa_kv = -1, full_heads = -1;
+    for (uint32_t i = 0; !e && i < layers; i++) {
+        double is_swa;
+        if ((e = tern_gguf_array_f64(&swa, i, &is_swa)))
+            break;
+        json_array_append_new(types, json_string(is_swa != 0 ? "sliding_attention" : "full_attention"));
+        if (is_swa != 0 && swa_kv < 0)
+            swa_kv = kv[i];
+        if (is_swa == 0 && full_kv < 0)
+            full_kv = kv[i], full_heads = heads[i];
+    }
+    if (!e) {
+        heads_scalar = (uint32_t)heads[0];
+        for (uint32_t i = 1; i < layers; i++)
+            if (heads[i] != heads[0])
+                e = tern_errf(TERN_EUNSUPPORTED, ARCH "attention.head_count: layers with different head counts");
+    }
+    /* A double-wide MLP shows as KV-shared layers with twice the others' width. */
+    const int double_wide = shared > 0 && shared < layers && ff[layers - 1] == 2 * ff[0];
+    if (!e) {
+        json_object_set_new(text, "model_type", json_string("gemma4_text"));
+        json_object_set_new(text, "vocab_size", json_integer(vocab));
+        json_object_set_new(text, "vocab_size_per_layer_input", json_integer(pl_vocab ? pl_vocab : vocab));
+        json_object_set_new(text, "hidden_size", json_integer(hidden));
+        json_object_set_new(text, "intermediate_size", json_integer(ff[0]));
+        json_object_set_new(text, "num_hidden_layers", json_integer(layers));
+        json_object_set_new(text, "num_attention_heads", json_integer(heads_scalar));
+        json_object_set_new(text, "num_key_value_heads", json_integer(swa_kv >= 0 ? swa_kv : kv[0]));
+        json_object_set_new(text, "num_global_key_value_heads",
+                            full_kv >= 0 && full_kv != swa_kv ? json_integer(full_kv) : json_null());
+        json_object_set_new(text, "head_dim", json_integer(kd_swa));
+        json_object_set_new(text, "global_head_dim", json_integer(kd));
+        json_object_set_new(text, "attention_k_eq_v", json_false());
+        json_object_set_new(text, "hidden_size_per_layer_input", json_integer(pl));
+        json_object_set_new(text, "num_kv_shared_layers", json_integer(shared));
+        json_object_set_new(text, "use_double_wide_mlp", json_boolean(double_wide));
+        json_object_set_new(text, "sliding_window", json_integer(window));
+        json_object_set_new(text, "layer_types", types);
+        types = NULL;
+        json_object_set_new(text, "rope_parameters",
+                            json_pack("{s:{s:s,s:f,s:f},s:{s:s,s:f}}", "full_attention", "rope_type", "proportional",
+                                      "partial_rotary_factor", rotated, "rope_theta", theta, "sliding_attention",
+                                      "rope_type", "default", "rope_theta", theta_swa));
+        json_object_set_new(text, "max_position_embeddings", json_integer(ctx));
+        json_object_set_new(text, "rms_norm_eps", json_real(eps));
+        json_object_set_new(text, "hidden_activation", json_string("gelu_pytorch_tanh"));
+        json_object_set_new(text, "final_logit_softcapping", softcap > 0 ? json_real(softcap) : json_null());
+        json_object_set_new(text, "tie_word_embeddings", json_boolean(!tern_gguf_find_tensor(g, "output.weight")));
+        json_object_set_new(text, "enable_moe_block", json_false());
+    }
+    (void)full_heads;
+    json_decref(types);
+    free(ff);
+    if (e) {
+        json_decref(text);
+        return e;
+    }
+    json_t *root = json_pack("{s:s,s:o,s:b}", "model_type", "gemma4", "text_config", text, "tie_word_embeddings",
+                             !tern_gguf_find_tensor(g, "output.weight"));
+    if (!root)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    uint32_t id;
+    static const char *const ids[][2] = {{"tokenizer.ggml.bos_token_id", "bos_token_id"},
+                                         {"tokenizer.ggml.eos_token_id", "eos_token_id"},
+                                         {"tokenizer.ggml.padding_token_id", "pad_token_id"}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (tern_gguf_find(g, ids[i][0]) >= 0 && !(e = tern_gguf_get_u32(g, ids[i][0], &id)))
+            json_object_set_new(root, ids[i][1], json_integer(id));
+        else
+            tern_err_free(e), e = NULL;
+    *out = root;
+    return NULL;
+}
+
+static void close_gguf(void *g) { tern_gguf_close(g); }
+
+static tern_err *tensor_of(const tern_gguf *g, const tern_gguf_tensor *t, char *name, tern_tensor *out) {
+    tern_dtype dt;
+    switch (t->ggml_type) {
+    case TERN_GGML_F32: dt = TERN_DT_F32; break;
+    case TERN_GGML_F16: dt = TERN_DT_F16; break;
+    case TERN_GGML_BF16: dt = TERN_DT_BF16; break;
+    default:
+        return tern_errf(TERN_EUNSUPPORTED, "%s: tensor %s is %s; this build reads GGUF float tensors only (f32, f16, "
+                         "bf16), block-quantized ones not yet", tern_gguf_name(g), t->name, tern_ggml_type_name(t->ggml_type));
+    }
+    const void *data;
+    size_t nbytes;
+    TERN_TRY(tern_gguf_tensor_data(g, t, &data, &nbytes));
+    memset(out, 0, sizeof *out);
+    out->name = name;
+    out->dtype = dt;
+    out->ndim = (int)t->n_dims;
+    out->numel = (int64_t)t->n_elems;
+    for (uint32_t d = 0; d < t->n_dims; d++) /* GGUF lists the fastest dimension first */
+        out->shape[d] = (int64_t)t->dims[t->n_dims - 1 - d];
+    out->data = data;
+    out->nbytes = nbytes;
+    out->file = tern_gguf_name(g);
+    out->offset = tern_gguf_data_offset(g) + t->offset;
+    out->aligned = ((uintptr_t)data % tern_dtype_size(dt)) == 0;
+    return NULL;
+}
+
+/* Names of the renamed tensors, freed with the checkpoint. */
+typedef struct holder {
+    tern_gguf *g;
+    char **names;
+    size_t n;
+} holder;
+
+static void release_holder(void *p) {
+    holder *h = p;
+    for (size_t i = 0; i < h->n; i++)
+        free(h->names[i]);
+    free(h->names);
+    tern_gguf_close(h->g);
+    free(h);
+}
+
+tern_err *tern_gemma4_gguf_open(const char *path, json_t **config, tern_checkpoint **ck) {
+    *config = NULL;
+    *ck = NULL;
+    tern_gguf *g;
+    TERN_TRY(tern_gguf_open(path, &g));
+    char *arch = NULL;
+    tern_err *e = tern_gguf_get_str_dup(g, "general.architecture", &arch);
+    if (!e && strcmp(arch, "gemma4"))
+        e = tern_errf(TERN_EUNSUPPORTED, "%s: general.architecture \"%s\" is not one tern runs from GGUF (it runs: gemma4)",
+                      path, arch);
+    free(arch);
+    if (!e)
+        e = tern_err_wrap(config_of(g, config), "%s", path);
+    const size_t n = tern_gguf_tensor_count(g);
+    holder *h = e ? NULL : calloc(1, sizeof *h);
+    tern_tensor *ts = e ? NULL : calloc(n ? n : 1, sizeof *ts);
+    if (!e && (!h || !ts || !(h->names = calloc(n ? n : 1, sizeof *h->names))))
+        e = tern_errf(TERN_ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; !e && i < n; i++) {
+        const tern_gguf_tensor *t = tern_gguf_tensor_at(g, i);
+        char *name = hf_name(t->name);
+        if (!name) {
+            if (strcmp(t->name, "rope_freqs.weight"))
+                e = tern_errf(TERN_ENOMEM, "out of memory");
+            continue;
+        }
+        if (!*name) {
+            free(name);
+            e = tern_errf(TERN_EUNSUPPORTED, "%s: tensor %s is not one tern knows for Gemma 4", path, t->name);
+            break;
+        }
+        h->names[h->n++] = name;
+        e = tensor_of(g, t, name, &ts[k]);
+        k += !e;
+    }
+    if (e) {
+        json_decref(*config);
+        *config = NULL;
+        free(ts);
+        if (h) {
+            h->g = g;
+            release_holder(h);
+        } else
+            close_gguf(g);
+        return e;
+    }
+    h->g = g;
+    e = tern_checkpoint_of_tensors(ts, k, release_holder, h, ck);
+    if (e) {
+        json_decref(*config);
+        *config = NULL;
+    }
+    return e;
+}
