@@ -287,6 +287,13 @@ tern_err *tern_gemma4_gguf_open(const char *path, json_t **config, tern_checkpoi
     *ck = NULL;
     tern_gguf *g;
     TERN_TRY(tern_gguf_open(path, &g));
+    return tern_gemma4_gguf_from(g, config, ck);
+}
+
+tern_err *tern_gemma4_gguf_from(tern_gguf *g, json_t **config, tern_checkpoint **ck) {
+    *config = NULL;
+    *ck = NULL;
+    const char *path = tern_gguf_name(g);
     char *arch = NULL;
     tern_err *e = tern_gguf_get_str_dup(g, "general.architecture", &arch);
     if (!e && strcmp(arch, "gemma4"))
