@@ -44,7 +44,7 @@ TERN_API const char *tern_version(void);
 typedef struct tern_model tern_model;
 
 typedef struct tern_model_opts {
-    const char *model_dir;          /* config.json + *.safetensors (required) */
+    const char *model_dir;          /* config.json + *.safetensors, or a GGUF file (or a folder holding one); required */
     const char *tokenizer_path;     /* NULL: model_dir (tokenizer.json [+ tokenizer_config.json]); or a file */
     const char *chat_template_path; /* NULL: found in model_dir if present (chat_template.jinja, ...) */
     int threads; /* the engines' kernel threads, for which the packed weights are laid out; 0 = one per core */
