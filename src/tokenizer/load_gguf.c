@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "formats/gguf.h"
 #include "tokenizer/tok_internal.h"
 
@@ -134,7 +135,35 @@ static void read_flag(const tern_gguf *g, const char *key, int *flag) {
     tern_err_free(e);
 }
 
-static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_override) {
+/* The bytes a string array spans in the file. */
+static size_t string_array_bytes(const tern_gguf_array *a) {
+    tern_gguf_str last;
+    if (!a->count || tern_gguf_array_str(a, a->count - 1, &last))
+        return 0;
+    return (size_t)(last.ptr + last.len - (const char *)a->data);
+}
+
+/* A large byte-level or Gemma 4 vocabulary keeps its tables in the cache folder (tok_cache.c), keyed by its
+ * tokens, token types and merges as stored; NULL when it is small, SentencePiece (scores), or caching is off. */
+static char *tables_cache(const tern_gguf *g, int kind, const tern_gguf_array *tokens, uint64_t *key) {
+    if (kind == 1 || tokens->count < 32768)
+        return NULL;
+    uint64_t h = tern_hash64(tokens->data, string_array_bytes(tokens), (uint64_t)kind);
+    tern_gguf_array a;
+    if (tern_gguf_find(g, "tokenizer.ggml.merges") >= 0 && !tern_gguf_get_array(g, "tokenizer.ggml.merges", &a) &&
+        a.elem_type == TERN_GGUF_STRING)
+        h = tern_hash64(a.data, string_array_bytes(&a), h);
+    if (tern_gguf_find(g, "tokenizer.ggml.token_type") >= 0 && !tern_gguf_get_array(g, "tokenizer.ggml.token_type", &a))
+        for (uint64_t i = 0; i < a.count; i++) {
+            int64_t ty = 0;
+            tern_err_free(tern_gguf_array_i64(&a, i, &ty));
+            h = tern_mix64(h ^ (uint64_t)ty ^ (i << 8));
+        }
+    *key = h;
+    return tok_cache_path_for(key);
+}
+
+static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_override, int cacheable) {
     char *model = NULL, *pre = NULL;
     TERN_TRY(tern_gguf_get_str_dup(g, "tokenizer.ggml.model", &model));
     tern_err *e = NULL;
@@ -170,9 +199,12 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_ov
                           (unsigned long long)types.count, (unsigned long long)tokens.count);
         have_types = !e;
     }
-    if (!e)
+    uint64_t key = 0;
+    char *cache = !e && cacheable ? tables_cache(g, kind, &tokens, &key) : NULL;
+    const int cached = cache && tok_cache_read(t, cache, key);
+    if (!e && !cached)
         e = tok_vocab_alloc(t, (int32_t)tokens.count, kind == 1);
-    for (int32_t i = 0; !e && i < t->n_vocab; i++) {
+    for (int32_t i = 0; !e && !cached && i < t->n_vocab; i++) {
         tern_gguf_str s;
         e = tern_gguf_array_str(&tokens, (uint64_t)i, &s);
         if (!e)
@@ -191,8 +223,15 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_ov
                 t->attr[i] = ty >= 0 && ty <= 6 ? attr_of[ty] : TA_NORMAL;
         }
     }
-    if (!e)
+    if (!e && !cached)
         e = tok_vocab_index(t, 1);
+    if (!e && !cached && (kind == 2 || kind == 3))
+        e = load_merges(t, g);
+    if (!e && cache && !cached) {
+        tern_err *w = tok_cache_write(t, cache, key); /* costs the next load its building, nothing else */
+        tern_err_free(w);
+    }
+    free(cache);
 
     int add_bos = 0, add_eos = 0, add_space_prefix = 0;
     unsigned pre_flags = 0;
@@ -211,16 +250,12 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_ov
         t->byte_fallback = 1;
         t->newline_whole = 1;
         t->piece = PIECE_METASPACE;
-        e = load_merges(t, g);
-        if (!e)
-            e = add_pre(t, PRE_NEWLINES, NULL);
+        e = add_pre(t, PRE_NEWLINES, NULL);
     } else if (!e && kind == 3) {
         t->model = MODEL_BPE;
         t->byte_level = 1;
         t->piece = PIECE_BYTELEVEL;
-        e = load_merges(t, g);
-        if (!e)
-            e = named_pre(t, pre, &pre_flags);
+        e = named_pre(t, pre, &pre_flags);
     }
     if (!e) {
         read_flag(g, "tokenizer.ggml.add_space_prefix", &add_space_prefix);
@@ -266,21 +301,21 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_ov
     }
     if (!e) {
         tok_find_eog(t);
-        tok_set_describe(t, "gguf %s%s%s (%s, %d tokens, %zu merges)", model, pre ? "/" : "", pre ? pre : "",
+        tok_set_describe(t, "gguf %s%s%s (%s, %d tokens, %zu merges%s)", model, pre ? "/" : "", pre ? pre : "",
                          t->model == MODEL_SPM ? "spm" : t->byte_level ? "byte-level bpe" : "bpe", (int)t->n_vocab,
-                         t->n_merges);
+                         t->n_merges, cached ? ", tables from the cache" : "");
     }
     free(model);
     free(pre);
     return e;
 }
 
-static tern_err *from_gguf(const tern_gguf *g, const char *pre, tern_tokenizer **out) {
+static tern_err *from_gguf(const tern_gguf *g, const char *pre, int cacheable, tern_tokenizer **out) {
     *out = NULL;
     tern_tokenizer *t = calloc(1, sizeof *t);
     if (!t)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    tern_err *e = build(t, g, pre);
+    tern_err *e = build(t, g, pre, cacheable);
     if (e) {
         tern_tokenizer_free(t);
         return tern_err_wrap(e, "%s: vocabulary", tern_gguf_name(g));
@@ -289,13 +324,13 @@ static tern_err *from_gguf(const tern_gguf *g, const char *pre, tern_tokenizer *
     return NULL;
 }
 
-tern_err *tern_tokenizer_from_gguf(const tern_gguf *g, tern_tokenizer **out) { return from_gguf(g, NULL, out); }
+tern_err *tern_tokenizer_from_gguf(const tern_gguf *g, tern_tokenizer **out) { return from_gguf(g, NULL, 0, out); }
 
 tern_err *tern_tokenizer_load_gguf_pre(const char *path, const char *pre, tern_tokenizer **out) {
     *out = NULL;
     tern_gguf *g;
     TERN_TRY(tern_gguf_open(path, &g));
-    tern_err *e = from_gguf(g, pre, out);
+    tern_err *e = from_gguf(g, pre, 1, out);
     tern_gguf_close(g);
     return e;
 }

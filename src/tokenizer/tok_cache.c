@@ -1,9 +1,9 @@
-/* tok_cache.c — a large tokenizer.json's vocabulary and merge tables kept between starts.
+/* tok_cache.c — a large vocabulary's tables (texts, attributes, index, merges) kept between starts.
  *
  * Building them is most of a large tokenizer's load (262,144 texts hashed, half a million merges each looked up
- * three times: ~0.3 s of cache misses) and they depend on nothing but the file's text. So the tables as built are
- * written to the cache folder (core/cache_dir.h) under a hash of the whole text, and a later load of
- * the same text reads them back. The file carries the text's hash again, the tables' sizes and a checksum of their
+ * three times: ~0.3 s of cache misses) and they depend on nothing but what the file stores. So the tables as built
+ * are written to the cache folder (core/cache_dir.h) under a hash of that (a tokenizer.json's whole text; a GGUF
+ * vocabulary's tokens, token types and merges), and a later load of the same reads them back. The file carries the text's hash again, the tables' sizes and a checksum of their
  * bytes: a short, foreign, stale or corrupt file is passed over (and written anew), never trusted. Writers write a
  * temporary file and rename it, so two loads at once never see a partial file.
  *
@@ -55,7 +55,12 @@ static uint64_t checksum_of(const part parts[6], uint64_t key) {
 }
 
 char *tok_cache_path(const char *text, size_t len, uint64_t *key) {
-    *key = tern_hash64(text, len, 0x746f6b656e697a65ull) ^ TOK_CACHE_VERSION;
+    *key = tern_hash64(text, len, 0x746f6b656e697a65ull);
+    return tok_cache_path_for(key);
+}
+
+char *tok_cache_path_for(uint64_t *key) {
+    *key ^= TOK_CACHE_VERSION;
     char *dir = tern_cache_dir();
     if (!dir)
         return NULL;

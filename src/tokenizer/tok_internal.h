@@ -270,6 +270,8 @@ tern_err *tok_hf_each_merge(const char *s, size_t n, tok_merge_fn fn, void *ctx)
 /* ---- the vocabulary and merge tables kept between loads (tok_cache.c) ---- */
 /* The cache file for a tokenizer.json text (malloc'd; NULL when caching is off), and the text's key. */
 char *tok_cache_path(const char *text, size_t len, uint64_t *key);
+/* The same for tables keyed by the caller's hash of what they are made from (*key gets the format version). */
+char *tok_cache_path_for(uint64_t *key);
 /* Fills the vocabulary (texts, attributes, index) and merge tables of an empty tokenizer from the cache file
  * when it holds them for `key`, whole and unchanged: 1; otherwise 0 and the tokenizer is left as it was. */
 int tok_cache_read(tern_tokenizer *t, const char *path, uint64_t key);

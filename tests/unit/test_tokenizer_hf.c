@@ -364,7 +364,7 @@ static const char *load_checked(const char *dir, const char *cache, int from_cac
 
 /* A large tokenizer.json's tables are built once and read back after (same ids, the gemma-4 and llama-bpe
  * vectors); a flipped byte, a cut file or another text's file is never used, only rebuilt; two processes
- * loading at once leave a whole file. */
+ * loading at once leave a whole file. The same for large GGUF vocabularies. */
 static void test_table_cache(void **state) {
     char gemma[4096], llama[4096], cache[4096], cmd[8600];
     snprintf(gemma, sizeof gemma, "%s", tu_tmpdir("tok-cache-gemma"));
@@ -405,6 +405,17 @@ static void test_table_cache(void **state) {
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
     load_checked(gemma, cache, 1, "gemma-4");
+    /* GGUF vocabularies too (the tables keyed by the stored tokens, types and merges). */
+    char gguf[4096];
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "rm -f '%s'/tokenizer-*.tables", cache);
+        assert_int_equal(system(cmd), 0);
+        snprintf(gguf, sizeof gguf, "%s", tu_testdata(k ? "vocab/ggml-vocab-llama-bpe.gguf" : "vocab/ggml-vocab-gemma-4.gguf"));
+        snprintf(file, sizeof file, "%s", load_checked(gguf, cache, 0, k ? "llama-bpe" : "gemma-4"));
+        load_checked(gguf, cache, 1, k ? "llama-bpe" : "gemma-4");
+        assert_int_equal(truncate(file, 1000), 0);
+        load_checked(gguf, cache, 0, k ? "llama-bpe" : "gemma-4");
+    }
     /* Small tokenizers build their tables faster than a file is checked: none is written for them. */
     tern_tokenizer *t;
     TU_OK(tern_tokenizer_load(tu_testdata("oracle/tiny-v4096-f32"), &t));
