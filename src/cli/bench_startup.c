@@ -72,9 +72,17 @@ static void remove_file(void *ctx, const char *name, const char *path) {
     unlink(path);
 }
 
+/* fn over the model's files: a folder's, or the one file a GGUF model is. */
+static void each_model_file(const char *model, void (*fn)(void *ctx, const char *name, const char *path), void *ctx) {
+    if (tern_is_file(model))
+        fn(ctx, model, model);
+    else
+        tern_err_free(tern_dir_files(model, fn, ctx));
+}
+
 /* The model's files and the cache folder's (the packed weights, the tokenizer's tables) leave the page cache. */
 static void evict_all(const char *model) {
-    tern_err_free(tern_dir_files(model, evict, NULL));
+    each_model_file(model, evict, NULL);
     char *cache = tern_cache_dir();
     if (cache)
         tern_err_free(tern_dir_files(cache, evict, NULL));
@@ -190,7 +198,7 @@ int tern_bench_startup(const char *model, int rounds, int threads, int json) {
         evict_all(model);
         double t0 = tern_now_s();
         bytes = 0;
-        tern_err_free(tern_dir_files(model, read_all, &bytes));
+        each_model_file(model, read_all, &bytes);
         read_s[r] = tern_now_s() - t0;
         evict_all(model);
         cold[r] = one_start(model, threads, NULL, why, sizeof why);

@@ -32,6 +32,8 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
     const json_t *arch = json_array_get(json_object_get(root, "architectures"), 0);
     if (json_is_string(arch))
         snprintf(st->architecture, sizeof st->architecture, "%s", json_string_value(arch));
+    else if (!root)
+        snprintf(st->architecture, sizeof st->architecture, "GGUF, general.architecture gemma4");
     const tern_gemma4_config *c = &st->p.c;
     memset(d, 0, sizeof *d);
     d->model_type = "gemma4";

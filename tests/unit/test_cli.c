@@ -209,7 +209,8 @@ static void test_model_path_messages(void **state) {
     free(out);
 }
 
-/* tern bench --startup starts real servers: every figure present, and the bytes read are the model's files. */
+/* tern bench --startup starts real servers: every figure present, and the bytes read are the model's files (a
+ * folder's, or a GGUF file). */
 static void test_bench_startup(void **state) {
     char model[2048];
     snprintf(model, sizeof model, "%s", tu_testdata(MODEL));
@@ -223,6 +224,12 @@ static void test_bench_startup(void **state) {
     assert_int_equal(tu_runf(&du, "cat '%s'/* | wc -c", model), 0);
     assert_int_equal(json_integer_value(json_object_get(v, "files_bytes")), strtoll(du, NULL, 10));
     free(du);
+    json_decref(v);
+    /* A GGUF model is one file. */
+    v = tu_run_json("'%s' bench '%s' --startup --rounds 1 --json 2>/dev/null", tu_tern_bin(),
+                    tu_testdata("gguf/tiny-v4096-f32.gguf"));
+    assert_true(json_real_value(json_object_get(v, "warm_start_s")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(v, "files_bytes")), 13242112);
     json_decref(v);
 }
 
