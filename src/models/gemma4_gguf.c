@@ -96,8 +96,6 @@ static tern_err *per_layer(const tern_gguf *g, const char *key, uint32_t layers,
     return NULL;
 }
 
-static tern_err *get_u32(const tern_gguf *g, const char *key, uint32_t *v) { return tern_gguf_get_u32(g, key, v); }
-
 static tern_err *get_f64_or(const tern_gguf *g, const char *key, double dflt, double *v) {
     *v = dflt;
     return tern_gguf_find(g, key) < 0 ? NULL : tern_gguf_get_f64(g, key, v);
@@ -106,18 +104,18 @@ static tern_err *get_f64_or(const tern_gguf *g, const char *key, double dflt, do
 /* The config.json object Hugging Face would carry for this file's text model. */
 static tern_err *config_of(const tern_gguf *g, json_t **out) {
     uint32_t layers, hidden, ctx, heads_scalar = 0, window, shared = 0, pl = 0, kd, kd_swa, vocab, pl_vocab = 0;
-    TERN_TRY(get_u32(g, ARCH "block_count", &layers));
+    TERN_TRY(tern_gguf_get_u32(g, ARCH "block_count", &layers));
     if (layers == 0 || layers > 4096)
         return tern_errf(TERN_EFORMAT, ARCH "block_count: %u layers", layers);
-    TERN_TRY(get_u32(g, ARCH "embedding_length", &hidden));
-    TERN_TRY(get_u32(g, ARCH "context_length", &ctx));
-    TERN_TRY(get_u32(g, ARCH "attention.sliding_window", &window));
-    TERN_TRY(get_u32(g, ARCH "attention.key_length", &kd));
-    TERN_TRY(get_u32(g, ARCH "attention.key_length_swa", &kd_swa));
+    TERN_TRY(tern_gguf_get_u32(g, ARCH "embedding_length", &hidden));
+    TERN_TRY(tern_gguf_get_u32(g, ARCH "context_length", &ctx));
+    TERN_TRY(tern_gguf_get_u32(g, ARCH "attention.sliding_window", &window));
+    TERN_TRY(tern_gguf_get_u32(g, ARCH "attention.key_length", &kd));
+    TERN_TRY(tern_gguf_get_u32(g, ARCH "attention.key_length_swa", &kd_swa));
     if (tern_gguf_find(g, ARCH "attention.shared_kv_layers") >= 0)
-        TERN_TRY(get_u32(g, ARCH "attention.shared_kv_layers", &shared));
+        TERN_TRY(tern_gguf_get_u32(g, ARCH "attention.shared_kv_layers", &shared));
     if (tern_gguf_find(g, ARCH "embedding_length_per_layer_input") >= 0)
-        TERN_TRY(get_u32(g, ARCH "embedding_length_per_layer_input", &pl));
+        TERN_TRY(tern_gguf_get_u32(g, ARCH "embedding_length_per_layer_input", &pl));
     const tern_gguf_tensor *emb = tern_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->dims[0] != hidden || emb->dims[1] > INT32_MAX)
         return tern_errf(TERN_EFORMAT, "token_embd.weight: missing or not [%u, vocabulary]", hidden);
@@ -162,7 +160,7 @@ static tern_err *config_of(const tern_gguf *g, json_t **out) {
         }
     }
     json_t *text = json_object(), *types = json_array();
-    int64_t full_kv = -1, swa_kv = -1, full_heads = -1;
+    int64_t full_kv = -1, swa_kv = -1;
     for (uint32_t i = 0; !e && i < layers; i++) {
         double is_swa;
         if ((e = tern_gguf_array_f64(&swa, i, &is_swa)))
@@ -171,7 +169,7 @@ static tern_err *config_of(const tern_gguf *g, json_t **out) {
         if (is_swa != 0 && swa_kv < 0)
             swa_kv = kv[i];
         if (is_swa == 0 && full_kv < 0)
-            full_kv = kv[i], full_heads = heads[i];
+            full_kv = kv[i];
     }
     if (!e) {
         heads_scalar = (uint32_t)heads[0];
@@ -212,7 +210,6 @@ static tern_err *config_of(const tern_gguf *g, json_t **out) {
         json_object_set_new(text, "tie_word_embeddings", json_boolean(!tern_gguf_find_tensor(g, "output.weight")));
         json_object_set_new(text, "enable_moe_block", json_false());
     }
-    (void)full_heads;
     json_decref(types);
     free(ff);
     if (e) {
@@ -235,8 +232,6 @@ static tern_err *config_of(const tern_gguf *g, json_t **out) {
     *out = root;
     return NULL;
 }
-
-static void close_gguf(void *g) { tern_gguf_close(g); }
 
 static tern_err *tensor_of(const tern_gguf *g, const tern_gguf_tensor *t, char *name, tern_tensor *out) {
     tern_dtype dt;
@@ -333,7 +328,7 @@ tern_err *tern_gemma4_gguf_from(tern_gguf *g, json_t **config, tern_checkpoint *
             h->g = g;
             release_holder(h);
         } else
-            close_gguf(g);
+            tern_gguf_close(g);
         return e;
     }
     h->g = g;
