@@ -249,6 +249,18 @@ void tok_hf_bulk_free(tok_hf_bulk *b) {
     memset(b, 0, sizeof *b);
 }
 
+/* After entry i of `what` (model.vocab or model.merges), at *p: a ',' and a next entry, or the closing bracket.
+ * Moves *p to the next entry (or the bracket); an error when neither follows. */
+static tern_err *next_entry(const char **p, const char *end, char close, const char *what, size_t i) {
+    *p = skip_ws(*p, end);
+    if (*p < end && **p == ',') {
+        *p = skip_ws(*p + 1, end);
+        return *p >= end || **p == close ? tern_errf(TERN_EFORMAT, "%s: a ',' after the last entry", what) : NULL;
+    }
+    return *p >= end || **p != close ? tern_errf(TERN_EFORMAT, "%s: expected ',' or '%c' after entry %zu", what, close, i)
+                                     : NULL;
+}
+
 tern_err *tok_hf_each_vocab(const char *s, size_t n, tok_vocab_fn fn, void *ctx) {
     const char *p = s, *end = s + n;
     char *buf = malloc(n + 1);
@@ -275,16 +287,9 @@ tern_err *tok_hf_each_vocab(const char *s, size_t n, tok_vocab_fn fn, void *ctx)
             e = tern_errf(TERN_EFORMAT, "model.vocab['%.*s']: expected a non-negative integer id", (int)len, buf);
             break;
         }
-        e = fn(ctx, buf, len, (int32_t)id);
-        p = skip_ws(q, end);
-        if (e)
-            break;
-        if (p < end && *p == ',') {
-            p = skip_ws(p + 1, end);
-            if (p >= end || *p == '}')
-                e = tern_errf(TERN_EFORMAT, "model.vocab: a ',' after the last entry");
-        } else if (p >= end || *p != '}')
-            e = tern_errf(TERN_EFORMAT, "model.vocab: expected ',' or '}' after entry %zu", i);
+        p = q;
+        if (!(e = fn(ctx, buf, len, (int32_t)id)))
+            e = next_entry(&p, end, '}', "model.vocab", i);
     }
     free(buf);
     return e;
@@ -328,16 +333,9 @@ tern_err *tok_hf_each_merge(const char *s, size_t n, tok_merge_fn fn, void *ctx)
             e = tern_errf(TERN_EFORMAT, "model.merges[%zu]: expected \"left right\" or [left, right]", i);
             break;
         }
-        e = fn(ctx, l, ll, r, rl, i);
-        p = skip_ws(q, end);
-        if (e)
-            break;
-        if (p < end && *p == ',') {
-            p = skip_ws(p + 1, end);
-            if (p >= end || *p == ']')
-                e = tern_errf(TERN_EFORMAT, "model.merges: a ',' after the last entry");
-        } else if (p >= end || *p != ']')
-            e = tern_errf(TERN_EFORMAT, "model.merges: expected ',' or ']' after entry %zu", i);
+        p = q;
+        if (!(e = fn(ctx, l, ll, r, rl, i)))
+            e = next_entry(&p, end, ']', "model.merges", i);
     }
     free(buf);
     return e;
