@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
+
 char *tern_cache_dir(void) {
     const char *d = getenv("TERN_CACHE_DIR");
     if (d)
@@ -25,6 +27,22 @@ char *tern_cache_dir(void) {
     else
         return NULL;
     return strdup(buf);
+}
+
+tern_err *tern_cache_begin_write(const char *path, char **tmp) {
+    *tmp = NULL;
+    const char *slash = strrchr(path, '/');
+    if (slash) {
+        char *dir = strndup(path, (size_t)(slash - path));
+        tern_err *e = dir ? tern_mkdir_p(dir) : tern_errf(TERN_ENOMEM, "out of memory");
+        free(dir);
+        TERN_TRY(e);
+    }
+    const size_t n = strlen(path) + 32;
+    if (!(*tmp = malloc(n)))
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    snprintf(*tmp, n, "%s.tmp.%ld", path, (long)getpid()); /* temp_pid reads it back */
+    return NULL;
 }
 
 void tern_cache_used(const char *path) { (void)utimensat(AT_FDCWD, path, NULL, 0); }

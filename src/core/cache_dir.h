@@ -6,11 +6,16 @@
 #ifndef TERN_CORE_CACHE_DIR_H
 #define TERN_CORE_CACHE_DIR_H
 
+#include "core/status.h"
+
 #define TERN_CACHE_MAX_AGE_DAYS 30
 
 /* The folder (malloc'd): $TERN_CACHE_DIR, else $XDG_CACHE_HOME/tern, else ~/.cache/tern; NULL when TERN_CACHE_DIR
  * is "" or "off" (caching off) or no folder can be named. Not created. */
 char *tern_cache_dir(void);
+/* Readies the writing of cache file `path`: creates its folder, and names in tmp (a malloc'd string) the temporary
+ * file to write and then rename to `path` — a name pruning can tell from a finished file and trace to its writer. */
+tern_err *tern_cache_begin_write(const char *path, char **tmp);
 /* Marks a cache file as used now (its modification time), so pruning keeps it; errors are ignored. */
 void tern_cache_used(const char *path);
 /* Removes tern's cache files in the folder holding `path` (a file of that folder) that were not used for

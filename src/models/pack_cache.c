@@ -103,24 +103,16 @@ void tern_pack_cache_unmap(const uint8_t *data, size_t bytes) {
 
 uint8_t *tern_pack_cache_begin(const char *path, size_t bytes, tern_pack_cache_out *o) {
     memset(o, 0, sizeof *o);
-    char *slash = strrchr(path, '/');
-    if (slash) {
-        char *dir = strndup(path, (size_t)(slash - path));
-        tern_err *e = dir ? tern_mkdir_p(dir) : tern_errf(TERN_ENOMEM, "out of memory");
-        free(dir);
-        if (e) {
-            TLOG_WARN("%s; the packed weights are not kept for the next start", tern_err_msg(e));
-            tern_err_free(e);
-            return NULL;
-        }
-    }
-    const size_t n = strlen(path) + 32;
-    if (!(o->tmp = malloc(n)) || !(o->path = strdup(path))) {
+    tern_err *e = tern_cache_begin_write(path, &o->tmp);
+    if (!e && !(o->path = strdup(path)))
+        e = tern_errf(TERN_ENOMEM, "out of memory");
+    if (e) {
+        TLOG_WARN("%s; the packed weights are not kept for the next start", tern_err_msg(e));
+        tern_err_free(e);
         free(o->tmp);
         memset(o, 0, sizeof *o);
         return NULL;
     }
-    snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
     o->bytes = bytes;
     int fd = open(o->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     /* The blocks are reserved now so that a full disk is an error here, not a SIGBUS while packing. */

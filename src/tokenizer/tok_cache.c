@@ -157,31 +157,27 @@ int tok_cache_read(tern_tokenizer *t, const char *path, uint64_t key) {
 }
 
 tern_err *tok_cache_write(const tern_tokenizer *t, const char *path, uint64_t key) {
-    char *slash = strrchr(path, '/');
-    if (slash) {
-        char *dir = strndup(path, (size_t)(slash - path));
-        tern_err *e = dir ? tern_mkdir_p(dir) : tern_errf(TERN_ENOMEM, "out of memory");
-        free(dir);
-        TERN_TRY(e);
-    }
+    char *tmp;
+    TERN_TRY(tern_cache_begin_write(path, &tmp));
     part parts[6];
     parts_of(t, parts);
     header h = {.magic = "TERNTOKT", .version = TOK_CACHE_VERSION, .header_bytes = sizeof h, .key = key,
                 .checksum = checksum_of(parts, key), .n_vocab = (uint64_t)t->n_vocab, .pool_len = t->pool_len,
                 .hash_cap = t->hash_cap, .merges_cap = t->merges_cap, .n_merges = t->n_merges};
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return tern_errf(TERN_EIO, "%s: cannot create the tokenizer's table cache", tmp);
-    int ok = fwrite(&h, sizeof h, 1, f) == 1;
-    for (int i = 0; i < 6 && ok; i++)
-        ok = !parts[i].bytes || fwrite(parts[i].p, parts[i].bytes, 1, f) == 1;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path)) {
-        unlink(tmp);
-        return tern_errf(TERN_EIO, "%s: cannot write the tokenizer's table cache", path);
+    tern_err *e = f ? NULL : tern_errf(TERN_EIO, "%s: cannot create the tokenizer's table cache", tmp);
+    if (f) {
+        int ok = fwrite(&h, sizeof h, 1, f) == 1;
+        for (int i = 0; i < 6 && ok; i++)
+            ok = !parts[i].bytes || fwrite(parts[i].p, parts[i].bytes, 1, f) == 1;
+        ok = fclose(f) == 0 && ok;
+        if (!ok || rename(tmp, path)) {
+            unlink(tmp);
+            e = tern_errf(TERN_EIO, "%s: cannot write the tokenizer's table cache", path);
+        }
     }
-    tern_cache_prune(path, TERN_CACHE_MAX_AGE_DAYS);
-    return NULL;
+    free(tmp);
+    if (!e)
+        tern_cache_prune(path, TERN_CACHE_MAX_AGE_DAYS);
+    return e;
 }
