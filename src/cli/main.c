@@ -25,6 +25,7 @@ static const struct {
     {"template", cmd_template, "TEMPLATE CONTEXT.json  render a chat template (Jinja) with a JSON context"},
     {"synth", cmd_synth, "--preset P --dtype D OUT  write a synthetic checkpoint (HF/MLX layout)"},
     {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},
+    {"audio-embed", cmd_audio_embed, "MODEL_DIR FILE [--out F.bin]  a clip through the model's audio tower"},
     {"audio-features", cmd_audio_features, "FILE [--out F.bin]  log-mel features, frame and soft-token counts"},
 };
 #define N_VERBS (sizeof verbs / sizeof verbs[0])

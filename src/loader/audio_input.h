@@ -1,0 +1,48 @@
+/* audio_input.h — a model's audio input: the bytes of a clip in any supported container become the soft-token
+ * embeddings its prompt carries. Decoding to 16 kHz mono and the log-mel features are the audio front end's
+ * (audio/audio.h, with the model's own per-bin normalisation when its processor config gives one); the tower is the
+ * model's audio encoder (models/audio_encoder.h). The server, `tern run --audio` and `tern audio-embed` all go
+ * through here. */
+#ifndef TERN_LOADER_AUDIO_INPUT_H
+#define TERN_LOADER_AUDIO_INPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+
+typedef struct tern_audio_input tern_audio_input;
+
+/* One encoded clip. */
+typedef struct tern_audio_embeds {
+    float *rows;    /* [n][dim], malloc'd */
+    size_t n;       /* soft tokens */
+    int64_t dim;
+    uint64_t hash;  /* of the 16 kHz samples the tower saw: equal clips, equal hash */
+    size_t samples; /* 16 kHz samples encoded (after truncation at 30 s) */
+    size_t total_samples; /* the clip's whole length at 16 kHz */
+} tern_audio_embeds;
+
+/* Loads DIR's audio tower and its processor config (preprocessor_config.json or processor_config.json);
+ * *out NULL, no error, when the model has no audio tower. */
+tern_err *tern_audio_input_load(const char *dir, tern_audio_input **out);
+/* Frees; NULL is fine. */
+void tern_audio_input_free(tern_audio_input *a);
+/* Width of an embedding row. */
+int64_t tern_audio_input_dim(const tern_audio_input *a);
+/* Soft tokens of a clip of n 16 kHz samples (after truncation at 30 s). */
+size_t tern_audio_input_tokens(const tern_audio_input *a, size_t samples);
+/* One line describing the tower (for logs and `tern info`). */
+void tern_audio_input_describe(const tern_audio_input *a, char *buf, size_t len);
+/* Decodes `len` bytes (any supported container; `timeout_s` bounds the decode, <= 0: default) and encodes the
+ * first 30 s. Errors: undecodable bytes (naming the supported containers), a clip too short for one frame. */
+tern_err *tern_audio_input_embed(const tern_audio_input *a, const void *bytes, size_t len, double timeout_s,
+                                 tern_pool *pool, tern_audio_embeds *out);
+/* The same from 16 kHz mono samples (at most TERN_AUDIO_MAX_SAMPLES are encoded). */
+tern_err *tern_audio_input_embed_pcm(const tern_audio_input *a, const float *samples, size_t n, tern_pool *pool,
+                                     tern_audio_embeds *out);
+/* Frees the rows and zeroes; a zeroed struct is fine. */
+void tern_audio_embeds_free(tern_audio_embeds *e);
+
+#endif

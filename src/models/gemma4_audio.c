@@ -1,0 +1,668 @@
+/* gemma4_audio.c — the Gemma 4 audio tower and embed_audio (GEMMA4.md §4; Hugging Face Gemma4AudioModel):
+ *
+ *   mel [F][128] ─▶ two 3x3 stride-2 convolutions (LayerNorm over channels, ReLU) ─▶ [F/4][32 x C1]
+ *       ─▶ input_proj_linear ─▶ conformer blocks (FF/2, chunked local attention with relative positions,
+ *          light causal convolution, FF/2, norm) ─▶ output_proj (bias) ─▶ scale-free RMSNorm ─▶ embedding_projection
+ *
+ * The arithmetic follows Hugging Face exactly (the golden in tests/data/audio is its semantics). Every matrix is a
+ * tern_weight run by the project's kernels: the linears as stored (float or MLX affine), the two convolutions as
+ * products over gathered 3x3 patches with their weights laid out [out][kh][kw][in] at load. Only a clip's valid
+ * frames are fed: the reference zeroes the rest before each convolution and masks them as keys, which is the same.
+ *
+ * Layouts: Hugging Face names tensors "model.audio_tower.*" / "model.embed_audio.*" with convolutions
+ * [out, in, kh, kw] and [D, 1, k]; mlx-vlm drops "model." and stores them [out, kh, kw, in] and [D, k, 1]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/alloc.h"
+#include "core/half.h"
+#include "core/json_util.h"
+#include "formats/quant_config.h"
+#include "formats/safetensors.h"
+#include "models/audio_encoder.h"
+#include "models/gemma4_weights.h"
+#include "tensor/ops.h"
+
+#define MEL 128
+#define MAX_LAYERS 64
+
+typedef struct audio_cfg {
+    int64_t D, layers, heads, C0, C1, kernel, chunk, left, right, out_dim, text_dim;
+    double residual, cap, invalid, eps, clip;
+    int clipped;
+} audio_cfg;
+
+/* A linear with optional clamps on its input and output (Gemma4ClippableLinear). */
+typedef struct clin {
+    tern_weight w;
+    float in_lo, in_hi, out_lo, out_hi;
+} clin;
+
+typedef struct alayer {
+    float *ff_pre[2], *ff_post[2];
+    clin ff1[2], ff2[2];
+    float *norm_pre_attn, *norm_post_attn, *norm_out;
+    clin q, k, v, post;
+    tern_weight relk;
+    float *qscale;   /* [head_dim] q_scale * softplus(per_dim_scale) */
+    float *lc_pre, *lc_norm;
+    clin lstart, lend;
+    float *dw;       /* [D][kernel] depthwise taps, oldest first */
+} alayer;
+
+typedef struct g4audio {
+    audio_cfg c;
+    tern_checkpoint *ck;
+    tern_quant_config *qc;
+    int mlx;               /* mlx-vlm names and convolution layouts */
+    float *conv0, *conv1;  /* [C0][3][3][1], [C1][3][3][C0] */
+    tern_weight conv0w, conv1w;
+    float *norm0, *norm1;
+    tern_weight in_proj, out_proj, embed_proj;
+    float *out_bias;
+    alayer layer[MAX_LAYERS];
+    float *pos;            /* [npos][D] the sinusoid inputs of relative positions 0..npos-1 */
+    int64_t npos;
+    char **owned;          /* small f32 arrays this tower allocated */
+    size_t n_owned;
+    int64_t F1, F2;        /* frequency bins after each convolution */
+} g4audio;
+
+/* ---- loading -------------------------------------------------------------------------------------------- */
+
+static float *own(g4audio *a, size_t n) {
+    char **v = realloc(a->owned, (a->n_owned + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    a->owned = v;
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (p)
+        a->owned[a->n_owned++] = (char *)p;
+    return p;
+}
+
+static void name_of(const g4audio *a, const char *rel, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s", a->mlx ? "" : "model.", rel);
+}
+
+/* The stored tensor `rel` (under the layout's root) as float32, checked to hold n values. */
+static tern_err *read_f32(const g4audio *a, const char *rel, size_t n, float *out) {
+    char name[256];
+    name_of(a, rel, name, sizeof name);
+    const tern_tensor *t = tern_checkpoint_find(a->ck, name);
+    if (!t)
+        return tern_errf(TERN_EFORMAT, "audio tower: missing tensor %s", name);
+    if ((size_t)t->numel != n)
+        return tern_errf(TERN_EFORMAT, "audio tower: %s holds %lld values, expected %zu", name, (long long)t->numel, n);
+    const unsigned char *p = t->data;
+    for (size_t i = 0; i < n; i++) {
+        if (t->dtype == TERN_DT_F32) {
+            memcpy(&out[i], p + 4 * i, 4);
+        } else if (t->dtype == TERN_DT_BF16 || t->dtype == TERN_DT_F16) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = t->dtype == TERN_DT_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
+        } else {
+            return tern_errf(TERN_EFORMAT, "audio tower: %s is %s, expected F32/F16/BF16", name,
+                             tern_dtype_name(t->dtype));
+        }
+    }
+    return NULL;
+}
+
+static tern_err *vec(g4audio *a, const char *rel, size_t n, float **out) {
+    if (!(*out = own(a, n)))
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    return read_f32(a, rel, n, *out);
+}
+
+static tern_err *matrix(g4audio *a, const char *rel, int64_t out, int64_t in, tern_weight *w) {
+    tern_wspec s = {.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {out, in}};
+    name_of(a, rel, s.name, sizeof s.name);
+    char why[400];
+    tern_gemma4_bind_one(&s, TERN_LAYOUT_HF, a->qc, a->ck, w, why, sizeof why);
+    return why[0] ? tern_errf(TERN_EFORMAT, "audio tower: %s", why) : NULL;
+}
+
+/* A clippable linear: its matrix under rel.linear, its four bounds beside (infinite when the config turns clipping
+ * off; a checkpoint that leaves one out keeps the reference's infinite default). */
+static tern_err *clipped(g4audio *a, const char *rel, int64_t out, int64_t in, clin *l) {
+    char r[200];
+    snprintf(r, sizeof r, "%s.linear", rel);
+    tern_err *err = matrix(a, r, out, in, &l->w);
+    float *b[4] = {&l->in_lo, &l->in_hi, &l->out_lo, &l->out_hi};
+    static const char *names[4] = {"input_min", "input_max", "output_min", "output_max"};
+    for (int i = 0; i < 4 && !err; i++) {
+        *b[i] = i % 2 ? INFINITY : -INFINITY;
+        if (!a->c.clipped)
+            continue;
+        char full[256];
+        snprintf(r, sizeof r, "%s.%s", rel, names[i]);
+        name_of(a, r, full, sizeof full);
+        if (tern_checkpoint_find(a->ck, full))
+            err = read_f32(a, r, 1, b[i]);
+    }
+    return err;
+}
+
+/* A 3x3 convolution's weight as [out][kh][kw][in] float32, from either layout. */
+static tern_err *conv3x3(g4audio *a, const char *rel, int64_t co, int64_t ci, float **out, tern_weight *w) {
+    size_t n = (size_t)(co * ci * 9);
+    float *raw = own(a, n);
+    if (!raw || !(*out = own(a, n)))
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    tern_err *err = read_f32(a, rel, n, raw);
+    if (err)
+        return err;
+    for (int64_t o = 0; o < co; o++)
+        for (int64_t i = 0; i < ci; i++)
+            for (int k = 0; k < 9; k++)
+                (*out)[(o * 9 + k) * ci + i] = a->mlx ? raw[(o * 9 + k) * ci + i] : raw[(o * ci + i) * 9 + k];
+    *w = (tern_weight){.fmt = TERN_WF_F32, .ndim = 2, .shape = {co, 9 * ci}, .data = *out, .name = "conv"};
+    return NULL;
+}
+
+static tern_err *parse_cfg(const json_t *root, audio_cfg *c) {
+    const json_t *ac = json_object_get(root, "audio_config");
+    const json_t *tc = json_object_get(root, "text_config");
+    tern_err *err = NULL;
+    int64_t v;
+#define GI(obj, key, dflt, lo, hi, dst) \
+    if (!err && !(err = tern_json_get_int(obj, key, dflt, lo, hi, &v))) dst = v
+    GI(ac, "hidden_size", 1024, 8, 65536, c->D);
+    GI(ac, "num_hidden_layers", 12, 1, MAX_LAYERS, c->layers);
+    GI(ac, "num_attention_heads", 8, 1, 1024, c->heads);
+    GI(ac, "conv_kernel_size", 5, 1, 64, c->kernel);
+    GI(ac, "attention_chunk_size", 12, 1, 4096, c->chunk);
+    GI(ac, "attention_context_left", 13, 1, 4096, c->left);
+    GI(ac, "attention_context_right", 0, 0, 4096, c->right);
+    GI(ac, "output_proj_dims", 1536, 1, 65536, c->out_dim);
+    GI(json_is_object(tc) ? tc : root, "hidden_size", 0, 1, 65536, c->text_dim);
+#undef GI
+    if (!err)
+        err = tern_json_get_num(ac, "residual_weight", 0.5, &c->residual);
+    if (!err)
+        err = tern_json_get_num(ac, "attention_logit_cap", 50.0, &c->cap);
+    if (!err)
+        err = tern_json_get_num(ac, "attention_invalid_logits_value", -1e9, &c->invalid);
+    if (!err)
+        err = tern_json_get_num(ac, "rms_norm_eps", 1e-6, &c->eps);
+    if (!err)
+        err = tern_json_get_num(ac, "gradient_clipping", 1e10, &c->clip);
+    if (!err)
+        err = tern_json_get_bool(ac, "use_clipped_linears", 0, &c->clipped);
+    if (err)
+        return tern_err_wrap(err, "config.json audio_config");
+    const json_t *ch = json_object_get(ac, "subsampling_conv_channels");
+    if (!json_is_array(ch) || json_array_size(ch) != 2 || !json_is_integer(json_array_get(ch, 0)) ||
+        !json_is_integer(json_array_get(ch, 1)))
+        return tern_errf(TERN_EFORMAT, "config.json audio_config.subsampling_conv_channels: expected two integers");
+    c->C0 = json_integer_value(json_array_get(ch, 0));
+    c->C1 = json_integer_value(json_array_get(ch, 1));
+    if (c->C0 < 1 || c->C0 > 4096 || c->C1 < 1 || c->C1 > 4096)
+        return tern_errf(TERN_EFORMAT, "config.json audio_config.subsampling_conv_channels out of range");
+    if (c->D % c->heads)
+        return tern_errf(TERN_EFORMAT, "config.json audio_config: hidden_size %lld is not a multiple of %lld heads",
+                         (long long)c->D, (long long)c->heads);
+    const char *act = json_string_value(json_object_get(ac, "hidden_act"));
+    if (act && strcmp(act, "silu") && strcmp(act, "swish"))
+        return tern_errf(TERN_EUNSUPPORTED, "config.json audio_config.hidden_act '%s': the tower runs silu", act);
+    if (c->cap <= 0)
+        return tern_errf(TERN_EFORMAT, "config.json audio_config.attention_logit_cap must be positive");
+    return NULL;
+}
+
+static void g4a_free(void *impl) {
+    g4audio *a = impl;
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->n_owned; i++)
+        free(a->owned[i]);
+    free(a->owned);
+    tern_checkpoint_close(a->ck);
+    tern_quant_config_free(a->qc);
+    free(a);
+}
+
+static tern_err *load_layer(g4audio *a, int l) {
+    const audio_cfg *c = &a->c;
+    alayer *L = &a->layer[l];
+    int64_t D = c->D, hd = D / c->heads;
+    char p[96], r[200];
+    snprintf(p, sizeof p, "audio_tower.layers.%d.", l);
+    tern_err *err = NULL;
+#define V(field, suffix, n) if (!err) { snprintf(r, sizeof r, "%s%s", p, suffix); err = vec(a, r, n, &(field)); }
+#define C(field, suffix, o, i) if (!err) { snprintf(r, sizeof r, "%s%s", p, suffix); err = clipped(a, r, o, i, &(field)); }
+    for (int f = 0; f < 2; f++) {
+        char ff[64];
+        snprintf(ff, sizeof ff, "feed_forward%d.", f + 1);
+        char s[96];
+        snprintf(s, sizeof s, "%spre_layer_norm.weight", ff);
+        V(L->ff_pre[f], s, D);
+        snprintf(s, sizeof s, "%spost_layer_norm.weight", ff);
+        V(L->ff_post[f], s, D);
+        snprintf(s, sizeof s, "%sffw_layer_1", ff);
+        C(L->ff1[f], s, 4 * D, D);
+        snprintf(s, sizeof s, "%sffw_layer_2", ff);
+        C(L->ff2[f], s, D, 4 * D);
+    }
+    V(L->norm_pre_attn, "norm_pre_attn.weight", D);
+    V(L->norm_post_attn, "norm_post_attn.weight", D);
+    V(L->norm_out, "norm_out.weight", D);
+    C(L->q, "self_attn.q_proj", D, D);
+    C(L->k, "self_attn.k_proj", D, D);
+    C(L->v, "self_attn.v_proj", D, D);
+    C(L->post, "self_attn.post", D, D);
+    V(L->qscale, "self_attn.per_dim_scale", hd);
+    V(L->lc_pre, "lconv1d.pre_layer_norm.weight", D);
+    V(L->lc_norm, "lconv1d.conv_norm.weight", D);
+    C(L->lstart, "lconv1d.linear_start", 2 * D, D);
+    C(L->lend, "lconv1d.linear_end", D, D);
+    V(L->dw, "lconv1d.depthwise_conv1d.weight", D * c->kernel);
+#undef V
+#undef C
+    if (!err) {
+        snprintf(r, sizeof r, "%sself_attn.relative_k_proj", p);
+        err = matrix(a, r, D, D, &L->relk);
+    }
+    if (err)
+        return err;
+    /* q is scaled by head_dim^-1/2 / ln 2 times softplus(per_dim_scale), per dimension. */
+    double q_scale = pow((double)hd, -0.5) / log(2.0);
+    for (int64_t i = 0; i < hd; i++) {
+        double x = L->qscale[i];
+        double sp = x > 30 ? x : log1p(exp(x));
+        L->qscale[i] = (float)(q_scale * (float)sp);
+    }
+    /* Both layouts store the depthwise taps D x k (Hugging Face [D, 1, k], mlx-vlm [D, k, 1]): the same order. */
+    return NULL;
+}
+
+static tern_err *g4a_load(const char *dir, const void *config_root, void **impl) {
+    g4audio *a = calloc(1, sizeof *a);
+    if (!a)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    const json_t *root = config_root;
+    tern_err *err = parse_cfg(root, &a->c);
+    if (!err)
+        err = tern_quant_config_parse(root, &a->qc);
+    if (!err)
+        err = tern_checkpoint_open(dir, &a->ck);
+    if (err) {
+        g4a_free(a);
+        return err;
+    }
+    const audio_cfg *c = &a->c;
+    a->mlx = !tern_checkpoint_find(a->ck, "model.audio_tower.subsample_conv_projection.layer0.conv.weight") &&
+             tern_checkpoint_find(a->ck, "audio_tower.subsample_conv_projection.layer0.conv.weight");
+    a->F1 = (MEL + 2 - 3) / 2 + 1;
+    a->F2 = (a->F1 + 2 - 3) / 2 + 1;
+    err = conv3x3(a, "audio_tower.subsample_conv_projection.layer0.conv.weight", c->C0, 1, &a->conv0, &a->conv0w);
+    if (!err)
+        err = conv3x3(a, "audio_tower.subsample_conv_projection.layer1.conv.weight", c->C1, c->C0, &a->conv1, &a->conv1w);
+    if (!err)
+        err = vec(a, "audio_tower.subsample_conv_projection.layer0.norm.weight", c->C0, &a->norm0);
+    if (!err)
+        err = vec(a, "audio_tower.subsample_conv_projection.layer1.norm.weight", c->C1, &a->norm1);
+    if (!err)
+        err = matrix(a, "audio_tower.subsample_conv_projection.input_proj_linear", c->D, a->F2 * c->C1, &a->in_proj);
+    for (int l = 0; l < c->layers && !err; l++)
+        err = load_layer(a, l);
+    if (!err)
+        err = matrix(a, "audio_tower.output_proj", c->out_dim, c->D, &a->out_proj);
+    if (!err)
+        err = vec(a, "audio_tower.output_proj.bias", c->out_dim, &a->out_bias);
+    if (!err)
+        err = matrix(a, "embed_audio.embedding_projection", c->text_dim, c->out_dim, &a->embed_proj);
+    if (!err) {
+        /* Relative positions 0 .. (chunk + left - 1 + right) / 2, each [sin(p tau_i)..., cos(p tau_i)...] with
+         * tau_i = exp(-i ln(1e4) / (D/2 - 1)), float32 as the reference computes them. */
+        a->npos = (c->chunk + c->left - 1 + c->right) / 2 + 1;
+        int64_t half = c->D / 2;
+        if (!(a->pos = own(a, (size_t)(a->npos * c->D))))
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+        double inc = log(10000.0) / (double)(half - 1 > 1 ? half - 1 : 1);
+        for (int64_t p = 0; p < a->npos && !err; p++)
+            for (int64_t i = 0; i < half; i++) {
+                float tau = expf((float)i * (float)-inc);
+                float t = (float)p * tau;
+                a->pos[p * c->D + i] = sinf(t);
+                a->pos[p * c->D + half + i] = cosf(t);
+            }
+    }
+    if (err) {
+        g4a_free(a);
+        return tern_err_wrap(err, "%s", dir);
+    }
+    *impl = a;
+    return NULL;
+}
+
+/* ---- running ------------------------------------------------------------------------------------------- */
+
+static size_t half_up(size_t n) { return (n + 1) / 2; }
+
+static size_t g4a_tokens(const void *impl, size_t frames) { return half_up(half_up(frames)); }
+
+static int64_t g4a_dim(const void *impl) { return ((const g4audio *)impl)->c.text_dim; }
+
+/* Rows of the second convolution gathered per product (bounds the patch buffer). */
+#define CONV_ROWS 32
+
+static uint64_t g4a_work_bytes(const void *impl, size_t frames) {
+    const g4audio *a = impl;
+    const audio_cfg *c = &a->c;
+    uint64_t T1 = half_up(frames), T = half_up(T1);
+    uint64_t b = T1 * a->F1 * (9 + c->C0);                         /* first patches + its output */
+    b += (uint64_t)CONV_ROWS * a->F2 * 9 * c->C0 + T * a->F2 * c->C1; /* second patches + output */
+    b += T * (uint64_t)(c->D * 3 + 4 * c->D + 2 * c->D * 4);       /* h, residual, scratch, q/k/v/ctx, wide */
+    b += T * (uint64_t)(c->out_dim) + (uint64_t)(a->npos * c->D);
+    return b * sizeof(float);
+}
+
+static void clamp(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+}
+
+/* y = clip_out(W clip_in(x)); x is left as it was. `tmp` holds T*in values. */
+static int clin_run(tern_pool *pool, const clin *l, const float *x, int64_t T, float *tmp, float *y) {
+    int64_t in = l->w.shape[1], out = l->w.shape[0];
+    const float *src = x;
+    if (isfinite(l->in_lo) || isfinite(l->in_hi)) {
+        memcpy(tmp, x, (size_t)(T * in) * sizeof *tmp);
+        clamp(tmp, (size_t)(T * in), l->in_lo, l->in_hi);
+        src = tmp;
+    }
+    if (tern_matmul(pool, &l->w, src, T, y, TERN_MM_PREFILL))
+        return -1;
+    if (isfinite(l->out_lo) || isfinite(l->out_hi))
+        clamp(y, (size_t)(T * out), l->out_lo, l->out_hi);
+    return 0;
+}
+
+static void rms_rows(float *x, const float *w, int64_t T, int64_t n, float eps) {
+    for (int64_t t = 0; t < T; t++)
+        tern_rmsnorm(x + t * n, w, n, eps, x + t * n);
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* LayerNorm over the channels of each position (weight only), then ReLU. */
+static void layernorm_relu(float *x, int64_t rows, int64_t C, const float *w, float eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *v = x + r * C;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < C; i++)
+            mean += v[i];
+        mean /= (double)C;
+        for (int64_t i = 0; i < C; i++)
+            var += (v[i] - mean) * (v[i] - mean);
+        var /= (double)C;
+        float inv = (float)(1.0 / sqrt(var + eps));
+        for (int64_t i = 0; i < C; i++) {
+            float y = (float)(v[i] - mean) * inv * w[i];
+            v[i] = y > 0 ? y : 0;
+        }
+    }
+}
+
+/* Gathers the 3x3 patches (stride 2, zero padding 1) of output rows [t0, t0 + n) of x [T][F][C] into
+ * p [n][Fo][3][3][C]. */
+static void patches(const float *x, int64_t T, int64_t F, int64_t C, int64_t t0, int64_t n, int64_t Fo, float *p) {
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t f = 0; f < Fo; f++)
+            for (int kh = 0; kh < 3; kh++)
+                for (int kw = 0; kw < 3; kw++) {
+                    float *dst = p + (((t * Fo + f) * 3 + kh) * 3 + kw) * C;
+                    int64_t ti = 2 * (t0 + t) - 1 + kh, fi = 2 * f - 1 + kw;
+                    if (ti < 0 || ti >= T || fi < 0 || fi >= F)
+                        memset(dst, 0, (size_t)C * sizeof *dst);
+                    else
+                        memcpy(dst, x + (ti * F + fi) * C, (size_t)C * sizeof *dst);
+                }
+}
+
+typedef struct work {
+    float *h, *res, *tmp, *q, *k, *v, *ctx, *wide, *rel;
+} work;
+
+static int feed_forward(const g4audio *a, tern_pool *pool, const alayer *L, int f, int64_t T, work *w) {
+    const audio_cfg *c = &a->c;
+    int64_t D = c->D;
+    size_t n = (size_t)(T * D);
+    memcpy(w->q, w->h, n * sizeof *w->q);
+    clamp(w->q, n, (float)-c->clip, (float)c->clip);
+    rms_rows(w->q, L->ff_pre[f], T, D, (float)c->eps);
+    if (clin_run(pool, &L->ff1[f], w->q, T, w->tmp, w->wide))
+        return -1;
+    for (size_t i = 0; i < n * 4; i++)
+        w->wide[i] = silu(w->wide[i]);
+    if (clin_run(pool, &L->ff2[f], w->wide, T, w->tmp, w->k))
+        return -1;
+    clamp(w->k, n, (float)-c->clip, (float)c->clip);
+    rms_rows(w->k, L->ff_post[f], T, D, (float)c->eps);
+    for (size_t i = 0; i < n; i++)
+        w->h[i] += w->k[i] * (float)c->residual;
+    return 0;
+}
+
+/* Chunked local attention of x [T][D] into out [T][D] (before `post`): query t sees keys t - d for the d the
+ * reference's mask allows (0 <= d < left - 1, and d > -right), each logit q.k + q.R(d) soft-capped. */
+static int attention(const g4audio *a, tern_pool *pool, const alayer *L, const float *x, int64_t T, work *w,
+                     float *out) {
+    const audio_cfg *c = &a->c;
+    int64_t D = c->D, H = c->heads, hd = D / H;
+    if (clin_run(pool, &L->q, x, T, w->tmp, w->q) || clin_run(pool, &L->k, x, T, w->tmp, w->k) ||
+        clin_run(pool, &L->v, x, T, w->tmp, w->v))
+        return -1;
+    const float k_scale = (float)(log(1.0 + exp(1.0)) / log(2.0));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < D; i++) {
+            w->q[t * D + i] *= L->qscale[i % hd];
+            w->k[t * D + i] *= k_scale;
+        }
+    /* R[p] = relative_k_proj(sinusoid of position p), for the positions the shifted term can reach. */
+    float *rel = w->rel;
+    if (tern_matmul(pool, &L->relk, a->pos, a->npos, rel, TERN_MM_PREFILL))
+        return -1;
+    int64_t max_past = c->left - 1, P = a->npos - 1;
+    int64_t dlo = c->right > 0 ? -(c->right - 1) : 0, dhi = c->left - 2;
+    int64_t span = dhi - dlo + 1;
+    float logit[8192];
+    if (span > (int64_t)(sizeof logit / sizeof *logit))
+        return -1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qv = w->q + t * D + h * hd;
+            float mx = -INFINITY;
+            for (int64_t d = dlo; d <= dhi; d++) {
+                int64_t j = t - d;
+                float *lg = &logit[d - dlo];
+                if (j < 0 || j >= T) {
+                    *lg = -INFINITY;
+                    continue;
+                }
+                const float *kv = w->k + j * D + h * hd;
+                float s = 0;
+                for (int64_t i = 0; i < hd; i++)
+                    s += qv[i] * kv[i];
+                int64_t r = max_past - d; /* the reference's shifted column: position P - r, zero past the table */
+                if (r >= 0 && r <= P) {
+                    const float *rv = rel + (P - r) * D + h * hd;
+                    float b = 0;
+                    for (int64_t i = 0; i < hd; i++)
+                        b += qv[i] * rv[i];
+                    s += b;
+                }
+                s = (float)c->cap * tanhf(s / (float)c->cap);
+                *lg = s;
+                if (s > mx)
+                    mx = s;
+            }
+            float sum = 0;
+            for (int64_t k = 0; k < span; k++) {
+                logit[k] = isinf(logit[k]) ? 0 : expf(logit[k] - mx);
+                sum += logit[k];
+            }
+            float *o = out + t * D + h * hd;
+            memset(o, 0, (size_t)hd * sizeof *o);
+            for (int64_t d = dlo; d <= dhi; d++) {
+                float p = logit[d - dlo] / sum;
+                if (p == 0)
+                    continue;
+                const float *vv = w->v + (t - d) * D + h * hd;
+                for (int64_t i = 0; i < hd; i++)
+                    o[i] += p * vv[i];
+            }
+        }
+    return 0;
+}
+
+static int light_conv(const g4audio *a, tern_pool *pool, const alayer *L, int64_t T, work *w) {
+    const audio_cfg *c = &a->c;
+    int64_t D = c->D, K = c->kernel;
+    size_t n = (size_t)(T * D);
+    memcpy(w->q, w->h, n * sizeof *w->q);
+    rms_rows(w->q, L->lc_pre, T, D, (float)c->eps);
+    if (clin_run(pool, &L->lstart, w->q, T, w->tmp, w->wide))
+        return -1;
+    for (int64_t t = 0; t < T; t++) /* GLU: first half times sigmoid of the second */
+        for (int64_t i = 0; i < D; i++) {
+            float g = w->wide[t * 2 * D + D + i];
+            w->k[t * D + i] = w->wide[t * 2 * D + i] * (1.0f / (1.0f + expf(-g)));
+        }
+    for (int64_t t = 0; t < T; t++) /* causal depthwise: left padding K - 1 */
+        for (int64_t i = 0; i < D; i++) {
+            float s = 0;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t j = t - (K - 1) + k;
+                if (j >= 0)
+                    s += L->dw[i * K + k] * w->k[j * D + i];
+            }
+            w->v[t * D + i] = s;
+        }
+    clamp(w->v, n, (float)-c->clip, (float)c->clip);
+    rms_rows(w->v, L->lc_norm, T, D, (float)c->eps);
+    for (size_t i = 0; i < n; i++)
+        w->v[i] = silu(w->v[i]);
+    if (clin_run(pool, &L->lend, w->v, T, w->tmp, w->k))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        w->h[i] += w->k[i];
+    return 0;
+}
+
+static int conformer(const g4audio *a, tern_pool *pool, const alayer *L, int64_t T, work *w) {
+    const audio_cfg *c = &a->c;
+    int64_t D = c->D;
+    size_t n = (size_t)(T * D);
+    float clip = (float)c->clip, eps = (float)c->eps;
+    if (feed_forward(a, pool, L, 0, T, w))
+        return -1;
+    memcpy(w->res, w->h, n * sizeof *w->res);
+    clamp(w->h, n, -clip, clip);
+    rms_rows(w->h, L->norm_pre_attn, T, D, eps);
+    if (attention(a, pool, L, w->h, T, w, w->ctx) || clin_run(pool, &L->post, w->ctx, T, w->tmp, w->h))
+        return -1;
+    clamp(w->h, n, -clip, clip);
+    rms_rows(w->h, L->norm_post_attn, T, D, eps);
+    for (size_t i = 0; i < n; i++)
+        w->h[i] += w->res[i];
+    if (light_conv(a, pool, L, T, w) || feed_forward(a, pool, L, 1, T, w))
+        return -1;
+    clamp(w->h, n, -clip, clip);
+    rms_rows(w->h, L->norm_out, T, D, eps);
+    return 0;
+}
+
+static tern_err *g4a_run(const void *impl, tern_pool *pool, const float *mel, size_t frames, float *out) {
+    const g4audio *a = impl;
+    const audio_cfg *c = &a->c;
+    int64_t T1 = (int64_t)half_up(frames), T = (int64_t)half_up((size_t)T1), D = c->D;
+    int64_t F1 = a->F1, F2 = a->F2, rows = T < CONV_ROWS ? T : CONV_ROWS;
+    int64_t wide = 4 * D > a->F2 * c->C1 ? 4 * D : a->F2 * c->C1;
+    float *p0 = malloc((size_t)(T1 * F1 * 9) * sizeof(float));
+    float *x0 = malloc((size_t)(T1 * F1 * c->C0) * sizeof(float));
+    float *p1 = malloc((size_t)(rows * F2 * 9 * c->C0) * sizeof(float));
+    float *x1 = malloc((size_t)(T * F2 * c->C1) * sizeof(float));
+    work w = {0};
+    size_t n = (size_t)(T * D);
+    w.h = malloc(n * sizeof(float));
+    w.res = malloc(n * sizeof(float));
+    w.q = malloc(n * sizeof(float));
+    w.k = malloc(n * sizeof(float));
+    w.v = malloc(n * sizeof(float));
+    w.ctx = malloc(n * sizeof(float));
+    w.wide = malloc((size_t)(T * wide) * sizeof(float));
+    w.tmp = malloc((size_t)(T * wide) * sizeof(float));
+    w.rel = malloc((size_t)(a->npos * D) * sizeof(float));
+    float *o = malloc((size_t)(T * c->out_dim) * sizeof(float));
+    tern_err *err = NULL;
+    if (!w.rel || !p0 || !x0 || !p1 || !x1 || !w.h || !w.res || !w.q || !w.k || !w.v || !w.ctx || !w.wide || !w.tmp || !o) {
+        err = tern_errf(TERN_ENOMEM, "audio tower: out of memory for a clip of %zu frames", frames);
+        goto done;
+    }
+    /* Subsampling: the mel image is one channel [frames][128][1]. */
+    patches(mel, (int64_t)frames, MEL, 1, 0, T1, F1, p0);
+    if (tern_matmul(pool, &a->conv0w, p0, T1 * F1, x0, TERN_MM_PREFILL))
+        goto oom;
+    layernorm_relu(x0, T1 * F1, c->C0, a->norm0, (float)c->eps);
+    for (int64_t t0 = 0; t0 < T; t0 += rows) {
+        int64_t nr = T - t0 < rows ? T - t0 : rows;
+        patches(x0, T1, F1, c->C0, t0, nr, F2, p1);
+        if (tern_matmul(pool, &a->conv1w, p1, nr * F2, x1 + t0 * F2 * c->C1, TERN_MM_PREFILL))
+            goto oom;
+    }
+    layernorm_relu(x1, T * F2, c->C1, a->norm1, (float)c->eps);
+    /* x1 is [T][F2][C1]: each frame flattened frequency-major, as the reference's permute + reshape. */
+    if (tern_matmul(pool, &a->in_proj, x1, T, w.h, TERN_MM_PREFILL))
+        goto oom;
+    for (int l = 0; l < c->layers; l++)
+        if (conformer(a, pool, &a->layer[l], T, &w))
+            goto oom;
+    if (tern_matmul(pool, &a->out_proj, w.h, T, o, TERN_MM_PREFILL))
+        goto oom;
+    for (int64_t t = 0; t < T; t++) {
+        float *r = o + t * c->out_dim;
+        for (int64_t i = 0; i < c->out_dim; i++)
+            r[i] += a->out_bias[i];
+        tern_rmsnorm(r, NULL, c->out_dim, (float)c->eps, r); /* embed_audio's scale-free norm */
+    }
+    if (tern_matmul(pool, &a->embed_proj, o, T, out, TERN_MM_PREFILL))
+        goto oom;
+    goto done;
+oom:
+    err = tern_errf(TERN_ENOMEM, "audio tower: out of scratch memory");
+done:
+    free(p0), free(x0), free(p1), free(x1), free(o);
+    free(w.h), free(w.res), free(w.q), free(w.k), free(w.v), free(w.ctx), free(w.wide), free(w.tmp), free(w.rel);
+    return err;
+}
+
+static void g4a_describe(const void *impl, char *buf, size_t len) {
+    const g4audio *a = impl;
+    const audio_cfg *c = &a->c;
+    char fmt[32];
+    tern_wformat_describe(&a->layer[0].ff1[0].w, fmt, sizeof fmt);
+    snprintf(buf, len, "gemma4 conformer: %lld blocks, hidden %lld, %lld heads, chunk %lld (left %lld, right %lld), "
+             "output %lld -> %lld, %s linears%s (%s layout)",
+             (long long)c->layers, (long long)c->D, (long long)c->heads, (long long)c->chunk, (long long)c->left,
+             (long long)c->right, (long long)c->out_dim, (long long)c->text_dim, fmt,
+             c->clipped ? ", clipped" : "", a->mlx ? "mlx-vlm" : "hf");
+}
+
+const tern_audio_arch tern_audio_arch_gemma4 = {
+    .model_type = "gemma4_audio",
+    .load = g4a_load,
+    .free = g4a_free,
+    .dim = g4a_dim,
+    .tokens = g4a_tokens,
+    .work_bytes = g4a_work_bytes,
+    .run = g4a_run,
+    .describe = g4a_describe,
+};
