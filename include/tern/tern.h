@@ -58,6 +58,7 @@ typedef struct tern_model_info {
     uint64_t kv_full_bytes_per_token;  /* bf16 K+V over full-attention layers */
     uint64_t kv_sliding_bytes_per_token; /* bf16 K+V over sliding layers (saturates at the window) */
     int threads;                       /* the thread count the packed weights are laid out for */
+    int audio;                         /* 1: the model has an audio tower (chat requests may carry audio) */
 } tern_model_info;
 
 /* Loads weights (mmapped), tokenizer and chat template; errors name the file at fault. */
@@ -154,6 +155,16 @@ typedef struct tern_sampling_params {
     int has_seed;
 } tern_sampling_params;
 
+/* Rows that stand in for prompt tokens: the soft tokens of an audio clip, fed in place of their placeholder ids'
+ * embeddings. */
+typedef struct tern_prompt_embeds {
+    int64_t pos;       /* the first prompt position they replace */
+    int64_t n;         /* positions (rows) */
+    const float *rows; /* [n][the model's hidden size], copied at submit */
+    uint64_t key;      /* names the content (a hash of the clip): the prefix cache shares these positions only between
+                        * prompts whose spans agree in key, place and length */
+} tern_prompt_embeds;
+
 typedef struct tern_request {
     /* The prompt: token ids, or text to tokenize (exactly one of the two). */
     const int32_t *prompt_ids;
@@ -181,6 +192,9 @@ typedef struct tern_request {
     int draft_max;            /* 0: the engine's; > 0: at most this many drafted tokens per step (capped by the
                                * engine's) */
     int draft_off;            /* 1: no speculation for this request */
+    /* Soft-token spans (prompt_ids only): in prompt order, inside the prompt, not overlapping. */
+    const tern_prompt_embeds *embeds;
+    int n_embeds;
 } tern_request;
 
 #define TERN_MAX_STOP_STRINGS 16

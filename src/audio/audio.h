@@ -78,6 +78,9 @@ tern_err *tern_audio_resample(const float *in, size_t n, int rate_in, int rate_o
  * `timeout_s` bounds the container decode (<= 0: TERN_AUDIO_DEFAULT_TIMEOUT_S). */
 tern_err *tern_audio_decode(const void *data, size_t len, double timeout_s, tern_pcm *out);
 
+/* tern_audio_decode keeping up to max_samples (> 30 s: a long clip encoded in 30 s windows). */
+tern_err *tern_audio_decode_long(const void *data, size_t len, double timeout_s, size_t max_samples, tern_pcm *out);
+
 /* tern_audio_decode on the contents of a file; errors are prefixed with the path. */
 tern_err *tern_audio_decode_file(const char *path, double timeout_s, tern_pcm *out);
 

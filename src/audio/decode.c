@@ -1,4 +1,5 @@
-/* decode.c — the audio dispatcher: any supported bytes → mono 16 kHz float, at most 30 s.
+/* decode.c — the audio dispatcher: any supported bytes → mono 16 kHz float, at most 30 s (or what the caller
+ * asks for, when it encodes a long clip in 30 s windows).
  *
  * The format is decided by content: RIFF/WAVE magic goes to our WAV parser, everything else to
  * libav. A declared type (file name, MIME type, a request's "format" field) is never consulted, so
@@ -11,11 +12,14 @@
 #include "audio/audio.h"
 #include "core/fileio.h"
 
-/* Native-rate audio to decode so that 30 s at 16 kHz can be produced: 30 s + 100 ms of margin. */
-#define DECODE_SECONDS (TERN_AUDIO_MAX_SAMPLES / (double)TERN_AUDIO_RATE + 0.1)
-
 tern_err *tern_audio_decode(const void *data, size_t len, double timeout_s, tern_pcm *out) {
+    return tern_audio_decode_long(data, len, timeout_s, TERN_AUDIO_MAX_SAMPLES, out);
+}
+
+tern_err *tern_audio_decode_long(const void *data, size_t len, double timeout_s, size_t max_samples, tern_pcm *out) {
     memset(out, 0, sizeof *out);
+    /* Native-rate audio to decode so that max_samples at 16 kHz can be produced: 100 ms of margin. */
+    const double DECODE_SECONDS = (double)max_samples / TERN_AUDIO_RATE + 0.1;
     tern_pcm native = {0};
     tern_err *err = NULL;
     if (tern_audio_is_wav(data, len)) {
@@ -46,8 +50,8 @@ tern_err *tern_audio_decode(const void *data, size_t len, double timeout_s, tern
             return err;
     }
     out->rate = TERN_AUDIO_RATE;
-    if (out->n > TERN_AUDIO_MAX_SAMPLES)
-        out->n = TERN_AUDIO_MAX_SAMPLES;
+    if (out->n > max_samples)
+        out->n = max_samples;
     /* Finite but huge float samples (a hostile float WAV) overflow in resampling; nothing non-finite may reach
      * the features. */
     for (size_t i = 0; i < out->n; i++)

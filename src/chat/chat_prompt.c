@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MAX_TEMPLATE_OUTPUT (64u << 20)
 
@@ -30,20 +31,92 @@ static tern_err *join_text(json_t **acc, const char *s, size_t n) {
     return rc ? oom() : NULL;
 }
 
-/* Media parts are valid OpenAI input that this server cannot feed to the model yet. */
+/* Media parts are valid OpenAI input that this server cannot feed to the model (audio only with a tower). */
 static tern_err *unsupported_part(const char *path, const char *type) {
     if (!strcmp(type, "image_url") || !strcmp(type, "image"))
         return tern_errf(TERN_EUNSUPPORTED, "%s: image input is not supported by this server (text only)", path);
     if (!strcmp(type, "input_audio") || !strcmp(type, "audio_url") || !strcmp(type, "audio"))
-        return tern_errf(TERN_EUNSUPPORTED, "%s: audio input is not supported by this server yet (text only)", path);
+        return tern_errf(TERN_EUNSUPPORTED, "%s: this model has no audio tower (config.json has no audio_config): "
+                         "audio input needs a Gemma 4 model with one", path);
     if (!strcmp(type, "file") || !strcmp(type, "document") || !strcmp(type, "video_url"))
         return tern_errf(TERN_EUNSUPPORTED, "%s: '%s' content is not supported by this server (text only)", path,
                          type);
     return NULL;
 }
 
-/* OpenAI content: a string, or an array of {"type":"text","text":...} parts. *out is a new string. */
-static tern_err *openai_content(const json_t *c, const char *path, json_t **out) {
+/* The `format` values an input_audio part may name (the bytes decide how they are decoded). */
+static const char *const audio_formats[] = {"wav", "mp3", "flac", "ogg", "opus", "m4a", "mp4", "aac", "webm",
+                                            "aiff", "aif", "caf", "au", "amr", "wma", "mpeg", "mpga", "oga", "x-wav",
+                                            "wave", "vorbis", "alac", "ac3", "wv", "ape", "tta", "mpc", "voc"};
+
+static int known_format(const char *f, size_t n) {
+    for (size_t i = 0; i < sizeof audio_formats / sizeof *audio_formats; i++)
+        if (strlen(audio_formats[i]) == n && !strncasecmp(f, audio_formats[i], n))
+            return 1;
+    return 0;
+}
+
+/* An audio part → {"data", "format", "path"} appended to `audio`. input_audio: {"data": base64, "format"};
+ * audio_url: {"url": "data:audio/FORMAT;base64,..."} (no remote URLs: the server fetches nothing). */
+static tern_err *audio_part(const json_t *part, const char *type, const char *pp, json_t *audio) {
+    const char *data = NULL, *fmt = NULL;
+    size_t data_len = 0, fmt_len = 0;
+    if (!strcmp(type, "input_audio")) {
+        const json_t *ia = json_object_get(part, "input_audio");
+        const json_t *d = json_is_object(ia) ? json_object_get(ia, "data") : NULL;
+        const json_t *f = json_is_object(ia) ? json_object_get(ia, "format") : NULL;
+        if (!json_is_object(ia))
+            return tern_errf(TERN_EINVAL, "%s.input_audio: expected an object {\"data\": base64, \"format\": \"wav\"}",
+                             pp);
+        if (!json_is_string(d) || json_string_length(d) == 0)
+            return tern_errf(TERN_EINVAL, "%s.input_audio.data: expected the clip as a non-empty base64 string", pp);
+        if (f && !json_is_null(f) && !json_is_string(f))
+            return tern_errf(TERN_EINVAL, "%s.input_audio.format: expected a string such as \"wav\" or \"mp3\"", pp);
+        data = json_string_value(d), data_len = json_string_length(d);
+        if (json_is_string(f))
+            fmt = json_string_value(f), fmt_len = json_string_length(f);
+    } else if (!strcmp(type, "audio_url")) {
+        const json_t *au = json_object_get(part, "audio_url");
+        const json_t *u = json_is_object(au) ? json_object_get(au, "url") : json_is_string(au) ? au : NULL;
+        if (!json_is_string(u))
+            return tern_errf(TERN_EINVAL, "%s.audio_url.url: expected a data: URI (data:audio/wav;base64,...)", pp);
+        const char *url = json_string_value(u), *comma = strchr(url, ',');
+        if (strncmp(url, "data:", 5))
+            return tern_errf(TERN_EINVAL, "%s.audio_url.url: only data: URIs are accepted (data:audio/wav;base64,...); "
+                             "this server fetches no URLs", pp);
+        const char *semi = comma ? memchr(url, ';', (size_t)(comma - url)) : NULL;
+        if (!comma || !semi || strncmp(semi, ";base64,", 8))
+            return tern_errf(TERN_EINVAL, "%s.audio_url.url: expected data:audio/FORMAT;base64,DATA", pp);
+        const char *mime = url + 5;
+        if (!strncmp(mime, "audio/", 6))
+            fmt = mime + 6, fmt_len = (size_t)(semi - mime - 6);
+        else if (semi != mime && strncmp(mime, "application/octet-stream", 24))
+            return tern_errf(TERN_EINVAL, "%s.audio_url.url: the data URI's type '%.*s' is not audio/*", pp,
+                             (int)(semi - mime), mime);
+        data = comma + 1, data_len = json_string_length(u) - (size_t)(comma + 1 - url);
+        if (data_len == 0)
+            return tern_errf(TERN_EINVAL, "%s.audio_url.url: the data URI holds no data", pp);
+    } else {
+        return tern_errf(TERN_EINVAL, "%s.type: use \"input_audio\" ({\"data\": base64, \"format\"}) for audio", pp);
+    }
+    if (fmt && fmt_len && !known_format(fmt, fmt_len))
+        return tern_errf(TERN_EINVAL, "%s: audio format '%.*s' is not supported (wav, mp3, flac, ogg, opus, m4a, aac, "
+                         "webm, aiff and the other containers libav reads)", pp, (int)(fmt_len > 32 ? 32 : fmt_len), fmt);
+    json_t *a = json_object();
+    if (!a || json_object_set_new(a, "data", json_stringn(data, data_len)) ||
+        json_object_set_new(a, "format", json_stringn(fmt ? fmt : "", fmt ? fmt_len : 0)) ||
+        json_object_set_new(a, "path", json_string(pp)) || json_array_append_new(audio, a)) {
+        json_decref(a);
+        return oom();
+    }
+    return NULL;
+}
+
+static int is_audio_type(const char *t) { return !strcmp(t, "input_audio") || !strcmp(t, "audio_url"); }
+
+/* OpenAI content: a string, or an array of {"type":"text","text":...} parts (and audio parts when `audio` takes
+ * them). *out is a new string, or with audio a list of text parts and {"type": "audio"} items. */
+static tern_err *openai_content(const json_t *c, const char *path, json_t *audio, json_t **out) {
     *out = NULL;
     if (json_is_string(c)) {
         *out = json_copy((json_t *)c);
@@ -56,32 +129,55 @@ static tern_err *openai_content(const json_t *c, const char *path, json_t **out)
         return tern_errf(TERN_EINVAL, "%s: the array of content parts is empty", path);
     size_t i;
     json_t *part;
-    json_t *acc = NULL;
+    json_t *acc = NULL, *list = NULL; /* joined text; the list once an audio part is seen */
     json_array_foreach(c, i, part) {
         char pp[256];
         snprintf(pp, sizeof pp, "%s[%zu]", path, i);
         tern_err *err = NULL;
         const json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
+        const char *tv = json_string_value(type);
         if (!json_is_object(part))
             err = tern_errf(TERN_EINVAL, "%s: expected a content part object, got %s", pp, tern_json_type_name(part));
         else if (!json_is_string(type))
             err = tern_errf(TERN_EINVAL, "%s.type: expected a string such as \"text\"", pp);
-        else if (!strcmp(json_string_value(type), "text") || !strcmp(json_string_value(type), "refusal")) {
-            const char *key = !strcmp(json_string_value(type), "text") ? "text" : "refusal";
+        else if (!strcmp(tv, "text") || !strcmp(tv, "refusal")) {
+            const char *key = !strcmp(tv, "text") ? "text" : "refusal";
             const json_t *t = json_object_get(part, key);
             if (!json_is_string(t))
                 err = tern_errf(TERN_EINVAL, "%s.%s: expected a string", pp, key);
             else
                 err = join_text(&acc, json_string_value(t), json_string_length(t));
-        } else if (!(err = unsupported_part(pp, json_string_value(type))))
-            err = tern_errf(TERN_EINVAL, "%s.type: unknown content part type '%s' (expected \"text\")", pp,
-                            json_string_value(type));
+        } else if (audio && is_audio_type(tv)) {
+            if (!list && !(list = json_array()))
+                err = oom();
+            if (!err && acc) { /* the text so far keeps its place before the clip */
+                if (json_array_append_new(list, json_pack("{s:s,s:O}", "type", "text", "text", acc)))
+                    err = oom();
+                json_decref(acc);
+                acc = NULL;
+            }
+            if (!err)
+                err = audio_part(part, tv, pp, audio);
+            if (!err && json_array_append_new(list, json_pack("{s:s}", "type", "audio")))
+                err = oom();
+        } else if (!(err = unsupported_part(pp, tv)))
+            err = tern_errf(TERN_EINVAL, "%s.type: unknown content part type '%s' (expected \"text\")", pp, tv);
         if (err) {
             json_decref(acc);
+            json_decref(list);
             return err;
         }
     }
-    *out = acc;
+    if (list && acc) {
+        if (json_array_append_new(list, json_pack("{s:s,s:O}", "type", "text", "text", acc))) {
+            json_decref(acc);
+            json_decref(list);
+            return oom();
+        }
+        json_decref(acc);
+        acc = NULL;
+    }
+    *out = list ? list : acc;
     return NULL;
 }
 
@@ -198,7 +294,7 @@ tern_err *tern_chat_validate_tools(const json_t *tools) {
 
 static int role_is(const char *r, const char *a) { return !strcmp(r, a); }
 
-static tern_err *openai_message(const json_t *m, size_t i, json_t **out) {
+static tern_err *openai_message(const json_t *m, size_t i, json_t *audio, json_t **out) {
     char path[64];
     snprintf(path, sizeof path, "messages[%zu]", i);
     *out = NULL;
@@ -241,7 +337,7 @@ static tern_err *openai_message(const json_t *m, size_t i, json_t **out) {
                 err = tern_errf(TERN_EINVAL, "%s: an assistant message needs content or tool_calls", pp);
         } else {
             json_t *c;
-            if (!(err = openai_content(content, pp, &c)) && json_object_set_new(n, "content", c))
+            if (!(err = openai_content(content, pp, audio, &c)) && json_object_set_new(n, "content", c))
                 err = oom();
         }
     }
@@ -324,7 +420,7 @@ tern_err *tern_chat_build_context(const tern_chat_input *in, json_t **ctx) {
     json_t *m;
     json_array_foreach(in->messages, i, m) {
         json_t *n;
-        if (err || (err = openai_message(m, i, &n)))
+        if (err || (err = openai_message(m, i, in->audio, &n)))
             break;
         if (json_array_append_new(msgs, n))
             err = oom();

@@ -7,7 +7,8 @@
  * Normalized messages carry only the fields templates read (role, content, name, tool_calls, tool_call_id,
  * reasoning_content); text content parts are joined into one string (templates differ in what they accept for
  * lists; every template accepts a string); assistant tool-call arguments given as JSON text are parsed into
- * objects, as Hugging Face templates expect. Errors are TERN_EINVAL (TERN_EUNSUPPORTED for valid input this
+ * objects, as Hugging Face templates expect. Audio parts (OpenAI input_audio, data-URI audio_url) are taken out
+ * for the caller to decode, leaving {"type": "audio"} in their place. Errors are TERN_EINVAL (TERN_EUNSUPPORTED for valid input this
  * server cannot take, such as images) with messages that name the field: "messages[2].role: ...". */
 #ifndef TERN_CHAT_CHAT_PROMPT_H
 #define TERN_CHAT_CHAT_PROMPT_H
@@ -28,6 +29,10 @@ typedef struct tern_chat_input {
     int fold_tool_results;         /* tool messages become the preceding assistant message's tool_responses
                                     * (see tern_chat_template_wants_tool_responses) */
     const char *bos_token, *eos_token; /* the special-token texts templates print (may be NULL) */
+    json_t *audio;                 /* NULL: audio content parts are refused (no audio tower). Else each audio part is
+                                    * appended to this array as {"data": base64 text, "format", "path"} in document
+                                    * order, and its message's content becomes a list of text parts and
+                                    * {"type": "audio"} items in the same order (what templates place markers for) */
 } tern_chat_input;
 
 /* Validates `in` and builds a new template context object in *ctx (json_decref it). Template kwargs come

@@ -8,6 +8,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "formats/checkpoint_dir.h"
+#include "loader/audio_input.h"
 #include "engine/fit.h"
 
 static const char *usage =
@@ -104,5 +106,22 @@ int cmd_fit(int argc, char **argv) {
         return 1;
     }
     print_plan(pos[0], &plan, kv ? kv : "bf16");
+    /* The audio tower's weights are among the other tensors (mapped, read while a clip encodes); one clip at a
+     * time is encoded, in a work area of its own. */
+    tern_audio_input *audio = NULL;
+    char *gguf = NULL;
+    int is_gguf = tern_checkpoint_gguf_file(pos[0], &gguf);
+    free(gguf);
+    if (!is_gguf && (err = tern_audio_input_load(pos[0], &audio))) {
+        fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
+        tern_err_free(err);
+        return 1;
+    }
+    if (audio) {
+        uint64_t w = tern_audio_input_work_bytes(audio);
+        printf("audio:        %s work area while a 30 s clip encodes (one clip at a time); with it %s\n", human(w),
+               human(plan.total + w));
+        tern_audio_input_free(audio);
+    }
     return 0;
 }

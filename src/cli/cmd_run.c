@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "core/base64.h"
+#include "core/fileio.h"
 #include "cli/draft_args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
@@ -26,6 +28,10 @@ static const char *usage =
     "  -p, --prompt TEXT   the prompt (same as the positional PROMPT)\n"
     "  --raw TEXT          tokenize TEXT as is (with BOS), no chat template\n"
     "  --ids 2,105,...     token ids as the prompt\n"
+    "  --audio FILE        an audio clip (any supported container; the first 30 s) before the prompt in the user\n"
+    "                      message (models with an audio tower); without a prompt: \"Transcribe this audio clip.\"\n"
+    "  --audio-windows N   a clip longer than 30 s: encode up to N 30 s windows, each its own run of soft tokens\n"
+    "                      (default 1: the first 30 s, as the reference does)\n"
     "  --system TEXT       a system message first\n"
     "  --think             let the model think first (enable_thinking in the template)\n"
     "  -n N                most tokens per reply (default 64 for one prompt; as many as fit in a chat)\n"
@@ -105,6 +111,40 @@ static json_t *new_conversation(const char *system) {
     return m;
 }
 
+/* A user message with an audio clip (the file's bytes) before the prompt text, encoded on a pool of `threads`. */
+static tern_err *audio_prompt(const run_ctx *c, const char *system, const char *path, const char *prompt, int threads,
+                              int windows, tern_media_prompt *mp) {
+    if (!c->chat->tpl)
+        return tern_errf(TERN_ENOTFOUND, "the model has no chat template (needed to place the audio)");
+    char *bytes = NULL, *b64 = NULL;
+    size_t len = 0;
+    tern_pool *pool = NULL;
+    json_t *messages = NULL, *kwargs = NULL;
+    tern_err *err = tern_read_file(path, 1u << 30, &bytes, &len);
+    if (!err && !(b64 = tern_base64_encode(bytes, len)))
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    if (!err)
+        err = tern_pool_create(threads > 0 ? threads : tern_cpu_count(), &pool);
+    if (!err) {
+        messages = new_conversation(system);
+        json_array_append_new(messages, json_pack("{s:s,s:[{s:s,s:{s:s,s:s}},{s:s,s:s}]}", "role", "user", "content",
+                                                  "type", "input_audio", "input_audio", "data", b64, "format", "",
+                                                  "type", "text", "text", prompt));
+        kwargs = json_pack("{s:b}", "enable_thinking", c->think);
+        tern_media_opts mo = {.audio_windows = windows, .pool = pool};
+        err = tern_model_chat_prompt_media(c->model, messages, NULL, kwargs, 1, &mo, mp);
+        if (err)
+            err = tern_err_wrap(err, "%s", path);
+    }
+    json_decref(messages);
+    json_decref(kwargs);
+    tern_pool_destroy(pool);
+    free(b64);
+    free(bytes);
+    return err;
+}
+
+
 /* The interactive chat: reads lines from stdin until /exit, end of input or Ctrl-C at the prompt. */
 static tern_err *chat(run_ctx *c, const char *system) {
     const int tty = isatty(STDIN_FILENO);
@@ -171,7 +211,8 @@ int cmd_run(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0},       {"prompt", 1, 0}, {"raw", 1, 0},   {"n", 1, 0},      {"temp", 1, 0},
                        {"top-k", 1, 0},     {"top-p", 1, 0},  {"min-p", 1, 0}, {"seed", 1, 0},   {"threads", 1, 0},
                        {"ctx", 1, 0},       {"system", 1, 0}, {"think", 0, 0}, {"print-ids", 0, 0},
-                       {"stats", 0, 0},     {"model", 1, 0},  {"help", 0, 0},  TERN_DRAFT_OPTS, {0, 0, 0}};
+                       {"stats", 0, 0},     {"model", 1, 0},  {"audio", 1, 0},  {"audio-windows", 1, 0}, {"help", 0, 0},  TERN_DRAFT_OPTS,
+                       {0, 0, 0}};
     const char *pos[2];
     int np = tern_args_parse("run", argc, argv, opts, pos, 2);
     if (np < 0)
@@ -189,11 +230,18 @@ int cmd_run(int argc, char **argv) {
     }
     if (np == 2)
         prompt = pos[1];
+    const char *audio = tern_args_get(opts, "audio");
+    if (audio && (ids_s || raw)) {
+        fprintf(stderr, "tern run: --audio goes with a chat prompt, not --ids or --raw\n");
+        return 2;
+    }
+    if (audio && !prompt)
+        prompt = "Transcribe this audio clip.";
     const int interactive = !ids_s && !prompt && !raw;
     run_ctx c = {.think = tern_args_get(opts, "think") != NULL, .print_ids = tern_args_get(opts, "print-ids") != NULL,
                  .stats = tern_args_get(opts, "stats") != NULL};
     tern_request_default(&c.base);
-    int64_t n_gen, top_k, seed, threads, ctx;
+    int64_t n_gen, top_k, seed, threads, ctx, windows;
     if (np < 1) {
         fprintf(stderr, "tern run: which model? (tern run MODEL_DIR [PROMPT])\n");
         fputs(usage, stderr);
@@ -208,6 +256,7 @@ int cmd_run(int argc, char **argv) {
         tern_args_int("run", opts, "seed", -1, -1, INT64_MAX, &seed) ||
         tern_args_int("run", opts, "threads", 0, 0, 1024, &threads) ||
         tern_args_int("run", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
+        tern_args_int("run", opts, "audio-windows", 1, 1, 64, &windows) ||
         tern_args_float("run", opts, "temp", 0.0f, 0.0f, 100.0f, &c.base.sampling.temperature) ||
         tern_args_float("run", opts, "top-p", 1.0f, 0.0f, 1.0f, &c.base.sampling.top_p) ||
         tern_args_float("run", opts, "min-p", 0.0f, 0.0f, 1.0f, &c.base.sampling.min_p))
@@ -224,6 +273,7 @@ int cmd_run(int argc, char **argv) {
         return 2;
 
     tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
+    tern_media_prompt mp = {0};
     int32_t *ids = NULL;
     size_t n = 0;
     tern_err *err = tern_model_load(&mo, &c.model);
@@ -247,6 +297,12 @@ int cmd_run(int argc, char **argv) {
             int64_t k;
             err = tern_parse_ids(ids_s, &ids, &k);
             n = (size_t)k;
+        } else if (prompt && audio) {
+            err = audio_prompt(&c, tern_args_get(opts, "system"), audio, prompt, (int)threads, (int)windows, &mp);
+            req.prompt_ids = mp.ids;
+            req.n_prompt_ids = mp.n;
+            req.embeds = mp.spans;
+            req.n_embeds = mp.n_clips;
         } else if (prompt) {
             json_t *messages = new_conversation(tern_args_get(opts, "system"));
             json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "user", "content", prompt));
@@ -265,6 +321,7 @@ int cmd_run(int argc, char **argv) {
             err = generate(&c, &req, NULL);
     }
     tern_engine_destroy(c.engine);
+    tern_media_prompt_free(&mp);
     tern_free(ids);
     tern_model_free(c.model);
     if (err) {

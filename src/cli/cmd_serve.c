@@ -20,8 +20,9 @@
 static const char *usage =
     "usage: tern serve [-m] MODEL_DIR [--host 127.0.0.1] [--port 8080] [-np 4] [-c N] [--api-key KEY]\n"
     "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
-    "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1]\n"
-    "Serves the model over HTTP: OpenAI /v1/chat/completions, /v1/completions, /v1/models; Anthropic\n"
+    "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1] [--audio-windows 1]\n"
+    "Serves the model over HTTP: OpenAI /v1/chat/completions (text and audio), /v1/completions,\n"
+    "/v1/audio/transcriptions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md).\n"
     "  --host       address to bind (default 127.0.0.1, loopback only)\n"
     "  --port       TCP port; 0 picks a free one (the ready line says which); checked before the model loads\n"
@@ -32,7 +33,9 @@ static const char *usage =
     "  --max-queue  requests waiting for a row before new ones get 429\n"
     "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
     "  --max-body   largest request body in bytes (413 beyond)\n"
-    "  --alias      the model id clients see (default: the directory's name)\n";
+    "  --alias      the model id clients see (default: the directory's name)\n"
+    "  --audio-windows N  a clip longer than 30 s: encode up to N 30 s windows, each its own run of soft tokens\n"
+    "               (default 1: the first 30 s, as the reference does)\n";
 
 static int wait_signal(const sigset_t *set, int timeout_ms) {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
@@ -44,6 +47,7 @@ int cmd_serve(int argc, char **argv) {
     tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
+                       {"audio-windows", 1, 0},
                        TERN_DRAFT_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
@@ -54,14 +58,15 @@ int cmd_serve(int argc, char **argv) {
         fputs(TERN_DRAFT_USAGE, stdout);
         return 0;
     }
-    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads;
+    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows;
     if (np != 1 || tern_args_int("serve", opts, "port", 8080, 0, 65535, &port) ||
         tern_args_int("serve", opts, "parallel", 4, 1, 256, &parallel) ||
         tern_args_int("serve", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
         tern_args_int("serve", opts, "max-queue", 64, 1, 1 << 20, &max_queue) ||
         tern_args_int("serve", opts, "timeout", 600, 1, 7 * 24 * 3600, &timeout) ||
         tern_args_int("serve", opts, "max-body", 16 << 20, 1024, (int64_t)1 << 34, &max_body) ||
-        tern_args_int("serve", opts, "threads", 0, 0, 1024, &threads)) {
+        tern_args_int("serve", opts, "threads", 0, 0, 1024, &threads) ||
+        tern_args_int("serve", opts, "audio-windows", 1, 1, 64, &windows)) {
         fputs(usage, stderr);
         return 2;
     }
@@ -104,6 +109,7 @@ int cmd_serve(int argc, char **argv) {
         sc.model_dir = pos[0];
         sc.timeout_s = (int)timeout;
         sc.max_body = (uint64_t)max_body;
+        sc.audio_windows = (int)windows;
         sc.max_connections = (int)(parallel + max_queue + 64);
         err = tern_server_start(NULL, NULL, &sc, &server);
     }

@@ -11,8 +11,10 @@
 
 static const char *usage =
     "usage: tern synth --preset tiny|e2b|e4b|e4b-moe-like|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
-    "                  [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] OUT_DIR\n"
-    "Writes config.json, safetensors (sharded above 4 GiB), tokenizer files and the chat template.\n";
+    "                  [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] [--audio] OUT_DIR\n"
+    "Writes config.json, safetensors (sharded above 4 GiB), tokenizer files and the chat template.\n"
+    "--audio adds the audio tower (hidden 1024 x 12 blocks beside e2b/e4b, 128 x 2 beside tiny), its token ids\n"
+    "and processor_config.json, so chat requests can carry audio.\n";
 
 /* The Gemma 4 vocabulary: beside an installed binary (PREFIX/share/tern, as `make install` puts it), else in the
  * source tree the binary was built from. */
@@ -34,7 +36,7 @@ static const char *default_vocab(char *buf, size_t cap) {
 
 int cmd_synth(int argc, char **argv) {
     tern_opt opts[] = {{"preset", 1, 0}, {"dtype", 1, 0}, {"group", 1, 0}, {"seed", 1, 0}, {"vocab", 1, 0},
-                       {"shard-mb", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
+                       {"shard-mb", 1, 0}, {"audio", 0, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("synth", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -57,6 +59,7 @@ int cmd_synth(int argc, char **argv) {
     so.seed = (uint64_t)seed;
     so.shard_bytes = (uint64_t)shard_mb << 20;
     char installed[4096];
+    so.audio = tern_args_get(opts, "audio") != NULL;
     so.vocab_gguf = tern_args_get(opts, "vocab") ? tern_args_get(opts, "vocab") : default_vocab(installed, sizeof installed);
     const char *dt = tern_args_get(opts, "dtype") ? tern_args_get(opts, "dtype") : "bf16";
     json_t *config = NULL;

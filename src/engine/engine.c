@@ -128,6 +128,7 @@ static void engine_free(tern_engine *e) {
         free(w->h);
         free(w->chosen_toks);
         free(w->toks);
+        free(w->keys);
         free(w->final);
     }
     free(e->rows);
@@ -143,6 +144,7 @@ static void engine_free(tern_engine *e) {
     free(e->b_ntok);
     free(e->b_ids);
     free(e->b_want);
+    free(e->b_emb);
     free(e->b_prefill);
     free(e->ready);
     pthread_mutex_destroy(&e->mu);
@@ -186,9 +188,10 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         e->b_ntok = malloc((size_t)P * sizeof *e->b_ntok);
         e->b_ids = malloc((size_t)e->o.step_tokens * sizeof *e->b_ids);
         e->b_want = malloc((size_t)e->o.step_tokens);
+        e->b_emb = malloc((size_t)e->o.step_tokens * sizeof *e->b_emb);
         e->b_prefill = malloc((size_t)P);
         e->ready = malloc((size_t)P * sizeof *e->ready);
-        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want ||
+        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want || !e->b_emb ||
             !e->b_prefill || !e->ready)
             err = tern_errf(TERN_ENOMEM, "out of memory for %d rows", P);
     }

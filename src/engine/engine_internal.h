@@ -74,6 +74,11 @@ typedef struct eng_request {
     int64_t max_tokens; /* after clamping */
     uint64_t reserve;   /* KV bytes reserved while admitted */
     int ignore_eos, render_special;
+    float *emb;             /* soft-token rows [n_emb][hidden], or NULL */
+    int64_t n_emb;
+    int32_t *emb_at;        /* [n_prompt]: the row each prompt position feeds, -1 = its id; NULL without rows */
+    int32_t *keys;          /* [n_prompt]: the ids the prefix cache keys positions by (soft tokens: from their span's
+                             * key), NULL when they are the prompt's */
     int32_t *prediction;    /* predicted output (drafted from), or NULL */
     int64_t n_prediction;
     int draft_max;          /* resolved: 0 = no speculation */
@@ -95,6 +100,7 @@ typedef struct eng_row {
     eng_request *req;        /* guarded by mu (cancel reads it) */
     uint64_t admit_order;    /* prefill goes first-admitted first */
     int32_t *toks;           /* prompt then generated tokens; toks[0, n_past) are in the KV */
+    int32_t *keys;           /* the same as the prefix cache keys them (soft tokens differ), or NULL: toks */
     int64_t n_toks, cap_toks;
     int64_t n_past, n_gen, cached;
     tern_chain *chain;
@@ -144,6 +150,7 @@ struct tern_engine {
     int64_t *b_ntok;
     int32_t *b_ids;        /* [step_tokens] */
     uint8_t *b_want;       /* [step_tokens] */
+    const float **b_emb;   /* [step_tokens] soft-token rows (tern_batch.embeds) */
     uint8_t *b_prefill;    /* [parallel] */
     int *ready;            /* rows sampling this step */
     int n_ready;

@@ -5,12 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "engine/engine_internal.h"
 
 void request_free(eng_request *r) {
     if (!r)
         return;
     free(r->prompt);
+    free(r->emb);
+    free(r->emb_at);
+    free(r->keys);
     free(r->prediction);
     free(r->bias);
     free(r->stop_ids);
@@ -78,6 +82,50 @@ static tern_err *take_prompt(tern_engine *e, const tern_request *r, eng_request 
     }
     if (q->n_prompt < 1)
         return tern_errf(TERN_EINVAL, "the prompt is empty (no tokens)");
+    return NULL;
+}
+
+/* Soft-token spans: copied, with each prompt position's row and the key ids the prefix cache sees. A soft
+ * position's key id is negative (no token has it), drawn from its span's key and its place in the span, so two
+ * different clips of the same length never share cached positions and the same clip again does. */
+static tern_err *take_embeds(tern_engine *e, const tern_request *r, eng_request *q) {
+    if (r->n_embeds == 0)
+        return NULL;
+    if (r->n_embeds < 0 || !r->embeds)
+        return tern_errf(TERN_EINVAL, "embeds: %d spans but no array", r->n_embeds);
+    if (r->prompt_text)
+        return tern_errf(TERN_EINVAL, "embeds: soft-token spans need a prompt of token ids");
+    int64_t total = 0, end = 0;
+    for (int i = 0; i < r->n_embeds; i++) {
+        const tern_prompt_embeds *s = &r->embeds[i];
+        if (s->n < 1 || !s->rows || s->pos < end || s->pos > q->n_prompt || s->n > q->n_prompt - s->pos)
+            return tern_errf(TERN_EINVAL,
+                             "embeds[%d]: positions [%lld, %lld) must lie in the prompt (%lld tokens), after the "
+                             "span before, with rows",
+                             i, (long long)s->pos, (long long)(s->pos + s->n), (long long)q->n_prompt);
+        end = s->pos + s->n;
+        total += s->n;
+    }
+    const int64_t H = e->desc->hidden;
+    q->emb = malloc((size_t)total * (size_t)H * sizeof *q->emb);
+    q->emb_at = malloc((size_t)q->n_prompt * sizeof *q->emb_at);
+    q->keys = malloc((size_t)q->n_prompt * sizeof *q->keys);
+    if (!q->emb || !q->emb_at || !q->keys)
+        return tern_errf(TERN_ENOMEM, "out of memory for %lld soft tokens", (long long)total);
+    memcpy(q->keys, q->prompt, (size_t)q->n_prompt * sizeof *q->keys);
+    for (int64_t t = 0; t < q->n_prompt; t++)
+        q->emb_at[t] = -1;
+    int64_t row = 0;
+    for (int i = 0; i < r->n_embeds; i++) {
+        const tern_prompt_embeds *s = &r->embeds[i];
+        memcpy(q->emb + row * H, s->rows, (size_t)(s->n * H) * sizeof *q->emb);
+        for (int64_t k = 0; k < s->n; k++) {
+            q->emb_at[s->pos + k] = (int32_t)(row + k);
+            q->keys[s->pos + k] = (int32_t)(0x80000000u | (uint32_t)tern_mix64(s->key ^ (uint64_t)k * 0x9e3779b97f4a7c15ull));
+        }
+        row += s->n;
+    }
+    q->n_emb = total;
     return NULL;
 }
 
@@ -217,6 +265,8 @@ tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out
     q->ignore_eos = r->ignore_eos;
     q->render_special = r->render_special;
     tern_err *err = take_prompt(e, r, q);
+    if (!err)
+        err = take_embeds(e, r, q);
     if (!err)
         err = take_sampling(e, r, q);
     if (!err)

@@ -163,6 +163,13 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     }
     memcpy(w->toks, q->prompt, (size_t)q->n_prompt * sizeof *w->toks);
     w->n_toks = q->n_prompt;
+    free(w->keys);
+    w->keys = NULL;
+    if (q->keys) { /* soft tokens: the prefix cache keys them apart from their placeholder ids */
+        if (!(w->keys = malloc((size_t)w->cap_toks * sizeof *w->keys)))
+            return tern_errf(TERN_ENOMEM, "out of memory for %lld tokens", (long long)need);
+        memcpy(w->keys, q->keys, (size_t)q->n_prompt * sizeof *w->keys);
+    }
     w->n_past = w->n_gen = w->cached = 0;
     TERN_TRY(tern_kv_set_len(e->kv, w->seq, 0)); /* released when its last request finished */
     TERN_TRY(tern_chain_start(w->chain, &q->sp, q->prompt, q->n_prompt));
@@ -196,7 +203,7 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     if (e->pc) {
         /* At least the last prompt token must run through the model: its logits choose the first token. */
         const tern_pc_node *tail = NULL;
-        int64_t got = tern_prefix_cache_match(e->pc, q->prompt, q->n_prompt - 1, &tail);
+        int64_t got = tern_prefix_cache_match(e->pc, q->keys ? q->keys : q->prompt, q->n_prompt - 1, &tail);
         if (got) {
             TERN_TRY(tern_prefix_cache_restore(e->pc, tail, e->kv, w->seq));
             w->n_past = w->cached = got;
@@ -256,6 +263,8 @@ static void take_token(tern_engine *e, eng_row *w, int j) {
         e->m.prefilling_rows--;
         pthread_mutex_unlock(&e->mu);
     }
+    if (w->keys)
+        w->keys[w->n_toks] = tok;
     w->toks[w->n_toks++] = tok;
     w->n_gen++;
     if (is_stop_token(e, q, tok)) {
@@ -409,6 +418,7 @@ static void step(tern_engine *e) {
     const int P = e->o.parallel;
     int n = 0, order[256], decoding[256], n_dec = 0;
     int64_t T = 0;
+    int soft = 0;
     const double t_step = tern_now_s();
     for (int r = 0; r < P; r++) {
         e->rows[r].asked = 0;
@@ -425,6 +435,8 @@ static void step(tern_engine *e) {
         e->b_prefill[n] = 0;
         e->b_ids[T] = w->toks[w->n_past];
         memcpy(e->b_ids + T + 1, w->draft, (size_t)w->n_draft * sizeof *e->b_ids);
+        for (int64_t t = 0; t < 1 + w->n_draft; t++)
+            e->b_emb[T + t] = NULL;
         memset(e->b_want + T, TERN_WANT_LOGITS | (w->src && w->src->needs_hidden ? TERN_WANT_HIDDEN : 0),
                (size_t)(1 + w->n_draft));
         T += 1 + w->n_draft;
@@ -444,6 +456,13 @@ static void step(tern_engine *e) {
         e->b_prefill[n] = 1;
         w->n_draft = 0;
         memcpy(e->b_ids + T, w->toks + w->n_past, (size_t)cnt * sizeof *e->b_ids);
+        const eng_request *q = w->req;
+        for (int64_t t = 0; t < cnt; t++) {
+            int64_t p = w->n_past + t;
+            int32_t row = q->emb_at && p < q->n_prompt ? q->emb_at[p] : -1;
+            e->b_emb[T + t] = row >= 0 ? q->emb + (size_t)row * (size_t)e->desc->hidden : NULL;
+            soft |= row >= 0;
+        }
         /* Only a chunk that completes the prompt needs logits: its last token's choose the first token. */
         memset(e->b_want + T, 0, (size_t)cnt);
         if (w->n_past + cnt == w->n_toks)
@@ -454,7 +473,7 @@ static void step(tern_engine *e) {
     if (n == 0)
         return;
     tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .want = e->b_want,
-                    .row_prefill = e->b_prefill};
+                    .row_prefill = e->b_prefill, .embeds = soft ? e->b_emb : NULL};
     tern_err *err = tern_lm_forward(e->lm, e->kv, e->pool, &b, e->logits, e->hidden);
     if (!err)
         err = tern_batch_commit(e->kv, &b);
@@ -482,7 +501,7 @@ static void step(tern_engine *e) {
         if (e->b_prefill[i]) { /* a decoding row's kept length is known only after verification */
             w->n_past += e->b_ntok[i];
             if (w->cursor)
-                tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->toks, w->n_past);
+                tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->keys ? w->keys : w->toks, w->n_past);
         }
         if (wants)
             e->ready[e->n_ready++] = e->b_row[i];
@@ -536,7 +555,7 @@ static void step(tern_engine *e) {
         if (w->req != q || !was_decoding) /* finished, or a prompt's first token (captured above) */
             continue;
         if (w->cursor)
-            tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->toks, w->n_past);
+            tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->keys ? w->keys : w->toks, w->n_past);
         if (w->asked)
             w->src->vt->commit(w->src, w->seq, w->n_past + 1);
     }

@@ -66,6 +66,14 @@ size_t tern_audio_input_tokens(const tern_audio_input *a, size_t samples) {
     return tern_audio_enc_tokens(a->enc, tern_logmel_valid_frames(samples));
 }
 
+uint64_t tern_audio_input_work_bytes(const tern_audio_input *a) {
+    const size_t n = TERN_AUDIO_MAX_SAMPLES, frames = tern_logmel_frame_count(n);
+    const uint64_t tokens = tern_audio_enc_tokens(a->enc, tern_logmel_valid_frames(n));
+    return (uint64_t)n * sizeof(float) + (uint64_t)frames * (TERN_AUDIO_MEL_BINS * sizeof(float) + 1) +
+           tern_audio_enc_work_bytes(a->enc, tern_logmel_valid_frames(n)) +
+           tokens * (uint64_t)tern_audio_enc_dim(a->enc) * sizeof(float);
+}
+
 void tern_audio_input_describe(const tern_audio_input *a, char *buf, size_t len) {
     tern_audio_enc_describe(a->enc, buf, len);
 }
@@ -123,6 +131,40 @@ tern_err *tern_audio_input_embed(const tern_audio_input *a, const void *bytes, s
     err = tern_audio_input_embed_pcm(a, pcm.samples, pcm.n, pool, out);
     tern_pcm_free(&pcm);
     return err;
+}
+
+tern_err *tern_audio_input_embed_windows(const tern_audio_input *a, const void *bytes, size_t len, double timeout_s,
+                                         int max_windows, tern_pool *pool, tern_audio_embeds **clips, int *n) {
+    *clips = NULL;
+    *n = 0;
+    if (max_windows < 1)
+        max_windows = 1;
+    tern_pcm pcm = {0};
+    tern_err *err = tern_audio_decode_long(bytes, len, timeout_s, (size_t)max_windows * TERN_AUDIO_MAX_SAMPLES, &pcm);
+    if (err)
+        return err;
+    size_t windows = pcm.n ? (pcm.n + TERN_AUDIO_MAX_SAMPLES - 1) / TERN_AUDIO_MAX_SAMPLES : 1;
+    if (windows > 1 && pcm.n - (windows - 1) * TERN_AUDIO_MAX_SAMPLES < 161)
+        windows--; /* a tail too short for one frame */
+    tern_audio_embeds *c = calloc(windows, sizeof *c);
+    if (!c)
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    size_t k = 0;
+    for (; !err && k < windows; k++) {
+        size_t at = k * TERN_AUDIO_MAX_SAMPLES, m = pcm.n - at < TERN_AUDIO_MAX_SAMPLES ? pcm.n - at : TERN_AUDIO_MAX_SAMPLES;
+        err = tern_audio_input_embed_pcm(a, pcm.samples + at, m, pool, &c[k]);
+        c[k].total_samples = pcm.n;
+    }
+    tern_pcm_free(&pcm);
+    if (err) {
+        for (size_t i = 0; c && i < k; i++)
+            tern_audio_embeds_free(&c[i]);
+        free(c);
+        return err;
+    }
+    *clips = c;
+    *n = (int)windows;
+    return NULL;
 }
 
 void tern_audio_embeds_free(tern_audio_embeds *e) {

@@ -33,12 +33,19 @@ void tern_audio_input_free(tern_audio_input *a);
 int64_t tern_audio_input_dim(const tern_audio_input *a);
 /* Soft tokens of a clip of n 16 kHz samples (after truncation at 30 s). */
 size_t tern_audio_input_tokens(const tern_audio_input *a, size_t samples);
+/* Bytes one 30 s clip's encode allocates: decoded samples, log-mel features, the tower's scratch and its output. */
+uint64_t tern_audio_input_work_bytes(const tern_audio_input *a);
 /* One line describing the tower (for logs and `tern info`). */
 void tern_audio_input_describe(const tern_audio_input *a, char *buf, size_t len);
 /* Decodes `len` bytes (any supported container; `timeout_s` bounds the decode, <= 0: default) and encodes the
  * first 30 s. Errors: undecodable bytes (naming the supported containers), a clip too short for one frame. */
 tern_err *tern_audio_input_embed(const tern_audio_input *a, const void *bytes, size_t len, double timeout_s,
                                  tern_pool *pool, tern_audio_embeds *out);
+/* A clip longer than 30 s in windows: decodes up to max_windows x 30 s and encodes each 30 s window on its own
+ * (a last window shorter than one frame is dropped), *clips (malloc'd, *n of them; free each, then the array). With
+ * max_windows 1 this is tern_audio_input_embed. */
+tern_err *tern_audio_input_embed_windows(const tern_audio_input *a, const void *bytes, size_t len, double timeout_s,
+                                         int max_windows, tern_pool *pool, tern_audio_embeds **clips, int *n);
 /* The same from 16 kHz mono samples (at most TERN_AUDIO_MAX_SAMPLES are encoded). */
 tern_err *tern_audio_input_embed_pcm(const tern_audio_input *a, const float *samples, size_t n, tern_pool *pool,
                                      tern_audio_embeds *out);

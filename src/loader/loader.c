@@ -103,6 +103,8 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         const tern_lm_desc *d = tern_lm_desc_of(m->lm);
         err = tern_chat_format_build(m->tok, m->chat_template, m->template_origin, d->eos, d->n_eos, &m->chat);
     }
+    if (!err && !gguf) /* the audio tower (a GGUF model's is a separate mmproj file, not read yet) */
+        err = tern_audio_input_load(o->model_dir, &m->audio);
     TLOG_DEBUG("%s: weights %.3f s, tokenizer %.3f s (beside them), loaded in %.3f s", o->model_dir, t_weights,
                job.seconds, tern_now_s() - t0);
     free(gguf);
@@ -118,6 +120,7 @@ void tern_model_free(tern_model *m) {
     if (!m)
         return;
     tern_lm_free(m->lm);
+    tern_audio_input_free(m->audio);
     tern_chat_format_free(m->chat);
     tern_tokenizer_free(m->tok);
     free(m->chat_template);
@@ -138,6 +141,7 @@ void tern_model_get_info(const tern_model *m, tern_model_info *out) {
     out->weights_bytes = d->weights_bytes;
     tern_lm_desc_kv_bytes(d, 2, &out->kv_full_bytes_per_token, &out->kv_sliding_bytes_per_token);
     out->threads = tern_lm_layout_threads(m->lm);
+    out->audio = m->audio != NULL;
 }
 
 const char *tern_model_chat_template(const tern_model *m, const char **origin) {

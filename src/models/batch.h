@@ -21,8 +21,8 @@ typedef struct tern_batch {
                               * committed length (tern_kv_len; earlier to overwrite uncommitted or rolled-back
                               * positions, by at most the ring's extra slots); NULL: at the committed length */
     const int32_t *ids;      /* [sum n_tok] token ids, rows concatenated */
-    const float *embeds;     /* NULL, or [sum n_tok][H] soft-token embeddings */
-    const uint8_t *is_embed; /* NULL, or [sum n_tok]: 1 = take embeds[t] instead of the id's embedding */
+    const float *const *embeds; /* NULL, or [sum n_tok]: per token, a row [hidden] fed in place of its id's embedding
+                                 * (a soft token: audio), or NULL; the id is then not read */
     tern_out_mode out;       /* which positions get logits/hidden: last of each row, or all */
     const uint8_t *row_out;  /* NULL, or [n_rows]: 0 = this row gets no output (a prompt chunk before its last) */
     const uint8_t *want;     /* NULL, or [sum n_tok]: TERN_WANT_* per token, any subset (then out and row_out are

@@ -763,8 +763,8 @@ static void embed(fwd *F, const tern_batch *b) {
     const int64_t T = F->T, H = c->hidden_size, P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
     for (int64_t t = 0; t < T; t++) {
         float *xt = F->x + t * H;
-        if (b->is_embed && b->is_embed[t]) {
-            memcpy(xt, b->embeds + t * H, (size_t)H * sizeof *xt);
+        if (b->embeds && b->embeds[t]) {
+            memcpy(xt, b->embeds[t], (size_t)H * sizeof *xt);
             continue;
         }
         tern_weight_row(m->embed, b->ids[t], xt);
@@ -781,7 +781,8 @@ static void embed(fwd *F, const tern_batch *b) {
     const float inv_sqrt_h = 1.0f / sqrtf((float)H), inv_sqrt2 = 0.70710678118654752f;
     float *tok = F->tmp;
     for (int64_t t = 0; t < T; t++) {
-        int32_t id = (b->is_embed && b->is_embed[t]) ? 0 : b->ids[t]; /* soft tokens look up pad */
+        /* Soft tokens take the pad token's per-layer row (the projection above saw their own embedding). */
+        int32_t id = (b->embeds && b->embeds[t]) ? (int32_t)c->pad_token_id : b->ids[t];
         tern_weight_row(m->embed_ple, id, tok);
         for (int64_t l = 0; l < N; l++) {
             float *p = F->pli + (t * N + l) * P;
@@ -833,9 +834,7 @@ static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern
         *T += n;
     }
     for (int64_t t = 0; t < *T; t++) {
-        int soft = b->is_embed && b->is_embed[t];
-        if (soft && !b->embeds)
-            return tern_errf(TERN_EINVAL, "token %lld is marked as an embedding but no embeddings were given", (long long)t);
+        int soft = b->embeds && b->embeds[t];
         if (!soft && (b->ids[t] < 0 || b->ids[t] >= c->vocab_size))
             return tern_errf(TERN_EINVAL, "token id %d is outside the vocabulary [0, %lld)", b->ids[t],
                              (long long)c->vocab_size);

@@ -20,10 +20,12 @@
 
 #include "core/alloc.h"
 #include "core/half.h"
+#include "core/hash.h"
 #include "core/json_util.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/audio_encoder.h"
+#include "models/gemma4_audio.h"
 #include "models/gemma4_weights.h"
 #include "tensor/ops.h"
 
@@ -666,3 +668,173 @@ const tern_audio_arch tern_audio_arch_gemma4 = {
     .run = g4a_run,
     .describe = g4a_describe,
 };
+
+/* ---- synthetic towers (tern synth) ------------------------------------------------------------------- */
+
+json_t *tern_gemma4_audio_synth_config(int64_t text_hidden) {
+    const int big = text_hidden >= 512;
+    return json_pack("{s:s,s:i,s:i,s:i,s:s,s:[i,i],s:i,s:f,s:i,s:i,s:i,s:f,s:f,s:b,s:f,s:f,s:i,s:f}", "model_type",
+                     "gemma4_audio", "hidden_size", big ? 1024 : 128, "num_hidden_layers", big ? 12 : 2,
+                     "num_attention_heads", big ? 8 : 4, "hidden_act", "silu", "subsampling_conv_channels", 128, 32,
+                     "conv_kernel_size", 5, "residual_weight", 0.5, "attention_chunk_size", 12,
+                     "attention_context_left", 13, "attention_context_right", 0, "attention_logit_cap", 50.0,
+                     "attention_invalid_logits_value", -1e9, "use_clipped_linears", 1, "rms_norm_eps", 1e-6,
+                     "gradient_clipping", 1e10, "output_proj_dims", big ? 1536 : 256, "initializer_range", 0.02);
+}
+
+typedef struct synth_arena {
+    tern_wspec *specs;
+    size_t n_specs, cap_specs;
+    tern_raw_tensor *raw;
+    char (*names)[200];
+    float **data;
+    size_t n_raw, cap_raw;
+    uint64_t seed;
+    int mlx;
+} synth_arena;
+
+static float synth_normal(uint64_t *s) {
+    uint64_t r = tern_splitmix64(s);
+    float u = (float)((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48)) * (1.0f / 65536.0f);
+    return (u - 2.0f) * 1.7320508f;
+}
+
+static int synth_linear(synth_arena *A, const char *rel, int64_t out, int64_t in) {
+    if (A->n_specs == A->cap_specs) {
+        size_t cap = A->cap_specs ? 2 * A->cap_specs : 64;
+        tern_wspec *v = realloc(A->specs, cap * sizeof *v);
+        if (!v)
+            return -1;
+        A->specs = v, A->cap_specs = cap;
+    }
+    tern_wspec *s = &A->specs[A->n_specs++];
+    *s = (tern_wspec){.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {out, in}};
+    snprintf(s->name, sizeof s->name, "%s%s", A->mlx ? "" : "model.", rel);
+    return 0;
+}
+
+/* A raw float32 tensor: values mean + std * N(0, 1), a function of (seed, name). */
+static int synth_raw(synth_arena *A, const char *rel, int ndim, const int64_t *shape, float mean, float std) {
+    if (A->n_raw == A->cap_raw) {
+        size_t cap = A->cap_raw ? 2 * A->cap_raw : 256;
+        tern_raw_tensor *r = realloc(A->raw, cap * sizeof *r);
+        if (r)
+            A->raw = r;
+        char(*nm)[200] = r ? realloc(A->names, cap * sizeof *nm) : NULL;
+        if (nm)
+            A->names = nm;
+        float **d = nm ? realloc(A->data, cap * sizeof *d) : NULL;
+        if (!d)
+            return -1;
+        A->data = d, A->cap_raw = cap;
+    }
+    size_t i = A->n_raw, n = 1;
+    snprintf(A->names[i], sizeof A->names[i], "%s%s", A->mlx ? "" : "model.", rel);
+    tern_st_spec sp = {.name = NULL, .dtype = TERN_DT_F32, .ndim = ndim};
+    for (int k = 0; k < ndim; k++)
+        n *= (size_t)(sp.shape[k] = shape[k]);
+    float *x = malloc(n * sizeof *x);
+    if (!x)
+        return -1;
+    uint64_t st = tern_hash64(A->names[i], strlen(A->names[i]), A->seed);
+    for (size_t k = 0; k < n; k++)
+        x[k] = mean + std * synth_normal(&st);
+    A->data[i] = x;
+    A->raw[i] = (tern_raw_tensor){.spec = sp, .data = x};
+    A->n_raw++;
+    return 0;
+}
+
+void tern_gemma4_audio_synth_free(void *arena) {
+    synth_arena *A = arena;
+    if (!A)
+        return;
+    for (size_t i = 0; i < A->n_raw; i++)
+        free(A->data[i]);
+    free(A->data);
+    free(A->names);
+    free(A->raw);
+    free(A->specs);
+    free(A);
+}
+
+tern_err *tern_gemma4_audio_synth_tensors(const json_t *root, int mlx, uint64_t seed, tern_wspec **specs,
+                                          size_t *n_specs, tern_raw_tensor **raw, size_t *n_raw, void **arena) {
+    audio_cfg c;
+    TERN_TRY(parse_cfg(root, &c));
+    synth_arena *A = calloc(1, sizeof *A);
+    if (!A)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    A->seed = seed, A->mlx = mlx;
+    const int64_t D = c.D, K = c.kernel, F2 = ((MEL + 2 - 3) / 2 + 1 + 2 - 3) / 2 + 1;
+    int bad = 0;
+    char r[200];
+    const int64_t vD[1] = {D}, vHd[1] = {D / c.heads}, scalar[1] = {0};
+#define LIN(o, i) (bad |= synth_linear(A, r, o, i))
+#define RAW(nd, shape, mean, std) (bad |= synth_raw(A, r, nd, shape, mean, std))
+    /* A clippable linear: the matrix, and bounds wide enough for these activations (about unit scale). */
+#define CLIN(base, o, i)                                                                              \
+    do {                                                                                              \
+        snprintf(r, sizeof r, "%s.linear", base);                                                     \
+        LIN(o, i);                                                                                    \
+        static const char *const bn[4] = {"input_min", "input_max", "output_min", "output_max"};      \
+        for (int b = 0; b < 4; b++) {                                                                 \
+            snprintf(r, sizeof r, "%s.%s", base, bn[b]);                                              \
+            RAW(0, scalar, b % 2 ? 24.0f : -24.0f, 2.0f);                                             \
+        }                                                                                             \
+    } while (0)
+    for (int l = 0; l < c.layers && !bad; l++) {
+        char p[96], base[160];
+        snprintf(p, sizeof p, "audio_tower.layers.%d.", l);
+        for (int f = 1; f <= 2; f++) {
+            snprintf(r, sizeof r, "%sfeed_forward%d.pre_layer_norm.weight", p, f), RAW(1, vD, 1.0f, 0.05f);
+            snprintf(r, sizeof r, "%sfeed_forward%d.post_layer_norm.weight", p, f), RAW(1, vD, 1.0f, 0.05f);
+            snprintf(base, sizeof base, "%sfeed_forward%d.ffw_layer_1", p, f);
+            CLIN(base, 4 * D, D);
+            snprintf(base, sizeof base, "%sfeed_forward%d.ffw_layer_2", p, f);
+            CLIN(base, D, 4 * D);
+        }
+        static const char *const norms[] = {"norm_pre_attn", "norm_post_attn", "norm_out", "lconv1d.pre_layer_norm",
+                                            "lconv1d.conv_norm"};
+        for (size_t k = 0; k < sizeof norms / sizeof *norms; k++)
+            snprintf(r, sizeof r, "%s%s.weight", p, norms[k]), RAW(1, vD, 1.0f, 0.05f);
+        static const char *const attn[] = {"q_proj", "k_proj", "v_proj", "post"};
+        for (int k = 0; k < 4; k++) {
+            snprintf(base, sizeof base, "%sself_attn.%s", p, attn[k]);
+            CLIN(base, D, D);
+        }
+        snprintf(r, sizeof r, "%sself_attn.relative_k_proj", p), LIN(D, D);
+        snprintf(r, sizeof r, "%sself_attn.per_dim_scale", p), RAW(1, vHd, 0.0f, 0.1f);
+        snprintf(base, sizeof base, "%slconv1d.linear_start", p);
+        CLIN(base, 2 * D, D);
+        snprintf(base, sizeof base, "%slconv1d.linear_end", p);
+        CLIN(base, D, D);
+        const int64_t dw[3] = {D, mlx ? K : 1, mlx ? 1 : K};
+        snprintf(r, sizeof r, "%slconv1d.depthwise_conv1d.weight", p), RAW(3, dw, 0.0f, 1.0f / sqrtf((float)K));
+    }
+    const int64_t c0[4] = {c.C0, mlx ? 3 : 1, 3, mlx ? 1 : 3};
+    const int64_t c1[4] = {c.C1, mlx ? 3 : c.C0, 3, mlx ? c.C0 : 3};
+    const int64_t vC0[1] = {c.C0}, vC1[1] = {c.C1}, vP[1] = {c.out_dim};
+    snprintf(r, sizeof r, "audio_tower.subsample_conv_projection.layer0.conv.weight"), RAW(4, c0, 0.0f, 1.0f / 3.0f);
+    snprintf(r, sizeof r, "audio_tower.subsample_conv_projection.layer0.norm.weight"), RAW(1, vC0, 1.0f, 0.05f);
+    snprintf(r, sizeof r, "audio_tower.subsample_conv_projection.layer1.conv.weight"),
+        RAW(4, c1, 0.0f, 1.0f / sqrtf(9.0f * (float)c.C0));
+    snprintf(r, sizeof r, "audio_tower.subsample_conv_projection.layer1.norm.weight"), RAW(1, vC1, 1.0f, 0.05f);
+    snprintf(r, sizeof r, "audio_tower.subsample_conv_projection.input_proj_linear"), LIN(D, F2 * c.C1);
+    snprintf(r, sizeof r, "audio_tower.output_proj"), LIN(c.out_dim, D);
+    snprintf(r, sizeof r, "audio_tower.output_proj.bias"), RAW(1, vP, 0.0f, 0.02f);
+    snprintf(r, sizeof r, "embed_audio.embedding_projection"), LIN(c.text_dim, c.out_dim);
+#undef LIN
+#undef RAW
+#undef CLIN
+    if (bad) {
+        tern_gemma4_audio_synth_free(A);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < A->n_raw; i++)
+        A->raw[i].spec.name = A->names[i];
+    *specs = A->specs, *n_specs = A->n_specs;
+    *raw = A->raw, *n_raw = A->n_raw;
+    *arena = A;
+    return NULL;
+}

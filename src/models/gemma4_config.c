@@ -148,6 +148,10 @@ static tern_err *validate(const tern_gemma4_config *c, const char *w) {
                              c->layer_types[l] == TERN_LAYER_FULL ? "full_attention" : "sliding_attention");
     if (c->hidden_size_per_layer_input > 0 && c->vocab_size_per_layer_input <= 0)
         return tern_errf(TERN_EFORMAT, "%s: vocab_size_per_layer_input must be > 0 with per-layer inputs", w);
+    /* Soft tokens (audio) read the pad token's per-layer row. */
+    if (c->hidden_size_per_layer_input > 0 && c->pad_token_id >= c->vocab_size_per_layer_input)
+        return tern_errf(TERN_EFORMAT, "%s: pad_token_id %lld is outside the per-layer vocabulary of %lld", w,
+                         (long long)c->pad_token_id, (long long)c->vocab_size_per_layer_input);
     if (c->enable_moe_block) {
         if (c->num_experts <= 0 || c->moe_intermediate_size <= 0)
             return tern_errf(TERN_EFORMAT, "%s: enable_moe_block needs num_experts and moe_intermediate_size > 0", w);

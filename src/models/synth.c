@@ -14,6 +14,7 @@
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "models/ckpt_write.h"
+#include "models/gemma4_audio.h"
 #include "models/gemma4_config.h"
 #include "models/gemma4_weights.h"
 #include "tensor/quant_mlx.h"
@@ -204,10 +205,22 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     }
     tern_gemma4_config c;
     tern_quant_config *qc = NULL;
-    tern_wspec *specs = NULL;
+    tern_wspec *specs = NULL, *aspecs = NULL;
+    tern_raw_tensor *raw = NULL;
+    void *audio = NULL;
     tern_out_tensor *plan = NULL;
-    size_t n = 0;
+    size_t n = 0, n_aspecs = 0, n_raw = 0;
     tern_err *err = tern_gemma4_config_parse(config, &c);
+    if (!err && o->audio) {
+        /* The tower and the ids of the Gemma 4 vocabulary's audio markers (the processor config's). */
+        if (!json_is_object(json_object_get(config, "audio_config")))
+            json_object_set_new(config, "audio_config", tern_gemma4_audio_synth_config(c.hidden_size));
+        json_object_set_new(config, "audio_token_id", json_integer(258881));
+        json_object_set_new(config, "boa_token_id", json_integer(256000));
+        json_object_set_new(config, "eoa_token_id", json_integer(258883));
+        json_object_set_new(config, "eoa_token_index", json_integer(258883));
+        err = tern_gemma4_audio_synth_tensors(config, quant, o->seed, &aspecs, &n_aspecs, &raw, &n_raw, &audio);
+    }
     if (!err)
         err = tern_quant_config_parse(config, &qc);
     if (!err)
@@ -215,6 +228,16 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     tern_layout layout = quant ? TERN_LAYOUT_MLX_VLM : TERN_LAYOUT_HF;
     if (!err)
         err = tern_gemma4_specs(&c, layout, &specs, &n);
+    if (!err && n_aspecs) {
+        tern_wspec *all = realloc(specs, (n + n_aspecs) * sizeof *all);
+        if (!all)
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+        else {
+            memcpy(all + n, aspecs, n_aspecs * sizeof *all);
+            specs = all;
+            n += n_aspecs;
+        }
+    }
     if (!err && !(plan = calloc(n, sizeof *plan)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     tern_dtype fdt = o->dtype == TERN_SYNTH_F32 ? TERN_DT_F32 : o->dtype == TERN_SYNTH_F16 ? TERN_DT_F16 : TERN_DT_BF16;
@@ -222,7 +245,16 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
         tern_ckpt_plan(&plan[i], &specs[i], layout, qc, fdt, TERN_DT_BF16);
     synth_rows sr = {plan, &c, o->seed};
     if (!err)
-        err = tern_ckpt_write(out_dir, plan, n, NULL, 0, synth_row, &sr, o->shard_bytes, quant ? "mlx" : "pt");
+        err = tern_ckpt_write(out_dir, plan, n, raw, n_raw, synth_row, &sr, o->shard_bytes, quant ? "mlx" : "pt");
+    if (!err && o->audio)
+        err = write_json(out_dir, "processor_config.json",
+                         json_pack("{s:s,s:i,s:i,s:{s:s,s:i,s:i,s:f,s:b,s:f,s:f,s:f,s:f,s:f,s:n,s:n}}", "processor_class",
+                                   "Gemma4Processor", "audio_seq_length", 750, "audio_ms_per_token", 40,
+                                   "feature_extractor", "feature_extractor_type", "Gemma4AudioFeatureExtractor",
+                                   "feature_size", 128, "sampling_rate", 16000, "padding_value", 0.0,
+                                   "return_attention_mask", 1, "frame_length_ms", 20.0, "hop_length_ms", 10.0,
+                                   "min_frequency", 0.0, "max_frequency", 8000.0, "mel_floor", 0.001, "per_bin_mean",
+                                   "per_bin_stddev"));
     if (!err)
         err = write_json(out_dir, "config.json", json_incref(config));
     if (!err)
@@ -232,6 +264,7 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
         err = tern_hf_export_tokenizer(o->vocab_gguf, c.vocab_size, out_dir);
     free(plan);
     free(specs);
+    tern_gemma4_audio_synth_free(audio);
     tern_quant_config_free(qc);
     json_decref(config);
     return err;

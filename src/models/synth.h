@@ -21,6 +21,8 @@ typedef struct tern_synth_opts {
     uint64_t seed;
     const char *vocab_gguf; /* GGUF file with tokenizer.ggml.* metadata (the real Gemma 4 vocabulary) */
     uint64_t shard_bytes;  /* split safetensors above this many bytes (4 GiB by default) */
+    int audio;             /* add the audio tower (the config's audio_config, else one sized for the text model),
+                            * its token ids and processor config */
 } tern_synth_opts;
 
 /* The config.json object of a named preset (tiny, e2b, e4b, e4b-moe-like), or loaded from a path. */

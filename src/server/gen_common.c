@@ -14,6 +14,40 @@ tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *
     return tern_model_chat_prompt(s->model, messages, tools, kwargs, add_generation_prompt, ids, n);
 }
 
+/* 1 if some message's content has an audio part (the prompt then needs the audio pool). */
+static int has_audio(const json_t *messages) {
+    size_t i, j;
+    json_t *m, *part;
+    json_array_foreach(messages, i, m) {
+        const json_t *c = json_is_object(m) ? json_object_get(m, "content") : NULL;
+        if (json_is_array(c))
+            json_array_foreach(c, j, part) {
+                const char *t = json_is_object(part) ? json_string_value(json_object_get(part, "type")) : NULL;
+                if (t && (!strcmp(t, "input_audio") || !strcmp(t, "audio_url")))
+                    return 1;
+            }
+    }
+    return 0;
+}
+
+tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
+                                int add_generation_prompt, tern_media_prompt *mp) {
+    memset(mp, 0, sizeof *mp);
+    if (!s->chat->tpl)
+        return tern_errf(TERN_EUNSUPPORTED, "this model has no chat template: use /v1/completions with a raw prompt");
+    const int audio = s->info.audio && json_is_array(messages) && has_audio(messages);
+    if (!audio)
+        return tern_model_chat_prompt_media(s->model, messages, tools, kwargs, add_generation_prompt, NULL, mp);
+    pthread_mutex_lock(&s->audio_mu);
+    tern_err *err = s->audio_pool ? NULL : tern_pool_create(s->info.threads > 0 ? s->info.threads : tern_cpu_count(),
+                                                           &s->audio_pool);
+    tern_media_opts o = {.audio_windows = s->cfg.audio_windows, .pool = s->audio_pool};
+    if (!err)
+        err = tern_model_chat_prompt_media(s->model, messages, tools, kwargs, add_generation_prompt, &o, mp);
+    pthread_mutex_unlock(&s->audio_mu);
+    return err;
+}
+
 json_t *srv_usage_json(const tern_usage *u) {
     return json_pack("{s:I,s:I,s:I,s:{s:I},s:{s:I,s:I,s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
                      "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
@@ -50,8 +84,16 @@ json_t *srv_token_logprob_json(tern_server *s, const tern_event *ev) {
 
 tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t *ids, size_t n_ids,
                              const srv_gen_ops *ops, void *ctx, srv_gen **out) {
-    p->req.prompt_ids = ids;
-    p->req.n_prompt_ids = n_ids;
+    tern_media_prompt mp = {.ids = ids, .n = n_ids};
+    return srv_gen_start_chat_media(r, s, p, &mp, ops, ctx, out);
+}
+
+tern_err *srv_gen_start_chat_media(srv_req *r, tern_server *s, srv_params *p, tern_media_prompt *mp,
+                                   const srv_gen_ops *ops, void *ctx, srv_gen **out) {
+    p->req.prompt_ids = mp->ids;
+    p->req.n_prompt_ids = mp->n;
+    p->req.embeds = mp->spans;
+    p->req.n_embeds = mp->n_clips;
     p->req.render_special = 1;
     int32_t stop_id = s->chat->tool_response_id; /* submit copies the stop ids */
     if (stop_id >= 0) {
@@ -60,7 +102,7 @@ tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t 
     }
     srv_req_begin_generation(r);
     tern_err *err = srv_gen_start(r, &p->req, p->stream, ops, ctx, out);
-    tern_free(ids);
+    tern_media_prompt_free(mp);
     srv_params_free(p);
     return err;
 }

@@ -260,7 +260,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                                 (unsigned long long)s->cfg.max_body);
     /* the whole request is in */
     json_t *body = NULL;
-    if (!strcmp(method, "POST")) {
+    if (!strcmp(method, "POST") && r->route != SRV_ROUTE_TRANSCRIPTIONS) { /* that one reads multipart itself */
         tern_err *err = srv_parse_body(r->body.p ? r->body.p : "", r->body.len, &body);
         if (err)
             return (enum MHD_Result)srv_reply_err(r, err);
@@ -352,6 +352,7 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     if (s->cfg.max_connections <= 0)
         s->cfg.max_connections = dflt.max_connections;
     pthread_rwlock_init(&s->engine_lock, NULL);
+    pthread_mutex_init(&s->audio_mu, NULL);
     srv_metrics_init(&s->metrics);
     s->created = (long)time(NULL);
     s->id_salt = tern_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ tern_now_ns());
@@ -460,5 +461,7 @@ void tern_server_stop(tern_server *s) {
     free(s->model_id);
     srv_metrics_destroy(&s->metrics);
     pthread_rwlock_destroy(&s->engine_lock);
+    tern_pool_destroy(s->audio_pool);
+    pthread_mutex_destroy(&s->audio_mu);
     free(s);
 }

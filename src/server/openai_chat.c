@@ -309,8 +309,7 @@ int srv_handle_chat(srv_req *r, json_t *body) {
     srv_params p;
     json_t *tools = NULL;
     int parse_tools = 0;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    tern_media_prompt mp = {0};
     tern_err *err = srv_params_parse(body, PARAMS_CHAT, s->info.vocab_size, &p);
     if (!err)
         err = check_unsupported(body);
@@ -324,20 +323,20 @@ int srv_handle_chat(srv_req *r, json_t *body) {
         const json_t *agp = json_object_get(body, "add_generation_prompt");
         if (!json_is_boolean(agp))
             agp = json_is_object(kwargs) ? json_object_get(kwargs, "add_generation_prompt") : NULL;
-        err = srv_chat_prompt(s, json_object_get(body, "messages"), tools, kwargs,
-                              json_is_boolean(agp) ? json_is_true(agp) : 1, &ids, &n_ids);
+        err = srv_chat_prompt_media(s, json_object_get(body, "messages"), tools, kwargs,
+                                    json_is_boolean(agp) ? json_is_true(agp) : 1, &mp);
     }
     json_decref(tools);
     chat_run *c = NULL;
     if (!err && !(c = srv_chat_run_new(s, p.stream, p.include_usage, parse_tools)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     if (err) {
-        tern_free(ids);
+        tern_media_prompt_free(&mp);
         srv_params_free(&p);
         return srv_reply_err(r, err);
     }
     srv_gen *g;
-    err = srv_gen_start_chat(r, s, &p, ids, n_ids, &CHAT_OPS, c, &g);
+    err = srv_gen_start_chat_media(r, s, &p, &mp, &CHAT_OPS, c, &g);
     if (err)
         return srv_reply_err(r, err);
     if (c->streaming)

@@ -15,6 +15,7 @@ typedef struct route {
 static const route ROUTES[] = {
     {"POST", "/v1/chat/completions", srv_handle_chat, SRV_ROUTE_CHAT, API_OPENAI},
     {"POST", "/v1/completions", srv_handle_completions, SRV_ROUTE_COMPLETIONS, API_OPENAI},
+    {"POST", "/v1/audio/transcriptions", srv_handle_transcriptions, SRV_ROUTE_TRANSCRIPTIONS, API_OPENAI},
     {"POST", "/v1/messages", srv_handle_messages, SRV_ROUTE_MESSAGES, API_ANTHROPIC},
     {"POST", "/v1/messages/count_tokens", srv_handle_count_tokens, SRV_ROUTE_COUNT_TOKENS, API_ANTHROPIC},
     {"GET", "/v1/models", srv_handle_models, SRV_ROUTE_MODELS, API_OPENAI},

@@ -26,6 +26,7 @@ typedef struct tern_server_config {
     int listen_fd;        /* a socket from tern_server_listen (the server takes it over), or -1 (default): bind
                            * host:port when starting */
     const char *model_dir; /* names the model (when model_id is NULL) for a server started before it loads */
+    int audio_windows;     /* a clip longer than 30 s: encode up to this many 30 s windows; default 1 (truncate) */
 } tern_server_config;
 
 typedef struct tern_server tern_server;

@@ -52,7 +52,7 @@ typedef struct srv_hist {
 } srv_hist;
 
 enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_MESSAGES, SRV_ROUTE_COUNT_TOKENS, SRV_ROUTE_MODELS,
-       SRV_ROUTE_HEALTH, SRV_ROUTE_METRICS, SRV_ROUTE_OTHER, SRV_N_ROUTES };
+       SRV_ROUTE_HEALTH, SRV_ROUTE_METRICS, SRV_ROUTE_TRANSCRIPTIONS, SRV_ROUTE_OTHER, SRV_N_ROUTES };
 
 typedef struct srv_metrics {
     pthread_mutex_t mu;
@@ -96,6 +96,8 @@ struct tern_server {
     atomic_uint_fast64_t id_counter;
     uint64_t id_salt;
     long created; /* unix time the server started */
+    pthread_mutex_t audio_mu; /* one clip encoding at a time, on audio_pool (made at the first audio request) */
+    tern_pool *audio_pool;
     srv_metrics metrics;
 };
 
@@ -148,6 +150,9 @@ int srv_route(const char *method, const char *url, srv_handler *h, int *route, s
 int srv_handle_chat(srv_req *r, json_t *body);
 int srv_handle_completions(srv_req *r, json_t *body);
 int srv_handle_messages(srv_req *r, json_t *body);
+/* POST /v1/audio/transcriptions (openai_audio.c): the body is multipart/form-data, read from r->body (the JSON
+ * argument is NULL). */
+int srv_handle_transcriptions(srv_req *r, json_t *unused);
 int srv_handle_count_tokens(srv_req *r, json_t *body);
 int srv_handle_models(srv_req *r, json_t *body);
 int srv_handle_model(srv_req *r, json_t *body);
@@ -227,6 +232,9 @@ typedef struct srv_params {
  * response for the caller to fill. Takes ids and p (freed here); like srv_gen_start otherwise. */
 tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t *ids, size_t n_ids,
                              const srv_gen_ops *ops, void *ctx, srv_gen **out);
+/* The same for a prompt that may carry audio (mp is freed here). */
+tern_err *srv_gen_start_chat_media(srv_req *r, tern_server *s, srv_params *p, tern_media_prompt *mp,
+                                   const srv_gen_ops *ops, void *ctx, srv_gen **out);
 
 /* Which dialect's field names and ranges apply. */
 typedef enum { PARAMS_CHAT, PARAMS_COMPLETIONS, PARAMS_MESSAGES } srv_params_kind;
@@ -247,6 +255,10 @@ json_t *srv_json_logprob(float lp);
 /* Renders and tokenizes a chat for this model. messages/tools in OpenAI form. */
 tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
                           int add_generation_prompt, int32_t **ids, size_t *n);
+/* srv_chat_prompt for messages that may carry audio parts: the clips are encoded by the model's audio tower on the
+ * server's audio pool, one request at a time (text-only requests never wait for it). */
+tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
+                                int add_generation_prompt, tern_media_prompt *mp);
 /* The OpenAI usage object. */
 json_t *srv_usage_json(const tern_usage *u);
 /* One token's logprob entry {token, logprob, bytes, top_logprobs:[...]} (chat format). */

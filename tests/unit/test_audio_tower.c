@@ -17,7 +17,9 @@
 #include "core/json_util.h"
 #include "formats/safetensors.h"
 #include "loader/audio_input.h"
+#include "loader/loader.h"
 #include "tensor/quant_mlx.h"
+#include "audio_testutil.h"
 #include "testutil.h"
 
 #define TOKENS 33
@@ -294,12 +296,77 @@ static void test_lengths(void **state) {
     tern_audio_input_free(ai);
 }
 
+/* A 65 s clip (FLAC at 44.1 kHz: the container and resampling paths): truncated at 30 s by default, in three 30 s
+ * windows (750 + 750 + the last 5 s) on request, each window encoded on its own. */
+static void test_windows(void **state) {
+    const int rate = 44100;
+    const size_t frames = (size_t)rate * 65;
+    float *x = malloc(frames * sizeof *x);
+    for (size_t i = 0; i < frames; i++)
+        x[i] = 0.3f * sinf((float)i * 0.03f) * (i / rate % 2 ? 1.0f : 0.2f);
+    size_t len;
+    uint8_t *flac = atu_libav_encode("flac", "flac", rate, 1, x, frames, 0, &len);
+    free(x);
+    tern_audio_input *ai = NULL;
+    TU_OK(tern_audio_input_load(tu_testdata("audio/audio-tiny"), &ai));
+    tern_audio_embeds *w = NULL;
+    int n = 0;
+    TU_OK(tern_audio_input_embed_windows(ai, flac, len, 0, 1, NULL, &w, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(w[0].n, TERN_AUDIO_MAX_SOFT_TOKENS);
+    tern_audio_embeds first = w[0];
+    free(w);
+    TU_OK(tern_audio_input_embed_windows(ai, flac, len, 0, 8, NULL, &w, &n));
+    assert_int_equal(n, 3);
+    assert_int_equal(w[0].n, TERN_AUDIO_MAX_SOFT_TOKENS);
+    assert_int_equal(w[1].n, TERN_AUDIO_MAX_SOFT_TOKENS);
+    assert_int_equal(w[2].n, tern_audio_input_tokens(ai, 5 * TERN_AUDIO_RATE));
+    assert_int_equal(w[2].total_samples, 65 * TERN_AUDIO_RATE);
+    /* The first window is the truncated clip; the windows differ from each other. */
+    assert_memory_equal(w[0].rows, first.rows, first.n * (size_t)first.dim * sizeof(float));
+    assert_int_equal(w[0].hash, first.hash);
+    assert_true(w[0].hash != w[1].hash && w[1].hash != w[2].hash);
+    for (int i = 0; i < n; i++)
+        tern_audio_embeds_free(&w[i]);
+    free(w);
+    tern_audio_embeds_free(&first);
+    free(flac);
+    tern_audio_input_free(ai);
+}
+
+/* Splicing: each marker becomes its clips' runs (start, one placeholder per soft token, end), spans point at the
+ * placeholders; the marker count must match. */
+static void test_splice(void **state) {
+    enum { M = 9, S = 7, E = 8 };
+    float rows[6] = {0};
+    tern_audio_embeds clips[3] = {{.rows = rows, .n = 2, .hash = 11}, {.rows = rows, .n = 1, .hash = 12},
+                                  {.rows = rows, .n = 3, .hash = 13}};
+    const int32_t ids[] = {1, M, 2, M, 3};
+    const int groups[] = {1, 2};
+    int32_t *out;
+    size_t n;
+    tern_prompt_embeds spans[3];
+    TU_OK(tern_audio_splice(ids, 5, M, S, E, clips, 3, groups, 2, &out, &n, spans));
+    const int32_t want[] = {1, S, M, M, E, 2, S, M, E, S, M, M, M, E, 3};
+    assert_int_equal(n, sizeof want / sizeof *want);
+    assert_memory_equal(out, want, sizeof want);
+    assert_int_equal(spans[0].pos, 2);
+    assert_int_equal(spans[1].pos, 7);
+    assert_int_equal(spans[2].pos, 10);
+    assert_int_equal(spans[2].n, 3);
+    assert_int_equal(spans[2].key, 13);
+    free(out);
+    TU_FAILS_WITH(tern_audio_splice(ids, 5, M, S, E, clips, 3, NULL, 0, &out, &n, spans), "2 audio markers for 3");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_cli_matches_golden),
         TU_ISA_TESTS(test_mlx_layouts),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_lengths),
+        cmocka_unit_test(test_windows),
+        cmocka_unit_test(test_splice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,6 +230,66 @@ static tern_err *build(const char *req_json) {
     return err;
 }
 
+/* Builds with audio parts taken out into *audio; returns the context's messages as compact JSON (or NULL on error,
+ * with *err set). */
+static char *build_audio(const char *req_json, json_t **audio, tern_err **err) {
+    json_t *req = json_loads(req_json, 0, NULL);
+    assert_non_null(req);
+    *audio = json_array();
+    tern_chat_input in = {.messages = json_object_get(req, "messages"), .add_generation_prompt = 1, .audio = *audio};
+    json_t *ctx = NULL;
+    *err = tern_chat_build_context(&in, &ctx);
+    char *s = ctx ? json_dumps(json_object_get(ctx, "messages"), JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(ctx);
+    json_decref(req);
+    return s;
+}
+
+/* Audio parts leave {"type": "audio"} where they were, between the text around them, and come out in document
+ * order with the path that names them in errors; malformed ones are refused with the field named. */
+static void test_audio_parts(void **state) {
+    json_t *audio;
+    tern_err *err;
+    char *s = build_audio(
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":["
+        "{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"},"
+        "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklGRg==\",\"format\":\"wav\"}},"
+        "{\"type\":\"text\",\"text\":\"c\"},"
+        "{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"data:audio/mpeg;base64,SUQz\"}}]}]}",
+        &audio, &err);
+    TU_OK(err);
+    assert_string_equal(s, "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":["
+                           "{\"type\":\"text\",\"text\":\"a\\nb\"},{\"type\":\"audio\"},{\"type\":\"text\",\"text\":\"c\"},"
+                           "{\"type\":\"audio\"}]}]");
+    free(s);
+    char *a = json_dumps(audio, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    assert_string_equal(a, "[{\"data\":\"UklGRg==\",\"format\":\"wav\",\"path\":\"messages[1].content[2]\"},"
+                           "{\"data\":\"SUQz\",\"format\":\"mpeg\",\"path\":\"messages[1].content[4]\"}]");
+    free(a);
+    json_decref(audio);
+    static const struct {
+        const char *part, *error;
+    } bad[] = {
+        {"{\"type\":\"input_audio\"}", "messages[0].content[0].input_audio: expected an object"},
+        {"{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"\"}}", "input_audio.data: expected the clip as a non-empty"},
+        {"{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"AAAA\",\"format\":\"midi\"}}", "audio format 'midi' is not supported"},
+        {"{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"AAAA\",\"format\":7}}", "input_audio.format: expected a string"},
+        {"{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"https://example.com/a.wav\"}}", "this server fetches no URLs"},
+        {"{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"data:audio/wav,AAAA\"}}", "expected data:audio/FORMAT;base64,DATA"},
+        {"{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"data:text/plain;base64,AAAA\"}}", "'text/plain' is not audio/*"},
+        {"{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"data:audio/wav;base64,\"}}", "holds no data"},
+        {"{\"type\":\"audio_url\"}", "audio_url.url: expected a data: URI"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char req[512];
+        snprintf(req, sizeof req, "{\"messages\":[{\"role\":\"user\",\"content\":[%s]}]}", bad[i].part);
+        s = build_audio(req, &audio, &err);
+        assert_null(s);
+        TU_FAILS_WITH(err, bad[i].error);
+        json_decref(audio);
+    }
+}
+
 static void test_validation_errors(void **state) {
     TU_FAILS_WITH(build("{}"), "messages: required");
     TU_FAILS_WITH(build("{\"messages\":{}}"), "messages: expected an array");
@@ -245,7 +305,7 @@ static void test_validation_errors(void **state) {
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}"),
                   "messages[0].content[0]: image input is not supported");
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}"),
-                  "audio input is not supported");
+                  "messages[0].content[0]: this model has no audio tower");
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"blob\"}]}]}"),
                   "unknown content part type 'blob'");
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]}"),
@@ -338,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_tools_round_trip),  cmocka_unit_test(test_native_tool_responses),
         cmocka_unit_test(test_anthropic_system_and_thinking),
         cmocka_unit_test(test_validation_errors), cmocka_unit_test(test_anthropic_errors),
+        cmocka_unit_test(test_audio_parts),
         cmocka_unit_test(test_tokenize_one_bos),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/base64.h"
 #include "core/cache_dir.h"
 #include "core/fileio.h"
 #include "core/half.h"
@@ -226,11 +227,42 @@ static void test_log_and_time(void **state) {
     assert_true(b >= a);
 }
 
+/* Base64 as clients send uploads: standard and URL-safe alphabets, padding optional, MIME line breaks; broken
+ * text is refused naming the offset. */
+static void test_base64(void **state) {
+    static const struct {
+        const char *in, *out;
+    } ok[] = {{"", ""},         {"QQ==", "A"},        {"QQ", "A"},         {"QUI=", "AB"},      {"QUJD", "ABC"},
+              {"QUJDRA", "ABCD"}, {"SGVs\nbG8=\r\n", "Hello"}, {" QU JD ", "ABC"}, {"-_8", "\xfb\xff"}, {"+/8=", "\xfb\xff"}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        unsigned char *out;
+        size_t n;
+        TU_OK(tern_base64_decode(ok[i].in, strlen(ok[i].in), &out, &n));
+        assert_int_equal(n, strlen(ok[i].out));
+        if (n)
+            assert_memory_equal(out, ok[i].out, n);
+        else
+            assert_null(out);
+        free(out);
+    }
+    static const struct {
+        const char *in, *error;
+    } bad[] = {{"QUJD!", "outside the alphabet at offset 4"}, {"Q", "lone character"}, {"QQ=A", "after the '=' padding"},
+               {"=QQ", "misplaced '='"},   {"QQ===", "misplaced '='"},           {"QUI==", "wrong amount of '=' padding"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        unsigned char *out = (unsigned char *)1;
+        size_t n = 1;
+        TU_FAILS_WITH(tern_base64_decode(bad[i].in, strlen(bad[i].in), &out, &n), bad[i].error);
+        assert_null(out);
+        assert_int_equal(n, 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
         cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
-        cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune),
+        cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune), cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

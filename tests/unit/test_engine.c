@@ -18,6 +18,7 @@
 #include "core/json_util.h"
 #include "core/threadpool.h"
 #include "engine/kv_budget.h"
+#include "loader/loader.h"
 #include "models/gemma4.h"
 #include "models/synth.h"
 #include "sample/sampler.h"
@@ -504,6 +505,87 @@ static void test_prefix_cache_hits(void **state) {
 
 /* ---- cancellation ------------------------------------------------------------------------------- */
 
+/* Soft-token spans (audio clips): rows fed in place of their positions' embeddings. Rows equal to the pad
+ * token's embedding at pad positions reproduce the plain prompt exactly; the prefix cache reuses a span's
+ * positions for the same key only, never for another clip of the same length; bad spans are refused. */
+static void test_soft_token_spans(void **state) {
+    tern_model_info info;
+    tern_model_get_info(model, &info);
+    const int64_t H = info.hidden_size, N = 40, at = 10;
+    int32_t P[70];
+    fill_ids(P, 70, 91);
+    for (int64_t k = 0; k < N; k++)
+        P[at + k] = 0; /* the pad id: what a soft position's per-layer input reads */
+    float *pad_rows = malloc((size_t)(N * H) * sizeof(float)), *A = malloc((size_t)(N * H) * sizeof(float)),
+          *B = malloc((size_t)(N * H) * sizeof(float));
+    TU_OK(tern_lm_embed(model->lm, 0, pad_rows));
+    for (int64_t k = 1; k < N; k++)
+        memcpy(pad_rows + k * H, pad_rows, (size_t)H * sizeof(float));
+    uint64_t st = 5;
+    for (int64_t i = 0; i < N * H; i++) {
+        A[i] = tu_frand(&st) * 2.0f;
+        B[i] = tu_frand(&st) * 2.0f;
+    }
+    static result plain, padded, a, a2, b, b_cold;
+    memset(&plain, 0, sizeof plain), memset(&padded, 0, sizeof padded), memset(&a, 0, sizeof a);
+    memset(&a2, 0, sizeof a2), memset(&b, 0, sizeof b), memset(&b_cold, 0, sizeof b_cold);
+    tern_engine *e = make_engine(2, 160, 0, 32 << 20, 16, 40, 8);
+    tern_engine *cold = make_engine(2, 160, 0, 0, 16, 40, 8);
+    tern_request r = greedy_request(P, 70, 12);
+    r.top_logprobs = 3;
+    tern_stream *s = submit(cold, &r);
+    drain(s, &plain);
+    tern_stream_free(s);
+    tern_prompt_embeds span = {.pos = at, .n = N, .rows = pad_rows, .key = 1};
+    r.embeds = &span, r.n_embeds = 1;
+    s = submit(cold, &r);
+    drain(s, &padded);
+    tern_stream_free(s);
+    assert_memory_equal(plain.toks, padded.toks, 12 * sizeof(int32_t));
+    assert_memory_equal(plain.lp, padded.lp, 12 * sizeof(float));
+    /* Clip A, twice: the second run reuses every whole block (64 of 70 positions), with the same output. */
+    span = (tern_prompt_embeds){.pos = at, .n = N, .rows = A, .key = 0xA};
+    s = submit(e, &r);
+    drain(s, &a);
+    tern_stream_free(s);
+    s = submit(e, &r);
+    drain(s, &a2);
+    tern_stream_free(s);
+    assert_int_equal(a.done.usage.cached_tokens, 0);
+    assert_int_equal(a2.done.usage.cached_tokens, 64);
+    assert_memory_equal(a.toks, a2.toks, 12 * sizeof(int32_t));
+    assert_memory_equal(a.lp, a2.lp, 12 * sizeof(float));
+    /* Clip B, same length and place: only the text block before it may be shared (positions 0-15 hold soft
+     * tokens too, so nothing is), and the output is a cold engine's. */
+    span = (tern_prompt_embeds){.pos = at, .n = N, .rows = B, .key = 0xB};
+    s = submit(e, &r);
+    drain(s, &b);
+    tern_stream_free(s);
+    s = submit(cold, &r);
+    drain(s, &b_cold);
+    tern_stream_free(s);
+    assert_int_equal(b.done.usage.cached_tokens, 0);
+    assert_memory_equal(b.toks, b_cold.toks, 12 * sizeof(int32_t));
+    assert_memory_equal(b.lp, b_cold.lp, 12 * sizeof(float));
+    assert_true(memcmp(a.lp, b.lp, 12 * sizeof(float)) != 0); /* the rows were really fed */
+    /* Bad spans. */
+    tern_stream *none = NULL;
+    tern_prompt_embeds two[2] = {{.pos = 5, .n = 10, .rows = A, .key = 1}, {.pos = 12, .n = 3, .rows = A, .key = 2}};
+    r.embeds = two, r.n_embeds = 2;
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &none, NULL), "after the span before");
+    two[1].pos = 66, two[1].n = 5;
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &none, NULL), "must lie in the prompt");
+    two[1].n = 4, two[1].rows = NULL;
+    TU_FAILS_WITH(tern_engine_submit(e, &r, NULL, NULL, &none, NULL), "with rows");
+    tern_request t = greedy_request(NULL, 0, 4);
+    t.prompt_text = "hello", t.prompt_text_len = 5, t.embeds = two, t.n_embeds = 1;
+    TU_FAILS_WITH(tern_engine_submit(e, &t, NULL, NULL, &none, NULL), "need a prompt of token ids");
+    assert_null(none);
+    tern_engine_destroy(e);
+    tern_engine_destroy(cold);
+    free(pad_rows), free(A), free(B);
+}
+
 static void test_cancel_frees_memory(void **state) {
     int32_t p[30];
     fill_ids(p, 30, 31);
@@ -883,7 +965,8 @@ int main(void) {
         cmocka_unit_test(test_batched_equals_solo), cmocka_unit_test(test_batched_equals_solo_bf16),
         cmocka_unit_test(test_batched_equals_solo_q4),
         cmocka_unit_test(test_seeded_sampling),     cmocka_unit_test(test_seeded_sampling_bf16),
-        cmocka_unit_test(test_prefix_cache_hits),   cmocka_unit_test(test_cancel_frees_memory),
+        cmocka_unit_test(test_prefix_cache_hits),   cmocka_unit_test(test_soft_token_spans),
+        cmocka_unit_test(test_cancel_frees_memory),
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
     };

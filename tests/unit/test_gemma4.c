@@ -320,7 +320,7 @@ static void test_embedding_rows(void **state) {
     tern_weight_row(tern_gemma4_find(tern_gemma4_weights_of(m), "embed_tokens"), 0, embeds + 3 * H);
     for (int64_t i = 0; i < H; i++)
         embeds[5 * H + i] = embeds[3 * H + i] *= 8.0f;
-    uint8_t soft[8] = {0, 0, 0, 1, 0, 1, 0, 0};
+    const float *soft[8] = {NULL, NULL, NULL, embeds + 3 * H, NULL, embeds + 5 * H, NULL, NULL};
     int64_t n = 8;
     int seq = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -331,7 +331,7 @@ static void test_embedding_rows(void **state) {
         if (pass)
             fed[3] = fed[5] = 77; /* never read at soft positions */
         tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = fed, .out = TERN_OUT_ALL,
-                        .embeds = pass ? embeds : NULL, .is_embed = pass ? soft : NULL};
+                        .embeds = pass ? soft : NULL};
         TU_OK(tern_gemma4_forward(m, kv, pool, &b, pass ? got : want, NULL));
         tern_kv_free(kv);
     }
