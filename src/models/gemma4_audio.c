@@ -355,59 +355,118 @@ static int64_t g4a_dim(const void *impl) { return ((const g4audio *)impl)->c.tex
 /* Rows of the second convolution gathered per product (bounds the patch buffer). */
 #define CONV_ROWS 32
 
+/* The scratch one run allocates: the convolutions' patches and outputs, then the conformer's buffers. */
+typedef struct work {
+    float *p0, *x0, *p1, *x1;  /* first patches [T1*F1][9], its output [T1][F1][C0]; second patches, output */
+    float *h;                  /* [T][D] the hidden state */
+    float *a, *b, *c, *d;      /* [T][D] each: normed input, products, q/k/v */
+    float *wide, *tmp;         /* [T][max(4D, F2*C1)]: FF middle and GLU input; clamped copies of product inputs */
+    float *rel;                /* [npos][D] relative-position keys */
+    float *o;                  /* [T][out_dim] */
+} work;
+
 static uint64_t g4a_work_bytes(const void *impl, size_t frames) {
     const g4audio *a = impl;
     const audio_cfg *c = &a->c;
-    uint64_t T1 = half_up(frames), T = half_up(T1);
-    uint64_t b = T1 * a->F1 * (9 + c->C0);                         /* first patches + its output */
-    b += (uint64_t)CONV_ROWS * a->F2 * 9 * c->C0 + T * a->F2 * c->C1; /* second patches + output */
-    b += T * (uint64_t)(c->D * 3 + 4 * c->D + 2 * c->D * 4);       /* h, residual, scratch, q/k/v/ctx, wide */
-    b += T * (uint64_t)(c->out_dim) + (uint64_t)(a->npos * c->D);
-    return b * sizeof(float);
+    uint64_t T1 = half_up(frames), T = half_up(T1), D = (uint64_t)c->D;
+    uint64_t wide = 4 * D > (uint64_t)(a->F2 * c->C1) ? 4 * D : (uint64_t)(a->F2 * c->C1);
+    uint64_t f = T1 * a->F1 * (9 + c->C0) + (uint64_t)CONV_ROWS * a->F2 * 9 * c->C0 + T * a->F2 * c->C1;
+    f += T * (5 * D + 2 * wide + c->out_dim) + (uint64_t)a->npos * D;
+    return f * sizeof(float);
 }
 
-static void clamp(float *x, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++)
-        x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+/* ---- row passes: every element-wise stage runs over the pool, rows split between the threads ------------- */
+
+static void par(tern_pool *pool, int64_t rows, tern_range_fn fn, void *job) {
+    if (pool && rows > 1)
+        tern_pool_parallel_for(pool, (size_t)rows, 1, fn, job);
+    else
+        fn(job, 0, (size_t)rows, 0);
 }
 
-/* y = clip_out(W clip_in(x)); x is left as it was. `tmp` holds T*in values. */
-static int clin_run(tern_pool *pool, const clin *l, const float *x, int64_t T, float *tmp, float *y) {
+/* silu in place over n values: x / (1 + e^-x) with the vectorised exp (its argument capped where e^x is defined;
+ * silu is then 0 to float precision). `t` is n floats of scratch. */
+static void silu_row(float *x, float *t, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        t[i] = -x[i] < 80.0f ? -x[i] : 80.0f;
+    tern_exp(t, n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] / (1.0f + t[i]);
+}
+
+/* One fused pass per row: dst = clamp(src, lo, hi), then optionally RMS-normalised (weight w, or scale-free with
+ * w NULL and norm set), silu, and added into acc scaled (acc[r] += scale * dst[r]). */
+typedef struct rows_job {
+    const float *src;
+    float *dst, *acc;
+    int64_t n;
+    float lo, hi, eps, scale;
+    const float *w;
+    int norm, act;
+} rows_job;
+
+static void rows_range(void *ctx, size_t b, size_t e, int tid) {
+    const rows_job *j = ctx;
+    float t[4096];
+    for (size_t r = b; r < e; r++) {
+        const float *s = j->src + r * j->n;
+        float *d = j->dst + r * j->n;
+        for (int64_t i = 0; i < j->n; i++) {
+            float v = s[i];
+            v = v < j->lo ? j->lo : v;
+            d[i] = v > j->hi ? j->hi : v;
+        }
+        if (j->norm)
+            tern_rmsnorm(d, j->w, j->n, j->eps, d);
+        for (int64_t k = 0; j->act && k < j->n; k += 4096)
+            silu_row(d + k, t, j->n - k < 4096 ? j->n - k : 4096);
+        if (j->acc) {
+            float *a = j->acc + r * j->n;
+            for (int64_t i = 0; i < j->n; i++)
+                a[i] += j->scale * d[i];
+        }
+    }
+}
+
+static void rows(tern_pool *pool, rows_job j, int64_t T) { par(pool, T, rows_range, &j); }
+
+/* y = clip_out(W clip_in(x)), then silu when act; x is left as it was (clamped into tmp when bounded). */
+static int clin_run(tern_pool *pool, const clin *l, const float *x, int64_t T, float *tmp, float *y, int act) {
     int64_t in = l->w.shape[1], out = l->w.shape[0];
     const float *src = x;
     if (isfinite(l->in_lo) || isfinite(l->in_hi)) {
-        memcpy(tmp, x, (size_t)(T * in) * sizeof *tmp);
-        clamp(tmp, (size_t)(T * in), l->in_lo, l->in_hi);
+        rows(pool, (rows_job){.src = x, .dst = tmp, .n = in, .lo = l->in_lo, .hi = l->in_hi}, T);
         src = tmp;
     }
     if (tern_matmul(pool, &l->w, src, T, y, TERN_MM_PREFILL))
         return -1;
-    if (isfinite(l->out_lo) || isfinite(l->out_hi))
-        clamp(y, (size_t)(T * out), l->out_lo, l->out_hi);
+    if (isfinite(l->out_lo) || isfinite(l->out_hi) || act)
+        rows(pool, (rows_job){.src = y, .dst = y, .n = out, .lo = l->out_lo, .hi = l->out_hi, .act = act}, T);
     return 0;
 }
 
-static void rms_rows(float *x, const float *w, int64_t T, int64_t n, float eps) {
-    for (int64_t t = 0; t < T; t++)
-        tern_rmsnorm(x + t * n, w, n, eps, x + t * n);
-}
-
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-
 /* LayerNorm over the channels of each position (weight only), then ReLU. */
-static void layernorm_relu(float *x, int64_t rows, int64_t C, const float *w, float eps) {
-    for (int64_t r = 0; r < rows; r++) {
-        float *v = x + r * C;
+typedef struct ln_job {
+    float *x;
+    int64_t C;
+    const float *w;
+    float eps;
+} ln_job;
+
+static void ln_range(void *ctx, size_t b, size_t e, int tid) {
+    const ln_job *j = ctx;
+    for (size_t r = b; r < e; r++) {
+        float *v = j->x + r * j->C;
         double mean = 0, var = 0;
-        for (int64_t i = 0; i < C; i++)
+        for (int64_t i = 0; i < j->C; i++)
             mean += v[i];
-        mean /= (double)C;
-        for (int64_t i = 0; i < C; i++)
+        mean /= (double)j->C;
+        for (int64_t i = 0; i < j->C; i++)
             var += (v[i] - mean) * (v[i] - mean);
-        var /= (double)C;
-        float inv = (float)(1.0 / sqrt(var + eps));
-        for (int64_t i = 0; i < C; i++) {
-            float y = (float)(v[i] - mean) * inv * w[i];
+        var /= (double)j->C;
+        float inv = (float)(1.0 / sqrt(var + j->eps)), m = (float)mean;
+        for (int64_t i = 0; i < j->C; i++) {
+            float y = (v[i] - m) * inv * j->w[i];
             v[i] = y > 0 ? y : 0;
         }
     }
@@ -415,235 +474,283 @@ static void layernorm_relu(float *x, int64_t rows, int64_t C, const float *w, fl
 
 /* Gathers the 3x3 patches (stride 2, zero padding 1) of output rows [t0, t0 + n) of x [T][F][C] into
  * p [n][Fo][3][3][C]. */
-static void patches(const float *x, int64_t T, int64_t F, int64_t C, int64_t t0, int64_t n, int64_t Fo, float *p) {
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t f = 0; f < Fo; f++)
+typedef struct patch_job {
+    const float *x;
+    int64_t T, F, C, t0, Fo;
+    float *p;
+} patch_job;
+
+static void patch_range(void *ctx, size_t b, size_t e, int tid) {
+    const patch_job *j = ctx;
+    for (size_t t = b; t < e; t++)
+        for (int64_t f = 0; f < j->Fo; f++)
             for (int kh = 0; kh < 3; kh++)
                 for (int kw = 0; kw < 3; kw++) {
-                    float *dst = p + (((t * Fo + f) * 3 + kh) * 3 + kw) * C;
-                    int64_t ti = 2 * (t0 + t) - 1 + kh, fi = 2 * f - 1 + kw;
-                    if (ti < 0 || ti >= T || fi < 0 || fi >= F)
-                        memset(dst, 0, (size_t)C * sizeof *dst);
+                    float *dst = j->p + ((((int64_t)t * j->Fo + f) * 3 + kh) * 3 + kw) * j->C;
+                    int64_t ti = 2 * (j->t0 + (int64_t)t) - 1 + kh, fi = 2 * f - 1 + kw;
+                    if (ti < 0 || ti >= j->T || fi < 0 || fi >= j->F)
+                        memset(dst, 0, (size_t)j->C * sizeof *dst);
                     else
-                        memcpy(dst, x + (ti * F + fi) * C, (size_t)C * sizeof *dst);
+                        memcpy(dst, j->x + (ti * j->F + fi) * j->C, (size_t)j->C * sizeof *dst);
                 }
 }
 
-typedef struct work {
-    float *h, *res, *tmp, *q, *k, *v, *ctx, *wide, *rel;
-} work;
-
-static int feed_forward(const g4audio *a, tern_pool *pool, const alayer *L, int f, int64_t T, work *w) {
-    const audio_cfg *c = &a->c;
-    int64_t D = c->D;
-    size_t n = (size_t)(T * D);
-    memcpy(w->q, w->h, n * sizeof *w->q);
-    clamp(w->q, n, (float)-c->clip, (float)c->clip);
-    rms_rows(w->q, L->ff_pre[f], T, D, (float)c->eps);
-    if (clin_run(pool, &L->ff1[f], w->q, T, w->tmp, w->wide))
+/* A 3x3 stride-2 convolution's output rows [t0, t0 + n) (then LayerNorm + ReLU) as one product over patches. */
+static int conv_rows(tern_pool *pool, const tern_weight *w, const float *norm, float eps, const float *x, int64_t T,
+                     int64_t F, int64_t C, int64_t t0, int64_t n, int64_t Fo, float *p, float *y) {
+    patch_job pj = {x, T, F, C, t0, Fo, p};
+    par(pool, n, patch_range, &pj);
+    if (tern_matmul(pool, w, p, n * Fo, y, TERN_MM_PREFILL))
         return -1;
-    for (size_t i = 0; i < n * 4; i++)
-        w->wide[i] = silu(w->wide[i]);
-    if (clin_run(pool, &L->ff2[f], w->wide, T, w->tmp, w->k))
-        return -1;
-    clamp(w->k, n, (float)-c->clip, (float)c->clip);
-    rms_rows(w->k, L->ff_post[f], T, D, (float)c->eps);
-    for (size_t i = 0; i < n; i++)
-        w->h[i] += w->k[i] * (float)c->residual;
+    ln_job lj = {y, w->shape[0], norm, eps};
+    par(pool, n * Fo, ln_range, &lj);
     return 0;
 }
 
-/* Chunked local attention of x [T][D] into out [T][D] (before `post`): query t sees keys t - d for the d the
- * reference's mask allows (0 <= d < left - 1, and d > -right), each logit q.k + q.R(d) soft-capped. */
-static int attention(const g4audio *a, tern_pool *pool, const alayer *L, const float *x, int64_t T, work *w,
-                     float *out) {
+static int feed_forward(const g4audio *a, tern_pool *pool, const alayer *L, int f, int64_t T, work *w) {
     const audio_cfg *c = &a->c;
-    int64_t D = c->D, H = c->heads, hd = D / H;
-    if (clin_run(pool, &L->q, x, T, w->tmp, w->q) || clin_run(pool, &L->k, x, T, w->tmp, w->k) ||
-        clin_run(pool, &L->v, x, T, w->tmp, w->v))
+    const float clip = (float)c->clip, eps = (float)c->eps;
+    rows(pool, (rows_job){.src = w->h, .dst = w->a, .n = c->D, .lo = -clip, .hi = clip, .norm = 1, .w = L->ff_pre[f],
+                          .eps = eps}, T);
+    if (clin_run(pool, &L->ff1[f], w->a, T, w->tmp, w->wide, 1) ||
+        clin_run(pool, &L->ff2[f], w->wide, T, w->tmp, w->b, 0))
         return -1;
-    const float k_scale = (float)(log(1.0 + exp(1.0)) / log(2.0));
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < D; i++) {
-            w->q[t * D + i] *= L->qscale[i % hd];
-            w->k[t * D + i] *= k_scale;
-        }
-    /* R[p] = relative_k_proj(sinusoid of position p), for the positions the shifted term can reach. */
-    float *rel = w->rel;
-    if (tern_matmul(pool, &L->relk, a->pos, a->npos, rel, TERN_MM_PREFILL))
-        return -1;
-    int64_t max_past = c->left - 1, P = a->npos - 1;
-    int64_t dlo = c->right > 0 ? -(c->right - 1) : 0, dhi = c->left - 2;
-    int64_t span = dhi - dlo + 1;
+    rows(pool, (rows_job){.src = w->b, .dst = w->b, .n = c->D, .lo = -clip, .hi = clip, .norm = 1,
+                          .w = L->ff_post[f], .eps = eps, .acc = w->h, .scale = (float)c->residual}, T);
+    return 0;
+}
+
+/* Chunked local attention of q/k/v [T][D] into out [T][D] (before `post`): query t sees keys t - d for the d the
+ * reference's mask allows (0 <= d < left - 1, and d > -right), each logit q.k + q.R(d) soft-capped. */
+typedef struct attn_job {
+    const g4audio *a;
+    const float *q, *k, *v, *rel;
+    float *out;
+    int64_t T;
+} attn_job;
+
+static void attn_range(void *ctx, size_t b, size_t e, int tid) {
+    const attn_job *j = ctx;
+    const audio_cfg *c = &j->a->c;
+    const int64_t D = c->D, H = c->heads, hd = D / H, T = j->T;
+    const int64_t max_past = c->left - 1, P = j->a->npos - 1;
+    const int64_t dlo = c->right > 0 ? -(c->right - 1) : 0, dhi = c->left - 2, span = dhi - dlo + 1;
+    const float cap = (float)c->cap;
     float logit[8192];
-    if (span > (int64_t)(sizeof logit / sizeof *logit))
-        return -1;
-    for (int64_t t = 0; t < T; t++)
+    for (size_t tt = b; tt < e; tt++) {
+        const int64_t t = (int64_t)tt;
         for (int64_t h = 0; h < H; h++) {
-            const float *qv = w->q + t * D + h * hd;
+            const float *qv = j->q + t * D + h * hd;
             float mx = -INFINITY;
             for (int64_t d = dlo; d <= dhi; d++) {
-                int64_t j = t - d;
+                int64_t kj = t - d;
                 float *lg = &logit[d - dlo];
-                if (j < 0 || j >= T) {
+                if (kj < 0 || kj >= T) {
                     *lg = -INFINITY;
                     continue;
                 }
-                const float *kv = w->k + j * D + h * hd;
-                float s = 0;
-                for (int64_t i = 0; i < hd; i++)
-                    s += qv[i] * kv[i];
+                const float *kv = j->k + kj * D + h * hd;
                 int64_t r = max_past - d; /* the reference's shifted column: position P - r, zero past the table */
-                if (r >= 0 && r <= P) {
-                    const float *rv = rel + (P - r) * D + h * hd;
-                    float b = 0;
+                const float *rv = r >= 0 && r <= P ? j->rel + (P - r) * D + h * hd : NULL;
+                float s = 0;
+                if (rv)
                     for (int64_t i = 0; i < hd; i++)
-                        b += qv[i] * rv[i];
-                    s += b;
-                }
-                s = (float)c->cap * tanhf(s / (float)c->cap);
+                        s += qv[i] * (kv[i] + rv[i]);
+                else
+                    for (int64_t i = 0; i < hd; i++)
+                        s += qv[i] * kv[i];
+                s = cap * tanhf(s / cap);
                 *lg = s;
-                if (s > mx)
-                    mx = s;
+                mx = s > mx ? s : mx;
             }
             float sum = 0;
             for (int64_t k = 0; k < span; k++) {
                 logit[k] = isinf(logit[k]) ? 0 : expf(logit[k] - mx);
                 sum += logit[k];
             }
-            float *o = out + t * D + h * hd;
+            float *o = j->out + t * D + h * hd;
             memset(o, 0, (size_t)hd * sizeof *o);
             for (int64_t d = dlo; d <= dhi; d++) {
-                float p = logit[d - dlo] / sum;
-                if (p == 0)
+                float pr = logit[d - dlo] / sum;
+                if (pr == 0)
                     continue;
-                const float *vv = w->v + (t - d) * D + h * hd;
+                const float *vv = j->v + (t - d) * D + h * hd;
                 for (int64_t i = 0; i < hd; i++)
-                    o[i] += p * vv[i];
+                    o[i] += pr * vv[i];
             }
         }
+    }
+}
+
+typedef struct scale_job {
+    float *q, *k;
+    const float *qscale;
+    int64_t D, hd;
+    float k_scale;
+} scale_job;
+
+static void scale_range(void *ctx, size_t b, size_t e, int tid) {
+    const scale_job *j = ctx;
+    for (size_t t = b; t < e; t++)
+        for (int64_t i = 0; i < j->D; i++) {
+            j->q[t * j->D + i] *= j->qscale[i % j->hd];
+            j->k[t * j->D + i] *= j->k_scale;
+        }
+}
+
+static int attention(const g4audio *a, tern_pool *pool, const alayer *L, const float *x, int64_t T, work *w,
+                     float *out) {
+    const audio_cfg *c = &a->c;
+    float *q = w->b, *k = w->c, *v = w->d;
+    if (clin_run(pool, &L->q, x, T, w->tmp, q, 0) || clin_run(pool, &L->k, x, T, w->tmp, k, 0) ||
+        clin_run(pool, &L->v, x, T, w->tmp, v, 0))
+        return -1;
+    scale_job sj = {q, k, L->qscale, c->D, c->D / c->heads, (float)(log(1.0 + exp(1.0)) / log(2.0))};
+    par(pool, T, scale_range, &sj);
+    /* R[p] = relative_k_proj(sinusoid of position p), for the positions the shifted term can reach. */
+    if (tern_matmul(pool, &L->relk, a->pos, a->npos, w->rel, TERN_MM_PREFILL))
+        return -1;
+    attn_job aj = {a, q, k, v, w->rel, out, T};
+    par(pool, T, attn_range, &aj);
     return 0;
+}
+
+/* The light convolution's middle: GLU (first half times sigmoid of the second) of u [T][2D] into g [T][D], then
+ * the causal depthwise convolution (left padding k - 1) of g into y. */
+typedef struct lconv_job {
+    const float *u, *dw;
+    float *g, *y;
+    int64_t D, K;
+} lconv_job;
+
+static void glu_range(void *ctx, size_t b, size_t e, int tid) {
+    const lconv_job *j = ctx;
+    float t[4096];
+    for (size_t r = b; r < e; r++) {
+        const float *u = j->u + r * 2 * j->D;
+        float *g = j->g + r * j->D;
+        for (int64_t k = 0; k < j->D; k += 4096) {
+            int64_t n = j->D - k < 4096 ? j->D - k : 4096;
+            for (int64_t i = 0; i < n; i++)
+                t[i] = -u[j->D + k + i] < 80.0f ? -u[j->D + k + i] : 80.0f;
+            tern_exp(t, n);
+            for (int64_t i = 0; i < n; i++)
+                g[k + i] = u[k + i] / (1.0f + t[i]);
+        }
+    }
+}
+
+static void dwconv_range(void *ctx, size_t b, size_t e, int tid) {
+    const lconv_job *j = ctx;
+    for (size_t r = b; r < e; r++) {
+        float *y = j->y + r * j->D;
+        memset(y, 0, (size_t)j->D * sizeof *y);
+        for (int64_t k = 0; k < j->K; k++) {
+            int64_t src = (int64_t)r - (j->K - 1) + k;
+            if (src < 0)
+                continue;
+            const float *g = j->g + src * j->D;
+            for (int64_t i = 0; i < j->D; i++)
+                y[i] += j->dw[i * j->K + k] * g[i];
+        }
+    }
 }
 
 static int light_conv(const g4audio *a, tern_pool *pool, const alayer *L, int64_t T, work *w) {
     const audio_cfg *c = &a->c;
-    int64_t D = c->D, K = c->kernel;
-    size_t n = (size_t)(T * D);
-    memcpy(w->q, w->h, n * sizeof *w->q);
-    rms_rows(w->q, L->lc_pre, T, D, (float)c->eps);
-    if (clin_run(pool, &L->lstart, w->q, T, w->tmp, w->wide))
+    const float clip = (float)c->clip, eps = (float)c->eps;
+    rows(pool, (rows_job){.src = w->h, .dst = w->a, .n = c->D, .lo = -INFINITY, .hi = INFINITY, .norm = 1,
+                          .w = L->lc_pre, .eps = eps}, T);
+    if (clin_run(pool, &L->lstart, w->a, T, w->tmp, w->wide, 0))
         return -1;
-    for (int64_t t = 0; t < T; t++) /* GLU: first half times sigmoid of the second */
-        for (int64_t i = 0; i < D; i++) {
-            float g = w->wide[t * 2 * D + D + i];
-            w->k[t * D + i] = w->wide[t * 2 * D + i] * (1.0f / (1.0f + expf(-g)));
-        }
-    for (int64_t t = 0; t < T; t++) /* causal depthwise: left padding K - 1 */
-        for (int64_t i = 0; i < D; i++) {
-            float s = 0;
-            for (int64_t k = 0; k < K; k++) {
-                int64_t j = t - (K - 1) + k;
-                if (j >= 0)
-                    s += L->dw[i * K + k] * w->k[j * D + i];
-            }
-            w->v[t * D + i] = s;
-        }
-    clamp(w->v, n, (float)-c->clip, (float)c->clip);
-    rms_rows(w->v, L->lc_norm, T, D, (float)c->eps);
-    for (size_t i = 0; i < n; i++)
-        w->v[i] = silu(w->v[i]);
-    if (clin_run(pool, &L->lend, w->v, T, w->tmp, w->k))
+    lconv_job lj = {w->wide, L->dw, w->b, w->c, c->D, c->kernel};
+    par(pool, T, glu_range, &lj);
+    par(pool, T, dwconv_range, &lj);
+    rows(pool, (rows_job){.src = w->c, .dst = w->c, .n = c->D, .lo = -clip, .hi = clip, .norm = 1, .w = L->lc_norm,
+                          .eps = eps, .act = 1}, T);
+    if (clin_run(pool, &L->lend, w->c, T, w->tmp, w->b, 0))
         return -1;
-    for (size_t i = 0; i < n; i++)
-        w->h[i] += w->k[i];
+    rows(pool, (rows_job){.src = w->b, .dst = w->b, .n = c->D, .lo = -INFINITY, .hi = INFINITY, .acc = w->h,
+                          .scale = 1.0f}, T);
     return 0;
 }
 
 static int conformer(const g4audio *a, tern_pool *pool, const alayer *L, int64_t T, work *w) {
     const audio_cfg *c = &a->c;
-    int64_t D = c->D;
-    size_t n = (size_t)(T * D);
-    float clip = (float)c->clip, eps = (float)c->eps;
+    const float clip = (float)c->clip, eps = (float)c->eps;
     if (feed_forward(a, pool, L, 0, T, w))
         return -1;
-    memcpy(w->res, w->h, n * sizeof *w->res);
-    clamp(w->h, n, -clip, clip);
-    rms_rows(w->h, L->norm_pre_attn, T, D, eps);
-    if (attention(a, pool, L, w->h, T, w, w->ctx) || clin_run(pool, &L->post, w->ctx, T, w->tmp, w->h))
+    rows(pool, (rows_job){.src = w->h, .dst = w->a, .n = c->D, .lo = -clip, .hi = clip, .norm = 1,
+                          .w = L->norm_pre_attn, .eps = eps}, T);
+    if (attention(a, pool, L, w->a, T, w, w->a) || clin_run(pool, &L->post, w->a, T, w->tmp, w->b, 0))
         return -1;
-    clamp(w->h, n, -clip, clip);
-    rms_rows(w->h, L->norm_post_attn, T, D, eps);
-    for (size_t i = 0; i < n; i++)
-        w->h[i] += w->res[i];
+    rows(pool, (rows_job){.src = w->b, .dst = w->b, .n = c->D, .lo = -clip, .hi = clip, .norm = 1,
+                          .w = L->norm_post_attn, .eps = eps, .acc = w->h, .scale = 1.0f}, T);
     if (light_conv(a, pool, L, T, w) || feed_forward(a, pool, L, 1, T, w))
         return -1;
-    clamp(w->h, n, -clip, clip);
-    rms_rows(w->h, L->norm_out, T, D, eps);
+    rows(pool, (rows_job){.src = w->h, .dst = w->h, .n = c->D, .lo = -clip, .hi = clip, .norm = 1, .w = L->norm_out,
+                          .eps = eps}, T);
     return 0;
+}
+
+static void work_free(work *w) {
+    float *all[] = {w->p0, w->x0, w->p1, w->x1, w->h, w->a, w->b, w->c, w->d, w->wide, w->tmp, w->rel, w->o};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        free(all[i]);
 }
 
 static tern_err *g4a_run(const void *impl, tern_pool *pool, const float *mel, size_t frames, float *out) {
     const g4audio *a = impl;
     const audio_cfg *c = &a->c;
-    int64_t T1 = (int64_t)half_up(frames), T = (int64_t)half_up((size_t)T1), D = c->D;
-    int64_t F1 = a->F1, F2 = a->F2, rows = T < CONV_ROWS ? T : CONV_ROWS;
-    int64_t wide = 4 * D > a->F2 * c->C1 ? 4 * D : a->F2 * c->C1;
-    float *p0 = malloc((size_t)(T1 * F1 * 9) * sizeof(float));
-    float *x0 = malloc((size_t)(T1 * F1 * c->C0) * sizeof(float));
-    float *p1 = malloc((size_t)(rows * F2 * 9 * c->C0) * sizeof(float));
-    float *x1 = malloc((size_t)(T * F2 * c->C1) * sizeof(float));
-    work w = {0};
-    size_t n = (size_t)(T * D);
-    w.h = malloc(n * sizeof(float));
-    w.res = malloc(n * sizeof(float));
-    w.q = malloc(n * sizeof(float));
-    w.k = malloc(n * sizeof(float));
-    w.v = malloc(n * sizeof(float));
-    w.ctx = malloc(n * sizeof(float));
-    w.wide = malloc((size_t)(T * wide) * sizeof(float));
-    w.tmp = malloc((size_t)(T * wide) * sizeof(float));
-    w.rel = malloc((size_t)(a->npos * D) * sizeof(float));
-    float *o = malloc((size_t)(T * c->out_dim) * sizeof(float));
-    tern_err *err = NULL;
-    if (!w.rel || !p0 || !x0 || !p1 || !x1 || !w.h || !w.res || !w.q || !w.k || !w.v || !w.ctx || !w.wide || !w.tmp || !o) {
-        err = tern_errf(TERN_ENOMEM, "audio tower: out of memory for a clip of %zu frames", frames);
-        goto done;
+    const int64_t T1 = (int64_t)half_up(frames), T = (int64_t)half_up((size_t)T1), D = c->D;
+    const int64_t F1 = a->F1, F2 = a->F2, rows_per = T < CONV_ROWS ? T : CONV_ROWS;
+    const int64_t wide = 4 * D > F2 * c->C1 ? 4 * D : F2 * c->C1;
+    const size_t n = (size_t)(T * D);
+    const float eps = (float)c->eps;
+    work w = {
+        .p0 = malloc((size_t)(T1 * F1 * 9) * sizeof(float)),
+        .x0 = malloc((size_t)(T1 * F1 * c->C0) * sizeof(float)),
+        .p1 = malloc((size_t)(rows_per * F2 * 9 * c->C0) * sizeof(float)),
+        .x1 = malloc((size_t)(T * F2 * c->C1) * sizeof(float)),
+        .h = malloc(n * sizeof(float)),
+        .a = malloc(n * sizeof(float)),
+        .b = malloc(n * sizeof(float)),
+        .c = malloc(n * sizeof(float)),
+        .d = malloc(n * sizeof(float)),
+        .wide = malloc((size_t)(T * wide) * sizeof(float)),
+        .tmp = malloc((size_t)(T * wide) * sizeof(float)),
+        .rel = malloc((size_t)(a->npos * D) * sizeof(float)),
+        .o = malloc((size_t)(T * c->out_dim) * sizeof(float)),
+    };
+    if (!w.p0 || !w.x0 || !w.p1 || !w.x1 || !w.h || !w.a || !w.b || !w.c || !w.d || !w.wide || !w.tmp || !w.rel ||
+        !w.o) {
+        work_free(&w);
+        return tern_errf(TERN_ENOMEM, "audio tower: out of memory for a clip of %zu frames", frames);
     }
-    /* Subsampling: the mel image is one channel [frames][128][1]. */
-    patches(mel, (int64_t)frames, MEL, 1, 0, T1, F1, p0);
-    if (tern_matmul(pool, &a->conv0w, p0, T1 * F1, x0, TERN_MM_PREFILL))
-        goto oom;
-    layernorm_relu(x0, T1 * F1, c->C0, a->norm0, (float)c->eps);
-    for (int64_t t0 = 0; t0 < T; t0 += rows) {
-        int64_t nr = T - t0 < rows ? T - t0 : rows;
-        patches(x0, T1, F1, c->C0, t0, nr, F2, p1);
-        if (tern_matmul(pool, &a->conv1w, p1, nr * F2, x1 + t0 * F2 * c->C1, TERN_MM_PREFILL))
-            goto oom;
+    int bad = 0;
+    /* Subsampling: the mel image is one channel [frames][128][1]; x0 and x1 are [T][F][C] (channels last). */
+    bad |= conv_rows(pool, &a->conv0w, a->norm0, eps, mel, (int64_t)frames, MEL, 1, 0, T1, F1, w.p0, w.x0);
+    for (int64_t t0 = 0; t0 < T && !bad; t0 += rows_per) {
+        int64_t nr = T - t0 < rows_per ? T - t0 : rows_per;
+        bad |= conv_rows(pool, &a->conv1w, a->norm1, eps, w.x0, T1, F1, c->C0, t0, nr, F2, w.p1,
+                         w.x1 + t0 * F2 * c->C1);
     }
-    layernorm_relu(x1, T * F2, c->C1, a->norm1, (float)c->eps);
-    /* x1 is [T][F2][C1]: each frame flattened frequency-major, as the reference's permute + reshape. */
-    if (tern_matmul(pool, &a->in_proj, x1, T, w.h, TERN_MM_PREFILL))
-        goto oom;
-    for (int l = 0; l < c->layers; l++)
-        if (conformer(a, pool, &a->layer[l], T, &w))
-            goto oom;
-    if (tern_matmul(pool, &a->out_proj, w.h, T, o, TERN_MM_PREFILL))
-        goto oom;
-    for (int64_t t = 0; t < T; t++) {
-        float *r = o + t * c->out_dim;
-        for (int64_t i = 0; i < c->out_dim; i++)
-            r[i] += a->out_bias[i];
-        tern_rmsnorm(r, NULL, c->out_dim, (float)c->eps, r); /* embed_audio's scale-free norm */
+    /* Each frame of x1 flattened frequency-major, as the reference's permute + reshape. */
+    bad |= !bad && tern_matmul(pool, &a->in_proj, w.x1, T, w.h, TERN_MM_PREFILL);
+    for (int l = 0; l < c->layers && !bad; l++)
+        bad |= conformer(a, pool, &a->layer[l], T, &w);
+    bad |= !bad && tern_matmul(pool, &a->out_proj, w.h, T, w.o, TERN_MM_PREFILL);
+    if (!bad) {
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < c->out_dim; i++)
+                w.o[t * c->out_dim + i] += a->out_bias[i];
+        /* embed_audio: a scale-free RMSNorm, then the projection into the text model's space. */
+        rows(pool, (rows_job){.src = w.o, .dst = w.o, .n = c->out_dim, .lo = -INFINITY, .hi = INFINITY, .norm = 1,
+                              .eps = eps}, T);
+        bad |= tern_matmul(pool, &a->embed_proj, w.o, T, out, TERN_MM_PREFILL);
     }
-    if (tern_matmul(pool, &a->embed_proj, o, T, out, TERN_MM_PREFILL))
-        goto oom;
-    goto done;
-oom:
-    err = tern_errf(TERN_ENOMEM, "audio tower: out of scratch memory");
-done:
-    free(p0), free(x0), free(p1), free(x1), free(o);
-    free(w.h), free(w.res), free(w.q), free(w.k), free(w.v), free(w.ctx), free(w.wide), free(w.tmp), free(w.rel);
-    return err;
+    work_free(&w);
+    return bad ? tern_errf(TERN_ENOMEM, "audio tower: out of scratch memory") : NULL;
 }
 
 static void g4a_describe(const void *impl, char *buf, size_t len) {
