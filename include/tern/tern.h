@@ -192,6 +192,12 @@ typedef struct tern_request {
     int draft_max;            /* 0: the engine's; > 0: at most this many drafted tokens per step (capped by the
                                * engine's) */
     int draft_off;            /* 1: no speculation for this request */
+    /* Constrained decoding: the reply must follow this GBNF grammar (llama.cpp's syntax, start rule `root`); NULL for
+     * none. Special tokens never match it, unless grammar_special (then a special token matches its text). End tokens
+     * are allowed exactly where the reply is a complete sentence. Compiled grammars are cached by the engine. */
+    const char *grammar;
+    size_t grammar_len;
+    int grammar_special;
     /* Soft-token spans (prompt_ids only): in prompt order, inside the prompt, not overlapping. */
     const tern_prompt_embeds *embeds;
     int n_embeds;

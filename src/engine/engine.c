@@ -129,6 +129,7 @@ static void engine_free(tern_engine *e) {
         free(w->chosen_toks);
         free(w->toks);
         free(w->keys);
+        free(w->gmask);
         free(w->final);
     }
     free(e->rows);
@@ -147,6 +148,8 @@ static void engine_free(tern_engine *e) {
     free(e->b_emb);
     free(e->b_prefill);
     free(e->ready);
+    constraint_destroy(e);
+    pthread_mutex_destroy(&e->gram_mu);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);
@@ -159,7 +162,7 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
     tern_engine *e = calloc(1, sizeof *e);
     if (!e)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    if (pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->cv, NULL)) {
+    if (pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->cv, NULL) || pthread_mutex_init(&e->gram_mu, NULL)) {
         free(e);
         return tern_errf(TERN_ENOMEM, "cannot create the engine's lock");
     }

@@ -19,6 +19,8 @@
 #include "core/threadpool.h"
 #include "engine/kv_budget.h"
 #include "engine/stop_text.h"
+#include "grammar/grammar.h"
+#include "grammar/token_dfa.h"
 #include "kv/prefix_cache.h"
 #include "loader/loader.h"
 #include "models/model.h"
@@ -58,6 +60,31 @@ void channel_unref(channel *ch);
  * (the event is lost, and for a DONE event the consumer is woken anyway). */
 int channel_emit(channel *ch, const tern_event *ev);
 
+/* ---- constrained decoding (constraint.c) ------------------------------------------------------------ */
+
+/* A compiled grammar shared by the requests that ask for it, and the engine's cache of them (reference counted: the
+ * cache holds one reference, each request another). */
+typedef struct eng_grammar {
+    atomic_int refs;
+    uint64_t min_tokens;  /* fewest tokens any complete reply takes (its shortest sentence over the longest token) */
+    uint64_t key;         /* hash of the text and the special-token flag */
+    tern_grammar *g;
+    tern_gdfa *dfa;
+    double used;          /* last acquired (the cache drops the least recent) */
+    struct eng_grammar *next;
+} eng_grammar;
+
+/* The compiled grammar for `text` (from the cache, or compiled and cached); special: special tokens match their text
+ * (else they never match). Errors are the compiler's (TERN_EINVAL naming line and column). */
+tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int special, eng_grammar **out);
+/* Drops a reference; NULL is fine. */
+void constraint_release(eng_grammar *g);
+/* Drops the engine's cache and vocabularies (at destroy). */
+void constraint_destroy(tern_engine *e);
+/* Sets the logits of tokens the grammar does not allow from `state` to -inf (scratch: (vocab + 63) / 64 words).
+ * NULL, or an error message (static text) when no token may follow or the DFA ran out of room. */
+const char *constraint_mask(eng_grammar *g, int32_t state, float *logits, int64_t vocab, uint64_t *scratch);
+
 /* ---- requests --------------------------------------------------------------------------------- */
 
 typedef struct eng_request {
@@ -79,6 +106,7 @@ typedef struct eng_request {
     int32_t *emb_at;        /* [n_prompt]: the row each prompt position feeds, -1 = its id; NULL without rows */
     int32_t *keys;          /* [n_prompt]: the ids the prefix cache keys positions by (soft tokens: from their span's
                              * key), NULL when they are the prompt's */
+    eng_grammar *grammar;   /* the reply must follow it, or NULL */
     int32_t *prediction;    /* predicted output (drafted from), or NULL */
     int64_t n_prediction;
     int draft_max;          /* resolved: 0 = no speculation */
@@ -121,6 +149,9 @@ typedef struct eng_row {
     int hout;                /* this step's first hidden-state row, or -1 */
     int n_draft;
     int32_t *chosen_toks;    /* [draft_max + 1] this step's chosen tokens (accepted drafts, then the target's own) */
+    int32_t gstate;          /* constrained rows: the grammar's DFA state after the tokens so far */
+    uint64_t *gmask;         /* constrained rows: mask scratch [(vocab + 63) / 64] */
+    const char *gfail;       /* set by sampling when the grammar left no token: the row ends with this error */
     int n_chosen;
     int k;                   /* drafts to ask for next (adaptive) */
     int rest;                /* steps left without drafting after acceptance collapsed */
@@ -165,6 +196,10 @@ struct tern_engine {
     tern_budget budget;
     uint64_t next_id, admit_counter, seed_state;
     tern_metrics m; /* counters (configuration fields filled at create) */
+
+    pthread_mutex_t gram_mu;  /* the grammar cache and the vocabularies below (taken by submitting threads) */
+    eng_grammar *grammars;
+    tern_gvocab *gvocab[2];   /* the vocabulary as bytes: special tokens never matching / matching their text */
 };
 
 /* The engine thread's body (scheduler.c). */

@@ -12,6 +12,7 @@ void request_free(eng_request *r) {
     if (!r)
         return;
     free(r->prompt);
+    constraint_release(r->grammar);
     free(r->emb);
     free(r->emb_at);
     free(r->keys);
@@ -267,6 +268,8 @@ tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out
     tern_err *err = take_prompt(e, r, q);
     if (!err)
         err = take_embeds(e, r, q);
+    if (!err && r->grammar)
+        err = constraint_acquire(e, r->grammar, r->grammar_len, r->grammar_special, &q->grammar);
     if (!err)
         err = take_sampling(e, r, q);
     if (!err)
@@ -275,6 +278,11 @@ tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out
         err = take_prediction(e, r, q);
     if (!err)
         err = fit(e, r, q);
+    if (!err && q->grammar && q->grammar->min_tokens > (uint64_t)q->max_tokens)
+        err = tern_errf(TERN_EINVAL,
+                        "the schema's or grammar's shortest reply takes at least %llu tokens, but this request can "
+                        "generate at most %lld (max_tokens, the context and the KV budget)",
+                        (unsigned long long)q->grammar->min_tokens, (long long)q->max_tokens);
     if (err) {
         request_free(q);
         return err;

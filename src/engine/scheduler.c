@@ -210,6 +210,13 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
         }
         tern_pc_cursor_begin(w->cursor, tail, got);
     }
+    w->gfail = NULL;
+    if (q->grammar) {
+        if (!w->gmask && !(w->gmask = malloc((size_t)((e->vocab + 63) / 64) * sizeof *w->gmask)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        if ((w->gstate = tern_gdfa_start(q->grammar->dfa)) < 0)
+            return tern_errf(TERN_ENOMEM, "out of memory");
+    }
     w->phase = ROW_PREFILL;
     return NULL;
 }
@@ -224,12 +231,26 @@ typedef struct sample_job {
  * there, if any), until a choice is not the draft; every choice joins the penalties' history. */
 static void choose_row(tern_engine *e, eng_row *w) {
     const size_t V = (size_t)e->vocab;
-    const float *logits = e->logits + (size_t)w->out * V;
+    float *logits = e->logits + (size_t)w->out * V;
+    eng_grammar *g = w->req->grammar;
     w->n_chosen = 0;
     for (int j = 0;; j++) {
+        /* A constrained row chooses among what its grammar allows after the tokens chosen so far, so a drafted
+         * token the grammar forbids is never kept. */
+        if (g && (w->gfail = constraint_mask(g, w->gstate, logits + (size_t)j * V, e->vocab, w->gmask)))
+            return;
         int accepted = 0;
         int32_t t = j < w->n_draft ? tern_chain_verify(w->chain, logits + (size_t)j * V, w->draft[j], &w->lp[j], &accepted)
                                    : tern_chain_choose(w->chain, logits + (size_t)j * V, &w->lp[j]);
+        if (g) {
+            int32_t next = tern_gdfa_token(g->dfa, w->gstate, t);
+            if (next < 0) {
+                w->gfail = next == -1 ? "the grammar needs more states than the matcher keeps"
+                                      : "the sampler chose a token the grammar does not allow";
+                return;
+            }
+            w->gstate = next;
+        }
         tern_chain_accept(w->chain, t);
         w->chosen_toks[w->n_chosen++] = t;
         if (!accepted)
@@ -334,6 +355,21 @@ static int draft_ask(const tern_engine *e, eng_row *w, int64_t room) {
 }
 
 /* Asks every source for its rows' drafts (one call per source for all its rows); sets each decoding row's n_draft. */
+/* The grammar state of a constrained row after its drafted tokens out[0, n): -2 when one is not allowed. */
+static int32_t draft_state(const eng_row *w, const int32_t *out, int n) {
+    int32_t st = w->gstate;
+    for (int i = 0; i < n && st >= 0; i++)
+        st = tern_gdfa_token(w->req->grammar->dfa, st, out[i]);
+    return st;
+}
+
+/* tern_draft_ask.constrain for a constrained row: its grammar's mask at the next drafted position. */
+static int draft_constrain(const tern_draft_ask *a, float *logits, int64_t vocab) {
+    eng_row *w = a->constrain_ctx;
+    int32_t st = draft_state(w, a->out, a->n_out);
+    return st < 0 || constraint_mask(w->req->grammar, st, logits, vocab, w->gmask) ? -1 : 0;
+}
+
 static void gather_drafts(tern_engine *e, const int *rows, int n) {
     tern_draft_ask asks[TERN_DRAFT_KINDS][256];
     int n_asks[TERN_DRAFT_KINDS] = {0};
@@ -348,7 +384,8 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
         w->asked = 1;
         tern_draft_ask *a = &asks[w->src->kind][n_asks[w->src->kind]++];
         *a = (tern_draft_ask){.row = w->seq, .toks = w->toks, .n_toks = w->n_toks, .n_prompt = w->req->n_prompt,
-                              .k = k, .hidden = w->h, .out = w->draft};
+                              .k = k, .hidden = w->h, .out = w->draft,
+                              .constrain = w->req->grammar ? draft_constrain : NULL, .constrain_ctx = w};
     }
     for (int kind = 0; kind < TERN_DRAFT_KINDS; kind++) {
         if (!n_asks[kind])
@@ -364,8 +401,15 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
             continue;
         }
         for (int i = 0; i < n_asks[kind]; i++) {
-            const tern_draft_ask *a = &asks[kind][i];
+            tern_draft_ask *a = &asks[kind][i];
             eng_row *w = &e->rows[a->row];
+            /* A constrained row keeps its drafts up to the first one its grammar forbids (lookup and predictions
+             * draft from text that need not follow it). */
+            for (int j = 0; w->req->grammar && j < a->n_out; j++)
+                if (draft_state(w, a->out, j + 1) < 0) {
+                    a->n_out = j;
+                    break;
+                }
             w->n_draft = a->n_out >= e->o.draft_min ? a->n_out : 0;
         }
     }
@@ -537,6 +581,10 @@ static void step(tern_engine *e) {
         eng_row *w = &e->rows[e->ready[i]];
         const eng_request *q = w->req;
         const int was_decoding = w->phase == ROW_DECODE;
+        if (w->gfail) {
+            finish_row(e, w, TERN_FINISH_ERROR, -1, -1, w->gfail);
+            continue;
+        }
         if (w->hout >= 0) /* the last kept position's hidden state: what the next draft starts from */
             memcpy(w->h, e->hidden + (size_t)(w->hout + (was_decoding ? w->n_chosen - 1 : 0)) * (size_t)e->desc->hidden,
                    (size_t)e->desc->hidden * sizeof *w->h);

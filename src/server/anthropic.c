@@ -219,8 +219,11 @@ json_t *srv_messages_response(void *run) {
 
 /* ---- the request ------------------------------------------------------------------------------- */
 
-/* thinking → chat_template_kwargs.enable_thinking; tool_choice → which tools the model sees. */
-static tern_err *anthropic_options(const json_t *body, json_t **tools, json_t **kwargs, int *parse_tools) {
+/* thinking → chat_template_kwargs.enable_thinking; tool_choice → which tools the model sees, and for "any" / "tool"
+ * the grammar of the forced call (*gbnf, NULL otherwise). */
+static tern_err *anthropic_options(const json_t *body, json_t **tools, json_t **kwargs, int *parse_tools,
+                                   char **gbnf) {
+    *gbnf = NULL;
     *kwargs = json_object();
     if (!*kwargs)
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -264,21 +267,23 @@ static tern_err *anthropic_options(const json_t *body, json_t **tools, json_t **
                 json_t *only = json_pack("[O]", tool);
                 json_decref(*tools);
                 *tools = only;
-                return only ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
+                return only ? srv_tool_call_grammar(only, NULL, gbnf) : tern_errf(TERN_ENOMEM, "out of memory");
             }
         }
         return tern_errf(TERN_EINVAL, "'tool_choice' names tool '%.64s', which is not among 'tools'",
                          json_string_value(name));
     }
-    return NULL;
+    return !strcmp(t, "any") ? srv_tool_call_grammar(*tools, NULL, gbnf) : NULL;
 }
 
 /* Messages + options → prompt ids. */
-static tern_err *build_prompt(tern_server *s, const json_t *body, int32_t **ids, size_t *n, int *parse_tools) {
+static tern_err *build_prompt(tern_server *s, const json_t *body, int32_t **ids, size_t *n, int *parse_tools,
+                              char **gbnf) {
     json_t *msgs = NULL, *tools = NULL, *kwargs = NULL;
+    *gbnf = NULL;
     tern_err *err = tern_chat_from_anthropic(body, &msgs, &tools);
     if (!err)
-        err = anthropic_options(body, &tools, &kwargs, parse_tools);
+        err = anthropic_options(body, &tools, &kwargs, parse_tools, gbnf);
     if (!err)
         err = srv_chat_prompt(s, msgs, tools, kwargs, 1, ids, n);
     json_decref(msgs);
@@ -291,7 +296,9 @@ int srv_handle_count_tokens(srv_req *r, json_t *body) {
     int32_t *ids = NULL;
     size_t n = 0;
     int parse_tools;
-    tern_err *err = build_prompt(r->srv, body, &ids, &n, &parse_tools);
+    char *gbnf = NULL;
+    tern_err *err = build_prompt(r->srv, body, &ids, &n, &parse_tools, &gbnf);
+    free(gbnf);
     tern_free(ids);
     if (err)
         return srv_reply_err(r, err);
@@ -311,8 +318,10 @@ int srv_handle_messages(srv_req *r, json_t *body) {
     const json_t *md = json_object_get(body, "metadata");
     if (!err && md && !json_is_null(md) && !json_is_object(md))
         err = tern_errf(TERN_EINVAL, "'metadata' must be an object, got %s", tern_json_type_name(md));
+    char *gbnf = NULL;
     if (!err)
-        err = build_prompt(s, body, &ids, &n_ids, &parse_tools);
+        err = build_prompt(s, body, &ids, &n_ids, &parse_tools, &gbnf);
+    srv_params_set_grammar(&p, gbnf, 1);
     msg_run *c = NULL;
     if (!err && !(c = srv_messages_run_new(s, p.stream, parse_tools, (int64_t)n_ids, p.stops, p.req.n_stop_strings)))
         err = tern_errf(TERN_ENOMEM, "out of memory");

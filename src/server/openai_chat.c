@@ -209,14 +209,16 @@ json_t *srv_chat_response(void *run) {
 
 /* ---- the request ---------------------------------------------------------------------------------- */
 
-/* tool_choice: "none" hides the tools; a named function keeps only that one (calling is not forced: there is no
- * constrained decoding). *tools_out is a new reference or NULL; *parse_tools says whether to parse calls. */
-static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools) {
+/* tool_choice: "none" hides the tools; "required" forces a call of one of them and a named function a call of that
+ * one (by a grammar: *forced is then 1), which is then the only tool shown. *tools_out is a new reference or NULL;
+ * *parse_tools says whether to parse calls. */
+static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools, int *forced) {
     const json_t *tools = json_object_get(body, "tools");
     const json_t *choice = json_object_get(body, "tool_choice");
     const json_t *ptc = json_object_get(body, "parallel_tool_calls");
     *tools_out = NULL;
     *parse_tools = 0;
+    *forced = 0;
     if (ptc && !json_is_null(ptc) && !json_is_boolean(ptc))
         return tern_errf(TERN_EINVAL, "'parallel_tool_calls' must be true or false, got %s", tern_json_type_name(ptc));
     if (json_object_get(body, "functions") || json_object_get(body, "function_call"))
@@ -259,7 +261,7 @@ static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *pars
             const json_t *nm = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
             if (json_is_string(nm) && !strcmp(json_string_value(nm), named)) {
                 *tools_out = json_pack("[O]", t);
-                *parse_tools = 1;
+                *parse_tools = *forced = 1;
                 return *tools_out ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
             }
         }
@@ -267,6 +269,7 @@ static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *pars
     }
     *tools_out = json_incref((json_t *)tools);
     *parse_tools = have;
+    *forced = have && !strcmp(mode, "required");
     return NULL;
 }
 
@@ -277,12 +280,7 @@ static tern_err *check_unsupported(const json_t *body) {
         if (!json_is_string(type))
             return tern_errf(TERN_EINVAL, "'response_format' must be an object with a \"type\"");
         const char *t = json_string_value(type);
-        if (!strcmp(t, "json_object") || !strcmp(t, "json_schema"))
-            return tern_errf(TERN_EUNSUPPORTED,
-                             "'response_format' type \"%s\" is not supported: this server has no constrained decoding "
-                             "(ask for JSON in the prompt instead)",
-                             t);
-        if (strcmp(t, "text"))
+        if (strcmp(t, "text") && strcmp(t, "json_object") && strcmp(t, "json_schema"))
             return tern_errf(TERN_EINVAL, "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", "
                                           "got \"%.64s\"",
                              t);
@@ -308,13 +306,18 @@ int srv_handle_chat(srv_req *r, json_t *body) {
     tern_server *s = r->srv;
     srv_params p;
     json_t *tools = NULL;
-    int parse_tools = 0;
+    int parse_tools = 0, forced = 0;
     tern_media_prompt mp = {0};
     tern_err *err = srv_params_parse(body, PARAMS_CHAT, s->info.vocab_size, &p);
     if (!err)
         err = check_unsupported(body);
     if (!err)
-        err = resolve_tools(body, &tools, &parse_tools);
+        err = resolve_tools(body, &tools, &parse_tools, &forced);
+    if (!err) { /* a forced tool call, else the response format's grammar (or llama.cpp's `grammar`) */
+        char *gbnf = NULL;
+        err = forced ? srv_tool_call_grammar(tools, NULL, &gbnf) : srv_response_grammar(body, &gbnf);
+        srv_params_set_grammar(&p, gbnf, forced);
+    }
     if (!err && !tools) /* no tools, or tool_choice "none": still check what was sent */
         err = tern_chat_validate_tools(json_object_get(body, "tools"));
     if (!err) {

@@ -176,6 +176,11 @@ int srv_handle_completions(srv_req *r, json_t *body) {
     char *echo_text = NULL;
     int echo = 0;
     tern_err *err = srv_params_parse(body, PARAMS_COMPLETIONS, s->info.vocab_size, &p);
+    if (!err) { /* llama.cpp's `grammar` (and a JSON response_format) constrain a raw completion too */
+        char *gbnf = NULL;
+        err = srv_response_grammar(body, &gbnf);
+        srv_params_set_grammar(&p, gbnf, 0);
+    }
     const json_t *ev = json_object_get(body, "echo");
     const json_t *suffix = json_object_get(body, "suffix");
     if (!err && ev && !json_is_null(ev)) {

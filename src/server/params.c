@@ -393,9 +393,18 @@ tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t voc
     return NULL;
 }
 
+void srv_params_set_grammar(srv_params *p, char *gbnf, int special) {
+    free(p->grammar);
+    p->grammar = gbnf;
+    p->req.grammar = gbnf;
+    p->req.grammar_len = gbnf ? strlen(gbnf) : 0;
+    p->req.grammar_special = special;
+}
+
 void srv_params_free(srv_params *p) {
     free(p->bias);
     free(p->prediction);
+    free(p->grammar);
     for (int k = 0; k < TERN_MAX_STOP_STRINGS; k++)
         free(p->stops[k]);
     memset(p, 0, sizeof *p);

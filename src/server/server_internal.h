@@ -224,8 +224,20 @@ typedef struct srv_params {
     tern_logit_bias *bias;     /* owned */
     char *stops[TERN_MAX_STOP_STRINGS]; /* owned */
     char *prediction;          /* owned: the predicted output's text (req.prediction_text points here) */
+    char *grammar;             /* owned: the structured-output grammar (req.grammar points here) */
     int stream, include_usage;
 } srv_params;
+
+/* ---- structured output (structured.c) ----------------------------------------------------------------- */
+
+/* The grammar of the body's response_format (json_object, json_schema) or llama.cpp `grammar` field; *gbnf NULL
+ * (no error) when the body asks for neither. Errors name the field (a 400). */
+tern_err *srv_response_grammar(const json_t *body, char **gbnf);
+/* The grammar of one forced tool call in Gemma 4's syntax: a call of `only` (NULL: any of `tools`, OpenAI-style
+ * [{"type":"function","function":{name, parameters}}]) with arguments valid against its parameters schema. */
+tern_err *srv_tool_call_grammar(const json_t *tools, const char *only, char **gbnf);
+/* Puts a grammar into the request (p owns it from here). */
+void srv_params_set_grammar(srv_params *p, char *gbnf, int special);
 
 /* Starts a chat generation (OpenAI chat, Anthropic messages) of prompt ids with the request's validated fields:
  * special tokens are rendered (the reply parser reads the markup) and generation stops where Gemma 4 opens a tool

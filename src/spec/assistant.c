@@ -36,6 +36,8 @@ static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
             tern_cache_drafter_io io = {.kv = a->kv, .seq = q->row, .target = t, .emb = a->emb, .h = a->h,
                                         .logits = a->logits, .h_out = a->h_next};
             TERN_TRY(tern_cache_drafter_step(a->d, a->pool, &io));
+            if (q->constrain && q->constrain(q, a->logits, t->vocab))
+                break;
             tok = tern_argmax(a->logits, t->vocab);
             q->out[q->n_out++] = tok;
             float *swap = a->h;

@@ -32,6 +32,7 @@ typedef enum tern_draft_kind {
 
 /* One row's ask: its tokens so far (prompt then output; the last one is the token being fed), how many of
  * them are the prompt, and room for up to k proposals. */
+struct tern_draft_ask;
 typedef struct tern_draft_ask {
     int row;
     const int32_t *toks;
@@ -40,6 +41,12 @@ typedef struct tern_draft_ask {
     const float *hidden; /* the target's final normed hidden state before the fed token (sources that need it) */
     int32_t *out; /* [k] */
     int n_out;    /* set by the source: 0..k */
+    /* A constrained row (NULL otherwise): restricts logits[vocab] of the token drafted at position n_out (after
+     * out[0, n_out)) to what the row's grammar allows there. Sources that choose from logits call it before
+     * choosing; the engine drops whatever other sources draft past the first token the grammar forbids. Returns 0,
+     * or -1 when nothing is allowed (the source then stops drafting the row). */
+    int (*constrain)(const struct tern_draft_ask *a, float *logits, int64_t vocab);
+    void *constrain_ctx;
 } tern_draft_ask;
 
 typedef struct tern_draft_source tern_draft_source;

@@ -95,7 +95,12 @@ static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
             const dm_row *r = &d->r[a->row];
             if (r->n_in < a->n_toks + a->n_out) /* still catching up: its logits are of a middle token */
                 continue;
-            a->out[a->n_out++] = tern_argmax(d->logits + (size_t)k * (size_t)d->vocab, d->vocab);
+            float *lg = d->logits + (size_t)k * (size_t)d->vocab;
+            if (a->constrain && a->constrain(a, lg, d->vocab)) {
+                todo[fed[k]] = 0;
+                continue;
+            }
+            a->out[a->n_out++] = tern_argmax(lg, d->vocab);
             if (a->n_out == a->k)
                 todo[fed[k]] = 0;
         }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "tokenizer/tok_internal.h"
 
 typedef struct sym {
@@ -264,7 +265,7 @@ tern_err *tok_model_encode(const tern_tokenizer *t, tok_work *w, const char *s, 
             }
             size_t m = 0;
             for (size_t i = 0; i < n; i++)
-                m += tok_utf8_put(tok_bytelevel_cp(u[i]), w->text + m);
+                m += tern_utf8_put(tok_bytelevel_cp(u[i]), w->text + m);
             id = tok_vocab_find(t, w->text, m);
         } else if (t->ignore_merges) {
             id = tok_vocab_find(t, s, n);

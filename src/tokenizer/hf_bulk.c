@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "tokenizer/tok_internal.h"
 
 static const char *skip_ws(const char *p, const char *end) {
@@ -88,7 +89,7 @@ static const char *decode_string(const char *p, const char *end, char *buf, size
                 p += 6;
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             }
-            n += tok_utf8_put(cp, buf + n);
+            n += tern_utf8_put(cp, buf + n);
             continue;
         default: return NULL;
         }

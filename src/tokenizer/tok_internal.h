@@ -155,8 +155,6 @@ static inline size_t tok_utf8_len(unsigned char c) {
 /* Length of the valid UTF-8 character at p (n bytes available): >0 complete, 0 an incomplete but valid
  * prefix that needs more bytes, -k an invalid sequence whose first k bytes (k >= 1) should be replaced. */
 int tok_utf8_check(const unsigned char *p, size_t n);
-/* Writes code point cp as UTF-8 into out (4 bytes room); returns the length. */
-size_t tok_utf8_put(uint32_t cp, char *out);
 
 /* ---- vocabulary (vocab.c) ---- */
 /* Allocates the per-token arrays for n tokens (texts empty). */

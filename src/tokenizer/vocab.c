@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "tokenizer/tok_internal.h"
 
 /* A fast 64-bit hash over short byte strings (8 bytes per step, multiply-xorshift mixing). */
@@ -272,7 +273,7 @@ void tok_byte_tables(tern_tokenizer *t) {
         char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
         t->byte_id[b] = tok_vocab_find(t, buf, 6);
         char u[4];
-        size_t n = tok_utf8_put(tok_bytelevel_cp((unsigned char)b), u);
+        size_t n = tern_utf8_put(tok_bytelevel_cp((unsigned char)b), u);
         t->bytelevel_id[b] = tok_vocab_find(t, u, n);
     }
 }

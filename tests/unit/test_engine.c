@@ -586,6 +586,90 @@ static void test_soft_token_spans(void **state) {
     free(pad_rows), free(A), free(B);
 }
 
+/* Constrained decoding: every reply follows its grammar (greedy, seeded sampling, beside an unconstrained row whose
+ * reply is what it is alone), ends where the grammar is complete, or says "length" when max_tokens cuts it; a
+ * grammar that does not compile is refused at submit. */
+static int digits_reply(const char *t, size_t n) { /* {"n": DIGITS} */
+    if (n < 8 || memcmp(t, "{\"n\": ", 6) || t[n - 1] != '}')
+        return 0;
+    for (size_t i = 6; i + 1 < n; i++)
+        if (t[i] < '0' || t[i] > '9')
+            return 0;
+    return n - 7 <= 4;
+}
+
+static void test_grammar_constrained(void **state) {
+    static const char G[] = "root ::= \"{\\\"n\\\": \" [0-9]{1,4} \"}\"";
+    int32_t P[20];
+    fill_ids(P, 20, 55);
+    tern_engine *e = make_engine(2, 160, 0, 0, 16, 40, 8);
+    static result solo, a, b, c, d;
+    memset(&solo, 0, sizeof solo), memset(&a, 0, sizeof a), memset(&b, 0, sizeof b), memset(&c, 0, sizeof c);
+    memset(&d, 0, sizeof d);
+    tern_request plain = greedy_request(P, 20, 12);
+    tern_stream *s = submit(e, &plain);
+    drain(s, &solo);
+    tern_stream_free(s);
+    tern_request r = greedy_request(P, 20, 40);
+    r.ignore_eos = 0;
+    r.grammar = G, r.grammar_len = strlen(G);
+    /* The constrained row beside the unconstrained one. */
+    tern_stream *s1 = submit(e, &r), *s2 = submit(e, &plain);
+    drain(s1, &a);
+    drain(s2, &b);
+    tern_stream_free(s1), tern_stream_free(s2);
+    if (!digits_reply(a.text, a.text_len))
+        print_error("constrained reply: '%s'\n", a.text);
+    assert_true(digits_reply(a.text, a.text_len));
+    assert_int_equal(a.done.finish, TERN_FINISH_STOP);
+    assert_memory_equal(b.toks, solo.toks, 12 * sizeof(int32_t));
+    /* Seeded sampling at temperature 1.5: still the grammar's language. */
+    for (int k = 0; k < 4; k++) {
+        static result rs;
+        memset(&rs, 0, sizeof rs);
+        tern_request t = r;
+        t.sampling.temperature = 1.5f;
+        t.sampling.seed = 100 + (uint64_t)k, t.sampling.has_seed = 1;
+        s = submit(e, &t);
+        drain(s, &rs);
+        tern_stream_free(s);
+        if (!digits_reply(rs.text, rs.text_len))
+            print_error("sampled reply %d: '%s'\n", k, rs.text);
+        assert_true(digits_reply(rs.text, rs.text_len));
+    }
+    /* Cut by max_tokens inside the document: "length", and a prefix of the language. */
+    tern_request cut = r;
+    cut.max_tokens = 3;
+    s = submit(e, &cut);
+    drain(s, &c);
+    tern_stream_free(s);
+    assert_int_equal(c.done.finish, TERN_FINISH_LENGTH);
+    assert_true(c.text_len <= 8 && !memcmp(c.text, "{\"n\": ", c.text_len < 6 ? c.text_len : 6));
+    /* A predicted output (drafted from, verified under the grammar): partly outside the language, yet the reply is
+     * the one without it, token for token. */
+    static result pr;
+    memset(&pr, 0, sizeof pr);
+    tern_request with = r;
+    with.prediction_text = "{\"n\": 12x}} and more", with.prediction_text_len = strlen(with.prediction_text);
+    s = submit(e, &with);
+    drain(s, &pr);
+    tern_stream_free(s);
+    assert_int_equal(pr.n, a.n);
+    assert_memory_equal(pr.toks, a.toks, (size_t)a.n * sizeof(int32_t));
+    assert_true(pr.done.usage.drafted_tokens > 0);
+    /* Grammars that do not compile, or allow no token, are refused / end the request with an error. */
+    tern_stream *none = NULL;
+    tern_request bad = r;
+    bad.grammar = "root ::= (", bad.grammar_len = 10;
+    TU_FAILS_WITH(tern_engine_submit(e, &bad, NULL, NULL, &none, NULL), "grammar: line 1");
+    bad.grammar = "root ::= [^\\x00-\\U0010FFFF]", bad.grammar_len = strlen(bad.grammar); /* an empty language */
+    s = submit(e, &bad);
+    drain(s, &d);
+    tern_stream_free(s);
+    assert_int_equal(d.done.finish, TERN_FINISH_ERROR);
+    tern_engine_destroy(e);
+}
+
 static void test_cancel_frees_memory(void **state) {
     int32_t p[30];
     fill_ids(p, 30, 31);
@@ -966,7 +1050,7 @@ int main(void) {
         cmocka_unit_test(test_batched_equals_solo_q4),
         cmocka_unit_test(test_seeded_sampling),     cmocka_unit_test(test_seeded_sampling_bf16),
         cmocka_unit_test(test_prefix_cache_hits),   cmocka_unit_test(test_soft_token_spans),
-        cmocka_unit_test(test_cancel_frees_memory),
+        cmocka_unit_test(test_grammar_constrained), cmocka_unit_test(test_cancel_frees_memory),
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
     };

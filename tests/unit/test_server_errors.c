@@ -60,7 +60,8 @@ static const bad_case CASES[] = {
     {"POST", CHAT, "{\"presence_penalty\":3," USER_HI "}", 0, 400, IRE, "'presence_penalty' must be between -2 and 2"},
     {"POST", CHAT, "{\"model\":5," USER_HI "}", 0, 400, IRE, "'model' must be a string"},
     {"POST", CHAT, "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}," USER_HI "}", 0, 400, IRE,
-     "no constrained decoding"},
+     "'response_format.json_schema.schema' must be a JSON Schema object"},
+    {"POST", CHAT, "{\"grammar\":\"root ::= (\"," USER_HI "}", 0, 400, IRE, "grammar: line 1, column 10: expected ')'"},
     {"POST", CHAT, "{\"chat_template_kwargs\":[]," USER_HI "}", 0, 400, IRE, "chat_template_kwargs: expected an object"},
     /* tools */
     {"POST", CHAT, "{\"tools\":{}," USER_HI "}", 0, 400, IRE, "'tools' must be an array"},
