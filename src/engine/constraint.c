@@ -40,6 +40,7 @@ static tern_err *vocab_for(tern_engine *e, int special, tern_gvocab **out) {
 }
 
 static void grammar_free(eng_grammar *g) {
+    free(g->text);
     tern_gdfa_free(g->dfa);
     tern_grammar_free(g->g);
     free(g);
@@ -55,14 +56,15 @@ tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int s
     const uint64_t key = tern_hash64(text, len, special ? 0x5350454349414cull : 0x504c41494eull);
     pthread_mutex_lock(&e->gram_mu);
     eng_grammar *g = e->grammars, **pp = &e->grammars;
-    for (; g && g->key != key; pp = &g->next, g = g->next)
+    for (; g && !(g->key == key && g->len == len && g->special == special && !memcmp(g->text, text, len));
+         pp = &g->next, g = g->next)
         ;
     tern_err *err = NULL;
     if (!g) {
         tern_gvocab *v = NULL;
         double t0 = tern_now_s();
         g = calloc(1, sizeof *g);
-        err = g ? vocab_for(e, special, &v) : tern_errf(TERN_ENOMEM, "out of memory");
+        err = g && (g->text = malloc(len ? len : 1)) ? vocab_for(e, special, &v) : tern_errf(TERN_ENOMEM, "out of memory");
         if (!err)
             err = tern_grammar_compile(text, len, &g->g);
         if (!err)
@@ -74,6 +76,9 @@ tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int s
             return err;
         }
         g->key = key;
+        memcpy(g->text, text, len);
+        g->len = len;
+        g->special = special;
         uint64_t bytes = tern_grammar_min_bytes(g->g), L = tern_gvocab_max_len(v) ? tern_gvocab_max_len(v) : 1;
         if (bytes == UINT64_MAX) {
             grammar_free(g);

@@ -68,6 +68,9 @@ typedef struct eng_grammar {
     atomic_int refs;
     uint64_t min_tokens;  /* fewest tokens any complete reply takes (its shortest sentence over the longest token) */
     uint64_t key;         /* hash of the text and the special-token flag */
+    char *text;           /* the text itself (a hash alone could be forged to match another request's) */
+    size_t len;
+    int special;
     tern_grammar *g;
     tern_gdfa *dfa;
     double used;          /* last acquired (the cache drops the least recent) */

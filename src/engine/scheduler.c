@@ -561,7 +561,7 @@ static void step(tern_engine *e) {
     for (int i = 0; i < e->n_ready; i++) {
         eng_row *w = &e->rows[e->ready[i]];
         chosen += (uint64_t)w->n_chosen;
-        if (w->phase == ROW_DECODE && w->src)
+        if (w->phase == ROW_DECODE && w->src && !w->gfail)
             count_drafts(e, w, dt);
     }
     e->m.steps++;
@@ -600,6 +600,10 @@ static void step(tern_engine *e) {
         }
         for (int j = 0; j < w->n_chosen && w->req == q; j++)
             take_token(e, w, j);
+        /* A constrained reply that is complete with nothing allowed after it ends here, even when end tokens do
+         * not end generation (ignore_eos). */
+        if (w->req == q && q->grammar && q->ignore_eos && tern_gdfa_complete(q->grammar->dfa, w->gstate) == 2)
+            finish_row(e, w, TERN_FINISH_STOP, -1, -1, NULL);
         if (w->req != q || !was_decoding) /* finished, or a prompt's first token (captured above) */
             continue;
         if (w->cursor)

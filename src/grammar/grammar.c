@@ -17,6 +17,9 @@
 
 #define MAX_REPEAT 1000
 #define MAX_ELEMS (1u << 22)
+#define MAX_RULES 10000
+#define MAX_EXPAND 200000 /* expansions one byte (or the start) may take: an ambiguous grammar fails, never hangs */
+#define MAX_EXPAND_DEPTH 1000
 
 /* ---- building ---------------------------------------------------------------------------------------------- */
 
@@ -40,6 +43,7 @@ typedef struct prule {
 } prule;
 
 typedef struct builder {
+    size_t total;  /* pre-elements in all rules: bounded, so a short grammar cannot ask for unbounded memory */
     prule *rules;
     size_t n_rules, cap_rules;
     cpclass *classes;
@@ -49,6 +53,14 @@ typedef struct builder {
 } builder;
 
 static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
+
+/* A builder step failed: past the size limits, or out of memory. */
+static tern_err *build_oom(const builder *b) {
+    if (b->total > MAX_ELEMS || b->n_rules >= MAX_RULES)
+        return tern_errf(TERN_EINVAL, "grammar: too large (over %u elements or %d rules once repetitions are "
+                                      "expanded)", MAX_ELEMS, MAX_RULES);
+    return oom();
+}
 
 static void where(const builder *b, const char *p, int *line, int *col) {
     *line = 1;
@@ -73,6 +85,8 @@ static int add_rule(builder *b, const char *name, size_t len) {
     for (size_t i = 0; i < b->n_rules; i++)
         if (strlen(b->rules[i].name) == len && !memcmp(b->rules[i].name, name, len))
             return (int)i;
+    if (b->n_rules >= MAX_RULES)
+        return -1;
     if (b->n_rules == b->cap_rules) {
         size_t cap = b->cap_rules ? 2 * b->cap_rules : 32;
         prule *r = realloc(b->rules, cap * sizeof *r);
@@ -87,10 +101,10 @@ static int add_rule(builder *b, const char *name, size_t len) {
     return (int)b->n_rules++;
 }
 
-/* A fresh helper rule named after `base`. */
+/* A fresh helper rule named after `base` ('~' keeps it apart from every name a grammar can write). */
 static int helper_rule(builder *b, const char *base) {
     char name[160];
-    snprintf(name, sizeof name, "%.100s_%zu", base, b->n_rules);
+    snprintf(name, sizeof name, "%.100s~%zu", base, b->n_rules);
     int r = add_rule(b, name, strlen(name));
     if (r >= 0)
         b->rules[r].defined = 1;
@@ -98,6 +112,8 @@ static int helper_rule(builder *b, const char *base) {
 }
 
 static int push(builder *b, int rule, int kind, uint32_t v) {
+    if (++b->total > MAX_ELEMS)
+        return -1;
     prule *r = &b->rules[rule];
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 16;
@@ -240,7 +256,8 @@ static int repeat(builder *b, int rule, size_t at, int min, int max) {
     pel *sym = malloc((len ? len : 1) * sizeof *sym);
     if (!sym)
         return -1;
-    memcpy(sym, r->e + at, len * sizeof *sym);
+    if (len)
+        memcpy(sym, r->e + at, len * sizeof *sym);
     r->n = at;
     int bad = 0;
     for (int i = 0; i < min && !bad; i++)
@@ -287,7 +304,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
                     return NULL;
                 int c = new_class(b, 0);
                 if (c < 0 || class_add(b, c, cp, cp) || push(b, rule, 3, (uint32_t)c))
-                    return b->err = oom(), NULL;
+                    return b->err = build_oom(b), NULL;
             }
             if (p >= b->end)
                 return fail(b, s, "unterminated string literal"), NULL;
@@ -299,7 +316,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
             p += neg;
             int c = new_class(b, neg);
             if (c < 0)
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
             while (p < b->end && *p != ']' && !b->err) {
                 uint32_t lo, hi;
                 if (!(p = parse_char(b, p, &lo)))
@@ -312,19 +329,19 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
                         return fail(b, s, "a character range runs backwards"), NULL;
                 }
                 if (class_add(b, c, lo, hi))
-                    return b->err = oom(), NULL;
+                    return b->err = build_oom(b), NULL;
             }
             if (p >= b->end)
                 return fail(b, s, "unterminated character class"), NULL;
             p++;
             if (push(b, rule, 3, (uint32_t)c))
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
         } else if (*p == '.') {
             last = b->rules[rule].n;
             p++;
             int c = new_class(b, 0);
             if (c < 0 || class_add(b, c, 0, 0x10FFFF) || push(b, rule, 3, (uint32_t)c))
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
         } else if (is_word(*p)) {
             last = b->rules[rule].n;
             const char *w = p;
@@ -332,14 +349,14 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
                 p++;
             int r = add_rule(b, w, (size_t)(p - w));
             if (r < 0 || push(b, rule, 2, (uint32_t)r))
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
         } else if (*p == '(') {
             if (depth > 100)
                 return fail(b, p, "groups nested too deeply"), NULL;
             last = b->rules[rule].n;
             int g = helper_rule(b, b->rules[rule].name);
             if (g < 0)
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
             p = skip_space(b, p + 1, 1);
             if (!(p = parse_alternates(b, p, g, 1, depth + 1)))
                 return NULL;
@@ -347,7 +364,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
                 return fail(b, s, "expected ')'"), NULL;
             p++;
             if (push(b, rule, 2, (uint32_t)g))
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
         } else if (*p == '*' || *p == '+' || *p == '?' || *p == '{') {
             if (last == (size_t)-1)
                 return fail(b, p, "a repetition with nothing before it"), NULL;
@@ -380,7 +397,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
             }
             p++;
             if (repeat(b, rule, last, min, max))
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
             last = (size_t)-1;
         } else {
             break;
@@ -396,12 +413,12 @@ static const char *parse_alternates(builder *b, const char *p, int rule, int nes
             return NULL;
         if (p < b->end && *p == '|') {
             if (push(b, rule, 1, 0))
-                return b->err = oom(), NULL;
+                return b->err = build_oom(b), NULL;
             p = skip_space(b, p + 1, 1);
             continue;
         }
         if (push(b, rule, 0, 0))
-            return b->err = oom(), NULL;
+            return b->err = build_oom(b), NULL;
         return p;
     }
 }
@@ -416,7 +433,7 @@ static void parse(builder *b) {
             return fail(b, p, "expected a rule name");
         int r = add_rule(b, w, (size_t)(p - w));
         if (r < 0) {
-            b->err = oom();
+            b->err = build_oom(b);
             return;
         }
         if (b->rules[r].defined)
@@ -489,7 +506,8 @@ static int cmp_range(const void *x, const void *y) {
 
 /* The class's code points as sorted, merged ranges without surrogates (complemented when negated). */
 static int class_ranges(cpclass *c, uint32_t (**out)[2], int *n) {
-    qsort(c->r, (size_t)c->n, sizeof *c->r, cmp_range);
+    if (c->n)
+        qsort(c->r, (size_t)c->n, sizeof *c->r, cmp_range);
     uint32_t(*m)[2] = malloc((size_t)(c->n + 4) * 2 * sizeof *m);
     if (!m)
         return -1;
@@ -823,7 +841,8 @@ int tern_gstate_copy(tern_gstate *dst, const tern_gstate *src) {
     dst->len = dst->n = 0;
     if (reserve(dst, src->len))
         return -1;
-    memcpy(dst->pos, src->pos, src->len * sizeof *dst->pos);
+    if (src->len)
+        memcpy(dst->pos, src->pos, src->len * sizeof *dst->pos);
     dst->len = src->len;
     dst->n = src->n;
     return 0;
@@ -844,8 +863,12 @@ static int add_stack(tern_gstate *s, const int32_t *st, int32_t n) {
 }
 
 /* Expands a stack until its top is a byte element (or it is empty), adding the results to out; st is not changed.
- * Stacks deeper than TERN_GRAMMAR_MAX_DEPTH are dropped (the sentence cannot nest further). */
-static int expand(const tern_grammar *g, const int32_t *st, int32_t n, tern_gstate *out) {
+ * Stacks deeper than TERN_GRAMMAR_MAX_DEPTH are dropped (the sentence cannot nest further). *budget counts the
+ * expansions left: an ambiguous grammar (empty derivations repeated) or a long chain of references fails with -1
+ * instead of taking unbounded time or stack. */
+static int expand(const tern_grammar *g, const int32_t *st, int32_t n, tern_gstate *out, int *budget, int level) {
+    if (--*budget < 0 || level > MAX_EXPAND_DEPTH)
+        return -1;
     if (n == 0)
         return add_stack(out, st, 0);
     const int32_t top = st[n - 1];
@@ -865,7 +888,7 @@ static int expand(const tern_grammar *g, const int32_t *st, int32_t n, tern_gsta
             deep = m >= TERN_GRAMMAR_MAX_DEPTH;
             cp[m++] = (int32_t)i;
         }
-        if (!deep && expand(g, cp, m, out))
+        if (!deep && expand(g, cp, m, out, budget, level + 1))
             return -1;
         while (!end_of_seq(&g->e[i]))
             i++;
@@ -879,12 +902,12 @@ static int expand(const tern_grammar *g, const int32_t *st, int32_t n, tern_gsta
 tern_err *tern_gstate_init(const tern_grammar *g, tern_gstate *s) {
     memset(s, 0, sizeof *s);
     int32_t st[1];
-    int rc = 0;
+    int rc = 0, budget = MAX_EXPAND;
     for (uint32_t i = g->start[g->root];;) { /* each alternative of the root, expanded */
         int32_t m = 0;
         if (!end_of_seq(&g->e[i]))
             st[m++] = (int32_t)i;
-        rc |= expand(g, st, m, s);
+        rc |= expand(g, st, m, s, &budget, 0);
         while (!end_of_seq(&g->e[i]))
             i++;
         if (g->e[i].type == TERN_GE_END)
@@ -893,8 +916,8 @@ tern_err *tern_gstate_init(const tern_grammar *g, tern_gstate *s) {
     }
     if (rc) {
         tern_gstate_free(s);
-        return tern_errf(TERN_EINVAL, "grammar: too ambiguous (more than %d ways to read the start)",
-                         TERN_GRAMMAR_MAX_STACKS);
+        return tern_errf(TERN_EINVAL, "grammar: too ambiguous (more than %d ways, or %d expansions, to read the "
+                                      "start)", TERN_GRAMMAR_MAX_STACKS, MAX_EXPAND);
     }
     return NULL;
 }
@@ -910,6 +933,7 @@ static int byte_ok(const tern_gelem *e, uint8_t b) {
 
 int tern_gstate_byte(const tern_grammar *g, const tern_gstate *in, uint8_t b, tern_gstate *out) {
     out->len = out->n = 0;
+    int budget = MAX_EXPAND;
     int32_t st[TERN_GRAMMAR_MAX_DEPTH + 2];
     for (size_t i = 0; i < in->len; i += (size_t)in->pos[i] + 1) {
         const int32_t n = in->pos[i];
@@ -924,7 +948,7 @@ int tern_gstate_byte(const tern_grammar *g, const tern_gstate *in, uint8_t b, te
             next++;
         if (!end_of_seq(&g->e[next]))
             st[m++] = next;
-        if (expand(g, st, m, out))
+        if (expand(g, st, m, out, &budget, 0))
             return -1;
     }
     return 0;

@@ -8,6 +8,7 @@
 
 #include "core/hash.h"
 
+#define MAX_BYTES ((size_t)512 << 20) /* states' stack sets and transition tables, per DFA */
 #define MAX_MASKS 512 /* masks kept per DFA (32 KiB each for a 262,144-token vocabulary); past it they are dropped */
 
 struct tern_gvocab {
@@ -118,6 +119,7 @@ struct tern_gdfa {
     int32_t *table;  /* open addressing: state ids by hash, -1 empty */
     size_t table_cap;
     size_t n_masks;
+    size_t bytes;    /* held by the states (sets and transition tables): bounded by MAX_BYTES */
     int32_t start;
     tern_gstate tmp, canon;
     int32_t *path;   /* [max_len + 1] states along the current token */
@@ -193,8 +195,9 @@ static int32_t intern(tern_gdfa *d, const tern_gstate *s) {
         if (x->hash == h && x->set_len == c->len && !memcmp(x->set, c->pos, c->len * sizeof *c->pos))
             return d->table[i];
     }
-    if (d->n >= TERN_GDFA_MAX_STATES)
+    if (d->n >= TERN_GDFA_MAX_STATES || d->bytes + c->len * sizeof *c->pos + 256 * sizeof(int32_t) > MAX_BYTES)
         return -1;
+    d->bytes += c->len * sizeof *c->pos + 256 * sizeof(int32_t);
     if (d->n == d->cap) {
         size_t cap = d->cap ? 2 * d->cap : 256;
         dstate *v = realloc(d->st, cap * sizeof *v);

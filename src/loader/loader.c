@@ -105,6 +105,10 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
     }
     if (!err && !gguf) /* the audio tower (a GGUF model's is a separate mmproj file, not read yet) */
         err = tern_audio_input_load(o->model_dir, &m->audio);
+    if (!err && m->audio && tern_audio_input_dim(m->audio) != tern_lm_desc_of(m->lm)->hidden)
+        err = tern_errf(TERN_EFORMAT, "%s: the audio tower's embeddings are %lld wide but the text model's hidden size "
+                        "is %lld", o->model_dir, (long long)tern_audio_input_dim(m->audio),
+                        (long long)tern_lm_desc_of(m->lm)->hidden);
     TLOG_DEBUG("%s: weights %.3f s, tokenizer %.3f s (beside them), loaded in %.3f s", o->model_dir, t_weights,
                job.seconds, tern_now_s() - t0);
     free(gguf);

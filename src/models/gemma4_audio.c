@@ -215,6 +215,9 @@ static tern_err *parse_cfg(const json_t *root, audio_cfg *c) {
         return tern_errf(TERN_EUNSUPPORTED, "config.json audio_config.hidden_act '%s': the tower runs silu", act);
     if (c->cap <= 0)
         return tern_errf(TERN_EFORMAT, "config.json audio_config.attention_logit_cap must be positive");
+    if (c->left < 2 || c->left - 1 + c->right > 4096)
+        return tern_errf(TERN_EFORMAT, "config.json audio_config: attention_context_left must be >= 2 (a frame sees "
+                                       "itself) and the context at most 4096");
     return NULL;
 }
 
@@ -570,9 +573,9 @@ static void attn_range(void *ctx, size_t b, size_t e, int tid) {
             }
             float *o = j->out + t * D + h * hd;
             memset(o, 0, (size_t)hd * sizeof *o);
-            for (int64_t d = dlo; d <= dhi; d++) {
+            for (int64_t d = dlo; d <= dhi && sum > 0; d++) {
                 float pr = logit[d - dlo] / sum;
-                if (pr == 0)
+                if (pr == 0 || t - d < 0 || t - d >= T)
                     continue;
                 const float *vv = j->v + (t - d) * D + h * hd;
                 for (int64_t i = 0; i < hd; i++)

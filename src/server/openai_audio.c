@@ -81,14 +81,6 @@ static tern_err *read_upload(srv_req *r, json_t **chat, int *text_reply) {
         if (end == temp || *end || !(t >= 0 && t <= 2))
             return tern_errf(TERN_EINVAL, "'temperature': expected a number in [0, 2], got \"%s\"", temp);
     }
-    /* The file's extension names its format for the chat part (the bytes decide how it is decoded). */
-    char ext[16] = "wav";
-    const char *dot = file->filename ? memrchr(file->filename, '.', file->filename_len) : NULL;
-    size_t el = dot ? file->filename_len - (size_t)(dot + 1 - file->filename) : 0;
-    if (dot && el > 0 && el < sizeof ext) {
-        memcpy(ext, dot + 1, el);
-        ext[el] = 0;
-    }
     char *b64 = tern_base64_encode(file->data, file->len);
     char *instr = instruction(language, prompt);
     if (!b64 || !instr) {
@@ -96,9 +88,11 @@ static tern_err *read_upload(srv_req *r, json_t **chat, int *text_reply) {
         free(instr);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
-    *chat = json_pack("{s:f,s:[{s:s,s:[{s:s,s:{s:s,s:s}},{s:s,s:s}]}]}", "temperature", t, "messages", "role", "user",
-                      "content", "type", "input_audio", "input_audio", "data", b64, "format", ext, "type", "text",
-                      "text", instr);
+    /* No `format`: the bytes decide how the upload is decoded, whatever its name says. The instruction may carry
+     * the client's prompt, which need not be valid UTF-8. */
+    *chat = json_pack("{s:f,s:[{s:s,s:[{s:s,s:{s:s}},{s:s,s:o}]}]}", "temperature", t, "messages", "role", "user",
+                      "content", "type", "input_audio", "input_audio", "data", b64, "type", "text", "text",
+                      srv_json_string_lossy(instr, strlen(instr)));
     free(b64);
     free(instr);
     return *chat ? NULL : tern_errf(TERN_ENOMEM, "out of memory");

@@ -134,6 +134,8 @@ static void test_errors(void **state) {
         {"root ::= root \"a\" | \"b\"", "left-recursive"},
         {"root ::= x root \"a\" | \"b\"\nx ::= \"c\"?", "left-recursive"},
         {"root ::= \"\\xff\\xfe\" [\\xc0]", NULL},
+        {"root ::= (\"a\") root_1\nroot_1 ::= \"b\"", NULL}, /* helper rules never take a grammar's names */
+        {"root ::= [] \"\"* \"a\"", "left-recursive"}, /* x* of what matches nothing */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tern_grammar *g = NULL;
@@ -249,6 +251,52 @@ static void test_token_masks(void **state) {
     tern_tokenizer_free(tok);
 }
 
+/* Hostile grammars fail with a message, quickly: empty derivations repeated (exponentially many ways to read the
+ * same text), repetitions multiplying a long literal, a long chain of rules. */
+static void test_limits(void **state) {
+    char g[8192];
+    int n = snprintf(g, sizeof g, "root ::= ");
+    for (int i = 0; i < 40; i++)
+        n += snprintf(g + n, sizeof g - (size_t)n, "a ");
+    snprintf(g + n, sizeof g - (size_t)n, "\"x\"\na ::= \"\" | \"\"\n");
+    tern_grammar *gr = NULL;
+    tern_gstate s, t = {0};
+    TU_OK(tern_grammar_compile(g, strlen(g), &gr));
+    TU_FAILS_WITH(tern_gstate_init(gr, &s), "too ambiguous");
+    tern_grammar_free(gr);
+    /* The same after the first byte: matching fails (-1), it does not hang. */
+    n = snprintf(g, sizeof g, "root ::= \"x\" ");
+    for (int i = 0; i < 40; i++)
+        n += snprintf(g + n, sizeof g - (size_t)n, "a ");
+    snprintf(g + n, sizeof g - (size_t)n, "\"y\"\na ::= \"\" | \"\"\n");
+    TU_OK(tern_grammar_compile(g, strlen(g), &gr));
+    TU_OK(tern_gstate_init(gr, &s));
+    assert_int_equal(tern_gstate_bytes(gr, &s, (const uint8_t *)"x", 1, &t), -1);
+    tern_gstate_free(&s);
+    tern_gstate_free(&t);
+    tern_grammar_free(gr);
+    /* Five rules of a 1,000-character literal repeated 1,000 times: 5 KiB of text, 5 million elements. */
+    char *big = malloc(8 * 1024 + 1);
+    n = snprintf(big, 64, "root ::= r0 r1 r2 r3 r4\n");
+    for (int r = 0; r < 5; r++) {
+        n += snprintf(big + n, 16, "r%d ::= \"", r);
+        memset(big + n, 'a', 1000);
+        n += 1000;
+        n += snprintf(big + n, 16, "\"{1000}\n");
+    }
+    TU_FAILS_WITH(tern_grammar_compile(big, (size_t)n, &gr), "too large");
+    free(big);
+    /* rN ::= rN+1 for 12,000 rules: past the rule limit */
+    size_t cap = 20000 * 32, k = 0;
+    char *chain = malloc(cap);
+    k += (size_t)snprintf(chain + k, cap - k, "root ::= r1\n");
+    for (int i = 1; i < 12000; i++)
+        k += (size_t)snprintf(chain + k, cap - k, "r%d ::= r%d\n", i, i + 1);
+    k += (size_t)snprintf(chain + k, cap - k, "r12000 ::= \"z\"\n");
+    TU_FAILS_WITH(tern_grammar_compile(chain, k, &gr), "too large");
+    free(chain);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basics),
@@ -256,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_token_masks),
+        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
