@@ -64,7 +64,8 @@ tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int s
         tern_gvocab *v = NULL;
         double t0 = tern_now_s();
         g = calloc(1, sizeof *g);
-        err = g && (g->text = malloc(len ? len : 1)) ? vocab_for(e, special, &v) : tern_errf(TERN_ENOMEM, "out of memory");
+        err = g && (g->text = malloc(len ? len : 1)) ? vocab_for(e, special, &v)
+                                                     : tern_errf(TERN_ENOMEM, "out of memory");
         if (!err)
             err = tern_grammar_compile(text, len, &g->g);
         if (!err)

@@ -186,7 +186,11 @@ static const char *skip_space(builder *b, const char *p, int newline_ok) {
 }
 
 static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 /* One character of a literal or class: a UTF-8 sequence or an escape. Returns the position after it, NULL on
@@ -269,7 +273,8 @@ static int repeat(builder *b, int rule, size_t at, int min, int max) {
         for (size_t k = 0; k < len && !bad; k++)
             bad |= push(b, rr, sym[k].kind, sym[k].v);
         if (!bad)
-            bad |= push(b, rr, 2, (uint32_t)rr) || push(b, rr, 1, 0) || push(b, rr, 0, 0) || push(b, rule, 2, (uint32_t)rr);
+            bad |= push(b, rr, 2, (uint32_t)rr) || push(b, rr, 1, 0) || push(b, rr, 0, 0) ||
+                   push(b, rule, 2, (uint32_t)rr);
     } else if (max > min) { /* nested optionals: R1 ::= sym R2 | ε, ..., Rk ::= sym | ε */
         int prev = -1;
         for (int i = 0; i < max - min && !bad; i++) {

@@ -353,7 +353,7 @@ static void rep_push(sbuf *o, const char *e, uint64_t min, uint64_t max) {
 }
 
 /* A GBNF literal of n bytes (raw UTF-8 kept, control characters escaped). */
-static void lit(sbuf *o, const char *s, size_t n) {
+void tern_gbnf_literal(sbuf *o, const char *s, size_t n) {
     sbuf_adds(o, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -380,7 +380,7 @@ static void seq_lit(sbuf *o, const char *s, size_t n) {
     if (!n)
         return;
     sep(o);
-    lit(o, s, n);
+    tern_gbnf_literal(o, s, n);
 }
 
 /* ==== UTF-8 and code-point sets ================================================================================== */
@@ -1141,7 +1141,7 @@ static int set_expr(rx *x, const cpset *in, sbuf *o) {
             sbuf t = {0};
             sbuf_adds(&t, "\"\\\\\" ");
             if (nl == 1)
-                lit(&t, letters, 1);
+                tern_gbnf_literal(&t, letters, 1);
             else {
                 sbuf_adds(&t, "[");
                 for (size_t i = 0; i < nl; i++)
@@ -1529,7 +1529,7 @@ fail:
 static void flush_lit(sbuf *out, sbuf *litb) {
     if (litb->len) {
         sbuf t = {0};
-        lit(&t, litb->p, litb->len);
+        tern_gbnf_literal(&t, litb->p, litb->len);
         seq_push(out, t.p);
         out->oom |= t.oom | litb->oom;
         sbuf_free(&t);
@@ -1557,7 +1557,7 @@ static int rx_seq(rx *x, sbuf *out, int *nullable) {
             } else {
                 flush_lit(out, &litb);
                 if (is_lit)
-                    lit(&e, one.p, one.len);
+                    tern_gbnf_literal(&e, one.p, one.len);
                 if (max == UNBOUNDED && anul && e.len)
                     rc = rx_fail(x, "a repeated part that can match nothing");
                 else {
@@ -1745,13 +1745,13 @@ static void drange(sbuf *o, const char *x, const char *y, int n) {
     while (k < n && x[k] == y[k])
         k++;
     if (k == n) {
-        lit(o, x, (size_t)n);
+        tern_gbnf_literal(o, x, (size_t)n);
         return;
     }
     if (k) {
         sbuf t = {0};
         drange(&t, x + k, y + k, n - k);
-        lit(o, x, (size_t)k);
+        tern_gbnf_literal(o, x, (size_t)k);
         seq_push(o, t.p);
         o->oom |= t.oom;
         sbuf_free(&t);
@@ -1766,7 +1766,7 @@ static void drange(sbuf *o, const char *x, const char *y, int n) {
     if (!xz) {
         sbuf a = {0}, t = {0};
         drange(&t, x + 1, nines, rest);
-        lit(&a, x, 1);
+        tern_gbnf_literal(&a, x, 1);
         seq_push(&a, t.p);
         alt_push(o, a.p);
         o->oom |= a.oom | t.oom;
@@ -1778,7 +1778,7 @@ static void drange(sbuf *o, const char *x, const char *y, int n) {
     if (lo <= hi) {
         sbuf a = {0};
         if (lo == hi)
-            lit(&a, &lo, 1);
+            tern_gbnf_literal(&a, &lo, 1);
         else
             sbuf_printf(&a, "[%c-%c]", lo, hi);
         rep_push(&a, "[0-9]", (uint64_t)rest, (uint64_t)rest);
@@ -1789,7 +1789,7 @@ static void drange(sbuf *o, const char *x, const char *y, int n) {
     if (!y9) {
         sbuf a = {0}, t = {0};
         drange(&t, zeros, y + 1, rest);
-        lit(&a, y, 1);
+        tern_gbnf_literal(&a, y, 1);
         seq_push(&a, t.p);
         alt_push(o, a.p);
         o->oom |= a.oom | t.oom;
@@ -1975,9 +1975,9 @@ static tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int al
             j++;
         sbuf a = {0}, t = {0};
         if (c->gemma)
-            lit(&a, w[i] + pos, (size_t)len);
+            tern_gbnf_literal(&a, w[i] + pos, (size_t)len);
         else
-            json_str(&t, w[i] + pos, (size_t)len), lit(&a, t.p + 1, t.len - 2);
+            json_str(&t, w[i] + pos, (size_t)len), tern_gbnf_literal(&a, t.p + 1, t.len - 2);
         if (j - i == 1 && strlen(w[i]) == pos + (size_t)len) {
             atom_push(&a, any, "+");
         } else {
@@ -2099,16 +2099,16 @@ static tern_err *member_rule(conv *c, const char *key, const json_t *vs, const c
     tern_err *err = NULL;
     if (!c->gemma) {
         json_str(&t, key, kn);
-        lit(&b, t.p, t.len);
+        tern_gbnf_literal(&b, t.p, t.len);
         sbuf_printf(&b, " %s \":\" %s %s %s", ws, ws, vname, ws);
     } else if (gemma_bare_key(key, kn)) {
-        lit(&b, key, kn);
+        tern_gbnf_literal(&b, key, kn);
         sbuf_printf(&b, " \":\" %s", vname);
     } else if (has_gemma_quote(key, kn)) {
         err = tern_errf(TERN_EINVAL, "%s: the property name '%s' cannot be written in Gemma's syntax", path, key);
     } else {
         sbuf_printf(&t, "%s%s%s", GEMMA_QUOTE, key, GEMMA_QUOTE);
-        lit(&b, t.p, t.len);
+        tern_gbnf_literal(&b, t.p, t.len);
         sbuf_printf(&b, " \":\" %s", vname);
     }
     b.oom |= t.oom;
@@ -2441,7 +2441,7 @@ static tern_err *gen_values(conv *c, const json_t *vals, int is_const, unsigned 
         else if (r == 0)
             note(c, path, "a string holding <|\"|> cannot be written in Gemma's syntax: that value is left out");
         else {
-            lit(&l, t.p, t.len);
+            tern_gbnf_literal(&l, t.p, t.len);
             int dup = l.oom;
             for (size_t j = 0; j < n_lits && !dup; j++)
                 dup = !strcmp(lits[j], l.p);

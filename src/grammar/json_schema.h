@@ -50,4 +50,9 @@ tern_err *tern_json_schema_to_gbnf(const json_t *schema, tern_json_dialect diale
  * {"type":"json_object"}). */
 tern_err *tern_json_object_gbnf(char **gbnf);
 
+/* Appends raw text as a GBNF literal ("..." with quotes, backslashes and control characters escaped, UTF-8 kept);
+ * a failed append sets o->oom. For callers assembling grammars around the converter's (forced tool calls). */
+struct sbuf;
+void tern_gbnf_literal(struct sbuf *o, const char *s, size_t n);
+
 #endif

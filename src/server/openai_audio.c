@@ -73,7 +73,8 @@ static tern_err *read_upload(srv_req *r, json_t **chat, int *text_reply) {
     *text_reply = !strcmp(format, "text");
     for (const char *c = language; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '-'))
-            return tern_errf(TERN_EINVAL, "'language': expected an ISO-639-1 code such as \"en\", got \"%s\"", language);
+            return tern_errf(TERN_EINVAL, "'language': expected an ISO-639-1 code such as \"en\", got \"%s\"",
+                             language);
     double t = 0;
     if (temp[0]) {
         char *end;

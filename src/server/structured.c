@@ -55,21 +55,6 @@ static int append_prefixed(sbuf *b, const char *g, const char *prefix) {
     return bad;
 }
 
-/* A GBNF literal for raw text. */
-static int append_literal(sbuf *b, const char *s) {
-    int bad = sbuf_add(b, "\"", 1);
-    for (; *s && !bad; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            bad |= sbuf_printf(b, "\\%c", c);
-        else if (c < 0x20)
-            bad |= sbuf_printf(b, "\\x%02x", c);
-        else
-            bad |= sbuf_add(b, s, 1);
-    }
-    return bad || sbuf_add(b, "\"", 1);
-}
-
 /* A forced call should not invent arguments: every object schema with properties but no word on additional ones
  * gets additionalProperties false (in place, on a copy). */
 static void close_objects(json_t *v, int depth) {
@@ -117,7 +102,9 @@ tern_err *srv_tool_call_grammar(const json_t *tools, const char *only, char **gb
         }
         char prefix[32];
         snprintf(prefix, sizeof prefix, "t%zu-", i);
-        bad |= sbuf_adds(&b, n++ ? " | " : " ") || append_literal(&b, name) || sbuf_printf(&b, " t%zu-root", i);
+        bad |= sbuf_adds(&b, n++ ? " | " : " ");
+        tern_gbnf_literal(&b, name, strlen(name));
+        bad |= b.oom || sbuf_printf(&b, " t%zu-root", i);
         bad |= append_prefixed(&rules, args, prefix) || sbuf_adds(&rules, "\n");
         free(args);
     }
