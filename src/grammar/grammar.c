@@ -356,8 +356,8 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
             if (r < 0 || push(b, rule, 2, (uint32_t)r))
                 return b->err = build_oom(b), NULL;
         } else if (*p == '(') {
-            if (depth > 100)
-                return fail(b, p, "groups nested too deeply"), NULL;
+            if (depth > 1000)
+                return fail(b, p, "groups nested too deeply (more than 1000)"), NULL;
             last = b->rules[rule].n;
             int g = helper_rule(b, b->rules[rule].name);
             if (g < 0)

@@ -2270,6 +2270,12 @@ static tern_err *gen_object(conv *c, const json_t *s, const char *path, const ch
             int is_req = 0;
             for (size_t i = 0; i < n_req; i++)
                 is_req |= !strcmp(json_string_value(json_array_get(req, i)), k);
+            /* The grammar that keeps extra keys apart from the listed ones nests a group per character. */
+            if (strlen(k) > 256) {
+                err = tern_errf(TERN_EINVAL, "%s.properties: a property name of %zu bytes (at most 256)", path,
+                                strlen(k));
+                break;
+            }
             words[n_words++] = k;
             if (json_is_false(v)) { /* must not appear */
                 if (is_req)
