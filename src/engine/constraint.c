@@ -55,10 +55,9 @@ tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int s
     *out = NULL;
     const uint64_t key = tern_hash64(text, len, special ? 0x5350454349414cull : 0x504c41494eull);
     pthread_mutex_lock(&e->gram_mu);
-    eng_grammar *g = e->grammars, **pp = &e->grammars;
-    for (; g && !(g->key == key && g->len == len && g->special == special && !memcmp(g->text, text, len));
-         pp = &g->next, g = g->next)
-        ;
+    eng_grammar *g = e->grammars;
+    while (g && !(g->key == key && g->len == len && g->special == special && !memcmp(g->text, text, len)))
+        g = g->next;
     tern_err *err = NULL;
     if (!g) {
         tern_gvocab *v = NULL;
@@ -90,7 +89,6 @@ tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int s
         atomic_init(&g->refs, 1); /* the cache's */
         g->next = e->grammars;
         e->grammars = g;
-        pp = &e->grammars;
         TLOG_DEBUG("engine: grammar of %zu bytes compiled in %.1f ms", len, (tern_now_s() - t0) * 1e3);
         /* Past the cap, the least recently used one leaves the cache (requests using it keep it alive). */
         size_t n = 0;
@@ -103,7 +101,6 @@ tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int s
             constraint_release(oldest);
         }
     }
-    (void)pp;
     g->used = tern_now_s();
     atomic_fetch_add(&g->refs, 1);
     pthread_mutex_unlock(&e->gram_mu);

@@ -405,8 +405,8 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
             eng_row *w = &e->rows[a->row];
             /* A constrained row keeps its drafts up to the first one its grammar forbids (lookup and predictions
              * draft from text that need not follow it). */
-            for (int j = 0; w->req->grammar && j < a->n_out; j++)
-                if (draft_state(w, a->out, j + 1) < 0) {
+            for (int j = 0, st = w->gstate; w->req->grammar && j < a->n_out; j++)
+                if ((st = tern_gdfa_token(w->req->grammar->dfa, st, a->out[j])) < 0) {
                     a->n_out = j;
                     break;
                 }
