@@ -17,6 +17,7 @@
 
 #include "core/status.h"
 #include "tensor/dtype.h"
+#include "tensor/qblock.h"
 
 #define TERN_MAX_DIMS 8
 /* Largest JSON header accepted (the reference implementation's limit). */
@@ -34,6 +35,7 @@ typedef struct tern_tensor {
     const char *file;              /* path of the file holding it (owned by the container) */
     uint64_t offset;               /* byte offset of data within the file */
     int aligned;                   /* 1 if data is aligned to the element size; else kernels must copy */
+    tern_qblock qblock;            /* GGUF block-quantized data (dtype U8, nbytes the blocks' bytes), else NONE */
 } tern_tensor;
 
 /* ---- one file ------------------------------------------------------------------------- */

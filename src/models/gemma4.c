@@ -642,13 +642,31 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     mark(F, TERN_PH_O, &o);
 }
 
+typedef struct gelu_job {
+    float *g;
+    const float *u;
+    int64_t width;
+} gelu_job;
+
+/* Tokens [b, e) of g = tern_gelu_tanh_f16(g) * u, rows of `width`. */
+static void gelu_f16_range(void *ctx, size_t b, size_t e, int tid) {
+    const gelu_job *j = ctx;
+    (void)tid;
+    tern_gelu_tanh_mul_f16(j->g + (int64_t)b * j->width, j->u + (int64_t)b * j->width, (int64_t)(e - b) * j->width);
+}
+
 /* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]; `next` follows down. */
 static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_set *next) {
     const mm_set gate_up = gate_up_of(L), down = one(L->down);
     float *ys[2] = {F->g, F->u};
     mm(F, &gate_up, xn, ys, &down);
     mark(F, TERN_PH_GATE_UP, &gate_up);
-    F->failed |= mm_runs(F->pool, &down, F->g, F->u, &out, F->tok_kind, F->T, next) != 0;
+    const int f16 = F->m->c.gelu_f16;
+    if (f16) {
+        gelu_job j = {F->g, F->u, tern_weight_rows(L->gate)};
+        tern_pool_parallel_for(F->pool, (size_t)F->T, 1, gelu_f16_range, &j);
+    }
+    F->failed |= mm_runs(F->pool, &down, F->g, f16 ? NULL : F->u, &out, F->tok_kind, F->T, next) != 0;
     mark(F, TERN_PH_DOWN, &down);
 }
 
@@ -690,7 +708,7 @@ static void moe_token(fwd *F, const layer_weights *L, const float *x, const floa
         }
         for (int64_t i = 0; i < I; i++)
             h[i] = gu[i];
-        tern_gelu_tanh(h, I);
+        (F->m->c.gelu_f16 ? tern_gelu_tanh_f16 : tern_gelu_tanh)(h, I);
         for (int64_t i = 0; i < I; i++)
             h[i] *= gu[I + i];
         F->failed |= tern_matmul_rows(F->pool, L->exp_down, (int64_t)e * H, H, h, 1, d, kind) != 0;
@@ -737,7 +755,7 @@ static void ple_gate_range(void *ctx, size_t b, size_t e, int tid) {
     for (size_t t = b; t < e; t++) {
         float *g = j->F->g + (int64_t)t * P;
         const float *in = j->F->pli + ((int64_t)t * N + j->layer) * P;
-        tern_gelu_tanh(g, P);
+        (c->gelu_f16 ? tern_gelu_tanh_f16 : tern_gelu_tanh)(g, P);
         for (int64_t i = 0; i < P; i++)
             g[i] *= in[i];
     }

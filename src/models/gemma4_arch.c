@@ -145,10 +145,13 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
     }
     fprintf(out, "parameters:   %.3f B (embedding %.3f B, per-layer embedding %.3f B)\n", params * 1e-9, embed * 1e-9,
            ple * 1e-9);
-    double by_dtype[TERN_DT_COUNT] = {0}, total = 0;
+    double by_dtype[TERN_DT_COUNT] = {0}, by_block[TERN_QB_COUNT] = {0}, total = 0;
     for (size_t i = 0; i < tern_checkpoint_count(ck); i++) {
         const tern_tensor *t = tern_checkpoint_at(ck, i);
-        by_dtype[t->dtype] += (double)t->nbytes;
+        if (t->qblock)
+            by_block[t->qblock] += (double)t->nbytes;
+        else
+            by_dtype[t->dtype] += (double)t->nbytes;
         total += (double)t->nbytes;
     }
     const size_t files = tern_checkpoint_file_count(ck);
@@ -159,6 +162,9 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
     for (int d = 1; d < TERN_DT_COUNT; d++)
         if (by_dtype[d] > 0)
             fprintf(out, " %s %.3f GiB", tern_dtype_name((tern_dtype)d), gib(by_dtype[d]));
+    for (int b = 1; b < TERN_QB_COUNT; b++)
+        if (by_block[b] > 0)
+            fprintf(out, " %s %.3f GiB", tern_qblock_name((tern_qblock)b), gib(by_block[b]));
     fprintf(out, "\n");
     long long full_b = tern_gemma4_kv_bytes_per_token(c, 2, 0), all_b = tern_gemma4_kv_bytes_per_token(c, 2, 1);
     fprintf(out, "kv cache:     %lld bytes/token in full layers + %lld bytes/token in sliding layers (bf16; sliding "

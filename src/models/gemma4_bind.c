@@ -79,8 +79,8 @@ void tern_gemma4_bind_one(const tern_wspec *s, tern_layout layout, const tern_qu
     w->name = t->name;
     const int64_t in = s->shape[s->ndim - 1];
     if (!sc) {
-        tern_wformat f;
-        if (!float_format(t->dtype, &f)) {
+        tern_wformat f = TERN_WF_QBLOCK;
+        if (!t->qblock && !float_format(t->dtype, &f)) {
             snprintf(why, wlen, "mis-shaped: %s: expected %s F32/F16/BF16, found %s %s", name, want, got,
                      tern_dtype_name(t->dtype));
             return;
@@ -92,7 +92,13 @@ void tern_gemma4_bind_one(const tern_wspec *s, tern_layout layout, const tern_qu
             snprintf(why, wlen, "mis-shaped: %s: expected %s, found %s %s", name, want, got, tern_dtype_name(t->dtype));
             return;
         }
+        if (t->qblock && in % tern_qblock_elems(t->qblock)) {
+            snprintf(why, wlen, "mis-shaped: %s: rows of %lld values are not whole %s blocks", name, (long long)in,
+                     tern_qblock_name(t->qblock));
+            return;
+        }
         w->fmt = f;
+        w->qblock = t->qblock;
         w->data = t->data;
         return;
     }

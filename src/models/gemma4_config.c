@@ -216,6 +216,7 @@ tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *c) {
         (!json_is_string(act) || (strcmp(json_string_value(act), "gelu_pytorch_tanh") &&
                                   strcmp(json_string_value(act), "gelu_tanh"))))
         return tern_errf(TERN_EUNSUPPORTED, "%s: hidden_activation must be \"gelu_pytorch_tanh\"", where);
+    TERN_TRY(tern_err_wrap(tern_json_get_bool(tc, "tern_gelu_f16_table", 0, &c->gelu_f16), "%s", where));
     TERN_TRY(parse_rope(tc, c, where));
     TERN_TRY(parse_layer_types(tc, c, where));
     TERN_TRY(tern_err_wrap(parse_eos(root, c), "config.json"));

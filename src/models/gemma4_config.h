@@ -49,6 +49,7 @@ typedef struct tern_gemma4_config {
     int enable_moe_block;
     int64_t num_experts, top_k_experts, moe_intermediate_size;
     double final_logit_softcapping; /* 0 = none */
+    int gelu_f16; /* GELU as ggml computes it (tern_gelu_tanh_f16): set for GGUF files, whose numbers follow llama.cpp's */
     double rms_norm_eps;
     tern_rope_params rope[2]; /* by tern_layer_type */
     uint8_t layer_types[TERN_MAX_LAYERS];

@@ -4,8 +4,9 @@
  *
  * llama.cpp stores Gemma 4's norm weights as they are (no +1 shift, unlike Gemma 3), the proportional RoPE of the
  * full-attention layers as a rope_freqs tensor (1 for a rotated pair, 1e30 for the rest: the rotated share is read
- * back from it), and leaves out the K/V projections of KV-shared layers. Float tensors only for now (F32, F16,
- * BF16); a file with block-quantized tensors is refused with the tensor and its type named. */
+ * back from it), and leaves out the K/V projections of KV-shared layers. Tensors may be F32, F16, BF16 or one of
+ * ggml's block formats the kernels compute with (tensor/qblock.h); any other type is refused with the tensor and
+ * its type named. */
 #include "models/gemma4_gguf.h"
 
 #include <stdio.h>
@@ -206,6 +207,8 @@ static tern_err *config_of(const tern_gguf *g, json_t **out) {
         json_object_set_new(text, "max_position_embeddings", json_integer(ctx));
         json_object_set_new(text, "rms_norm_eps", json_real(eps));
         json_object_set_new(text, "hidden_activation", json_string("gelu_pytorch_tanh"));
+        /* llama.cpp's GELU reads an f16 table: the quantized products' activation codes then match its own. */
+        json_object_set_new(text, "tern_gelu_f16_table", json_true());
         json_object_set_new(text, "final_logit_softcapping", softcap > 0 ? json_real(softcap) : json_null());
         json_object_set_new(text, "tie_word_embeddings", json_boolean(!tern_gguf_find_tensor(g, "output.weight")));
         json_object_set_new(text, "enable_moe_block", json_false());
@@ -233,15 +236,33 @@ static tern_err *config_of(const tern_gguf *g, json_t **out) {
     return NULL;
 }
 
+/* The block formats this build computes with, by ggml type id. */
+static tern_qblock qblock_of(uint32_t ggml_type) {
+    switch (ggml_type) {
+    case TERN_GGML_Q4_0: return TERN_QB_Q4_0;
+    case TERN_GGML_Q4_1: return TERN_QB_Q4_1;
+    case TERN_GGML_Q5_0: return TERN_QB_Q5_0;
+    case TERN_GGML_Q5_1: return TERN_QB_Q5_1;
+    case TERN_GGML_Q8_0: return TERN_QB_Q8_0;
+    case TERN_GGML_Q4_K: return TERN_QB_Q4_K;
+    case TERN_GGML_Q5_K: return TERN_QB_Q5_K;
+    case TERN_GGML_Q6_K: return TERN_QB_Q6_K;
+    default: return TERN_QB_NONE;
+    }
+}
+
 static tern_err *tensor_of(const tern_gguf *g, const tern_gguf_tensor *t, char *name, tern_tensor *out) {
-    tern_dtype dt;
+    tern_dtype dt = TERN_DT_U8;
+    const tern_qblock qb = qblock_of(t->ggml_type);
     switch (t->ggml_type) {
     case TERN_GGML_F32: dt = TERN_DT_F32; break;
     case TERN_GGML_F16: dt = TERN_DT_F16; break;
     case TERN_GGML_BF16: dt = TERN_DT_BF16; break;
     default:
-        return tern_errf(TERN_EUNSUPPORTED, "%s: tensor %s is %s; this build reads GGUF float tensors only (f32, f16, "
-                         "bf16), block-quantized ones not yet", tern_gguf_name(g), t->name, tern_ggml_type_name(t->ggml_type));
+        if (!qb)
+            return tern_errf(TERN_EUNSUPPORTED, "%s: tensor %s is %s; this build reads f32, f16, bf16, q4_0, q4_1, "
+                             "q5_0, q5_1, q8_0, q4_K, q5_K and q6_K", tern_gguf_name(g), t->name,
+                             tern_ggml_type_name(t->ggml_type));
     }
     const void *data;
     size_t nbytes;
@@ -249,6 +270,7 @@ static tern_err *tensor_of(const tern_gguf *g, const tern_gguf_tensor *t, char *
     memset(out, 0, sizeof *out);
     out->name = name;
     out->dtype = dt;
+    out->qblock = qb;
     out->ndim = (int)t->n_dims;
     out->numel = (int64_t)t->n_elems;
     for (uint32_t d = 0; d < t->n_dims; d++) /* GGUF lists the fastest dimension first */

@@ -24,6 +24,7 @@ static inline void tern_job_fail(const int *failed) { __atomic_store_n((int *)fa
 #define TERN_GEMV_MAX_T 8
 
 struct tern_qmm_kernels;
+struct tern_qblock_kernels;
 struct tern_attn_args;
 
 typedef struct tern_kernel_table {
@@ -32,6 +33,8 @@ typedef struct tern_kernel_table {
                 * that divide it */
     /* The int8 product's inner pieces for MLX affine q4/q8 (qmm.h); NULL: the path keeps f32 activations. */
     const struct tern_qmm_kernels *qmm;
+    /* The products over ggml block formats (qblock_mm.h). */
+    const struct tern_qblock_kernels *qblock;
     /* Float products (f32, f16, bf16 weights); NULL: the portable loop. */
     int (*matmul)(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                   float *y, tern_mm_kind kind);

@@ -13,6 +13,7 @@
 #include "tensor/attention.h"
 #include "tensor/checksum.h"
 #include "tensor/kernels.h"
+#include "tensor/qblock_mm.h"
 #include "tensor/ops.h"
 #include "tensor/quant_mlx.h"
 
@@ -403,6 +404,7 @@ const tern_kernel_table tern_kernels_avx2 = {
     .isa = TERN_ISA_AVX2,
     .lanes = 8,
     .qmm = &tern_qmm_avx2,
+    .qblock = &tern_qblock_avx2,
     .matmul = tern_matmul_avx2,
     .rmsnorm = tern_rmsnorm_avx2,
     .rope_apply = tern_rope_apply_avx2,

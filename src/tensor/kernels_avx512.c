@@ -18,6 +18,7 @@
 #include "tensor/attention.h"
 #include "tensor/checksum.h"
 #include "tensor/kernels.h"
+#include "tensor/qblock_mm.h"
 #include "tensor/ops.h"
 #include "tensor/quant_mlx.h"
 
@@ -503,6 +504,7 @@ const tern_kernel_table tern_kernels_avx512 = {
     .isa = TERN_ISA_AVX512,
     .lanes = 16,
     .qmm = &tern_qmm_avx512,
+    .qblock = &tern_qblock_avx512,
     .matmul = tern_matmul_avx512,
     .rmsnorm = tern_rmsnorm_avx512,
     .rope_apply = tern_rope_apply_avx512,

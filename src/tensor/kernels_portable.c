@@ -7,6 +7,7 @@
 #include "tensor/attention.h"
 #include "tensor/checksum.h"
 #include "tensor/kernels.h"
+#include "tensor/qblock_mm.h"
 
 static void rmsnorm_portable(const float *x, const float *w, int64_t n, float eps, float *y) {
     double ss = 0;
@@ -118,6 +119,7 @@ const tern_kernel_table tern_kernels_portable = {
     .isa = TERN_ISA_PORTABLE,
     .lanes = 1,
     .qmm = NULL,    /* f32 activations */
+    .qblock = &tern_qblock_portable,
     .matmul = NULL, /* the portable loop of ops.c */
     .rmsnorm = rmsnorm_portable,
     .rope_apply = rope_apply_portable,

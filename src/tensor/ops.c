@@ -2,6 +2,7 @@
 #include "tensor/ops.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "core/half.h"
 #include "tensor/cpu.h"
 #include "tensor/kernels.h"
+#include "tensor/qblock_mm.h"
 #include "tensor/qmm.h"
 #include "tensor/quant_mlx.h"
 
@@ -31,6 +33,7 @@ static void row_ptrs(const tern_weight *w, int64_t row, const void **data, const
         *data = (const uint32_t *)w->data + row * (in / 8);
         *scales = (const uint8_t *)w->scales + row * (in / 32);
         break;
+    case TERN_WF_QBLOCK: *data = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in); break;
     case TERN_WF_NONE: break;
     }
 }
@@ -45,6 +48,7 @@ void tern_weight_row(const tern_weight *w, int64_t row, float *out) {
     case TERN_WF_BF16: tern_bf16_to_f32_row(d, out, (size_t)in); break;
     case TERN_WF_MLX_AFFINE: tern_mlx_dequantize_row(d, s, b, w->sdtype, w->bits, w->group, in, out); break;
     case TERN_WF_MXFP4: tern_mxfp4_dequantize_row(d, s, in, out); break;
+    case TERN_WF_QBLOCK: tern_qblock_dequantize(w->qblock, d, out, in); break;
     case TERN_WF_NONE: memset(out, 0, (size_t)in * sizeof(float)); break;
     }
 }
@@ -87,6 +91,8 @@ static void matmul_range(void *ctx, size_t b, size_t e, int tid) {
 int tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                      float *y, tern_mm_kind kind) {
     const tern_kernel_table *k = tern_kernels();
+    if (w->fmt == TERN_WF_QBLOCK)
+        return tern_qblock_matmul(pool, k->qblock, w, row0, n_out, x, T, y);
     int rc = k->qmm ? tern_qmm_run(pool, k->qmm, &w, &row0, &n_out, 1, x, T, &y, NULL, 0) : 0;
     if (!rc && k->matmul)
         rc = k->matmul(pool, w, row0, n_out, x, T, y, kind);
@@ -170,6 +176,32 @@ void tern_gelu_tanh(float *x, int64_t n) {
 
 void tern_gelu_tanh_mul(float *g, const float *u, int64_t n) {
     tern_kernels()->gelu_tanh_mul(g, u, n);
+}
+
+static uint16_t gelu_f16_table[65536];
+static pthread_once_t gelu_f16_once = PTHREAD_ONCE_INIT;
+
+static void gelu_f16_init(void) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float x = tern_f16_to_f32((uint16_t)h);
+        gelu_f16_table[h] = tern_f32_to_f16(0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x))));
+    }
+}
+
+static inline float gelu_f16(float x) {
+    return x <= -10.0f ? 0.0f : x >= 10.0f ? x : tern_f16_to_f32(gelu_f16_table[tern_f32_to_f16(x)]);
+}
+
+void tern_gelu_tanh_f16(float *x, int64_t n) {
+    pthread_once(&gelu_f16_once, gelu_f16_init);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = gelu_f16(x[i]);
+}
+
+void tern_gelu_tanh_mul_f16(float *g, const float *u, int64_t n) {
+    pthread_once(&gelu_f16_once, gelu_f16_init);
+    for (int64_t i = 0; i < n; i++)
+        g[i] = gelu_f16(g[i]) * u[i];
 }
 
 void tern_softcap(float *x, int64_t n, float cap) {

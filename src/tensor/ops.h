@@ -48,6 +48,11 @@ void tern_rope_apply(float *x, int64_t dim, const float *inv_freq, const float *
 void tern_gelu_tanh(float *x, int64_t n);
 /* g = gelu_tanh(g) * u in one pass (the gated MLP's activation). */
 void tern_gelu_tanh_mul(float *g, const float *u, int64_t n);
+/* gelu_tanh as ggml computes it, in place: the input rounded to f16 and looked up in a table of f16 results
+ * (0 at or below -10, x at or above 10). Quantized GGUF products then see the activation codes llama.cpp sees. */
+void tern_gelu_tanh_f16(float *x, int64_t n);
+/* g = tern_gelu_tanh_f16(g) * u in one pass. */
+void tern_gelu_tanh_mul_f16(float *g, const float *u, int64_t n);
 /* x = cap * tanh(x / cap) in place (the final logit soft-cap). */
 void tern_softcap(float *x, int64_t n, float cap);
 /* x = e^x in place for x <= 88; below -87, -inf and NaN give exactly 0. Relative error ~1e-7 on the vector

@@ -14,6 +14,7 @@ const char *tern_wformat_describe(const tern_weight *w, char *buf, int len) {
     case TERN_WF_BF16: snprintf(buf, (size_t)len, "bf16"); break;
     case TERN_WF_MLX_AFFINE: snprintf(buf, (size_t)len, "q%d/%d", w->bits, w->group); break;
     case TERN_WF_MXFP4: snprintf(buf, (size_t)len, "mxfp4"); break;
+    case TERN_WF_QBLOCK: snprintf(buf, (size_t)len, "%s", tern_qblock_name(w->qblock)); break;
     }
     return buf;
 }
@@ -28,6 +29,7 @@ uint64_t tern_weight_bytes(const tern_weight *w) {
         return rows * ((uint64_t)tern_mlx_row_words((int64_t)cols, w->bits) * 4 +
                        2 * (cols / (uint64_t)w->group) * tern_dtype_size(w->sdtype));
     case TERN_WF_MXFP4: return rows * (cols / 2 + cols / 32);
+    case TERN_WF_QBLOCK: return rows * tern_qblock_row_bytes(w->qblock, (int64_t)cols);
     case TERN_WF_NONE: return 0;
     }
     return 0;

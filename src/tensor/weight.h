@@ -1,5 +1,5 @@
 /* weight.h — a weight matrix as the kernels see it: logical float shape plus how it is
- * stored (f32/f16/bf16 rows, or MLX affine / mxfp4 packed rows with group scales). The
+ * stored (f32/f16/bf16 rows, MLX affine / mxfp4 packed rows with group scales, or ggml blocks). The
  * data points straight into the mmapped checkpoint; nothing is copied at load time. */
 #ifndef TERN_TENSOR_WEIGHT_H
 #define TERN_TENSOR_WEIGHT_H
@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "tensor/dtype.h"
+#include "tensor/qblock.h"
 
 typedef enum tern_wformat {
     TERN_WF_NONE = 0, /* absent */
@@ -14,7 +15,8 @@ typedef enum tern_wformat {
     TERN_WF_F16,
     TERN_WF_BF16,
     TERN_WF_MLX_AFFINE, /* u32 packed rows, scales + biases per group */
-    TERN_WF_MXFP4       /* u32 packed FP4 rows, u8 E8M0 scales per 32 */
+    TERN_WF_MXFP4,      /* u32 packed FP4 rows, u8 E8M0 scales per 32 */
+    TERN_WF_QBLOCK      /* ggml block-quantized rows (GGUF), format in qblock */
 } tern_wformat;
 
 typedef struct tern_weight {
@@ -26,6 +28,7 @@ typedef struct tern_weight {
     const void *biases; /* affine only */
     tern_dtype sdtype;  /* dtype of scales and biases */
     int bits, group;
+    tern_qblock qblock; /* TERN_WF_QBLOCK: the block format */
     const char *name;   /* stored tensor name (for messages) */
     const struct tern_qpack *qpack; /* optional copy repacked for the int8 kernels (qpack.h), owned by the loader */
 } tern_weight;
