@@ -10,12 +10,32 @@
 #include "tensor/qblock.h"
 #include "tensor/weight.h"
 
+/* Per token and Q8_0 activation block: its step as f32 and the sums of its codes four at a time (the block's eight
+ * lanes), which kernels taking the weight codes unsigned subtract times the codes' offset. */
+typedef struct tern_qblock_side {
+    float d;
+    int32_t sum4[8];
+} tern_qblock_side;
+
+/* The side data of one token's Q8_0 activation row of n values into side[n / 32]. */
+void tern_qblock_side_fill(const void *act, int64_t n, tern_qblock_side *side);
+
 typedef struct tern_qblock_kernels {
     /* x[n] as activation blocks of format act (Q8_0, Q8_1, Q8_K), byte for byte as tern_qblock_quantize_ref. */
     void (*quantize)(tern_qblock act, const float *x, void *dst, int64_t n);
     /* tern_qblock_dot_ref's block terms, added in the kernel's own order. */
     float (*dot)(tern_qblock t, int64_t n, const void *w, const void *a);
+    /* out[k] = dot(t, n, w, a + k * astride) for four tokens at once (each weight block read once), bit for bit. */
+    void (*dot4)(tern_qblock t, int64_t n, const void *w, const void *a, size_t astride, float out[4]);
+    /* Optional (NULL, or returns 0 for formats it lacks): `rows` weight rows (stride wrow) against T tokens'
+     * activation rows (stride arow) and their side data (n / 32 entries each): y[t * ystride + r], each value bit
+     * for bit as dot gives it. */
+    int (*tile)(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a, size_t arow,
+                const tern_qblock_side *side, int64_t T, float *y, int64_t ystride);
 } tern_qblock_kernels;
+
+int tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a,
+                            size_t arow, const tern_qblock_side *side, int64_t T, float *y, int64_t ystride);
 
 extern const tern_qblock_kernels tern_qblock_portable, tern_qblock_avx2, tern_qblock_avx512;
 

@@ -233,7 +233,9 @@ static void test_matmul(void **state) {
                 for (int64_t o = 0; o < n_out; o++) {
                     const float want =
                         tern_qblock_dot_ref(t, in, wd + (size_t)(row0 + o) * tern_qblock_row_bytes(t, in), a);
-                    assert_memory_equal(&want, &y[tk * n_out + o], sizeof want);
+                    if (memcmp(&want, &y[tk * n_out + o], sizeof want))
+                        fail_msg("%s T=%lld token %lld row %lld: reference %.9g, product %.9g", tern_qblock_name(t),
+                                 (long long)T, (long long)tk, (long long)o, want, y[tk * n_out + o]);
                 }
             }
             free(a), free(x), free(y);

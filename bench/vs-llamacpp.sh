@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# tern beside llama.cpp on the very same GGUF files, in one run, 2 threads (issue 23's evidence).
+#
+#   bench/vs-llamacpp.sh [ROUNDS]          (default 3; CACHE=folder for llama.cpp and the models,
+#                                           default ${XDG_CACHE_HOME:-~/.cache}/tern; THREADS=2)
+#
+# 1. llama.cpp as node-llama-cpp@3.22.1 ships it, built for this CPU (bench/llamacpp_build.sh).
+# 2. An e2b-shaped synthetic checkpoint (`tern synth --preset e2b --dtype bf16`, Hugging Face layout) converted by
+#    llama.cpp's own convert_hf_to_gguf.py (BF16; bench/hf_standin stands in for the two `transformers` classes it
+#    imports), then llama-quantize to Q4_0 and Q8_0.
+# 3. Per round and format, alternating which engine goes first: llama-bench (pp512, tg128) and `tern bench`
+#    (-p 512 -n 128) on the same file; then 8 rows decoding after 128 tokens of prompt each: llama-batched-bench
+#    (npp 128, ntg 128, npl 8) against `tern bench --batch 8 --depth 128`. Medians and tern / llama.cpp ratios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+rounds=${1:-3}
+threads=${THREADS:-2}
+cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tern}
+tern=$root/build/tern
+[ -x "$tern" ] || make build >/dev/null
+
+for mod in numpy torch; do
+    if ! /usr/bin/python3 -c "import $mod" 2>/dev/null; then
+        echo "installing python3-$mod (convert_hf_to_gguf.py imports it)" >&2
+        apt-get install -y "python3-$mod" >/dev/null
+    fi
+done
+
+bin=$(bench/llamacpp_build.sh "$cache/llamacpp")
+src=$cache/llamacpp/src
+export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+models=$cache/bench
+mkdir -p "$models"
+hf=$models/e2b-bf16
+[ -f "$hf/config.json" ] || "$tern" synth --preset e2b --dtype bf16 --seed 1 "$hf" >&2
+if [ ! -f "$models/e2b-bf16.gguf" ]; then
+    PYTHONPATH=$root/bench/hf_standin:$src/gguf-py /usr/bin/python3 "$src/convert_hf_to_gguf.py" "$hf" \
+        --outtype bf16 --outfile "$models/e2b-bf16.gguf.tmp" >&2
+    mv "$models/e2b-bf16.gguf.tmp" "$models/e2b-bf16.gguf"
+fi
+for q in Q4_0 Q8_0; do
+    f=$models/e2b-${q,,}.gguf
+    [ -f "$f" ] || { "$bin/llama-quantize" "$models/e2b-bf16.gguf" "$f.tmp" "$q" >&2 && mv "$f.tmp" "$f"; }
+done
+
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+field() { # field NAME JSON: one number from tern bench's JSON object
+    sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p" <<<"$2" | head -1
+}
+llama_ts() { # llama_ts N_PROMPT N_GEN FILE: avg_ts of that test in llama-bench's JSON
+    /usr/bin/python3 -c 'import json,sys; print(next(r["avg_ts"] for r in json.load(open(sys.argv[3]))
+        if r["n_prompt"] == int(sys.argv[1]) and r["n_gen"] == int(sys.argv[2])))' "$@"
+}
+run_llama() { # run_llama FMT ROUND
+    local f=$models/e2b-$1.gguf o=$log/llama-$1-$2
+    "$bin/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 1 -o json >"$o.json" 2>/dev/null
+    echo "$(llama_ts 512 0 "$o.json") $(llama_ts 0 128 "$o.json")" >>"$log/llama-$1"
+    "$bin/llama-batched-bench" -m "$f" -c 2048 -b 512 -ub 512 -npp 128 -ntg 128 -npl 8 -t "$threads" \
+        --output-format jsonl >"$o.batched" 2>/dev/null
+    /usr/bin/python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1];
+print(r["speed_tg"])' "$o.batched" >>"$log/llama-$1-batched"
+}
+run_tern() { # run_tern FMT
+    local f=$models/e2b-$1.gguf one eight
+    one=$("$tern" bench "$f" -p 512 -n 128 --threads "$threads" --json 2>/dev/null)
+    echo "$(field prefill_tok_s "$one") $(field decode_tok_s "$one")" >>"$log/tern-$1"
+    eight=$("$tern" bench "$f" -p 16 -n 128 --batch 8 --depth 128 --threads "$threads" --json 2>/dev/null)
+    field decode_aggregate_tok_s "$eight" >>"$log/tern-$1-batched"
+}
+
+for r in $(seq 1 "$rounds"); do
+    for fmt in q4_0 q8_0; do
+        echo "round $r $fmt" >&2
+        if [ $((r % 2)) = 1 ]; then run_llama $fmt $r; run_tern $fmt; else run_tern $fmt; run_llama $fmt $r; fi
+    done
+done
+
+median() { sort -g | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+echo
+echo "tern vs llama.cpp ($(cd "$src" && git log -1 --format=%h), node-llama-cpp@3.22.1) on the same e2b-shaped GGUF files,"
+echo "$threads threads, $rounds rounds alternating, medians (tok/s); $(date -u +%F)"
+printf '| %-6s | %-28s | %9s | %9s | %6s |\n' format test tern llama.cpp ratio
+printf '|--------|------------------------------|-----------|-----------|--------|\n'
+for fmt in q4_0 q8_0; do
+    for col in 1 2; do
+        t=$(cut -d' ' -f$col "$log/tern-$fmt" | median)
+        l=$(cut -d' ' -f$col "$log/llama-$fmt" | median)
+        name=$([ $col = 1 ] && echo "prefill 512 (pp512)" || echo "decode 1 row (tg128)")
+        awk -v f="$fmt" -v n="$name" -v t="$t" -v l="$l" 'BEGIN {
+            printf "| %-6s | %-28s | %9.2f | %9.2f | %5.2fx |\n", f, n, t, l, t / l }'
+    done
+    t=$(median <"$log/tern-$fmt-batched")
+    l=$(median <"$log/llama-$fmt-batched")
+    awk -v f="$fmt" -v t="$t" -v l="$l" 'BEGIN {
+        printf "| %-6s | %-28s | %9.2f | %9.2f | %5.2fx |\n", f, "decode 8 rows after 128 (sum)", t, l, t / l }'
+done
