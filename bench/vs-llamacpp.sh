@@ -20,7 +20,7 @@ cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tern}
 tern=$root/build/tern
 [ -x "$tern" ] || make build >/dev/null
 
-for mod in numpy torch; do
+for mod in numpy torch tqdm; do
     if ! /usr/bin/python3 -c "import $mod" 2>/dev/null; then
         echo "installing python3-$mod (convert_hf_to_gguf.py imports it)" >&2
         apt-get install -y "python3-$mod" >/dev/null

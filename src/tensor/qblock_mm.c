@@ -75,9 +75,7 @@ int tern_qblock_matmul(tern_pool *pool, const tern_qblock_kernels *k, const tern
     const int64_t in = tern_weight_cols(w);
     qb_job j = {k, w, row0, n_out, T, in, x, NULL, tern_qblock_row_bytes(w->qblock, in),
                 tern_qblock_row_bytes(tern_qblock_act(w->qblock), in), y, NULL};
-    /* The tile kernels pay off once several tokens share each weight block; a single token streams faster row by
-     * row, one contiguous run (e2b Q4_0 decode, AVX-512: 11.0 tok/s row by row, 7.8-10.8 in row pairs). */
-    const int tile = T >= 4 && k->tile && tern_qblock_act(w->qblock) == TERN_QB_Q8_0 &&
+    const int tile = k->tile && tern_qblock_act(w->qblock) == TERN_QB_Q8_0 &&
                      k->tile(w->qblock, in, NULL, 0, 0, NULL, 0, NULL, 0, NULL, 0);
     if (!(j.act = tern_aligned_alloc(j.arow * (size_t)T, TERN_ALIGN)))
         return -1;
