@@ -187,6 +187,10 @@ void tern_qblock_quantize_ref(tern_qblock act, const float *x, void *dst, int64_
     }
 }
 
+static inline int32_t dot4_codes(const int8_t *c, const int8_t *q) {
+    return c[0] * q[0] + c[1] * q[1] + c[2] * q[2] + c[3] * q[3];
+}
+
 /* ggml's horizontal sums: 8 lanes as (l0+l4 + l2+l6) + (l1+l5 + l3+l7), 4 lanes as (l0+l2) + (l1+l3). */
 static float hsum8(const float l[8]) {
     const float a = l[0] + l[4], b = l[1] + l[5], c = l[2] + l[6], d = l[3] + l[7];
@@ -224,7 +228,7 @@ float tern_qblock_dot_ref(tern_qblock t, int64_t n, const void *w, const void *a
         if (t == TERN_QB_Q6_K) {
             const int8_t *sc = (const int8_t *)(wb + 192);
             for (int e = 0; e < 256; e += 4)
-                lane[e / 4 % 8] += sc[e / 16] * (c[e] * q[e] + c[e + 1] * q[e + 1] + c[e + 2] * q[e + 2] + c[e + 3] * q[e + 3]);
+                lane[e / 4 % 8] += sc[e / 16] * dot4_codes(c + e, q + e);
             dw = f16_at(wb + 208);
         } else {
             int32_t msum[4] = {0};
@@ -232,7 +236,7 @@ float tern_qblock_dot_ref(tern_qblock t, int64_t n, const void *w, const void *a
                 int sc, m;
                 tern_qblock_k4_scale(wb + 4, s, &sc, &m);
                 for (int e = 32 * s; e < 32 * s + 32; e += 4)
-                    lane[e / 4 % 8] += sc * (c[e] * q[e] + c[e + 1] * q[e + 1] + c[e + 2] * q[e + 2] + c[e + 3] * q[e + 3]);
+                    lane[e / 4 % 8] += sc * dot4_codes(c + e, q + e);
                 int16_t b0, b1;
                 memcpy(&b0, ab + 260 + 4 * s, 2);
                 memcpy(&b1, ab + 262 + 4 * s, 2);

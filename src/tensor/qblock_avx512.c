@@ -15,13 +15,15 @@ static inline __m256i sdot32(__m256i w, __m256i a) {
 /* Q4_0 and Q8_0 weights two rows at a time in 512-bit registers: lanes 0-7 hold row A's eight lane sums of a block,
  * lanes 8-15 row B's, each accumulating its own row exactly as the 256-bit path does (so results are the same bit
  * for bit), while one VPDPBUSD serves both rows. The codes go in unsigned (Q4_0 as stored, Q8_0 plus 128) against
- * the signed activation codes, and the offset times the activation's lane sums (tern_qblock_side) comes off. */
+ * the signed activation codes, each lane's sum starting from minus the offset times the activation's lane sums
+ * (tern_qblock_side), so VPDPBUSD alone gives the exact lane sums. */
 static inline __m512i codes_pair(int q8, const uint8_t *a, const uint8_t *b) {
     if (q8)
         return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
                                                    _mm256_loadu_si256((const __m256i *)(b + 2)), 1),
                                 _mm512_set1_epi8((char)0x80));
-    const __m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b + 2)), _mm_loadu_si128((const __m128i *)(a + 2)));
+    const __m256i v =
+        _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b + 2)), _mm_loadu_si128((const __m128i *)(a + 2)));
     const __m256i m = _mm256_set1_epi8(0xf);
     const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m)),
                                          _mm256_and_si256(_mm256_srli_epi16(v, 4), m), 1); /* A lo, B lo, A hi, B hi */
@@ -31,34 +33,34 @@ static inline __m512i codes_pair(int q8, const uint8_t *a, const uint8_t *b) {
 #ifndef QB_AHEAD
 #define QB_AHEAD 256
 #endif
-#define TILE_TOKENS(NT, Q8)                                                                                       \
-    static void pair_##NT##_##Q8(int64_t nb, const uint8_t *wa, const uint8_t *wb, const uint8_t *a,      \
-                          size_t arow, const tern_qblock_side *s, size_t srow, float *ya, float *yb,              \
-                          int64_t ystride, int64_t bstride) {                                                                      \
-        const int shift = Q8 ? 7 : 3;                                                                             \
-        const size_t WB = Q8 ? 34 : 18;                                                                           \
-        __m512 acc[NT];                                                                                           \
-        for (int k = 0; k < NT; k++)                                                                              \
-            acc[k] = _mm512_setzero_ps();                                                                         \
-        for (int64_t i = 0; i < nb; i++, wa += WB, wb += WB) {                                                    \
-            _mm_prefetch((const char *)wa + QB_AHEAD, _MM_HINT_T0);                                               \
-            _mm_prefetch((const char *)wb + QB_AHEAD, _MM_HINT_T0);                                               \
-            const __m512i c = codes_pair(Q8, wa, wb);                                                             \
-            const __m512 dw = _mm512_castpd_ps(_mm512_insertf64x4(                                                \
-                _mm512_castps_pd(_mm512_castps256_ps512(_mm256_set1_ps(f16_at(wa)))),                             \
-                _mm256_castps_pd(_mm256_set1_ps(f16_at(wb))), 1));                                                \
-            for (int k = 0; k < NT; k++) {                                                                        \
-                const tern_qblock_side *sk = (const tern_qblock_side *)((const uint8_t *)s + k * srow) + i;       \
-                const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a + k * arow + i * 34 + 2))); \
-                const __m512i off = _mm512_slli_epi32(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)sk->sum4)), shift); \
-                const __m512i d = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c, q), off);       \
-                acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(sk->d)), _mm512_cvtepi32_ps(d), acc[k]); \
-            }                                                                                                     \
-        }                                                                                                         \
-        for (int k = 0; k < NT; k++) {                                                                            \
-            ya[k * ystride] = hsum8(_mm512_castps512_ps256(acc[k]));                                          \
-            yb[k * bstride] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k]), 1)));                                       \
-        }                                                                                                         \
+#define TILE_TOKENS(NT, Q8)                                                                                           \
+    static void pair_##NT##_##Q8(int64_t nb, const uint8_t *wa, const uint8_t *wb, const uint8_t *a,                  \
+                          size_t arow, const tern_qblock_side *s, size_t srow, float *ya, float *yb,                  \
+                          int64_t ystride, int64_t bstride) {                                                         \
+        const size_t WB = Q8 ? 34 : 18;                                                                               \
+        __m512 acc[NT];                                                                                               \
+        for (int k = 0; k < NT; k++)                                                                                  \
+            acc[k] = _mm512_setzero_ps();                                                                             \
+        for (int64_t i = 0; i < nb; i++, wa += WB, wb += WB) {                                                        \
+            _mm_prefetch((const char *)wa + QB_AHEAD, _MM_HINT_T0);                                                   \
+            _mm_prefetch((const char *)wb + QB_AHEAD, _MM_HINT_T0);                                                   \
+            const __m512i c = codes_pair(Q8, wa, wb);                                                                 \
+            const __m512 dw = _mm512_castpd_ps(_mm512_insertf64x4(                                                    \
+                _mm512_castps_pd(_mm512_castps256_ps512(_mm256_set1_ps(f16_at(wa)))),                                 \
+                _mm256_castps_pd(_mm256_set1_ps(f16_at(wb))), 1));                                                    \
+            for (int k = 0; k < NT; k++) {                                                                            \
+                const tern_qblock_side *sk = (const tern_qblock_side *)((const uint8_t *)s + k * srow) + i;           \
+                const __m512i q =                                                                                 \
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a + k * arow + i * 34 + 2)));     \
+                const __m512i off = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)sk->neg_off));         \
+                const __m512i d = _mm512_dpbusd_epi32(off, c, q);                                                     \
+                acc[k] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(sk->d)), _mm512_cvtepi32_ps(d), acc[k]);    \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (int k = 0; k < NT; k++) {                                                                                \
+            ya[k * ystride] = hsum8(_mm512_castps512_ps256(acc[k]));                                                  \
+            yb[k * bstride] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k]), 1)));           \
+        }                                                                                                             \
     }
 TILE_TOKENS(1, 0)
 TILE_TOKENS(8, 0)

@@ -30,18 +30,20 @@ static void quantize_range(void *ctx, size_t b, size_t e, int tid) {
     for (size_t t = b; t < e; t++) {
         j->k->quantize(act, j->x + (int64_t)t * j->in, j->act + t * j->arow, j->in);
         if (j->side)
-            tern_qblock_side_fill(j->act + t * j->arow, j->in, j->side + t * (size_t)(j->in / 32));
+            tern_qblock_side_fill(j->act + t * j->arow, j->in, j->w->qblock == TERN_QB_Q8_0 ? 128 : 8,
+                                  j->side + t * (size_t)(j->in / 32));
     }
 }
 
-void tern_qblock_side_fill(const void *act, int64_t n, tern_qblock_side *side) {
+void tern_qblock_side_fill(const void *act, int64_t n, int offset, tern_qblock_side *side) {
     for (int64_t i = 0; i < n / 32; i++) {
         const uint8_t *b = (const uint8_t *)act + i * 34;
         uint16_t h;
         memcpy(&h, b, 2);
         side[i].d = tern_f16_to_f32(h);
         for (int l = 0; l < 8; l++)
-            side[i].sum4[l] = (int8_t)b[2 + 4 * l] + (int8_t)b[3 + 4 * l] + (int8_t)b[4 + 4 * l] + (int8_t)b[5 + 4 * l];
+            side[i].neg_off[l] =
+                -offset * ((int8_t)b[2 + 4 * l] + (int8_t)b[3 + 4 * l] + (int8_t)b[4 + 4 * l] + (int8_t)b[5 + 4 * l]);
     }
 }
 

@@ -10,15 +10,17 @@
 #include "tensor/qblock.h"
 #include "tensor/weight.h"
 
-/* Per token and Q8_0 activation block: its step as f32 and the sums of its codes four at a time (the block's eight
- * lanes), which kernels taking the weight codes unsigned subtract times the codes' offset. */
+/* Per token and Q8_0 activation block, for kernels that take a weight format's codes unsigned (Q4_0 as stored,
+ * Q8_0 plus 128): its step as f32, and minus that offset times the sums of its codes four at a time (the block's
+ * eight lanes) — what those kernels start each lane's integer sum from. */
 typedef struct tern_qblock_side {
     float d;
-    int32_t sum4[8];
+    int32_t neg_off[8];
 } tern_qblock_side;
 
-/* The side data of one token's Q8_0 activation row of n values into side[n / 32]. */
-void tern_qblock_side_fill(const void *act, int64_t n, tern_qblock_side *side);
+/* The side data of one token's Q8_0 activation row of n values into side[n / 32], for weight codes offset by
+ * `offset` (8 for Q4_0, 128 for Q8_0). */
+void tern_qblock_side_fill(const void *act, int64_t n, int offset, tern_qblock_side *side);
 
 typedef struct tern_qblock_kernels {
     /* x[n] as activation blocks of format act (Q8_0, Q8_1, Q8_K), byte for byte as tern_qblock_quantize_ref. */
