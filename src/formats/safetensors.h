@@ -35,7 +35,8 @@ typedef struct tern_tensor {
     const char *file;              /* path of the file holding it (owned by the container) */
     uint64_t offset;               /* byte offset of data within the file */
     int aligned;                   /* 1 if data is aligned to the element size; else kernels must copy */
-    tern_qblock qblock;            /* GGUF block-quantized data (dtype U8, nbytes the blocks' bytes), else NONE */
+    tern_qblock qblock;            /* GGUF block-quantized data (dtype U8, nbytes the blocks' bytes; rows are whole
+                                    * blocks, as the GGUF parser checks), else NONE */
 } tern_tensor;
 
 /* ---- one file ------------------------------------------------------------------------- */

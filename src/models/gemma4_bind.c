@@ -92,11 +92,6 @@ void tern_gemma4_bind_one(const tern_wspec *s, tern_layout layout, const tern_qu
             snprintf(why, wlen, "mis-shaped: %s: expected %s, found %s %s", name, want, got, tern_dtype_name(t->dtype));
             return;
         }
-        if (t->qblock && in % tern_qblock_elems(t->qblock)) {
-            snprintf(why, wlen, "mis-shaped: %s: rows of %lld values are not whole %s blocks", name, (long long)in,
-                     tern_qblock_name(t->qblock));
-            return;
-        }
         w->fmt = f;
         w->qblock = t->qblock;
         w->data = t->data;

@@ -4,14 +4,16 @@
  * A row of n values is n / elems(t) blocks stored back to back. Every format's dot product multiplies a weight
  * row with an activation row quantized to the format's partner (tern_qblock_act): Q8_0 for Q4_0, Q5_0 and Q8_0,
  * Q8_1 for Q4_1 and Q5_1, Q8_K for the K-quants, exactly as ggml's CPU backend does, so a GGUF file gives the
- * numbers llama.cpp gives. Within a block the sum is exact in integers; blocks combine in float:
- *     Q4_0/Q5_0/Q8_0:  acc = fma(dw * da, isum, acc)
- *     Q4_1/Q5_1:       acc = fma(dw * da, isum, acc), mins += mw * sa;           result acc + mins
- *     Q4_K/Q5_K:       acc = fma(da * dw, sum_j sc_j isum_j, acc),
- *                      accm = fma(-da * dmin, sum_j m_j bsum_j, accm);             result acc + accm
- *     Q6_K:            acc = fma(da * dw, sum_j sc_j isum_j, acc)
- * (dw, mw, dmin are the stored f16 values; da, sa the activation block's). The SIMD kernels compute the same
- * block terms and may add them in another order (tested within a float rounding of the reference). */
+ * numbers llama.cpp gives. Sums are exact in integers per lane — lane l (of 8) of a 32-value chunk holds its
+ * products 4l .. 4l+3, times the sub-block scale for the K-quants — and combine in float per lane, block by block,
+ * in ggml's x86 arrangement:
+ *     Q4_0/Q5_0/Q8_0:  acc[l] = fma(dw * da, isum[l], acc[l])
+ *     Q4_1/Q5_1:       the same, and mins += mw * sa;                               result hsum(acc) + mins
+ *     Q4_K/Q5_K:       acc[l] = fma(da * dw, isum[l], acc[l]),
+ *                      accm[c] = fma(-da * dmin, m_2c bsum_2c + m_2c+1 bsum_2c+1, accm[c]);  + hsum(accm)
+ *     Q6_K:            acc[l] = fma(da * dw, isum[l], acc[l])
+ * with hsum over 8 lanes (l0+l4 + l2+l6) + (l1+l5 + l3+l7) and over 4 (a0+a2) + (a1+a3); dw, mw, dmin are the
+ * stored f16 values, da, sa the activation block's. The SIMD kernels give these floats bit for bit. */
 #ifndef TERN_TENSOR_QBLOCK_H
 #define TERN_TENSOR_QBLOCK_H
 

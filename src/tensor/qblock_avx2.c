@@ -11,4 +11,5 @@ static inline __m256i sdot32(__m256i w, __m256i a) {
 #define SDOT32(w, a) sdot32(w, a)
 #define QB_TABLE tern_qblock_avx2
 #define QB_TILE NULL
+#define QB_TILE_FORMATS 0
 #include "tensor/qblock_simd.inc"

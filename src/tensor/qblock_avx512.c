@@ -10,6 +10,7 @@ static inline __m256i sdot32(__m256i w, __m256i a) {
 #define SDOT32(w, a) sdot32(w, a)
 #define QB_TABLE tern_qblock_avx512
 #define QB_TILE tern_qblock_tile_avx512
+#define QB_TILE_FORMATS (1u << TERN_QB_Q4_0 | 1u << TERN_QB_Q8_0)
 #include "tensor/qblock_simd.inc"
 
 /* Q4_0 and Q8_0 weights two rows at a time in 512-bit registers: lanes 0-7 hold row A's eight lane sums of a block,
@@ -67,10 +68,8 @@ TILE_TOKENS(8, 0)
 TILE_TOKENS(1, 1)
 TILE_TOKENS(8, 1)
 
-int tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a,
-                            size_t arow, const tern_qblock_side *side, int64_t T, float *y, int64_t ystride) {
-    if (t != TERN_QB_Q4_0 && t != TERN_QB_Q8_0)
-        return 0;
+void tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a,
+                             size_t arow, const tern_qblock_side *side, int64_t T, float *y, int64_t ystride) {
     const int64_t nb = n / 32, half = (rows + 1) / 2;
     const int q8 = t == TERN_QB_Q8_0;
     const size_t srow = (size_t)nb * sizeof(tern_qblock_side);
@@ -93,5 +92,4 @@ int tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t w
                                        (const tern_qblock_side *)((const uint8_t *)side + k * srow), srow,
                                        y + k * ystride + r, pair ? y + k * ystride + rb : spare, ystride, ystride);
     }
-    return 1;
 }

@@ -7,8 +7,9 @@
 #include "core/alloc.h"
 #include "core/half.h"
 
-/* Rows per unit of work, and tokens per pass over them: a tile of rows stays in L1/L2 while a run of tokens'
- * activation blocks streams past it (16 rows of a 2048-wide Q8_0 matrix are 35 KB; 32 tokens of it 70 KB). */
+/* Rows per unit of work, and tokens per pass over a thread's rows: on the per-row path a row stays in L1 while a
+ * run of tokens' activation blocks streams past it (32 tokens of a 2048-wide Q8_0 row are 70 KB); the tile kernels
+ * take the run of tokens against all of the thread's rows. */
 #define QB_ROWS 16
 #define QB_TOKENS 32
 
@@ -53,10 +54,12 @@ static void rows_range(void *ctx, size_t b, size_t e, int tid) {
     const uint8_t *base = (const uint8_t *)j->w->data + (size_t)j->row0 * j->wrow;
     for (int64_t t0 = 0; t0 < j->T; t0 += QB_TOKENS) {
         const int64_t t1 = t0 + QB_TOKENS < j->T ? t0 + QB_TOKENS : j->T;
-        if (j->side && j->k->tile(j->w->qblock, j->in, base + b * j->wrow, j->wrow, (int64_t)(e - b),
-                                  j->act + (size_t)t0 * j->arow, j->arow, j->side + (size_t)(t0 * (j->in / 32)),
-                                  t1 - t0, j->y + t0 * j->n_out + (int64_t)b, j->n_out))
+        if (j->side) {
+            j->k->tile(j->w->qblock, j->in, base + b * j->wrow, j->wrow, (int64_t)(e - b),
+                       j->act + (size_t)t0 * j->arow, j->arow, j->side + (size_t)(t0 * (j->in / 32)), t1 - t0,
+                       j->y + t0 * j->n_out + (int64_t)b, j->n_out);
             continue;
+        }
         for (size_t r = b; r < e; r++) {
             int64_t t = t0;
             for (; t + 4 <= t1; t += 4) {
@@ -77,8 +80,7 @@ int tern_qblock_matmul(tern_pool *pool, const tern_qblock_kernels *k, const tern
     const int64_t in = tern_weight_cols(w);
     qb_job j = {k, w, row0, n_out, T, in, x, NULL, tern_qblock_row_bytes(w->qblock, in),
                 tern_qblock_row_bytes(tern_qblock_act(w->qblock), in), y, NULL};
-    const int tile = k->tile && tern_qblock_act(w->qblock) == TERN_QB_Q8_0 &&
-                     k->tile(w->qblock, in, NULL, 0, 0, NULL, 0, NULL, 0, NULL, 0);
+    const int tile = k->tile_formats >> w->qblock & 1;
     if (!(j.act = tern_aligned_alloc(j.arow * (size_t)T, TERN_ALIGN)))
         return -1;
     if (tile && !(j.side = malloc(sizeof *j.side * (size_t)(T * (in / 32))))) {
@@ -97,4 +99,4 @@ static void dot4_ref(tern_qblock t, int64_t n, const void *w, const void *a, siz
         out[k] = tern_qblock_dot_ref(t, n, w, (const uint8_t *)a + k * astride);
 }
 
-const tern_qblock_kernels tern_qblock_portable = {tern_qblock_quantize_ref, tern_qblock_dot_ref, dot4_ref, NULL};
+const tern_qblock_kernels tern_qblock_portable = {tern_qblock_quantize_ref, tern_qblock_dot_ref, dot4_ref, NULL, 0};

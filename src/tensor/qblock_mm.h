@@ -1,6 +1,6 @@
 /* qblock_mm.h — products over ggml block-quantized weights (qblock.h): the activations are quantized once per
  * token into the weight format's partner blocks, then every row is dotted with every token, split across a
- * thread pool. Each ISA supplies the two inner pieces. */
+ * thread pool. Each ISA supplies the inner pieces (tern_qblock_kernels). */
 #ifndef TERN_TENSOR_QBLOCK_MM_H
 #define TERN_TENSOR_QBLOCK_MM_H
 
@@ -25,19 +25,20 @@ void tern_qblock_side_fill(const void *act, int64_t n, int offset, tern_qblock_s
 typedef struct tern_qblock_kernels {
     /* x[n] as activation blocks of format act (Q8_0, Q8_1, Q8_K), byte for byte as tern_qblock_quantize_ref. */
     void (*quantize)(tern_qblock act, const float *x, void *dst, int64_t n);
-    /* tern_qblock_dot_ref's block terms, added in the kernel's own order. */
+    /* tern_qblock_dot_ref, bit for bit. */
     float (*dot)(tern_qblock t, int64_t n, const void *w, const void *a);
     /* out[k] = dot(t, n, w, a + k * astride) for four tokens at once (each weight block read once), bit for bit. */
     void (*dot4)(tern_qblock t, int64_t n, const void *w, const void *a, size_t astride, float out[4]);
-    /* Optional (NULL, or returns 0 for formats it lacks): `rows` weight rows (stride wrow) against T tokens'
-     * activation rows (stride arow) and their side data (n / 32 entries each): y[t * ystride + r], each value bit
-     * for bit as dot gives it. */
-    int (*tile)(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a, size_t arow,
-                const tern_qblock_side *side, int64_t T, float *y, int64_t ystride);
+    /* For the formats whose bit (1 << t) is set in tile_formats (Q8_0 activations only): `rows` weight rows (stride
+     * wrow) against T tokens' activation rows (stride arow) and their side data (n / 32 entries each):
+     * y[t * ystride + r], each value bit for bit as dot gives it. */
+    void (*tile)(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a, size_t arow,
+                 const tern_qblock_side *side, int64_t T, float *y, int64_t ystride);
+    unsigned tile_formats;
 } tern_qblock_kernels;
 
-int tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a,
-                            size_t arow, const tern_qblock_side *side, int64_t T, float *y, int64_t ystride);
+void tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a,
+                             size_t arow, const tern_qblock_side *side, int64_t T, float *y, int64_t ystride);
 
 extern const tern_qblock_kernels tern_qblock_portable, tern_qblock_avx2, tern_qblock_avx512;
 
