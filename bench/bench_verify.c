@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
         err = tern_pool_create(threads, &pool);
     const int64_t feed = 64; /* prompt tokens per forward while the context is built */
     if (!err)
-        err = tern_lm_kv_create(lm, R, D + K + 2, feed > K + 1 ? feed : K + 1, TERN_DT_BF16, &kv);
+        err = tern_lm_kv_create(lm, R, D + K + 2, feed > K + 1 ? feed : K + 1, TERN_KV_BF16, TERN_KV_BF16, &kv);
     if (err) {
         fprintf(stderr, "bench_verify: %s\n", tern_err_msg(err));
         return 1;

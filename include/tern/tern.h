@@ -113,7 +113,9 @@ typedef struct tern_engine_opts {
     int threads;               /* kernel threads; 0 = the model's (tern_model_opts.threads) */
     int prefill_chunk;         /* most prompt tokens one row feeds per step; default 256 */
     int step_tokens;           /* most tokens in one forward (decode rows first, then prefill chunks); default 512 */
-    int kv_f32;                /* 1: keep K/V in f32 instead of bf16 */
+    const char *cache_type_k;  /* how K is stored (llama.cpp's --cache-type-k): "bf16" (NULL: the default), "f16",
+                                * "f32", "q8_0" or "q4_0" (ggml's 8- and 4-bit blocks of 32 values) */
+    const char *cache_type_v;  /* how V is stored (--cache-type-v), the same names */
     /* Speculative decoding (lossless: drafts only change speed). A request with a prediction drafts from it. */
     int draft_ngram;           /* 1: rows without a prediction draft by prompt lookup (--draft-ngram) */
     int draft_max;             /* most tokens drafted per row and step (at most 64 and prefill_chunk - 1); 0 = default

@@ -10,6 +10,7 @@
 #include "cli/bench_draft.h"
 #include "cli/bench_startup.h"
 #include "cli/draft_args.h"
+#include "cli/kv_args.h"
 #include "cli/commands.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
@@ -19,7 +20,7 @@
 #include "tensor/membw.h"
 
 static const char *usage =
-    "usage: tern bench [-m] MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv bf16|f32] [--profile]\n"
+    "usage: tern bench [-m] MODEL_DIR [-p 512] [-n 128] [--batch B] [--depth D] [--threads T] [--kv T | -ctk T -ctv T] [--profile]\n"
     "                  [--json]\n"
     "       tern bench [-m] MODEL_DIR --startup [--rounds 3] [--threads T] [--json]\n"
     "       tern bench [-m] MODEL_DIR (--draft-model DIR | --draft-ngram) --prompts FILE [-n 64] [--draft-max 8]\n"
@@ -75,8 +76,8 @@ static tern_err *forward_commit(tern_lm *m, tern_kv *kv, tern_pool *pool, const 
 
 int cmd_bench(int argc, char **argv) {
     tern_opt opts[] = {{"p", 1, 0},       {"n", 1, 0},      {"batch", 1, 0},   {"threads", 1, 0}, {"depth", 1, 0},
-                       {"kv", 1, 0},      {"json", 0, 0},   {"profile", 0, 0}, {"startup", 0, 0}, {"rounds", 1, 0},
-                       {"model", 1, 0},   {"help", 0, 0},   {"prompts", 1, 0}, TERN_DRAFT_OPTS, {0, 0, 0}};
+                       {"json", 0, 0},   {"profile", 0, 0}, {"startup", 0, 0}, {"rounds", 1, 0},
+                       {"model", 1, 0},   {"help", 0, 0},   {"prompts", 1, 0}, TERN_DRAFT_OPTS, TERN_KV_OPTS, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("bench", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -86,12 +87,12 @@ int cmd_bench(int argc, char **argv) {
         return 0;
     }
     int64_t P, N, B, D, threads;
-    const char *kv_s = tern_args_get(opts, "kv");
+    tern_kv_type kt, vt;
     if (np != 1 || tern_args_int("bench", opts, "p", 512, 0, 1 << 20, &P) ||
         tern_args_int("bench", opts, "n", 128, 0, 1 << 20, &N) || tern_args_int("bench", opts, "batch", 1, 1, 256, &B) ||
         tern_args_int("bench", opts, "threads", 0, 0, 1024, &threads) ||
         tern_args_int("bench", opts, "depth", 0, 0, 1 << 20, &D) ||
-        (kv_s && strcmp(kv_s, "bf16") && strcmp(kv_s, "f32"))) {
+        tern_kv_args("bench", opts, TERN_KV_BF16, &kt, &vt)) {
         fputs(usage, stderr);
         return 2;
     }
@@ -115,7 +116,10 @@ int cmd_bench(int argc, char **argv) {
                                 (int)threads, json);
     }
     tern_lm_profile prof = {0};
-    tern_dtype kvdt = kv_s && !strcmp(kv_s, "f32") ? TERN_DT_F32 : TERN_DT_BF16;
+    char kv_name[16];
+    snprintf(kv_name, sizeof kv_name, "%s", tern_kv_type_name(kt));
+    if (vt != kt)
+        snprintf(kv_name, sizeof kv_name, "%s/%s", tern_kv_type_name(kt), tern_kv_type_name(vt));
     tern_lm *m = NULL;
     tern_pool *pool = NULL;
     tern_kv *kv = NULL;
@@ -145,7 +149,7 @@ int cmd_bench(int argc, char **argv) {
         ids[i] = (int32_t)(tern_rng_next(&rng) % (uint64_t)c->vocab);
     /* Prefill (after one warm-up token that faults every weight page in). */
     if (!err)
-        err = tern_lm_kv_create(m, (int)(B > 1 ? B + 1 : B), ctx, CHUNK, kvdt, &kv);
+        err = tern_lm_kv_create(m, (int)(B > 1 ? B + 1 : B), ctx, CHUNK, kt, vt, &kv);
     int seq0 = 0;
     if (!err) {
         int64_t one = 1;
@@ -236,7 +240,7 @@ int cmd_bench(int argc, char **argv) {
                    "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f, \"single_row_tok_s\": %.2f, "
                    "\"batch_speedup\": %.2f, \"depth\": %lld",
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
-                   tern_pool_size(pool), (long long)B, isa, kvdt == TERN_DT_F32 ? "f32" : "bf16", region_us, solo,
+                   tern_pool_size(pool), (long long)B, isa, kv_name, region_us, solo,
                    speedup, (long long)D);
             if (profiling && prof.passes) {
                 printf(", \"profile\": [");
@@ -256,7 +260,7 @@ int cmd_bench(int argc, char **argv) {
                    "read bandwidth   %.2f GB/s (measured between the decode steps, %d threads)\n"
                    "decode limit     %.2f steps/s; efficiency %.1f%%\n"
                    "thread pool      %.2f us per parallel region (measured between the decode steps)\n",
-                   pos[0], isa, tern_pool_size(pool), kvdt == TERN_DT_F32 ? "f32" : "bf16", (long long)P, prefill_tps,
+                   pos[0], isa, tern_pool_size(pool), kv_name, (long long)P, prefill_tps,
                    (long long)N, (long long)B, (long long)D, steps, steps * (double)B, bytes * 1e-6, bw,
                    tern_pool_size(pool),
                    bytes > 0 ? bw * 1e9 / bytes : 0, eff * 100, region_us);

@@ -8,12 +8,13 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/kv_args.h"
 #include "formats/checkpoint_dir.h"
 #include "loader/audio_input.h"
 #include "engine/fit.h"
 
 static const char *usage =
-    "usage: tern fit [-m] MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv bf16|f32]\n"
+    "usage: tern fit [-m] MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv T | -ctk T -ctv T]\n"
     "                [--step-tokens N]\n"
     "Reports weights and KV-cache memory: bytes per token, per request of --ctx positions (default\n"
     "min(trained context, 8192)), for --parallel rows (default 4), and what a KV budget of --budget GiB\n"
@@ -40,15 +41,16 @@ static const char *human(uint64_t b) {
     return out;
 }
 
-static void print_plan(const char *dir, const tern_fit_plan *p, const char *kv_name) {
+static void print_plan(const char *dir, const tern_fit_plan *p, tern_kv_type kt, tern_kv_type vt) {
     printf("model:        %s\n", dir);
     printf("weights:      %s text decoder", human(p->weights_bytes));
     if (p->other_bytes)
         printf(" (+ %s of other tensors the text path never reads)", human(p->other_bytes));
     printf("\n");
-    printf("kv per token: %llu bytes in full layers + %llu bytes in sliding layers (%s); sliding layers stop "
-           "growing at %lld positions (window %lld + chunk %lld)\n",
-           (unsigned long long)p->cost.full_per_pos, (unsigned long long)p->cost.ring_per_pos, kv_name,
+    printf("kv per token: %llu bytes in full layers + %llu bytes in sliding layers (K %s, V %s); sliding "
+           "layers stop growing at %lld positions (window %lld + chunk %lld)\n",
+           (unsigned long long)p->cost.full_per_pos, (unsigned long long)p->cost.ring_per_pos, tern_kv_type_name(kt),
+           tern_kv_type_name(vt),
            (long long)p->cost.ring_slots, (long long)p->window, (long long)p->chunk);
     printf("per request:  %lld positions -> %s of KV\n", (long long)p->ctx, human(p->per_request));
     printf("all rows:     %d x %s = %s\n", p->parallel, human(p->per_request), human(p->all_rows));
@@ -66,7 +68,7 @@ static void print_plan(const char *dir, const tern_fit_plan *p, const char *kv_n
 
 int cmd_fit(int argc, char **argv) {
     tern_opt opts[] = {{"ctx", 1, 0}, {"parallel", 1, 0},    {"budget", 1, 0}, {"chunk", 1, 0},
-                       {"kv", 1, 0},  {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0},   {0, 0, 0}};
+                       {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, TERN_KV_OPTS, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("fit", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -76,7 +78,8 @@ int cmd_fit(int argc, char **argv) {
         return 0;
     }
     int64_t ctx, parallel, chunk, step;
-    const char *kv = tern_args_get(opts, "kv"), *budget_s = tern_args_get(opts, "budget");
+    tern_kv_type kt, vt;
+    const char *budget_s = tern_args_get(opts, "budget");
     double budget_gib = 0;
     if (budget_s) {
         char *end;
@@ -89,7 +92,8 @@ int cmd_fit(int argc, char **argv) {
     if (np != 1 || tern_args_int("fit", opts, "ctx", 0, 1, 1 << 24, &ctx) ||
         tern_args_int("fit", opts, "parallel", 4, 1, 4096, &parallel) ||
         tern_args_int("fit", opts, "chunk", TERN_ENGINE_PREFILL_CHUNK, 1, 1 << 16, &chunk) ||
-        tern_args_int("fit", opts, "step-tokens", TERN_ENGINE_STEP_TOKENS, 1, 1 << 20, &step) || (kv && strcmp(kv, "bf16") && strcmp(kv, "f32"))) {
+        tern_args_int("fit", opts, "step-tokens", TERN_ENGINE_STEP_TOKENS, 1, 1 << 20, &step) ||
+        tern_kv_args("fit", opts, TERN_KV_BF16, &kt, &vt)) {
         fputs(usage, stderr);
         return 2;
     }
@@ -98,14 +102,14 @@ int cmd_fit(int argc, char **argv) {
     tern_err *err = tern_lm_spec_load(pos[0], &spec);
     if (!err)
         err = tern_fit_compute(spec, ctx, (int)parallel, (uint64_t)(budget_gib * 1024.0 * 1024.0 * 1024.0),
-                               kv && !strcmp(kv, "f32") ? 4 : 2, chunk, step, &plan);
+                               kt, vt, chunk, step, &plan);
     tern_lm_spec_free(spec);
     if (err) {
         fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
         tern_err_free(err);
         return 1;
     }
-    print_plan(pos[0], &plan, kv ? kv : "bf16");
+    print_plan(pos[0], &plan, kt, vt);
     /* The audio tower's weights are among the other tensors (mapped, read while a clip encodes); one clip at a
      * time is encoded, in a work area of its own. */
     tern_audio_input *audio = NULL;

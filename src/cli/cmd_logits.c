@@ -8,18 +8,19 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
+#include "cli/kv_args.h"
 #include "core/fileio.h"
 #include "core/threadpool.h"
 #include "models/model.h"
 
 static const char *usage =
     "usage: tern logits [-m] MODEL_DIR --ids 2,105,... [--positions all|last] [--out FILE] [--hidden-out FILE]\n"
-    "                   [--threads N] [--kv f32|bf16]\n"
+    "                   [--threads N] [--kv T | -ctk T -ctv T]\n"
     "Prints the argmax per position; --out writes float32 [positions][vocab] (post soft-cap).\n";
 
 int cmd_logits(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0}, {"positions", 1, 0}, {"out", 1, 0}, {"hidden-out", 1, 0},
-                       {"threads", 1, 0}, {"kv", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
+                       {"threads", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, TERN_KV_OPTS, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("logits", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -29,10 +30,10 @@ int cmd_logits(int argc, char **argv) {
         return 0;
     }
     const char *ids_s = tern_args_get(opts, "ids"), *which = tern_args_get(opts, "positions");
-    const char *kv_s = tern_args_get(opts, "kv");
     int64_t threads;
+    tern_kv_type kt, vt;
     if (np != 1 || !ids_s || (which && strcmp(which, "all") && strcmp(which, "last")) ||
-        (kv_s && strcmp(kv_s, "f32") && strcmp(kv_s, "bf16")) ||
+        tern_kv_args("logits", opts, TERN_KV_F32, &kt, &vt) ||
         tern_args_int("logits", opts, "threads", 0, 0, 1024, &threads)) {
         fputs(usage, stderr);
         return 2;
@@ -50,7 +51,7 @@ int cmd_logits(int argc, char **argv) {
     if (!err)
         err = tern_pool_create((int)threads, &pool);
     if (!err)
-        err = tern_lm_kv_create(m, 1, n, n, kv_s && !strcmp(kv_s, "bf16") ? TERN_DT_BF16 : TERN_DT_F32, &kv);
+        err = tern_lm_kv_create(m, 1, n, n, kt, vt, &kv);
     const tern_lm_desc *c = m ? tern_lm_desc_of(m) : NULL;
     int64_t n_out = all ? n : 1;
     if (!err) {

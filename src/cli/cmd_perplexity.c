@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
+#include "cli/kv_args.h"
 #include "core/fileio.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
@@ -18,7 +19,7 @@
 #include "sample/logprobs.h"
 
 static const char *usage =
-    "usage: tern perplexity [-m] MODEL_DIR (FILE | --ids 2,105,...) [-c 512] [--stride N] [-t T] [--kv f32|bf16]\n"
+    "usage: tern perplexity [-m] MODEL_DIR (FILE | --ids 2,105,...) [-c 512] [--stride N] [-t T] [--kv T | -ctk T -ctv T]\n"
     "                       [--json]\n"
     "Windows of -c/--ctx tokens every --stride tokens (default ctx/2), each starting with BOS; every token after\n"
     "the previous window is scored once. Prints exp(mean negative log-likelihood); progress goes to stderr.\n";
@@ -64,8 +65,8 @@ static tern_err *run_window(tern_lm *lm, tern_kv *kv, tern_pool *pool, const int
 }
 
 int cmd_perplexity(int argc, char **argv) {
-    tern_opt opts[] = {{"ctx", 1, 0},  {"stride", 1, 0}, {"ids", 1, 0},   {"threads", 1, 0}, {"kv", 1, 0},
-                       {"json", 0, 0}, {"model", 1, 0},  {"help", 0, 0}, {0, 0, 0}};
+    tern_opt opts[] = {{"ctx", 1, 0},  {"stride", 1, 0}, {"ids", 1, 0},   {"threads", 1, 0},
+                       {"json", 0, 0}, {"model", 1, 0},  {"help", 0, 0}, TERN_KV_OPTS, {0, 0, 0}};
     const char *pos[2];
     int np = tern_args_parse("perplexity", argc, argv, opts, pos, 2);
     if (np < 0)
@@ -74,9 +75,10 @@ int cmd_perplexity(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
-    const char *ids_s = tern_args_get(opts, "ids"), *kv_s = tern_args_get(opts, "kv");
+    const char *ids_s = tern_args_get(opts, "ids");
     int64_t ctx, stride, threads;
-    if (np < 1 || (np == 2) == (ids_s != NULL) || (kv_s && strcmp(kv_s, "f32") && strcmp(kv_s, "bf16")) ||
+    tern_kv_type kt, vt;
+    if (np < 1 || (np == 2) == (ids_s != NULL) || tern_kv_args("perplexity", opts, TERN_KV_F32, &kt, &vt) ||
         tern_args_int("perplexity", opts, "ctx", 512, 2, 1 << 20, &ctx) ||
         tern_args_int("perplexity", opts, "stride", ctx / 2 > 0 ? ctx / 2 : 1, 1, ctx, &stride) ||
         tern_args_int("perplexity", opts, "threads", 0, 0, 1024, &threads)) {
@@ -114,7 +116,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!err)
         err = tern_pool_create((int)threads, &pool);
     if (!err)
-        err = tern_lm_kv_create(m->lm, 1, ctx, FEED, kv_s && !strcmp(kv_s, "bf16") ? TERN_DT_BF16 : TERN_DT_F32, &kv);
+        err = tern_lm_kv_create(m->lm, 1, ctx, FEED, kt, vt, &kv);
     if (!err && !(logits = malloc((size_t)FEED * (size_t)d->vocab * sizeof *logits)))
         err = tern_errf(TERN_ENOMEM, "out of memory for %d rows of logits", FEED);
     const int32_t bos = err ? -1 : tern_model_bos(m);

@@ -14,6 +14,7 @@
 #include "core/base64.h"
 #include "core/fileio.h"
 #include "cli/draft_args.h"
+#include "cli/kv_args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
 #include "core/sbuf.h"
@@ -211,7 +212,7 @@ int cmd_run(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0},       {"prompt", 1, 0}, {"raw", 1, 0},   {"n", 1, 0},      {"temp", 1, 0},
                        {"top-k", 1, 0},     {"top-p", 1, 0},  {"min-p", 1, 0}, {"seed", 1, 0},   {"threads", 1, 0},
                        {"ctx", 1, 0},       {"system", 1, 0}, {"think", 0, 0}, {"print-ids", 0, 0},
-                       {"stats", 0, 0},     {"model", 1, 0},  {"audio", 1, 0},  {"audio-windows", 1, 0}, {"help", 0, 0},  TERN_DRAFT_OPTS,
+                       {"stats", 0, 0},     {"model", 1, 0},  {"audio", 1, 0},  {"audio-windows", 1, 0}, {"help", 0, 0},  TERN_DRAFT_OPTS, TERN_KV_OPTS,
                        {0, 0, 0}};
     const char *pos[2];
     int np = tern_args_parse("run", argc, argv, opts, pos, 2);
@@ -220,6 +221,7 @@ int cmd_run(int argc, char **argv) {
     if (tern_args_get(opts, "help")) {
         fputs(usage, stdout);
         fputs(TERN_DRAFT_USAGE, stdout);
+        fputs(TERN_KV_USAGE, stdout);
         return 0;
     }
     const char *ids_s = tern_args_get(opts, "ids"), *prompt = tern_args_get(opts, "prompt");
@@ -269,8 +271,11 @@ int cmd_run(int argc, char **argv) {
     c.base.max_tokens = n_gen;
     tern_engine_opts eo;
     tern_engine_opts_default(&eo);
-    if (tern_draft_args("run", opts, &eo))
+    tern_kv_type kt, vt;
+    if (tern_draft_args("run", opts, &eo) || tern_kv_args("run", opts, TERN_KV_BF16, &kt, &vt))
         return 2;
+    eo.cache_type_k = tern_kv_type_name(kt);
+    eo.cache_type_v = tern_kv_type_name(vt);
 
     tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
     tern_media_prompt mp = {0};

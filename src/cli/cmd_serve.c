@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/timeutil.h"
 #include "cli/draft_args.h"
+#include "cli/kv_args.h"
 #include "server/server.h"
 #include "tern/tern.h"
 
@@ -48,7 +49,7 @@ int cmd_serve(int argc, char **argv) {
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
                        {"audio-windows", 1, 0},
-                       TERN_DRAFT_OPTS,    {0, 0, 0}};
+                       TERN_DRAFT_OPTS, TERN_KV_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -56,6 +57,7 @@ int cmd_serve(int argc, char **argv) {
     if (tern_args_get(opts, "help")) {
         fputs(usage, stdout);
         fputs(TERN_DRAFT_USAGE, stdout);
+        fputs(TERN_KV_USAGE, stdout);
         return 0;
     }
     int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows;
@@ -72,8 +74,11 @@ int cmd_serve(int argc, char **argv) {
     }
     tern_engine_opts eo;
     tern_engine_opts_default(&eo);
-    if (tern_draft_args("serve", opts, &eo))
+    tern_kv_type kt, vt;
+    if (tern_draft_args("serve", opts, &eo) || tern_kv_args("serve", opts, TERN_KV_BF16, &kt, &vt))
         return 2;
+    eo.cache_type_k = tern_kv_type_name(kt);
+    eo.cache_type_v = tern_kv_type_name(vt);
     const char *api_key = tern_args_get(opts, "api-key");
     if (!api_key)
         api_key = getenv("TERN_API_KEY");

@@ -169,7 +169,7 @@ int cmd_spec_trace(int argc, char **argv) {
     /* The cache's rollback depth (chunk) covers a verify pass of k + 1 tokens; the prompt goes in at once. */
     const int64_t ctx = n + R * (K + 1) + 1, chunk = n > K + 1 ? n : K + 1;
     if (!err)
-        err = tern_lm_kv_create(lm, 1, ctx, chunk, TERN_DT_F32, &kv);
+        err = tern_lm_kv_create(lm, 1, ctx, chunk, TERN_KV_F32, TERN_KV_F32, &kv);
     if (!err) {
         t.V = tern_lm_desc_of(lm)->vocab;
         t.H = tern_lm_desc_of(lm)->hidden;

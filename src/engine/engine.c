@@ -83,8 +83,15 @@ static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64
                          o.draft_head);
     if (o.draft_min < 1 || o.draft_min > 64)
         return tern_errf(TERN_EINVAL, "draft_min must be in [1, 64], got %d", o.draft_min);
+    e->kt = e->vt = TERN_KV_BF16;
+    if (o.cache_type_k)
+        TERN_TRY(tern_kv_type_parse(o.cache_type_k, &e->kt));
+    if (o.cache_type_v)
+        TERN_TRY(tern_kv_type_parse(o.cache_type_v, &e->vt));
+    o.cache_type_k = tern_kv_type_name(e->kt);
+    o.cache_type_v = tern_kv_type_name(e->vt);
     e->o = o;
-    tern_kv_cost_from_desc(e->desc, o.kv_f32 ? 4 : 2, o.prefill_chunk, &e->cost);
+    tern_kv_cost_from_desc(e->desc, e->kt, e->vt, o.prefill_chunk, &e->cost);
     uint64_t one = tern_kv_cost_bytes(&e->cost, o.ctx);
     uint64_t need = one > UINT64_MAX / (uint64_t)o.parallel ? UINT64_MAX : one * (uint64_t)o.parallel;
     /* What this machine can spare: 3/4 of MemAvailable, less the weights still to be paged in. */
@@ -176,8 +183,7 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
     if (!err)
         err = tern_pool_create(e->o.threads, &e->pool);
     if (!err)
-        err = tern_lm_kv_create(e->lm, P, e->o.ctx, e->o.prefill_chunk, e->o.kv_f32 ? TERN_DT_F32 : TERN_DT_BF16,
-                                &e->kv);
+        err = tern_lm_kv_create(e->lm, P, e->o.ctx, e->o.prefill_chunk, e->kt, e->vt, &e->kv);
     if (!err) {
         tern_kv_cost_from_kv(e->kv, &e->cost); /* the allocated rings are what admission must count */
         if (pc_cap >= 1)

@@ -170,6 +170,7 @@ struct tern_engine {
     const tern_lm_desc *desc;
     int64_t vocab;
     tern_engine_opts o; /* resolved */
+    tern_kv_type kt, vt; /* the cache's K and V storage (o.cache_type_k / _v) */
     tern_pool *pool;
     tern_kv *kv;
     tern_kv_cost cost;

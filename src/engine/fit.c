@@ -11,10 +11,11 @@ int64_t tern_fit_default_ctx(const tern_lm_desc *d) {
     return d->ctx_train > 0 && d->ctx_train < 8192 ? d->ctx_train : 8192;
 }
 
-tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, uint64_t budget, int elem_bytes,
-                           int64_t chunk, int64_t step_tokens, tern_fit_plan *out) {
+tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, uint64_t budget, tern_kv_type k_type,
+                           tern_kv_type v_type, int64_t chunk, int64_t step_tokens, tern_fit_plan *out) {
     const tern_lm_desc *d = tern_lm_spec_desc(spec);
     memset(out, 0, sizeof *out);
+    TERN_TRY(tern_kv_check_types(d->kv, d->n_kv, k_type, v_type));
     if (parallel < 1 || parallel > 4096)
         return tern_errf(TERN_EINVAL, "--parallel must be in [1, 4096], got %d", parallel);
     if (step_tokens < 0 || step_tokens > 1 << 20)
@@ -28,7 +29,7 @@ tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, 
     out->ctx_train = d->ctx_train;
     out->ctx = ctx ? ctx : tern_fit_default_ctx(d);
     out->parallel = parallel;
-    tern_kv_cost_from_desc(d, elem_bytes, chunk, &out->cost);
+    tern_kv_cost_from_desc(d, k_type, v_type, chunk, &out->cost);
     out->per_request = tern_kv_cost_bytes(&out->cost, out->ctx);
     out->all_rows = out->per_request > UINT64_MAX / (uint64_t)parallel ? UINT64_MAX : out->per_request * (uint64_t)parallel;
     out->budget_given = budget != 0;

@@ -1,8 +1,9 @@
 /* kv_budget.c — KV cost model and reservations (see kv_budget.h). */
 #include "engine/kv_budget.h"
 
-void tern_kv_cost_from_desc(const tern_lm_desc *d, int elem_bytes, int64_t chunk, tern_kv_cost *out) {
-    tern_lm_desc_kv_bytes(d, elem_bytes, &out->full_per_pos, &out->ring_per_pos);
+void tern_kv_cost_from_desc(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, int64_t chunk,
+                            tern_kv_cost *out) {
+    tern_lm_desc_kv_bytes(d, k_type, v_type, &out->full_per_pos, &out->ring_per_pos);
     out->ring_slots = d->sliding_window + (chunk > 0 ? chunk : 0);
 }
 
@@ -10,7 +11,7 @@ void tern_kv_cost_from_kv(const tern_kv *kv, tern_kv_cost *out) {
     out->full_per_pos = out->ring_per_pos = 0;
     out->ring_slots = tern_kv_ctx(kv);
     for (int l = 0; l < tern_kv_n_layers(kv); l++) {
-        uint64_t b = 2 * (uint64_t)tern_kv_row_bytes(kv, l);
+        uint64_t b = (uint64_t)tern_kv_pos_bytes(kv, l);
         if (tern_kv_is_ring(kv, l)) {
             out->ring_per_pos += b;
             out->ring_slots = tern_kv_slots(kv, l);

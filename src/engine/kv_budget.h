@@ -20,8 +20,9 @@ typedef struct tern_kv_cost {
     int64_t ring_slots;    /* positions a ring keeps per sequence (window + chunk) */
 } tern_kv_cost;
 
-/* The cost model of a model's KV layers at `elem_bytes` per element (2 = bf16) with `chunk` extra ring slots. */
-void tern_kv_cost_from_desc(const tern_lm_desc *d, int elem_bytes, int64_t chunk, tern_kv_cost *out);
+/* The cost model of a model's KV layers, K stored as k_type and V as v_type, with `chunk` extra ring slots. */
+void tern_kv_cost_from_desc(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, int64_t chunk,
+                            tern_kv_cost *out);
 /* The cost model of an allocated cache (its layers, dtype and ring slots). */
 void tern_kv_cost_from_kv(const tern_kv *kv, tern_kv_cost *out);
 /* Bytes a sequence of n positions needs (saturating at UINT64_MAX). */

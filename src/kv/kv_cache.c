@@ -12,21 +12,20 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
-#include "core/half.h"
 
 typedef struct kv_layer {
     tern_kv_layer_desc d;
     int64_t slots;   /* per sequence */
-    int64_t row;     /* elements per position: kv_heads * head_dim */
-    unsigned char *k, *v; /* [n_seq][slots][row] */
-    size_t map_bytes;     /* bytes of each of the k and v mappings */
+    int64_t row;     /* values per position: kv_heads * head_dim */
+    size_t kbytes, vbytes; /* bytes of a position's K row and V row */
+    unsigned char *k, *v; /* [n_seq][slots] rows */
+    size_t kmap, vmap;    /* bytes of the k and v mappings */
 } kv_layer;
 
 struct tern_kv {
     int n_layers, n_seq;
     int64_t ctx, extra;
-    tern_dtype dtype;
-    size_t esize;
+    tern_kv_type kt, vt;
     kv_layer *layers;
     int64_t *len;     /* [n_seq] committed length */
     int64_t *written; /* [n_seq] one past the furthest position written since the last reset (>= len) */
@@ -46,11 +45,25 @@ static void unmap(unsigned char *p, size_t n) {
         munmap(p, n ? n : 1);
 }
 
+tern_err *tern_kv_check_types(const tern_kv_layer_desc *layers, int n_layers, tern_kv_type k_type,
+                              tern_kv_type v_type) {
+    if (k_type < 0 || k_type >= TERN_KV_TYPE_COUNT || v_type < 0 || v_type >= TERN_KV_TYPE_COUNT)
+        return tern_errf(TERN_EINVAL, "KV cache type out of range");
+    for (int l = 0; l < n_layers; l++)
+        for (int plane = 0; plane < 2; plane++) {
+            const tern_kv_type t = plane ? v_type : k_type;
+            if (layers[l].head_dim % tern_kv_type_block(t))
+                return tern_errf(TERN_EINVAL, "KV cache type %s stores blocks of %lld values, but layer %d's head_dim "
+                                 "is %lld; use bf16, f16 or f32 for %s", tern_kv_type_name(t),
+                                 (long long)tern_kv_type_block(t), l, (long long)layers[l].head_dim, plane ? "V" : "K");
+        }
+    return NULL;
+}
+
 tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_seq, int64_t ctx, int64_t window,
-                         int64_t extra, tern_dtype dtype, tern_kv **out) {
+                         int64_t extra, tern_kv_type k_type, tern_kv_type v_type, tern_kv **out) {
     *out = NULL;
-    if (dtype != TERN_DT_BF16 && dtype != TERN_DT_F32)
-        return tern_errf(TERN_EINVAL, "KV cache dtype must be bf16 or f32");
+    TERN_TRY(tern_kv_check_types(layers, n_layers, k_type, v_type));
     if (n_seq <= 0 || ctx <= 0 || window <= 0 || extra < 0)
         return tern_errf(TERN_EINVAL, "KV cache needs n_seq, ctx and window > 0");
     tern_kv *kv = calloc(1, sizeof *kv);
@@ -60,8 +73,8 @@ tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_s
     kv->n_seq = n_seq;
     kv->ctx = ctx;
     kv->extra = extra;
-    kv->dtype = dtype;
-    kv->esize = tern_dtype_size(dtype);
+    kv->kt = k_type;
+    kv->vt = v_type;
     kv->layers = calloc((size_t)(n_layers ? n_layers : 1), sizeof *kv->layers);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
     kv->written = calloc((size_t)n_seq, sizeof *kv->written);
@@ -74,19 +87,21 @@ tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_s
         L->d = layers[l];
         L->slots = layers[l].ring && window + extra < ctx ? window + extra : ctx;
         L->row = layers[l].kv_heads * layers[l].head_dim;
-        size_t n;
-        if (tern_mul_size((size_t)n_seq * (size_t)L->slots, (size_t)L->row * kv->esize, &n)) {
+        L->kbytes = tern_kv_type_bytes(k_type, L->row);
+        L->vbytes = tern_kv_type_bytes(v_type, L->row);
+        if (tern_mul_size((size_t)n_seq * (size_t)L->slots, L->kbytes, &L->kmap) ||
+            tern_mul_size((size_t)n_seq * (size_t)L->slots, L->vbytes, &L->vmap)) {
             tern_kv_free(kv);
             return tern_errf(TERN_ENOMEM, "KV cache size overflows");
         }
-        L->k = map_zeroed(n);
-        L->v = L->k ? map_zeroed(n) : NULL;
-        L->map_bytes = n;
+        L->k = map_zeroed(L->kmap);
+        L->v = L->k ? map_zeroed(L->vmap) : NULL;
         if (!L->k || !L->v) {
             tern_kv_free(kv);
-            return tern_errf(TERN_ENOMEM, "cannot allocate %.1f MiB of KV cache", 2.0 * (double)n / (1 << 20));
+            return tern_errf(TERN_ENOMEM, "cannot allocate %.1f MiB of KV cache",
+                             (double)(L->kmap + L->vmap) / (1 << 20));
         }
-        kv->bytes += 2 * (uint64_t)n;
+        kv->bytes += (uint64_t)L->kmap + L->vmap;
     }
     *out = kv;
     return NULL;
@@ -96,8 +111,8 @@ void tern_kv_free(tern_kv *kv) {
     if (!kv)
         return;
     for (int l = 0; kv->layers && l < kv->n_layers; l++) {
-        unmap(kv->layers[l].k, kv->layers[l].map_bytes);
-        unmap(kv->layers[l].v, kv->layers[l].map_bytes);
+        unmap(kv->layers[l].k, kv->layers[l].kmap);
+        unmap(kv->layers[l].v, kv->layers[l].vmap);
     }
     free(kv->layers);
     free(kv->len);
@@ -124,29 +139,18 @@ int64_t tern_kv_slots(const tern_kv *kv, int layer) { return kv->layers[layer].s
 static unsigned char *slot_ptr(const tern_kv *kv, int layer, int seq, int64_t pos, int value) {
     const kv_layer *L = &kv->layers[layer];
     int64_t slot = pos % L->slots;
-    size_t off = ((size_t)seq * (size_t)L->slots + (size_t)slot) * (size_t)L->row * kv->esize;
+    size_t off = ((size_t)seq * (size_t)L->slots + (size_t)slot) * (value ? L->vbytes : L->kbytes);
     return (value ? L->v : L->k) + off;
 }
 
 void tern_kv_write(tern_kv *kv, int layer, int seq, int64_t pos, const float *k, const float *v) {
-    int64_t row = kv->layers[layer].row;
-    unsigned char *kp = slot_ptr(kv, layer, seq, pos, 0), *vp = slot_ptr(kv, layer, seq, pos, 1);
-    if (kv->dtype == TERN_DT_F32) {
-        memcpy(kp, k, (size_t)row * 4);
-        memcpy(vp, v, (size_t)row * 4);
-    } else {
-        tern_f32_to_bf16_row(k, (uint16_t *)kp, (size_t)row);
-        tern_f32_to_bf16_row(v, (uint16_t *)vp, (size_t)row);
-    }
+    const int64_t row = kv->layers[layer].row;
+    tern_kv_type_store(kv->kt, k, slot_ptr(kv, layer, seq, pos, 0), row);
+    tern_kv_type_store(kv->vt, v, slot_ptr(kv, layer, seq, pos, 1), row);
 }
 
 void tern_kv_read(const tern_kv *kv, int layer, int seq, int64_t pos, int value, float *out) {
-    int64_t row = kv->layers[layer].row;
-    const unsigned char *p = slot_ptr(kv, layer, seq, pos, value);
-    if (kv->dtype == TERN_DT_F32)
-        memcpy(out, p, (size_t)row * 4);
-    else
-        tern_bf16_to_f32_row((const uint16_t *)p, out, (size_t)row);
+    tern_kv_type_load(value ? kv->vt : kv->kt, slot_ptr(kv, layer, seq, pos, value), out, kv->layers[layer].row);
 }
 
 int tern_kv_holds(const tern_kv *kv, int layer, int seq, int64_t pos) {
@@ -167,7 +171,7 @@ tern_err *tern_kv_view_layer(const tern_kv *kv, int layer, int seq, tern_kv_view
     const kv_layer *L = &kv->layers[layer];
     *out = (tern_kv_view){.k = tern_kv_rows(kv, layer, seq, 0), .v = tern_kv_rows(kv, layer, seq, 1),
                           .slots = L->slots, .kv_heads = L->d.kv_heads, .head_dim = L->d.head_dim,
-                          .len = kv->len[seq], .ring = L->slots < kv->ctx, .dtype = kv->dtype};
+                          .len = kv->len[seq], .ring = L->slots < kv->ctx, .k_type = kv->kt, .v_type = kv->vt};
     return NULL;
 }
 
@@ -207,19 +211,20 @@ void tern_kv_mark_written(tern_kv *kv, int seq, int64_t end) {
 int tern_kv_n_layers(const tern_kv *kv) { return kv->n_layers; }
 int tern_kv_is_ring(const tern_kv *kv, int layer) { return kv->layers[layer].slots < kv->ctx; }
 int64_t tern_kv_extra(const tern_kv *kv) { return kv->extra; }
-tern_dtype tern_kv_dtype(const tern_kv *kv) { return kv->dtype; }
-size_t tern_kv_row_bytes(const tern_kv *kv, int layer) { return (size_t)kv->layers[layer].row * kv->esize; }
+tern_kv_type tern_kv_k_type(const tern_kv *kv) { return kv->kt; }
+tern_kv_type tern_kv_v_type(const tern_kv *kv) { return kv->vt; }
+size_t tern_kv_pos_bytes(const tern_kv *kv, int layer) { return kv->layers[layer].kbytes + kv->layers[layer].vbytes; }
 
-void tern_kv_export_pos(const tern_kv *kv, int layer, int seq, int64_t pos, void *k, void *v) {
-    size_t n = tern_kv_row_bytes(kv, layer);
-    memcpy(k, slot_ptr(kv, layer, seq, pos, 0), n);
-    memcpy(v, slot_ptr(kv, layer, seq, pos, 1), n);
+void tern_kv_export_pos(const tern_kv *kv, int layer, int seq, int64_t pos, void *out) {
+    const kv_layer *L = &kv->layers[layer];
+    memcpy(out, slot_ptr(kv, layer, seq, pos, 0), L->kbytes);
+    memcpy((unsigned char *)out + L->kbytes, slot_ptr(kv, layer, seq, pos, 1), L->vbytes);
 }
 
-void tern_kv_import_pos(tern_kv *kv, int layer, int seq, int64_t pos, const void *k, const void *v) {
-    size_t n = tern_kv_row_bytes(kv, layer);
-    memcpy(slot_ptr(kv, layer, seq, pos, 0), k, n);
-    memcpy(slot_ptr(kv, layer, seq, pos, 1), v, n);
+void tern_kv_import_pos(tern_kv *kv, int layer, int seq, int64_t pos, const void *in) {
+    const kv_layer *L = &kv->layers[layer];
+    memcpy(slot_ptr(kv, layer, seq, pos, 0), in, L->kbytes);
+    memcpy(slot_ptr(kv, layer, seq, pos, 1), (const unsigned char *)in + L->kbytes, L->vbytes);
 }
 
 tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len) {
@@ -233,10 +238,9 @@ tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len) {
     for (int l = 0; l < kv->n_layers; l++) {
         const kv_layer *L = &kv->layers[l];
         int64_t first = len > L->slots ? len - L->slots : 0; /* a ring holds only its last `slots` positions */
-        size_t row = (size_t)L->row * kv->esize;
         for (int64_t p = first; p < len; p++) {
-            memcpy(slot_ptr(kv, l, dst, p, 0), slot_ptr(kv, l, src, p, 0), row);
-            memcpy(slot_ptr(kv, l, dst, p, 1), slot_ptr(kv, l, src, p, 1), row);
+            memcpy(slot_ptr(kv, l, dst, p, 0), slot_ptr(kv, l, src, p, 0), L->kbytes);
+            memcpy(slot_ptr(kv, l, dst, p, 1), slot_ptr(kv, l, src, p, 1), L->vbytes);
         }
     }
     kv->len[dst] = kv->written[dst] = len;
@@ -257,9 +261,9 @@ void tern_kv_release(tern_kv *kv, int seq) {
         return;
     for (int l = 0; l < kv->n_layers; l++) {
         const kv_layer *L = &kv->layers[l];
-        size_t n = (size_t)L->slots * (size_t)L->row * kv->esize;
-        discard_pages(L->k + (size_t)seq * n, n);
-        discard_pages(L->v + (size_t)seq * n, n);
+        const size_t nk = (size_t)L->slots * L->kbytes, nv = (size_t)L->slots * L->vbytes;
+        discard_pages(L->k + (size_t)seq * nk, nk);
+        discard_pages(L->v + (size_t)seq * nv, nv);
     }
     kv->len[seq] = kv->written[seq] = 0;
 }

@@ -4,7 +4,8 @@
  * of `window + extra` slots (slot = position % capacity). The `extra` slots are what make
  * chunked prefill and rollback safe: writing a chunk of up to `extra` positions, or
  * truncating back up to `extra` positions, never needs a slot the ring already reused.
- * Elements are stored as bf16 (the default) or f32 and read back as f32.
+ * Elements are stored in a KV type (tensor/kv_type.h: bf16 by default, f16, f32, or ggml's q8_0 / q4_0 blocks),
+ * K and V each their own, and read back as f32.
  *
  * Storage is reserved address space: memory is committed as positions are written, and
  * tern_kv_release gives a sequence's pages back, so n_seq x ctx can exceed what any one
@@ -16,7 +17,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "tensor/dtype.h"
+#include "tensor/kv_type.h"
 
 typedef struct tern_kv_layer_desc {
     int64_t kv_heads, head_dim;
@@ -25,10 +26,14 @@ typedef struct tern_kv_layer_desc {
 
 typedef struct tern_kv tern_kv;
 
-/* Allocates storage for n_seq sequences of up to `ctx` positions; ring layers hold window + extra slots.
- * dtype is TERN_DT_BF16 or TERN_DT_F32. */
+/* NULL if layers can store K as k_type and V as v_type: a block type needs every head_dim a multiple of its block
+ * (32); else an error naming the layer and the types that fit. */
+tern_err *tern_kv_check_types(const tern_kv_layer_desc *layers, int n_layers, tern_kv_type k_type,
+                              tern_kv_type v_type);
+/* Allocates storage for n_seq sequences of up to `ctx` positions; ring layers hold window + extra slots. K is
+ * stored as k_type, V as v_type; a block type needs every layer's head_dim a multiple of its block (32). */
 tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_seq, int64_t ctx, int64_t window,
-                         int64_t extra, tern_dtype dtype, tern_kv **out);
+                         int64_t extra, tern_kv_type k_type, tern_kv_type v_type, tern_kv **out);
 /* Frees; NULL is fine. */
 void tern_kv_free(tern_kv *kv);
 /* Bytes of storage the cache holds. */
@@ -48,17 +53,18 @@ void tern_kv_read(const tern_kv *kv, int layer, int seq, int64_t pos, int value,
 int tern_kv_holds(const tern_kv *kv, int layer, int seq, int64_t pos);
 /* Number of positions written to a sequence (its next position). */
 int64_t tern_kv_len(const tern_kv *kv, int seq);
-/* Raw storage of one sequence in one layer: [slots][kv_heads * head_dim] elements of tern_kv_dtype, position
- * p at slot p % slots (for kernels that read K or V in place). */
+/* Raw storage of one sequence in one layer: [slots] rows of kv_heads * head_dim values of tern_kv_k_type (or
+ * tern_kv_v_type when `value`), position p at slot p % slots (for kernels that read K or V in place). */
 const void *tern_kv_rows(const tern_kv *kv, int layer, int seq, int value);
 /* A read-only view of one cache layer of one sequence, for another model to attend over in place (the Gemma 4
  * assistant drafter reads its target's cache): the shapes tern_attn_args takes. */
 typedef struct tern_kv_view {
-    const void *k, *v;         /* [slots][kv_heads * head_dim] elements of `dtype`; position p at slot p % slots */
+    const void *k, *v;         /* [slots] rows of kv_heads * head_dim values of k_type / v_type; position p at
+                                * slot p % slots */
     int64_t slots, kv_heads, head_dim;
     int64_t len;               /* the sequence's committed length: positions [max(0, len - slots), len) are held */
     int ring;                  /* a sliding layer's ring (slots < ctx) */
-    tern_dtype dtype;
+    tern_kv_type k_type, v_type;
 } tern_kv_view;
 
 /* Fills *out for cache layer `layer` of sequence `seq`; the view stays valid until the cache is freed, its
@@ -87,14 +93,15 @@ int tern_kv_n_layers(const tern_kv *kv);
 int tern_kv_is_ring(const tern_kv *kv, int layer);
 /* The `extra` ring slots: the most tokens one row may append per forward (minus one) and the rollback depth. */
 int64_t tern_kv_extra(const tern_kv *kv);
-/* Storage dtype (bf16 or f32). */
-tern_dtype tern_kv_dtype(const tern_kv *kv);
-/* Bytes of K (or of V) stored for one position of one layer: kv_heads * head_dim * element size. */
-size_t tern_kv_row_bytes(const tern_kv *kv, int layer);
-/* Copies the stored bytes of K and V at `pos` (which must be held) into k and v (row_bytes each). */
-void tern_kv_export_pos(const tern_kv *kv, int layer, int seq, int64_t pos, void *k, void *v);
-/* Stores raw K and V bytes (as exported, same dtype) at `pos`; the caller sets the length afterwards. */
-void tern_kv_import_pos(tern_kv *kv, int layer, int seq, int64_t pos, const void *k, const void *v);
+/* Storage types of K and of V. */
+tern_kv_type tern_kv_k_type(const tern_kv *kv);
+tern_kv_type tern_kv_v_type(const tern_kv *kv);
+/* Bytes of K and V together stored for one position of one layer. */
+size_t tern_kv_pos_bytes(const tern_kv *kv, int layer);
+/* Copies the stored bytes of K then V at `pos` (which must be held) into out (pos_bytes). */
+void tern_kv_export_pos(const tern_kv *kv, int layer, int seq, int64_t pos, void *out);
+/* Stores K and V bytes as exported (same types) at `pos`; the caller sets the length afterwards. */
+void tern_kv_import_pos(tern_kv *kv, int layer, int seq, int64_t pos, const void *in);
 /* Makes sequence dst hold src's positions [0, len) (what src still holds of them) and sets dst's length to len. */
 tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len);
 /* Resets a sequence to length 0 and returns its pages to the operating system. */

@@ -13,15 +13,15 @@ struct tern_pc_node {
     int n_children, pins;
     uint64_t stamp;            /* last use (a lookup through it, or its commit) */
     int32_t *ids;              /* [block] */
-    unsigned char *data;       /* block_bytes: per layer K [block][row] then V [block][row] */
+    unsigned char *data;       /* block_bytes: per layer [block] positions of K then V bytes */
 };
 
 struct tern_prefix_cache {
     int64_t block;
     uint64_t cap, block_bytes;
     int n_layers;
-    tern_dtype dtype;
-    size_t *row; /* [n_layers] bytes of K (= of V) per position */
+    tern_kv_type k_type, v_type;
+    size_t *row; /* [n_layers] bytes of K and V per position */
     size_t *off; /* [n_layers] offset of the layer's K in a block's data */
     tern_pc_node **buckets;
     size_t n_buckets;
@@ -67,12 +67,13 @@ tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t ca
     pc->block = block;
     pc->cap = cap_bytes;
     pc->n_layers = n;
-    pc->dtype = tern_kv_dtype(kv);
+    pc->k_type = tern_kv_k_type(kv);
+    pc->v_type = tern_kv_v_type(kv);
     uint64_t bytes = 0;
     for (int l = 0; l < n; l++) {
-        pc->row[l] = tern_kv_row_bytes(kv, l);
+        pc->row[l] = tern_kv_pos_bytes(kv, l);
         pc->off[l] = (size_t)bytes;
-        bytes += 2 * (uint64_t)block * pc->row[l];
+        bytes += (uint64_t)block * pc->row[l];
     }
     pc->block_bytes = bytes ? bytes : 1;
     pc->st.cap = cap_bytes;
@@ -141,10 +142,10 @@ int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64
 tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, tern_kv *kv, int seq) {
     if (!tail)
         return NULL;
-    if (tern_kv_n_layers(kv) != pc->n_layers || tern_kv_dtype(kv) != pc->dtype)
+    if (tern_kv_n_layers(kv) != pc->n_layers || tern_kv_k_type(kv) != pc->k_type || tern_kv_v_type(kv) != pc->v_type)
         return tern_errf(TERN_EINVAL, "prefix cache: the KV cache has a different shape than the cached blocks");
     for (int l = 0; l < pc->n_layers; l++)
-        if (tern_kv_row_bytes(kv, l) != pc->row[l])
+        if (tern_kv_pos_bytes(kv, l) != pc->row[l])
             return tern_errf(TERN_EINVAL, "prefix cache: layer %d rows differ from the cached blocks", l);
     if (seq < 0 || seq >= tern_kv_n_seq(kv) || tern_kv_len(kv, seq) != 0)
         return tern_errf(TERN_EINVAL, "prefix cache: sequence %d is not empty", seq);
@@ -158,9 +159,9 @@ tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_n
             int64_t slots = tern_kv_slots(kv, l), first = B > slots ? B - slots : 0; /* what a ring still holds */
             if (p0 + blk <= first)
                 continue;
-            const unsigned char *k = n->data + pc->off[l], *v = k + (size_t)blk * pc->row[l];
+            const unsigned char *rows = n->data + pc->off[l];
             for (int64_t i = first > p0 ? first - p0 : 0; i < blk; i++)
-                tern_kv_import_pos(kv, l, seq, p0 + i, k + (size_t)i * pc->row[l], v + (size_t)i * pc->row[l]);
+                tern_kv_import_pos(kv, l, seq, p0 + i, rows + (size_t)i * pc->row[l]);
         }
     }
     return tern_kv_set_len(kv, seq, B);
@@ -312,8 +313,7 @@ void tern_pc_cursor_capture(tern_pc_cursor *c, const tern_kv *kv, int seq, const
                 tern_pc_cursor_end(c);
                 return;
             }
-            unsigned char *k = c->pending + pc->off[l], *v = k + (size_t)blk * pc->row[l];
-            tern_kv_export_pos(kv, l, seq, p, k + (size_t)i * pc->row[l], v + (size_t)i * pc->row[l]);
+            tern_kv_export_pos(kv, l, seq, p, c->pending + pc->off[l] + (size_t)i * pc->row[l]);
         }
         c->pos++;
         if (c->pos % blk == 0)

@@ -45,7 +45,7 @@ typedef struct tern_prefix_cache_stats {
     uint64_t inserted, evicted;
 } tern_prefix_cache_stats;
 
-/* A cache for sequences of `kv`'s shape (layers, row sizes, dtype), blocks of `block` tokens, at most
+/* A cache for sequences of `kv`'s shape (layers, row sizes, K and V types), blocks of `block` tokens, at most
  * cap_bytes of committed blocks. A cap below one block gives a cache that never holds anything. */
 tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t cap_bytes, tern_prefix_cache **out);
 /* Frees the cache; every cursor must have been freed first. NULL is fine. */

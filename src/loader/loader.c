@@ -143,7 +143,7 @@ void tern_model_get_info(const tern_model *m, tern_model_info *out) {
     out->sliding_window = d->sliding_window;
     out->ctx_train = d->ctx_train;
     out->weights_bytes = d->weights_bytes;
-    tern_lm_desc_kv_bytes(d, 2, &out->kv_full_bytes_per_token, &out->kv_sliding_bytes_per_token);
+    tern_lm_desc_kv_bytes(d, TERN_KV_BF16, TERN_KV_BF16, &out->kv_full_bytes_per_token, &out->kv_sliding_bytes_per_token);
     out->threads = tern_lm_layout_threads(m->lm);
     out->audio = m->audio != NULL;
 }

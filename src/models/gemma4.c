@@ -313,8 +313,8 @@ uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) {
     return (uint64_t)total;
 }
 
-tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,
-                                tern_kv **out) {
+tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
+                                tern_kv_type v_type, tern_kv **out) {
     int n = tern_gemma4_first_shared(&m->c);
     tern_kv_layer_desc *d = calloc((size_t)n, sizeof *d);
     if (!d)
@@ -324,7 +324,7 @@ tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, in
         d[i].head_dim = m->layers[i].hd;
         d[i].ring = m->layers[i].type == TERN_LAYER_SLIDING;
     }
-    tern_err *e = tern_kv_create(d, n, n_seq, ctx, m->c.sliding_window, chunk, dtype, out);
+    tern_err *e = tern_kv_create(d, n, n_seq, ctx, m->c.sliding_window, chunk, k_type, v_type, out);
     free(d);
     return e;
 }
@@ -564,7 +564,8 @@ static tern_attn_args attn_args(const attn_job *j, int64_t t) {
     const int64_t p = F->tok_pos[t], start = L->type == TERN_LAYER_SLIDING ? p - F->m->c.sliding_window + 1 : 0;
     return (tern_attn_args){.q = F->q + t * j->nH * L->hd, .n_heads = j->nH, .kv_heads = L->kvh, .head_dim = L->hd,
                             .k = tern_kv_rows(F->kv, L->cache, seq, 0), .v = tern_kv_rows(F->kv, L->cache, seq, 1),
-                            .dtype = tern_kv_dtype(F->kv), .slots = tern_kv_slots(F->kv, L->cache),
+                            .k_type = tern_kv_k_type(F->kv), .v_type = tern_kv_v_type(F->kv),
+                            .slots = tern_kv_slots(F->kv, L->cache),
                             .start = start < 0 ? 0 : start, .end = p, .out = F->attn + t * j->nH * L->hd};
 }
 

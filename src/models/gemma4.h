@@ -61,8 +61,8 @@ const struct tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m);
 uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m);
 /* A KV cache for this model: n_seq sequences of up to ctx positions; ring layers keep window + chunk
  * slots, where `chunk` bounds both the tokens one row may append per forward and the rollback depth. */
-tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype,
-                                tern_kv **out);
+tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
+                                tern_kv_type v_type, tern_kv **out);
 /* From now on every forward pass adds its phases to *p (not zeroed here); NULL stops. The timing costs a clock
  * read per phase, ~13 per layer. */
 void tern_gemma4_set_profile(tern_gemma4 *m, tern_lm_profile *p);

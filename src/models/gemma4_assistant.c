@@ -340,7 +340,7 @@ tern_err *tern_cache_drafter_step(tern_cache_drafter *a, tern_pool *pool, const 
             memset(a->attn, 0, (size_t)(nH * hd) * sizeof(float)); /* nothing to read before the first token */
         } else {
             tern_attn_args args = {.q = a->q, .n_heads = nH, .kv_heads = v->kv_heads, .head_dim = hd, .k = v->k,
-                                   .v = v->v, .dtype = v->dtype, .slots = v->slots, .start = start, .end = P - 1,
+                                   .v = v->v, .k_type = v->k_type, .v_type = v->v_type, .slots = v->slots, .start = start, .end = P - 1,
                                    .scores = a->scores, .part = a->part, .out = a->attn};
             tern_attend(&args);
         }

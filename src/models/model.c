@@ -32,10 +32,12 @@ static const tern_arch *find_arch(const char *type) {
     return NULL;
 }
 
-void tern_lm_desc_kv_bytes(const tern_lm_desc *d, int elem_bytes, uint64_t *full, uint64_t *ring) {
+void tern_lm_desc_kv_bytes(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, uint64_t *full,
+                           uint64_t *ring) {
     *full = *ring = 0;
     for (int l = 0; l < d->n_kv; l++) {
-        uint64_t b = 2 * (uint64_t)(d->kv[l].kv_heads * d->kv[l].head_dim) * (uint64_t)elem_bytes; /* K and V */
+        const int64_t row = d->kv[l].kv_heads * d->kv[l].head_dim;
+        const uint64_t b = (uint64_t)tern_kv_type_bytes(k_type, row) + tern_kv_type_bytes(v_type, row);
         *(d->kv[l].ring ? ring : full) += b;
     }
 }
@@ -157,9 +159,10 @@ const tern_lm_desc *tern_lm_desc_of(const tern_lm *m) { return &m->spec->d; }
 int tern_lm_layout_threads(const tern_lm *m) { return m->spec->arch->layout_threads(m->impl); }
 uint64_t tern_lm_decode_bytes(const tern_lm *m) { return m->spec->arch->decode_bytes(m->impl); }
 
-tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype, tern_kv **out) {
+tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
+                            tern_kv_type v_type, tern_kv **out) {
     const tern_lm_desc *d = &m->spec->d;
-    return tern_kv_create(d->kv, d->n_kv, n_seq, ctx, d->sliding_window, chunk, dtype, out);
+    return tern_kv_create(d->kv, d->n_kv, n_seq, ctx, d->sliding_window, chunk, k_type, v_type, out);
 }
 
 tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden) {

@@ -43,9 +43,10 @@ typedef struct tern_lm_desc {
     int has_problems;        /* a needed tensor is missing or mis-shaped (tern_lm_spec_report lists them) */
 } tern_lm_desc;
 
-/* K+V bytes of one position over the full-length KV layers and over the ring (sliding) layers, at elem_bytes per
- * element. */
-void tern_lm_desc_kv_bytes(const tern_lm_desc *d, int elem_bytes, uint64_t *full, uint64_t *ring);
+/* K+V bytes of one position over the full-length KV layers and over the ring (sliding) layers, K stored as k_type
+ * and V as v_type. */
+void tern_lm_desc_kv_bytes(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, uint64_t *full,
+                           uint64_t *ring);
 
 typedef struct tern_lm_spec tern_lm_spec;
 typedef struct tern_lm tern_lm;
@@ -76,7 +77,8 @@ int tern_lm_layout_threads(const tern_lm *m);
 /* Bytes of weights one decode step streams. */
 uint64_t tern_lm_decode_bytes(const tern_lm *m);
 /* A KV cache for this model: n_seq sequences of up to ctx positions; ring layers keep window + chunk slots. */
-tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_dtype dtype, tern_kv **out);
+tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
+                            tern_kv_type v_type, tern_kv **out);
 /* Runs a batch (see tern_batch): logits [n_logits][vocab] and/or hidden [n_hidden][hidden] of the tokens that want
  * them. Commits nothing. */
 tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);

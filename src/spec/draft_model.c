@@ -175,7 +175,7 @@ tern_err *tern_draft_model_new(const char *dir, const tern_model *target, int ro
         err = same_vocabulary(target, d->m);
     if (!err) {
         d->vocab = tern_lm_desc_of(d->m->lm)->vocab;
-        err = tern_lm_kv_create(d->m->lm, rows, ctx, d->chunk, TERN_DT_BF16, &d->kv);
+        err = tern_lm_kv_create(d->m->lm, rows, ctx, d->chunk, TERN_KV_BF16, TERN_KV_BF16, &d->kv);
     }
     if (!err) {
         d->r = calloc((size_t)rows, sizeof *d->r);

@@ -1,6 +1,6 @@
 /* attention.h — scaled-dot-product attention of one query token over a run of cached positions.
  *
- * K and V are read in place from the KV cache: rows of kv_heads * head_dim elements (bf16 or f32), position
+ * K and V are read in place from the KV cache: rows of kv_heads * head_dim values (a KV type each), position
  * p at slot p % slots. Query head h uses KV head h / (n_heads / kv_heads); each K and V row is read once for
  * all the query heads sharing it. The score scale is 1.0 (Gemma 4 folds it into q_norm/k_norm).
  *
@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "tensor/dtype.h"
+#include "tensor/kv_type.h"
 
 #define TERN_ATTN_CHUNK 128
 
@@ -25,7 +25,7 @@ typedef struct tern_attn_args {
     const float *q;       /* [n_heads][head_dim] */
     int64_t n_heads, kv_heads, head_dim;
     const void *k, *v;    /* cache rows of one sequence and layer */
-    tern_dtype dtype;     /* TERN_DT_BF16 or TERN_DT_F32 */
+    tern_kv_type k_type, v_type; /* how K and V are stored */
     int64_t slots;
     int64_t start, end;   /* positions start..end inclusive */
     int64_t slice, slices; /* the query heads computed: share `slice` of each KV head's heads cut in `slices`
@@ -40,7 +40,8 @@ int64_t tern_attn_part_floats(int64_t n_heads, int64_t head_dim);
 /* Query heads per KV head in the args' slice, and the first of them for KV head g. */
 int64_t tern_attn_slice_heads(const tern_attn_args *a);
 int64_t tern_attn_slice_head0(const tern_attn_args *a, int64_t g);
-/* offs[j] = element offset in the cache of position a->start + j's row, for every position of a chunk. */
+/* offs[j] = value offset in the cache of position a->start + j's row, for every position of a chunk (in values:
+ * a block type's row of n values starts at block n / 32). */
 void tern_attn_rows(const tern_attn_args *a, int64_t offs[TERN_ATTN_CHUNK]);
 /* Spans of the run: 1 when it lies in one chunk, else 2. */
 int64_t tern_attn_spans(const tern_attn_args *a);

@@ -321,11 +321,32 @@ void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const fl
     }
 }
 
-static inline __m256 load8(const void *base, tern_dtype dt, int64_t i) {
-    if (dt == TERN_DT_F32)
-        return _mm256_loadu_ps((const float *)base + i);
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+/* Values i .. i + 7 of a cache row run stored as t (i a multiple of 8, so a block type's run is in one block). */
+static inline __m256 load8(const void *base, tern_kv_type t, int64_t i) {
+    const uint8_t *b = base;
+    uint16_t h;
+    switch (t) {
+    case TERN_KV_F32: return _mm256_loadu_ps((const float *)base + i);
+    case TERN_KV_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 2 * i)));
+    case TERN_KV_Q8_0: {
+        b += (i >> 5) * 34;
+        memcpy(&h, b, 2);
+        const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + (i & 31))));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(_cvtsh_ss(h)));
+    }
+    case TERN_KV_Q4_0: {
+        b += (i >> 5) * 18;
+        memcpy(&h, b, 2);
+        __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + (i & 15)));
+        q = _mm_and_si128(i & 16 ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(15));
+        const __m256i c = _mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(8));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(_cvtsh_ss(h)));
+    }
+    default: {
+        const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(b + 2 * i)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    }
+    }
 }
 
 /* Lane i of the result is the sum of the 8 lanes of v[i] (a transpose-and-add tree). */

@@ -62,10 +62,6 @@ static void axpby_portable(float *y, const float *x, int64_t n, float a, float b
         y[d] = y[d] * a + x[d] * b;
 }
 
-static float elem(const void *base, tern_dtype dt, int64_t i) {
-    return dt == TERN_DT_F32 ? ((const float *)base)[i] : tern_bf16_to_f32(((const uint16_t *)base)[i]);
-}
-
 /* The partial of a->start..a->end (within one chunk) into a->part: the portable reference of the SIMD paths. */
 static void attend_part_portable(const tern_attn_args *a) {
     const int64_t hd = a->head_dim, row = a->kv_heads * hd, n = a->end - a->start + 1, sh = tern_attn_slice_heads(a);
@@ -77,7 +73,7 @@ static void attend_part_portable(const tern_attn_args *a) {
                 const int64_t off = ((a->start + j) % a->slots) * row + g * hd;
                 float dot = 0;
                 for (int64_t d = 0; d < hd; d++)
-                    dot += a->q[h * hd + d] * elem(a->k, a->dtype, off + d);
+                    dot += a->q[h * hd + d] * tern_kv_type_elem(a->k_type, a->k, off + d);
                 s[j] = dot;
                 m = dot > m ? dot : m;
             }
@@ -91,7 +87,7 @@ static void attend_part_portable(const tern_attn_args *a) {
             for (int64_t j = 0; j < n; j++) {
                 const int64_t off = ((a->start + j) % a->slots) * row + g * hd;
                 for (int64_t d = 0; d < hd; d++)
-                    out[h * hd + d] += s[j] * elem(a->v, a->dtype, off + d);
+                    out[h * hd + d] += s[j] * tern_kv_type_elem(a->v_type, a->v, off + d);
             }
         }
 }

@@ -228,7 +228,7 @@ static void ref_greedy_in(const char *dir, const int32_t *prompt, int64_t n, int
     tern_kv *kv;
     TU_OK(tern_gemma4_load(dir, &g));
     TU_OK(tern_pool_create(1, &pool));
-    TU_OK(tern_gemma4_kv_create(g, 1, n + gen, n, TERN_DT_BF16, &kv));
+    TU_OK(tern_gemma4_kv_create(g, 1, n + gen, n, TERN_KV_BF16, TERN_KV_BF16, &kv));
     int64_t V = tern_gemma4_config_of(g)->vocab_size;
     float *logits = malloc((size_t)V * sizeof *logits);
     int seq = 0;
@@ -310,6 +310,72 @@ static void test_model_threads(void **state) {
     assert_memory_equal(r.toks, ref, sizeof ref);
     tern_engine_destroy(e);
     tern_model_free(m);
+}
+
+/* ---- KV cache types ---------------------------------------------------------------------------------- */
+
+/* Requests on caches of q8_0 K / q4_0 V (and q8_0 both) decode batched exactly as one at a time on the same cache
+ * types (the oracle model: head_dim 32 and 64, whole blocks), and the engine admits by the smaller rows; a type
+ * name it does not know, or block types on heads that are not whole blocks, fail at creation with the reason. */
+static void test_kv_cache_types(void **state) {
+    (void)state;
+    tern_model *m = NULL;
+    tern_model_opts mo = {.model_dir = tu_testdata("oracle/tiny-v4096-f32"), .threads = 2};
+    TU_OK(tern_model_load(&mo, &m));
+    static const char *const types[][2] = {{"q8_0", "q4_0"}, {"q8_0", "q8_0"}};
+    enum { N = 3, GEN = 12 };
+    int32_t prompts[N][40];
+    const size_t len[N] = {9, 23, 40};
+    for (int k = 0; k < N; k++)
+        fill_ids(prompts[k], (int64_t)len[k], 300 + (uint32_t)k);
+    for (int t = 0; t < 2; t++) {
+        static result solo[N], batched[N];
+        memset(solo, 0, sizeof solo);
+        memset(batched, 0, sizeof batched);
+        uint64_t row_bytes[2];
+        for (int par = 1; par <= N; par += N - 1) {
+            tern_engine_opts o;
+            tern_engine_opts_default(&o);
+            o.parallel = par;
+            o.ctx = 64;
+            o.threads = 2;
+            o.cache_type_k = types[t][0];
+            o.cache_type_v = types[t][1];
+            tern_engine *e;
+            TU_OK(tern_engine_create(m, &o, &e));
+            result *res = par == 1 ? solo : batched;
+            tern_stream *s[N];
+            for (int k = 0; k < N; k++) {
+                tern_request r = greedy_request(prompts[k], len[k], GEN);
+                s[k] = submit(e, &r);
+                if (par == 1)
+                    drain(s[k], &res[k]);
+            }
+            for (int k = 0; k < N; k++) {
+                if (par > 1)
+                    drain(s[k], &res[k]);
+                tern_stream_free(s[k]);
+                assert_int_equal(res[k].n, GEN);
+            }
+            tern_metrics em;
+            tern_engine_metrics(e, &em);
+            row_bytes[par > 1] = em.kv_bytes_peak;
+            tern_engine_destroy(e);
+        }
+        assert_true(row_bytes[1] > row_bytes[0]); /* three rows at once reserved more than one */
+        for (int k = 0; k < N; k++)
+            assert_memory_equal(batched[k].toks, solo[k].toks, GEN * sizeof(int32_t));
+    }
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.cache_type_v = "q5_1";
+    tern_engine *e = NULL;
+    TU_FAILS_WITH(tern_engine_create(m, &o, &e), "unknown KV cache type \"q5_1\" (bf16, f16, f32, q8_0 or q4_0)");
+    tern_model_free(m);
+    tern_engine_opts_default(&o);
+    o.cache_type_k = "q4_0";
+    TU_FAILS_WITH(tern_engine_create(model, &o, &e), "head_dim is 16; use bf16, f16 or f32 for K");
+    assert_null(e);
 }
 
 /* ---- batched == solo ------------------------------------------------------------------------------ */
@@ -1053,6 +1119,7 @@ int main(void) {
         cmocka_unit_test(test_grammar_constrained), cmocka_unit_test(test_cancel_frees_memory),
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
+        cmocka_unit_test(test_kv_cache_types),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

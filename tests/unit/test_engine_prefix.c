@@ -74,7 +74,7 @@ static void prefill(tern_kv *kv, int seq, const int32_t *ids, int64_t n, int64_t
 
 static void test_kv_copy_export_release(void **state) {
     tern_kv *kv;
-    TU_OK(tern_gemma4_kv_create(model, 3, 64, 16, TERN_DT_F32, &kv));
+    TU_OK(tern_gemma4_kv_create(model, 3, 64, 16, TERN_KV_F32, TERN_KV_F32, &kv));
     int32_t ids[41];
     fill_ids(ids, 41, 3);
     prefill(kv, 0, ids, 40, 16, NULL, NULL, NULL);
@@ -86,12 +86,12 @@ static void test_kv_copy_export_release(void **state) {
     prefill(kv, 1, ids + 40, 1, 1, b, NULL, NULL);
     assert_memory_equal(a, b, (size_t)V * sizeof *a);
     /* Raw export/import round-trips one position's bytes. */
-    size_t rb = tern_kv_row_bytes(kv, 0);
-    assert_int_equal(rb, 2 * 16 * 4); /* 2 KV heads x 16 dims x f32 */
-    unsigned char *k = malloc(rb), *v = malloc(rb);
+    size_t rb = tern_kv_pos_bytes(kv, 0) / 2;
+    assert_int_equal(rb, 2 * 16 * 4); /* K (and V): 2 KV heads x 16 dims x f32 */
+    unsigned char *kv_bytes = malloc(2 * rb);
     float *x = malloc(rb), *y = malloc(rb);
-    tern_kv_export_pos(kv, 0, 0, 40, k, v);
-    tern_kv_import_pos(kv, 0, 2, 40, k, v);
+    tern_kv_export_pos(kv, 0, 0, 40, kv_bytes);
+    tern_kv_import_pos(kv, 0, 2, 40, kv_bytes);
     TU_OK(tern_kv_set_len(kv, 2, 41));
     tern_kv_read(kv, 0, 0, 40, 1, x);
     tern_kv_read(kv, 0, 2, 40, 1, y);
@@ -119,8 +119,7 @@ static void test_kv_copy_export_release(void **state) {
     prefill(kv, 0, ids + 40, 1, 1, NULL, NULL, NULL); /* still usable by a forward pass after growing */
     free(a);
     free(b);
-    free(k);
-    free(v);
+    free(kv_bytes);
     free(x);
     free(y);
     tern_kv_free(kv);
@@ -129,7 +128,7 @@ static void test_kv_copy_export_release(void **state) {
 static void test_prefix_hit_same_logits(void **state) {
     const int64_t blk = 16, chunk = 16;
     tern_kv *kv;
-    TU_OK(tern_gemma4_kv_create(model, 4, 160, chunk, TERN_DT_BF16, &kv));
+    TU_OK(tern_gemma4_kv_create(model, 4, 160, chunk, TERN_KV_BF16, TERN_KV_BF16, &kv));
     tern_prefix_cache *pc;
     TU_OK(tern_prefix_cache_create(kv, blk, 64u << 20, &pc));
     tern_pc_cursor *cur;
@@ -210,7 +209,7 @@ static void write_positions(tern_kv *kv, int seq, int64_t n, float base, tern_pc
 static void test_prefix_lru(void **state) {
     tern_kv_layer_desc d[2] = {{1, 8, 1}, {1, 8, 0}}; /* a ring and a full layer */
     tern_kv *kv;
-    TU_OK(tern_kv_create(d, 2, 2, 64, 4, 4, TERN_DT_F32, &kv));
+    TU_OK(tern_kv_create(d, 2, 2, 64, 4, 4, TERN_KV_F32, TERN_KV_F32, &kv));
     const uint64_t block_bytes = 4 * 2 * 2 * 8 * 4; /* block 4 x 2 layers x K,V x 8 floats */
     tern_prefix_cache *pc;
     TU_OK(tern_prefix_cache_create(kv, 4, 4 * block_bytes, &pc)); /* room for 4 blocks */
@@ -289,10 +288,10 @@ static void test_kv_cost(void **state) {
     tern_kv_cost fc, kc;
     tern_lm_spec *spec;
     TU_OK(tern_lm_spec_load(model_dir, &spec));
-    tern_kv_cost_from_desc(tern_lm_spec_desc(spec), 2, 16, &fc);
+    tern_kv_cost_from_desc(tern_lm_spec_desc(spec), TERN_KV_BF16, TERN_KV_BF16, 16, &fc);
     tern_lm_spec_free(spec);
     tern_kv *kv;
-    TU_OK(tern_gemma4_kv_create(model, 1, 256, 16, TERN_DT_BF16, &kv));
+    TU_OK(tern_gemma4_kv_create(model, 1, 256, 16, TERN_KV_BF16, TERN_KV_BF16, &kv));
     tern_kv_cost_from_kv(kv, &kc);
     assert_int_equal(fc.full_per_pos, kc.full_per_pos);
     assert_int_equal(fc.ring_per_pos, kc.ring_per_pos);
@@ -332,7 +331,7 @@ static void test_fit(void **state) {
     assert_int_equal(other, 0);
     tern_fit_plan p;
     /* ring = window 8 + chunk 16 = 24 slots; full 256 B/token, sliding 384 B/token (bf16) */
-    TU_OK(tern_fit_compute(spec, 100, 3, 0, 2, 16, 0, &p));
+    TU_OK(tern_fit_compute(spec, 100, 3, 0, TERN_KV_BF16, TERN_KV_BF16, 16, 0, &p));
     assert_int_equal(p.per_request, 100 * 256 + 24 * 384);
     assert_int_equal(p.all_rows, 3 * p.per_request);
     assert_int_equal(p.budget, p.all_rows);
@@ -341,18 +340,18 @@ static void test_fit(void **state) {
     assert_int_equal(p.step_tokens, 512); /* the engine's default */
     assert_int_equal(p.activations, tern_gemma4_work_bytes(c, 512));
     assert_int_equal(p.total, text + p.budget + p.activations);
-    TU_OK(tern_fit_compute(spec, 100, 3, 2 * p.per_request + 10, 2, 16, 0, &p));
+    TU_OK(tern_fit_compute(spec, 100, 3, 2 * p.per_request + 10, TERN_KV_BF16, TERN_KV_BF16, 16, 0, &p));
     assert_int_equal(p.rows_at_ctx, 2);
     assert_true(p.ctx_per_row < 100 && p.ctx_per_row > 50);
     assert_int_equal(p.max_one_request, (2 * (100 * 256 + 24 * 384) + 10 - 24 * 384) / 256);
-    TU_OK(tern_fit_compute(spec, 0, 1, 0, 4, 16, 0, &p)); /* f32 KV doubles the bytes */
+    TU_OK(tern_fit_compute(spec, 0, 1, 0, TERN_KV_F32, TERN_KV_F32, 16, 0, &p)); /* f32 KV doubles the bytes */
     assert_int_equal(p.ctx, tern_fit_default_ctx(tern_lm_spec_desc(spec)));
     assert_int_equal(p.cost.full_per_pos, 512);
-    TU_OK(tern_fit_compute(spec, 100, 3, 0, 2, 16, 64, &p)); /* activations grow with the step */
+    TU_OK(tern_fit_compute(spec, 100, 3, 0, TERN_KV_BF16, TERN_KV_BF16, 16, 64, &p)); /* activations grow with the step */
     assert_int_equal(p.activations, tern_gemma4_work_bytes(c, 64));
     assert_true(tern_gemma4_work_bytes(c, 64) < tern_gemma4_work_bytes(c, 512));
-    TU_FAILS_WITH(tern_fit_compute(spec, 100, 0, 0, 2, 16, 0, &p), "--parallel");
-    TU_FAILS_WITH(tern_fit_compute(spec, 100, 3, 0, 2, 16, -1, &p), "--step-tokens");
+    TU_FAILS_WITH(tern_fit_compute(spec, 100, 0, 0, TERN_KV_BF16, TERN_KV_BF16, 16, 0, &p), "--parallel");
+    TU_FAILS_WITH(tern_fit_compute(spec, 100, 3, 0, TERN_KV_BF16, TERN_KV_BF16, 16, -1, &p), "--step-tokens");
     tern_lm_spec_free(spec);
     TU_FAILS_WITH(tern_lm_spec_load("/nonexistent-dir", &spec), "/nonexistent-dir");
 }

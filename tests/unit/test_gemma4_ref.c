@@ -411,7 +411,7 @@ static void check_against_reference(const char *dir, double tol) {
     float *got = malloc((size_t)(n * V) * sizeof *got);
     for (int mode = 0; mode < 2; mode++) { /* 0: one prefill of all tokens, 1: one token per forward */
         tern_kv *kv;
-        TU_OK(tern_gemma4_kv_create(m, 1, n, mode ? 1 : n, TERN_DT_F32, &kv));
+        TU_OK(tern_gemma4_kv_create(m, 1, n, mode ? 1 : n, TERN_KV_F32, TERN_KV_F32, &kv));
         int seq = 0;
         for (int64_t t = 0; t < n; t += mode ? 1 : n) {
             int64_t cnt = mode ? 1 : n;

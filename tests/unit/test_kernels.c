@@ -301,7 +301,8 @@ static void attn_ref(const tern_attn_args *a, const float *kf, const float *vf, 
 }
 
 /* Attention on every ISA: against float64, and against the portable path; head dims 32..512 (tails after the
- * 64-, 48- and 32-wide V passes), 1..16 query heads per KV head, bf16 and f32 caches, runs that wrap around the ring
+ * 64-, 48- and 32-wide V passes), 1..16 query heads per KV head, caches of every KV type (block types where
+ * head_dim is a multiple of their 32-value block; K and V of different types too), runs that wrap around the ring
  * and span several chunks. The query heads computed in shares (slices), and the two spans of a run computed
  * apart and then finished (as threads split a lone token), must give the whole result bit for bit. */
 static void test_attention(void **state) {
@@ -309,10 +310,19 @@ static void test_attention(void **state) {
     static const int64_t hds[] = {32, 48, 64, 128, 256, 512};
     static const int64_t groups[] = {1, 2, 3, 4, 8, 16};
     static const int64_t runs[][2] = {{0, 0}, {0, 23}, {10, 33}, {37, 52}, {100, 390}, {250, 520}, {127, 128}, {5, 299}};
+    static const tern_kv_type types[][2] = {{TERN_KV_BF16, TERN_KV_BF16}, {TERN_KV_F32, TERN_KV_F32},
+                                            {TERN_KV_F16, TERN_KV_F16},   {TERN_KV_Q8_0, TERN_KV_Q8_0},
+                                            {TERN_KV_Q4_0, TERN_KV_Q4_0}, {TERN_KV_Q8_0, TERN_KV_Q4_0},
+                                            {TERN_KV_BF16, TERN_KV_Q8_0}};
     const int64_t slots = 300;
     for (size_t hi = 0; hi < 6; hi++)
         for (size_t gi = 0; gi < 6; gi++)
-            for (int f32 = 0; f32 < 2; f32++) {
+            for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+                const tern_kv_type kt = types[ti][0], vt = types[ti][1];
+                if (hds[hi] % tern_kv_type_block(kt) || hds[hi] % tern_kv_type_block(vt))
+                    continue;
+                char tname[16];
+                snprintf(tname, sizeof tname, "%s/%s", tern_kv_type_name(kt), tern_kv_type_name(vt));
                 const int64_t hd = hds[hi], kvh = 2, nH = kvh * groups[gi], row = kvh * hd;
                 const int64_t pf = tern_attn_part_floats(nH, hd);
                 float *q = malloc((size_t)(nH * hd) * sizeof *q), *o1 = malloc((size_t)(nH * hd) * sizeof *o1);
@@ -324,21 +334,18 @@ static void test_attention(void **state) {
                 double *ref = malloc((size_t)(nH * hd) * sizeof *ref);
                 for (int64_t i = 0; i < nH * hd; i++)
                     q[i] = tu_frand(&rng) * 0.5f;
+                /* Stored as the cache stores a position, then read back: the values every path must see. */
                 for (int64_t i = 0; i < slots * row; i++) {
-                    float a = tu_frand(&rng), b = tu_frand(&rng);
-                    if (f32) {
-                        ((float *)k)[i] = kf[i] = a;
-                        ((float *)v)[i] = vf[i] = b;
-                    } else {
-                        ((uint16_t *)k)[i] = tern_f32_to_bf16(a);
-                        ((uint16_t *)v)[i] = tern_f32_to_bf16(b);
-                        kf[i] = tern_bf16_to_f32(((uint16_t *)k)[i]);
-                        vf[i] = tern_bf16_to_f32(((uint16_t *)v)[i]);
-                    }
+                    kf[i] = tu_frand(&rng);
+                    vf[i] = tu_frand(&rng);
                 }
+                tern_kv_type_store(kt, kf, k, slots * row);
+                tern_kv_type_store(vt, vf, v, slots * row);
+                tern_kv_type_load(kt, k, kf, slots * row);
+                tern_kv_type_load(vt, v, vf, slots * row);
                 for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
                     tern_attn_args a = {.q = q, .n_heads = nH, .kv_heads = kvh, .head_dim = hd, .k = k, .v = v,
-                                        .dtype = f32 ? TERN_DT_F32 : TERN_DT_BF16, .slots = slots, .start = runs[r][0],
+                                        .k_type = kt, .v_type = vt, .slots = slots, .start = runs[r][0],
                                         .end = runs[r][1], .scores = sc, .part = part, .out = o1};
                     tern_isa_set(TERN_ISA_PORTABLE);
                     tern_attend(&a);
@@ -354,7 +361,7 @@ static void test_attention(void **state) {
                         for (int64_t i = 0; i < nH * hd; i++)
                             if (fabsf(o1[i] - o2[i]) > 1e-5f)
                                 fail_msg("%s hd %lld group %lld %s run %zu: out[%lld] %g vs portable %g",
-                                         tern_isa_name(isa), (long long)hd, (long long)groups[gi], f32 ? "f32" : "bf16",
+                                         tern_isa_name(isa), (long long)hd, (long long)groups[gi], tname,
                                          r, (long long)i, o2[i], o1[i]);
                         /* The split: each share of every KV head's query heads on its own, into a poisoned output. */
                         for (int64_t S = 2; S <= groups[gi]; S *= 2) {

@@ -24,7 +24,7 @@ static void logits_of(const char *dir, const int32_t *ids, int64_t n, float **ou
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     tern_kv *kv;
-    TU_OK(tern_gemma4_kv_create(m, 1, n, n, TERN_DT_F32, &kv));
+    TU_OK(tern_gemma4_kv_create(m, 1, n, n, TERN_KV_F32, TERN_KV_F32, &kv));
     *out = malloc((size_t)(n * *V) * sizeof **out);
     int seq = 0;
     tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = ids, .out = TERN_OUT_ALL};

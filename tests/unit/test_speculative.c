@@ -298,8 +298,8 @@ static void test_rollback_equals_plain(void **state) {
     int seq = 0;
     for (int n = 0; n <= K; n++) {
         tern_kv *a, *b;
-        TU_OK(tern_lm_kv_create(lm, 1, 64, 16, TERN_DT_F32, &a));
-        TU_OK(tern_lm_kv_create(lm, 1, 64, 16, TERN_DT_F32, &b));
+        TU_OK(tern_lm_kv_create(lm, 1, 64, 16, TERN_KV_F32, TERN_KV_F32, &a));
+        TU_OK(tern_lm_kv_create(lm, 1, 64, 16, TERN_KV_F32, TERN_KV_F32, &b));
         /* a: the prompt token by token, then the verify pass over [last, d1..dK], rolled back to n kept. */
         for (int64_t i = 0; i < L; i++) {
             int64_t one = 1;
@@ -334,11 +334,11 @@ static void test_rollback_equals_plain(void **state) {
                  * window: the ring's extra slots cover the rollback); holds() knows, and they are not compared. */
                 if (!tern_kv_holds(a, l, 0, p))
                     continue;
-                assert_true(tern_kv_row_bytes(a, l) / sizeof(float) <= (size_t)hd_max);
+                assert_true(tern_kv_pos_bytes(a, l) / 2 / sizeof(float) <= (size_t)hd_max); /* f32 K, then V */
                 for (int val = 0; val < 2; val++) {
                     tern_kv_read(a, l, 0, p, val, ka);
                     tern_kv_read(b, l, 0, p, val, kb);
-                    if (memcmp(ka, kb, tern_kv_row_bytes(a, l)))
+                    if (memcmp(ka, kb, tern_kv_pos_bytes(a, l) / 2))
                         fail_msg("n = %d: layer %d position %lld %s differs", n, l, (long long)p, val ? "V" : "K");
                 }
             }
