@@ -10,12 +10,16 @@
 #    imports), then llama-quantize to Q4_0 and Q8_0.
 # 3. Per round and format, alternating which engine goes first: llama-bench (pp512, tg128) and `tern bench`
 #    (-p 512 -n 128) on the same file; then 8 rows decoding after 128 tokens of prompt each: llama-batched-bench
-#    (npp 128, ntg 128, npl 8) against `tern bench --batch 8 --depth 128`. Medians and tern / llama.cpp ratios.
+#    (npp 128, ntg 128, npl 8) against `tern bench --batch 8 --depth 128`; then decoding 64 tokens after 4096 of
+#    context (DEPTH) on the Q4_0 file with each engine's 16-bit KV cache (llama.cpp f16, tern bf16) and with q8_0
+#    K and V (llama-bench -d 4096 -fa on -ctk/-ctv, `tern bench --depth 4096 --kv`). Medians and tern / llama.cpp
+#    ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 rounds=${1:-3}
 threads=${THREADS:-2}
+depth=${DEPTH:-4096}
 cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tern}
 tern=$root/build/tern
 [ -x "$tern" ] || make build >/dev/null
@@ -69,11 +73,26 @@ run_tern() { # run_tern FMT
     eight=$("$tern" bench "$f" -p 16 -n 128 --batch 8 --depth 128 --threads "$threads" --json 2>/dev/null)
     field decode_aggregate_tok_s "$eight" >>"$log/tern-$1-batched"
 }
+run_llama_kv() { # run_llama_kv TYPE: decode after $depth tokens with K and V stored as TYPE
+    local o=$log/llama-kv-$1.json
+    "$bin/llama-bench" -m "$models/e2b-q4_0.gguf" -p 0 -n 64 -d "$depth" -fa on -ctk "$1" -ctv "$1" -t "$threads" \
+        -r 1 -o json >"$o" 2>/dev/null
+    llama_ts 0 64 "$o" >>"$log/llama-kv-$1"
+}
+run_tern_kv() { # run_tern_kv TYPE
+    field decode_tok_s "$("$tern" bench "$models/e2b-q4_0.gguf" -p 0 -n 64 --depth "$depth" --kv "$1" \
+        --threads "$threads" --json 2>/dev/null)" >>"$log/tern-kv-$1"
+}
 
 for r in $(seq 1 "$rounds"); do
     for fmt in q4_0 q8_0; do
         echo "round $r $fmt" >&2
         if [ $((r % 2)) = 1 ]; then run_llama $fmt $r; run_tern $fmt; else run_tern $fmt; run_llama $fmt $r; fi
+    done
+    for kv in 16 q8_0; do
+        echo "round $r KV $kv at depth $depth" >&2
+        lk=$([ $kv = 16 ] && echo f16 || echo $kv) tk=$([ $kv = 16 ] && echo bf16 || echo $kv)
+        if [ $((r % 2)) = 1 ]; then run_llama_kv $lk; run_tern_kv $tk; else run_tern_kv $tk; run_llama_kv $lk; fi
     done
 done
 
@@ -95,4 +114,11 @@ for fmt in q4_0 q8_0; do
     l=$(median <"$log/llama-$fmt-batched")
     awk -v f="$fmt" -v t="$t" -v l="$l" 'BEGIN {
         printf "| %-6s | %-28s | %9.2f | %9.2f | %5.2fx |\n", f, "decode 8 rows after 128 (sum)", t, l, t / l }'
+done
+for kv in 16 q8_0; do
+    lk=$([ $kv = 16 ] && echo f16 || echo $kv) tk=$([ $kv = 16 ] && echo bf16 || echo $kv)
+    t=$(median <"$log/tern-kv-$tk")
+    l=$(median <"$log/llama-kv-$lk")
+    awk -v n="decode after $depth, KV $([ $kv = 16 ] && echo "bf16/f16" || echo q8_0)" -v t="$t" -v l="$l" 'BEGIN {
+        printf "| %-6s | %-28s | %9.2f | %9.2f | %5.2fx |\n", "q4_0", n, t, l, t / l }'
 done

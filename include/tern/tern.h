@@ -47,6 +47,8 @@ typedef struct tern_model_opts {
     const char *model_dir;          /* config.json + *.safetensors, or a GGUF file (or a folder holding one); required */
     const char *tokenizer_path;     /* NULL: model_dir (tokenizer.json [+ tokenizer_config.json]); or a file */
     const char *chat_template_path; /* NULL: found in model_dir if present (chat_template.jinja, ...) */
+    const char *mmproj_path;        /* the audio tower as a GGUF multimodal projector (llama.cpp's --mmproj); NULL:
+                                     * model_dir's own, or for a GGUF folder the mmproj*.gguf it holds */
     int threads; /* the engines' kernel threads, for which the packed weights are laid out; 0 = one per core */
 } tern_model_opts;
 

@@ -14,8 +14,10 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: tern audio-embed MODEL_DIR FILE [--out FILE.bin] [--threads N] [--timeout S]\n"
-            "  MODEL_DIR  a checkpoint with an audio tower (config.json audio_config)\n"
+            "usage: tern audio-embed MODEL_DIR FILE [--out FILE.bin] [--threads N] [--timeout S] [--mmproj F]\n"
+            "  MODEL_DIR  a checkpoint with an audio tower (config.json audio_config), a GGUF multimodal\n"
+            "             projector (mmproj*.gguf) or a folder of GGUF files holding one\n"
+            "  --mmproj   the projector file to read the tower from instead\n"
             "  FILE       audio in any of: %s (decided by content); the first 30 s are encoded\n"
             "  --out      write float32 [soft tokens][hidden] embeddings (little-endian, no header)\n"
             "  --threads  threads for the tower's products (default: one per core)\n"
@@ -24,7 +26,7 @@ static void usage(FILE *f) {
 }
 
 int cmd_audio_embed(int argc, char **argv) {
-    tern_opt opts[] = {{"out", 1, 0}, {"threads", 1, 0}, {"timeout", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
+    tern_opt opts[] = {{"out", 1, 0}, {"threads", 1, 0}, {"timeout", 1, 0}, {"mmproj", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[2];
     int npos = tern_args_parse("audio-embed", argc, argv, opts, pos, 2);
     if (npos < 0)
@@ -46,9 +48,10 @@ int cmd_audio_embed(int argc, char **argv) {
     tern_pool *pool = NULL;
     tern_audio_embeds e = {0};
     double t0 = tern_now_s();
-    tern_err *err = tern_audio_input_load(pos[0], &ai);
+    tern_err *err = tern_audio_input_find(pos[0], tern_args_get(opts, "mmproj"), &ai);
     if (!err && !ai)
-        err = tern_errf(TERN_EUNSUPPORTED, "%s has no audio tower (config.json has no audio_config)", pos[0]);
+        err = tern_errf(TERN_EUNSUPPORTED, "%s has no audio tower (no config.json audio_config, no mmproj*.gguf)",
+                        pos[0]);
     if (!err)
         err = tern_pool_create(threads ? (int)threads : tern_cpu_count(), &pool);
     double t1 = tern_now_s();

@@ -15,7 +15,7 @@
 
 static const char *usage =
     "usage: tern fit [-m] MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv T | -ctk T -ctv T]\n"
-    "                [--step-tokens N]\n"
+    "                [--step-tokens N] [--mmproj FILE]\n"
     "Reports weights and KV-cache memory: bytes per token, per request of --ctx positions (default\n"
     "min(trained context, 8192)), for --parallel rows (default 4), and what a KV budget of --budget GiB\n"
     "holds (default: exactly what the rows need). --chunk is the engine's prefill chunk (default 256):\n"
@@ -68,7 +68,7 @@ static void print_plan(const char *dir, const tern_fit_plan *p, tern_kv_type kt,
 
 int cmd_fit(int argc, char **argv) {
     tern_opt opts[] = {{"ctx", 1, 0}, {"parallel", 1, 0},    {"budget", 1, 0}, {"chunk", 1, 0},
-                       {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, TERN_KV_OPTS, {0, 0, 0}};
+                       {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, {"mmproj", 1, 0}, TERN_KV_OPTS, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("fit", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -113,10 +113,7 @@ int cmd_fit(int argc, char **argv) {
     /* The audio tower's weights are among the other tensors (mapped, read while a clip encodes); one clip at a
      * time is encoded, in a work area of its own. */
     tern_audio_input *audio = NULL;
-    char *gguf = NULL;
-    int is_gguf = tern_checkpoint_gguf_file(pos[0], &gguf);
-    free(gguf);
-    if (!is_gguf && (err = tern_audio_input_load(pos[0], &audio))) {
+    if ((err = tern_audio_input_find(pos[0], tern_args_get(opts, "mmproj"), &audio))) {
         fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
         tern_err_free(err);
         return 1;

@@ -31,6 +31,7 @@ static const char *usage =
     "  --ids 2,105,...     token ids as the prompt\n"
     "  --audio FILE        an audio clip (any supported container; the first 30 s) before the prompt in the user\n"
     "                      message (models with an audio tower); without a prompt: \"Transcribe this audio clip.\"\n"
+    "  --mmproj FILE       the audio tower as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf)\n"
     "  --audio-windows N   a clip longer than 30 s: encode up to N 30 s windows, each its own run of soft tokens\n"
     "                      (default 1: the first 30 s, as the reference does)\n"
     "  --system TEXT       a system message first\n"
@@ -212,7 +213,7 @@ int cmd_run(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0},       {"prompt", 1, 0}, {"raw", 1, 0},   {"n", 1, 0},      {"temp", 1, 0},
                        {"top-k", 1, 0},     {"top-p", 1, 0},  {"min-p", 1, 0}, {"seed", 1, 0},   {"threads", 1, 0},
                        {"ctx", 1, 0},       {"system", 1, 0}, {"think", 0, 0}, {"print-ids", 0, 0},
-                       {"stats", 0, 0},     {"model", 1, 0},  {"audio", 1, 0},  {"audio-windows", 1, 0}, {"help", 0, 0},  TERN_DRAFT_OPTS, TERN_KV_OPTS,
+                       {"stats", 0, 0},     {"model", 1, 0},  {"audio", 1, 0},  {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"help", 0, 0},  TERN_DRAFT_OPTS, TERN_KV_OPTS,
                        {0, 0, 0}};
     const char *pos[2];
     int np = tern_args_parse("run", argc, argv, opts, pos, 2);
@@ -277,7 +278,7 @@ int cmd_run(int argc, char **argv) {
     eo.cache_type_k = tern_kv_type_name(kt);
     eo.cache_type_v = tern_kv_type_name(vt);
 
-    tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
+    tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads, .mmproj_path = tern_args_get(opts, "mmproj")};
     tern_media_prompt mp = {0};
     int32_t *ids = NULL;
     size_t n = 0;

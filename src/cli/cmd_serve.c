@@ -22,6 +22,7 @@ static const char *usage =
     "usage: tern serve [-m] MODEL_DIR [--host 127.0.0.1] [--port 8080] [-np 4] [-c N] [--api-key KEY]\n"
     "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
     "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1] [--audio-windows 1]\n"
+    "                  [--mmproj FILE] [--kv T | -ctk T -ctv T]\n"
     "Serves the model over HTTP: OpenAI /v1/chat/completions (text and audio), /v1/completions,\n"
     "/v1/audio/transcriptions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md).\n"
@@ -35,6 +36,8 @@ static const char *usage =
     "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
     "  --max-body   largest request body in bytes (413 beyond)\n"
     "  --alias      the model id clients see (default: the directory's name)\n"
+    "  --mmproj FILE  the audio tower as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf; a folder of GGUF\n"
+    "               files is searched for one)\n"
     "  --audio-windows N  a clip longer than 30 s: encode up to N 30 s windows, each its own run of soft tokens\n"
     "               (default 1: the first 30 s, as the reference does)\n";
 
@@ -48,7 +51,7 @@ int cmd_serve(int argc, char **argv) {
     tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
-                       {"audio-windows", 1, 0},
+                       {"audio-windows", 1, 0}, {"mmproj", 1, 0},
                        TERN_DRAFT_OPTS, TERN_KV_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
@@ -96,7 +99,7 @@ int cmd_serve(int argc, char **argv) {
     tern_model *model = NULL;
     tern_engine *engine = NULL;
     tern_server *server = NULL;
-    tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads};
+    tern_model_opts mo = {.model_dir = pos[0], .threads = (int)threads, .mmproj_path = tern_args_get(opts, "mmproj")};
     const char *host = tern_args_get(opts, "host") ? tern_args_get(opts, "host") : "127.0.0.1";
     /* The address first: a port in use is known in a moment, not after the model has loaded; and the server
      * answers while it loads (/health says "loading", requests get 503 with Retry-After). */

@@ -75,6 +75,40 @@ int tern_checkpoint_gguf_file(const char *path, char **file) {
     return 0;
 }
 
+static int is_mmproj(const char *name) { return !strncmp(name, "mmproj", 6) && ends_with(name, strlen(name), ".gguf"); }
+
+static void pick_mmproj(void *ctx, const char *name, const char *path) {
+    one_gguf *o = ctx;
+    if (is_mmproj(name) && o->n++ == 0)
+        o->file = strdup(path);
+}
+
+int tern_checkpoint_mmproj_file(const char *path, char **file) {
+    *file = NULL;
+    struct stat st;
+    if (stat(path, &st))
+        return 0;
+    if (!S_ISDIR(st.st_mode)) {
+        const char *base = strrchr(path, '/');
+        if (!is_mmproj(base ? base + 1 : path))
+            return 0;
+        *file = strdup(path);
+        return *file != NULL;
+    }
+    char *cfg = tern_path_join(path, "config.json");
+    const int has_config = cfg && access(cfg, F_OK) == 0;
+    free(cfg);
+    one_gguf o = {0};
+    if (!has_config)
+        tern_err_free(tern_dir_files(path, pick_mmproj, &o));
+    if (o.n == 1) {
+        *file = o.file;
+        return *file != NULL;
+    }
+    free(o.file);
+    return 0;
+}
+
 tern_err *tern_checkpoint_dir_check(const char *path) {
     static const char expected[] = "tern loads Hugging Face checkpoints (a folder with config.json, *.safetensors "
                                    "and tokenizer.json) and GGUF files";

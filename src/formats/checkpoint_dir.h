@@ -11,5 +11,8 @@ tern_err *tern_checkpoint_dir_check(const char *path);
 /* 1 when `path` is a GGUF model: a .gguf file, or a folder without config.json holding exactly one .gguf file
  * besides multimodal projectors (mmproj-*); *file is then that file (malloc'd). Otherwise 0. */
 int tern_checkpoint_gguf_file(const char *path, char **file);
+/* 1 when `path` is a GGUF multimodal projector (a file named mmproj*.gguf) or a folder without config.json holding
+ * exactly one; *file is then that file (malloc'd). Otherwise 0. */
+int tern_checkpoint_mmproj_file(const char *path, char **file);
 
 #endif

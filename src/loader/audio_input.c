@@ -8,6 +8,7 @@
 #include "audio/audio.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "formats/checkpoint_dir.h"
 #include "models/audio_encoder.h"
 
 struct tern_audio_input {
@@ -16,18 +17,50 @@ struct tern_audio_input {
     int has_norm;
 };
 
-tern_err *tern_audio_input_load(const char *dir, tern_audio_input **out) {
-    *out = NULL;
-    tern_audio_enc *enc = NULL;
-    tern_err *err = tern_audio_enc_load(dir, &enc);
-    if (err || !enc)
-        return err;
+/* A tower around enc (taken over). */
+static tern_err *wrap(tern_audio_enc *enc, tern_audio_input **out) {
     tern_audio_input *a = calloc(1, sizeof *a);
     if (!a) {
         tern_audio_enc_free(enc);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
     a->enc = enc;
+    *out = a;
+    return NULL;
+}
+
+tern_err *tern_audio_input_load_gguf(const char *file, tern_audio_input **out) {
+    *out = NULL;
+    tern_audio_enc *enc = NULL;
+    TERN_TRY(tern_audio_enc_load_gguf(file, &enc));
+    return wrap(enc, out);
+}
+
+tern_err *tern_audio_input_find(const char *model_path, const char *mmproj, tern_audio_input **out) {
+    *out = NULL;
+    if (mmproj)
+        return tern_audio_input_load_gguf(mmproj, out);
+    char *file = NULL;
+    if (tern_checkpoint_mmproj_file(model_path, &file)) {
+        tern_err *err = tern_audio_input_load_gguf(file, out);
+        free(file);
+        return err;
+    }
+    if (tern_checkpoint_gguf_file(model_path, &file)) {
+        free(file);
+        return NULL; /* a GGUF model's tower is a separate projector file, and there is none here */
+    }
+    return tern_audio_input_load(model_path, out);
+}
+
+tern_err *tern_audio_input_load(const char *dir, tern_audio_input **out) {
+    *out = NULL;
+    tern_audio_enc *enc = NULL;
+    tern_err *err = tern_audio_enc_load(dir, &enc);
+    if (err || !enc)
+        return err;
+    tern_audio_input *a = NULL;
+    TERN_TRY(wrap(enc, &a));
     static const char *names[] = {"preprocessor_config.json", "processor_config.json"};
     for (size_t i = 0; i < 2 && !err; i++) {
         char *p = tern_path_join(dir, names[i]);

@@ -103,8 +103,8 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         const tern_lm_desc *d = tern_lm_desc_of(m->lm);
         err = tern_chat_format_build(m->tok, m->chat_template, m->template_origin, d->eos, d->n_eos, &m->chat);
     }
-    if (!err && !gguf) /* the audio tower (a GGUF model's is a separate mmproj file, not read yet) */
-        err = tern_audio_input_load(o->model_dir, &m->audio);
+    if (!err) /* the audio tower: the folder's own, or a GGUF multimodal projector file */
+        err = tern_audio_input_find(o->model_dir, o->mmproj_path, &m->audio);
     if (!err && m->audio && tern_audio_input_dim(m->audio) != tern_lm_desc_of(m->lm)->hidden)
         err = tern_errf(TERN_EFORMAT, "%s: the audio tower's embeddings are %lld wide but the text model's hidden size "
                         "is %lld", o->model_dir, (long long)tern_audio_input_dim(m->audio),

@@ -9,6 +9,7 @@
 
 #include "core/fileio.h"
 #include "core/json_util.h"
+#include "formats/gguf.h"
 
 static const tern_audio_arch *const archs[] = {&tern_audio_arch_gemma4};
 
@@ -51,6 +52,40 @@ tern_err *tern_audio_enc_load(const char *dir, tern_audio_enc **out) {
     e->arch = arch;
     err = arch->load(dir, root, &e->impl);
     json_decref(root);
+    if (err) {
+        free(e);
+        return err;
+    }
+    *out = e;
+    return NULL;
+}
+
+tern_err *tern_audio_enc_load_gguf(const char *file, tern_audio_enc **out) {
+    *out = NULL;
+    tern_gguf *g;
+    TERN_TRY(tern_gguf_open(file, &g));
+    char *type = NULL;
+    tern_err *err = tern_gguf_get_str_dup(g, "clip.audio.projector_type", &type);
+    tern_gguf_close(g);
+    if (err) {
+        tern_err_free(err);
+        return tern_errf(TERN_EUNSUPPORTED, "%s: no audio tower in this file (no clip.audio.projector_type)", file);
+    }
+    const tern_audio_arch *arch = NULL;
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+        if (!strcmp(type, archs[i]->gguf_projector))
+            arch = archs[i];
+    if (!arch)
+        err = tern_errf(TERN_EUNSUPPORTED, "%s: clip.audio.projector_type \"%s\" has no audio tower in this build "
+                        "(known: %s)", file, type, tern_audio_arch_gemma4.gguf_projector);
+    free(type);
+    tern_audio_enc *e = err ? NULL : calloc(1, sizeof *e);
+    if (!err && !e)
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    if (!err) {
+        e->arch = arch;
+        err = arch->load_gguf(file, &e->impl);
+    }
     if (err) {
         free(e);
         return err;

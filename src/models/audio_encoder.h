@@ -17,6 +17,9 @@ typedef struct tern_audio_enc tern_audio_enc;
  * *out is NULL, with no error, when the config has no audio_config; a tower that is configured but missing or
  * mis-shaped in the checkpoint is an error naming the tensor. */
 tern_err *tern_audio_enc_load(const char *dir, tern_audio_enc **out);
+/* Loads the audio tower of a GGUF multimodal projector file (llama.cpp's mmproj-*.gguf), chosen by its
+ * clip.audio.projector_type; a file without an audio tower, or one of a kind this build lacks, is an error. */
+tern_err *tern_audio_enc_load_gguf(const char *file, tern_audio_enc **out);
 /* Frees; NULL is fine. */
 void tern_audio_enc_free(tern_audio_enc *e);
 /* Width of one embedding row (the text model's hidden size). */
@@ -35,7 +38,9 @@ void tern_audio_enc_describe(const tern_audio_enc *e, char *buf, size_t len);
 
 typedef struct tern_audio_arch {
     const char *model_type; /* audio_config "model_type" */
+    const char *gguf_projector; /* its clip.audio.projector_type in a GGUF mmproj file */
     tern_err *(*load)(const char *dir, const void *config_root, void **impl);
+    tern_err *(*load_gguf)(const char *file, void **impl);
     void (*free)(void *impl);
     int64_t (*dim)(const void *impl);
     size_t (*tokens)(const void *impl, size_t mel_frames);

@@ -61,6 +61,7 @@ typedef struct g4audio {
     tern_checkpoint *ck;
     tern_quant_config *qc;
     int mlx;               /* mlx-vlm names and convolution layouts */
+    int scales_softplused; /* per_dim_scale holds softplus(p) (a GGUF mmproj) rather than p */
     float *conv0, *conv1;  /* [C0][3][3][1], [C1][3][3][C0] */
     tern_weight conv0w, conv1w;
     float *norm0, *norm1;
@@ -276,30 +277,34 @@ static tern_err *load_layer(g4audio *a, int l) {
     }
     if (err)
         return err;
-    /* q is scaled by head_dim^-1/2 / ln 2 times softplus(per_dim_scale), per dimension. */
+    /* q is scaled by head_dim^-1/2 / ln 2 times softplus(per_dim_scale), per dimension (llama.cpp's mmproj files
+     * store the softplus already). */
     double q_scale = pow((double)hd, -0.5) / log(2.0);
     for (int64_t i = 0; i < hd; i++) {
         double x = L->qscale[i];
-        double sp = x > 30 ? x : log1p(exp(x));
+        double sp = a->scales_softplused ? x : x > 30 ? x : log1p(exp(x));
         L->qscale[i] = (float)(q_scale * (float)sp);
     }
     /* Both layouts store the depthwise taps D x k (Hugging Face [D, 1, k], mlx-vlm [D, k, 1]): the same order. */
     return NULL;
 }
 
-static tern_err *g4a_load(const char *dir, const void *config_root, void **impl) {
+tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, int scales_softplused,
+                                      const char *what, void **impl) {
+    *impl = NULL;
     g4audio *a = calloc(1, sizeof *a);
-    if (!a)
+    if (!a) {
+        tern_checkpoint_close(ck);
         return tern_errf(TERN_ENOMEM, "out of memory");
-    const json_t *root = config_root;
+    }
+    a->ck = ck;
+    a->scales_softplused = scales_softplused;
     tern_err *err = parse_cfg(root, &a->c);
     if (!err)
         err = tern_quant_config_parse(root, &a->qc);
-    if (!err)
-        err = tern_checkpoint_open(dir, &a->ck);
     if (err) {
         g4a_free(a);
-        return err;
+        return tern_err_wrap(err, "%s", what);
     }
     const audio_cfg *c = &a->c;
     a->mlx = !tern_checkpoint_find(a->ck, "model.audio_tower.subsample_conv_projection.layer0.conv.weight") &&
@@ -341,10 +346,16 @@ static tern_err *g4a_load(const char *dir, const void *config_root, void **impl)
     }
     if (err) {
         g4a_free(a);
-        return tern_err_wrap(err, "%s", dir);
+        return tern_err_wrap(err, "%s", what);
     }
     *impl = a;
     return NULL;
+}
+
+static tern_err *g4a_load(const char *dir, const void *config_root, void **impl) {
+    tern_checkpoint *ck;
+    TERN_TRY(tern_checkpoint_open(dir, &ck));
+    return tern_gemma4_audio_load_from(ck, config_root, 0, dir, impl);
 }
 
 /* ---- running ------------------------------------------------------------------------------------------- */
@@ -770,7 +781,9 @@ static void g4a_describe(const void *impl, char *buf, size_t len) {
 
 const tern_audio_arch tern_audio_arch_gemma4 = {
     .model_type = "gemma4_audio",
+    .gguf_projector = "gemma4a",
     .load = g4a_load,
+    .load_gguf = tern_gemma4_audio_load_gguf,
     .free = g4a_free,
     .dim = g4a_dim,
     .tokens = g4a_tokens,

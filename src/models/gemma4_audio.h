@@ -1,5 +1,6 @@
 /* gemma4_audio.h — what `tern synth` needs of the Gemma 4 audio tower (gemma4_audio.c): its configuration and its
- * tensors, named as the loader reads them. Everything else goes through audio_encoder.h. */
+ * tensors, named as the loader reads them; and the loader's entry for its GGUF reader. Everything else goes through
+ * audio_encoder.h. */
 #ifndef TERN_MODELS_GEMMA4_AUDIO_H
 #define TERN_MODELS_GEMMA4_AUDIO_H
 
@@ -8,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "formats/safetensors.h"
 #include "models/ckpt_write.h"
 #include "models/gemma4_weights.h"
 
@@ -24,5 +26,18 @@ tern_err *tern_gemma4_audio_synth_tensors(const json_t *root, int mlx, uint64_t 
                                           size_t *n_specs, tern_raw_tensor **raw, size_t *n_raw, void **arena);
 /* Frees what tern_gemma4_audio_synth_tensors made; NULL is fine. */
 void tern_gemma4_audio_synth_free(void *arena);
+
+/* ---- the tower's loader, for the GGUF reader (gemma4_audio_gguf.c) -------------------------------------- */
+
+/* The tower of config.json `root` bound in ck (taken over: closed with the tower, or here on an error), named as
+ * Hugging Face names it; scales_softplused: the per-dimension attention scales hold softplus(p), not p. `what`
+ * names the source in errors. */
+tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, int scales_softplused,
+                                      const char *what, void **impl);
+/* The tower from a GGUF multimodal projector file (llama.cpp's mmproj, projector type gemma4a). */
+tern_err *tern_gemma4_audio_load_gguf(const char *file, void **impl);
+struct tern_gguf;
+/* The same from an open GGUF (taken over: closed with the tower, or here on an error). */
+tern_err *tern_gemma4_audio_gguf_from(struct tern_gguf *g, void **impl);
 
 #endif

@@ -6,6 +6,8 @@
  *   - `tern audio-embed` writes embeddings within 1e-3 of the golden, on every kernel path;
  *   - the same tower re-stored in mlx-vlm's layout (names without "model.", convolutions [out, kh, kw, in]) gives
  *     the same numbers, and with its linears MLX-quantized to 8 bits stays close to them;
+ *   - the tower as llama.cpp's converter writes it to a GGUF multimodal projector (mmproj, tests/data/gguf) gives
+ *     the same numbers; a folder holding a GGUF model and its projector loads as a model with audio;
  *   - a missing or mis-shaped tensor is an error naming it; a model without audio_config has no tower. */
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +79,65 @@ static void test_cli_matches_golden(void **state) {
     assert_true(d < 1e-3);
     free(buf);
     free(g);
+}
+
+/* The projector file llama.cpp's converter made of the same tower (per-dimension scales stored softplus'd, the
+ * linears' names shortened, the depthwise taps flattened): the same embeddings; found beside a GGUF text model in a
+ * folder, and named with --mmproj; a file without an audio tower says so. */
+static void test_gguf_mmproj(void **state) {
+    (void)state;
+    tern_audio_input *ai = NULL;
+    TU_OK(tern_audio_input_load_gguf(tu_testdata("gguf/mmproj-audio-tiny-f32.gguf"), &ai));
+    char *wav;
+    size_t len;
+    TU_OK(tern_read_file(tu_testdata("audio/short.wav"), 1 << 20, &wav, &len));
+    tern_audio_embeds e = {0}, st = {0};
+    TU_OK(tern_audio_input_embed(ai, wav, len, 0, NULL, &e));
+    free(wav);
+    tern_audio_input_free(ai);
+    assert_int_equal(e.n, TOKENS);
+    assert_int_equal(e.dim, DIM);
+    embed(tu_testdata("audio/audio-tiny"), &st);
+    float *g = golden();
+    const double d = max_diff(e.rows, g, TOKENS * DIM), ds = max_diff(e.rows, st.rows, TOKENS * DIM);
+    printf("  mmproj GGUF vs golden: max |diff| %.3g; vs the safetensors tower %.3g\n", d, ds);
+    assert_true(d < 1e-3);
+    assert_true(ds < 1e-4); /* only the scales' softplus, rounded once more to f32, differs */
+    free(g);
+    tern_audio_embeds_free(&e);
+    tern_audio_embeds_free(&st);
+    /* A folder of GGUF files: the text model and its projector (their widths agree: 128). */
+    const char *dir = tu_tmpdir("gguf_mmproj_folder");
+    char cmd[2048], *text = realpath(tu_testdata("gguf/tiny-v4096-f32.gguf"), NULL);
+    char *proj = realpath(tu_testdata("gguf/mmproj-audio-tiny-f32.gguf"), NULL);
+    assert_non_null(text);
+    assert_non_null(proj);
+    snprintf(cmd, sizeof cmd, "ln -sf %s %s/model.gguf && ln -sf %s %s/mmproj-audio.gguf", text, dir, proj, dir);
+    free(text);
+    free(proj);
+    assert_int_equal(system(cmd), 0);
+    tern_model *m = NULL;
+    tern_model_opts mo = {.model_dir = dir, .threads = 1};
+    TU_OK(tern_model_load(&mo, &m));
+    tern_model_info info;
+    tern_model_get_info(m, &info);
+    assert_true(info.audio);
+    tern_model_free(m);
+    /* The text file alone has no tower; with --mmproj it has. */
+    char *text_file = strdup(tu_testdata("gguf/tiny-v4096-f32.gguf"));
+    mo.model_dir = text_file;
+    TU_OK(tern_model_load(&mo, &m));
+    tern_model_get_info(m, &info);
+    assert_false(info.audio);
+    tern_model_free(m);
+    mo.mmproj_path = tu_testdata("gguf/mmproj-audio-tiny-f32.gguf");
+    TU_OK(tern_model_load(&mo, &m));
+    tern_model_get_info(m, &info);
+    assert_true(info.audio);
+    tern_model_free(m);
+    free(text_file);
+    TU_FAILS_WITH(tern_audio_input_load_gguf(tu_testdata("gguf/tiny-v4096-q8_0.gguf"), &ai),
+                  "no audio tower in this file (no clip.audio.projector_type)");
 }
 
 /* Rewrites the tower in mlx-vlm's layout into dir; with bits > 0 the linears become MLX affine (group 32), with
@@ -363,6 +424,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_cli_matches_golden),
         TU_ISA_TESTS(test_mlx_layouts),
+        cmocka_unit_test(test_gguf_mmproj),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_lengths),
         cmocka_unit_test(test_windows),

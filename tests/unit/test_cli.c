@@ -211,13 +211,23 @@ static void test_model_path_messages(void **state) {
     assert_int_equal(tu_runf(&out, "'%s' info '%s/iq4.gguf' 2>&1", tu_tern_bin(), gdir), 1);
     assert_non_null(strstr(out, "tensor blk.0.attn_q.weight is iq4_nl; this build reads f32, f16, bf16, q4_0"));
     free(out);
-    /* The float file runs, alone or in a folder beside a projector. */
+    /* The float file runs in a folder beside its audio projector, which is loaded with it; a broken projector there
+     * is named, not skipped. */
     snprintf(gdir, sizeof gdir, "%s", tu_tmpdir("cli-gguf-run"));
-    char *cp;
-    assert_int_equal(tu_runf(&cp, "cp '%s' '%s/' && printf GGUF > '%s/mmproj-model-f16.gguf'",
-                             tu_testdata("gguf/tiny-v4096-f32.gguf"), gdir, gdir), 0);
+    char *cp, model_file[1024];
+    snprintf(model_file, sizeof model_file, "%s", tu_testdata("gguf/tiny-v4096-f32.gguf"));
+    assert_int_equal(tu_runf(&cp, "cp '%s' '%s' '%s/'", model_file, tu_testdata("gguf/mmproj-audio-tiny-f32.gguf"),
+                             gdir), 0);
     free(cp);
     assert_int_equal(tu_runf(&out, "'%s' run '%s' --prompt Hi -n 3 2>&1", tu_tern_bin(), gdir), 0);
+    free(out);
+    assert_int_equal(tu_runf(&out, "'%s' fit '%s' 2>&1", tu_tern_bin(), gdir), 0);
+    assert_non_null(strstr(out, "audio:        ")); /* the tower's work area is planned for */
+    free(out);
+    assert_int_equal(tu_runf(&cp, "printf GGUF > '%s/mmproj-audio-tiny-f32.gguf'", gdir), 0);
+    free(cp);
+    assert_int_equal(tu_runf(&out, "'%s' run '%s' --prompt Hi -n 3 2>&1", tu_tern_bin(), gdir), 1);
+    assert_non_null(strstr(out, "mmproj-audio-tiny-f32.gguf"));
     free(out);
     assert_int_equal(tu_runf(&out, "'%s' logits '%s' --ids 2,1449 2>&1", tu_tern_bin(),
                              tu_testdata("gguf/tiny-v4096-f32.gguf")),

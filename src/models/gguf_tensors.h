@@ -1,0 +1,21 @@
+/* gguf_tensors.h — a GGUF file's tensors as a checkpoint under the names the families bind (Hugging Face's): each
+ * family supplies the renaming, this does the rest — types (f32, f16, bf16 and ggml's block formats), shapes in
+ * PyTorch order, bytes left in the mapped file. */
+#ifndef TERN_MODELS_GGUF_TENSORS_H
+#define TERN_MODELS_GGUF_TENSORS_H
+
+#include "core/status.h"
+#include "formats/safetensors.h"
+
+struct tern_gguf;
+
+/* What a GGUF tensor name becomes: a malloc'd name, NULL to leave the tensor out, or "" (malloc'd) for a name the
+ * family does not know (an error naming it). NULL is also returned when out of memory: *oom is then set. */
+typedef char *(*tern_gguf_rename_fn)(const char *gguf_name, void *ctx, int *oom);
+
+/* The tensors of g renamed by `rename` (`what` names the family in errors) as a checkpoint that takes g over: it
+ * is closed with the checkpoint, or here on an error. */
+tern_err *tern_gguf_checkpoint(struct tern_gguf *g, tern_gguf_rename_fn rename, void *ctx, const char *what,
+                               tern_checkpoint **ck);
+
+#endif
