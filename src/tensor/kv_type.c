@@ -40,9 +40,8 @@ static void store_q4_0(const float *x, uint8_t *o, int64_t n) {
         const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         const uint16_t dh = tern_f32_to_f16(d);
         memcpy(o, &dh, 2);
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < 16; j++)
             o[2 + j] = (uint8_t)(code_q4(x[j] * id) | code_q4(x[j + 16] * id) << 4);
-        }
     }
 }
 
