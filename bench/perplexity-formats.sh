@@ -16,12 +16,7 @@ threads=${THREADS:-2}
 cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tern}
 tern=$root/build/tern
 [ -x "$tern" ] || make build >/dev/null
-for mod in numpy torch tqdm; do
-    /usr/bin/python3 -c "import $mod" 2>/dev/null || apt-get install -y "python3-$mod" >/dev/null
-done
-bin=$(bench/llamacpp_build.sh "$cache/llamacpp")
-src=$cache/llamacpp/src
-export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. bench/llamacpp_env.sh
 out=$cache/perplexity
 mkdir -p "$out"
 demo=$root/models/demo

@@ -24,16 +24,7 @@ cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tern}
 tern=$root/build/tern
 [ -x "$tern" ] || make build >/dev/null
 
-for mod in numpy torch tqdm; do
-    if ! /usr/bin/python3 -c "import $mod" 2>/dev/null; then
-        echo "installing python3-$mod (convert_hf_to_gguf.py imports it)" >&2
-        apt-get install -y "python3-$mod" >/dev/null
-    fi
-done
-
-bin=$(bench/llamacpp_build.sh "$cache/llamacpp")
-src=$cache/llamacpp/src
-export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. bench/llamacpp_env.sh
 models=$cache/bench
 mkdir -p "$models"
 hf=$models/e2b-bf16

@@ -37,26 +37,32 @@ static void tally(void *ctx, const char *name, const char *path) {
     }
 }
 
+/* A GGUF file name of the kind looked for: a multimodal projector (mmproj*) or a model (anything else). */
+static int is_kind(const char *name, int mmproj) {
+    return ends_with(name, strlen(name), ".gguf") && (strncmp(name, "mmproj", 6) == 0) == (mmproj != 0);
+}
+
 typedef struct one_gguf {
     char *file;
-    int n;
+    int n, mmproj;
 } one_gguf;
 
 static void pick_gguf(void *ctx, const char *name, const char *path) {
     one_gguf *o = ctx;
-    if (!ends_with(name, strlen(name), ".gguf") || !strncmp(name, "mmproj", 6))
-        return;
-    if (o->n++ == 0)
+    if (is_kind(name, o->mmproj) && o->n++ == 0)
         o->file = strdup(path);
 }
 
-int tern_checkpoint_gguf_file(const char *path, char **file) {
+/* `path` as a GGUF file of the kind (a model file is any .gguf named), or the one such file in a folder without
+ * config.json. */
+static int find_gguf(const char *path, int mmproj, char **file) {
     *file = NULL;
     struct stat st;
     if (stat(path, &st))
         return 0;
     if (!S_ISDIR(st.st_mode)) {
-        if (!ends_with(path, strlen(path), ".gguf"))
+        const char *base = strrchr(path, '/');
+        if (mmproj ? !is_kind(base ? base + 1 : path, 1) : !ends_with(path, strlen(path), ".gguf"))
             return 0;
         *file = strdup(path);
         return *file != NULL;
@@ -64,7 +70,7 @@ int tern_checkpoint_gguf_file(const char *path, char **file) {
     char *cfg = tern_path_join(path, "config.json");
     const int has_config = cfg && access(cfg, F_OK) == 0;
     free(cfg);
-    one_gguf o = {0};
+    one_gguf o = {.mmproj = mmproj};
     if (!has_config)
         tern_err_free(tern_dir_files(path, pick_gguf, &o));
     if (o.n == 1) {
@@ -75,39 +81,9 @@ int tern_checkpoint_gguf_file(const char *path, char **file) {
     return 0;
 }
 
-static int is_mmproj(const char *name) { return !strncmp(name, "mmproj", 6) && ends_with(name, strlen(name), ".gguf"); }
+int tern_checkpoint_gguf_file(const char *path, char **file) { return find_gguf(path, 0, file); }
 
-static void pick_mmproj(void *ctx, const char *name, const char *path) {
-    one_gguf *o = ctx;
-    if (is_mmproj(name) && o->n++ == 0)
-        o->file = strdup(path);
-}
-
-int tern_checkpoint_mmproj_file(const char *path, char **file) {
-    *file = NULL;
-    struct stat st;
-    if (stat(path, &st))
-        return 0;
-    if (!S_ISDIR(st.st_mode)) {
-        const char *base = strrchr(path, '/');
-        if (!is_mmproj(base ? base + 1 : path))
-            return 0;
-        *file = strdup(path);
-        return *file != NULL;
-    }
-    char *cfg = tern_path_join(path, "config.json");
-    const int has_config = cfg && access(cfg, F_OK) == 0;
-    free(cfg);
-    one_gguf o = {0};
-    if (!has_config)
-        tern_err_free(tern_dir_files(path, pick_mmproj, &o));
-    if (o.n == 1) {
-        *file = o.file;
-        return *file != NULL;
-    }
-    free(o.file);
-    return 0;
-}
+int tern_checkpoint_mmproj_file(const char *path, char **file) { return find_gguf(path, 1, file); }
 
 tern_err *tern_checkpoint_dir_check(const char *path) {
     static const char expected[] = "tern loads Hugging Face checkpoints (a folder with config.json, *.safetensors "

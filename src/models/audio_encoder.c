@@ -66,8 +66,8 @@ tern_err *tern_audio_enc_load_gguf(const char *file, tern_audio_enc **out) {
     TERN_TRY(tern_gguf_open(file, &g));
     char *type = NULL;
     tern_err *err = tern_gguf_get_str_dup(g, "clip.audio.projector_type", &type);
-    tern_gguf_close(g);
     if (err) {
+        tern_gguf_close(g);
         tern_err_free(err);
         return tern_errf(TERN_EUNSUPPORTED, "%s: no audio tower in this file (no clip.audio.projector_type)", file);
     }
@@ -84,8 +84,9 @@ tern_err *tern_audio_enc_load_gguf(const char *file, tern_audio_enc **out) {
         err = tern_errf(TERN_ENOMEM, "out of memory");
     if (!err) {
         e->arch = arch;
-        err = arch->load_gguf(file, &e->impl);
-    }
+        err = arch->load_gguf(g, &e->impl);
+    } else
+        tern_gguf_close(g);
     if (err) {
         free(e);
         return err;

@@ -12,6 +12,7 @@
 #include "core/threadpool.h"
 
 typedef struct tern_audio_enc tern_audio_enc;
+struct tern_gguf;
 
 /* Loads DIR's audio tower (config.json + safetensors, any layout the family knows, float or MLX-quantized linears).
  * *out is NULL, with no error, when the config has no audio_config; a tower that is configured but missing or
@@ -40,7 +41,7 @@ typedef struct tern_audio_arch {
     const char *model_type; /* audio_config "model_type" */
     const char *gguf_projector; /* its clip.audio.projector_type in a GGUF mmproj file */
     tern_err *(*load)(const char *dir, const void *config_root, void **impl);
-    tern_err *(*load_gguf)(const char *file, void **impl);
+    tern_err *(*load_gguf)(struct tern_gguf *g, void **impl); /* takes g over: closed with the tower or on error */
     void (*free)(void *impl);
     int64_t (*dim)(const void *impl);
     size_t (*tokens)(const void *impl, size_t mel_frames);

@@ -34,10 +34,9 @@ void tern_gemma4_audio_synth_free(void *arena);
  * names the source in errors. */
 tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, int scales_softplused,
                                       const char *what, void **impl);
-/* The tower from a GGUF multimodal projector file (llama.cpp's mmproj, projector type gemma4a). */
-tern_err *tern_gemma4_audio_load_gguf(const char *file, void **impl);
 struct tern_gguf;
-/* The same from an open GGUF (taken over: closed with the tower, or here on an error). */
+/* The tower from an open GGUF multimodal projector file (llama.cpp's mmproj) whose projector type is gemma4a (the
+ * caller checks), taken over: closed with the tower, or here on an error. */
 tern_err *tern_gemma4_audio_gguf_from(struct tern_gguf *g, void **impl);
 
 #endif

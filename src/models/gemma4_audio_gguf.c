@@ -114,21 +114,10 @@ static tern_err *u32_key(const tern_gguf *g, const char *key, uint32_t lo, uint3
     return NULL;
 }
 
-/* The config.json object (audio_config and the text width) the file's metadata and shapes stand for. */
+/* The config.json object (audio_config and the text width) the file's metadata and shapes stand for (the caller
+ * chose this reader by the file's projector type). */
 static tern_err *config_of(const tern_gguf *g, json_t **out) {
     *out = NULL;
-    char *type = NULL;
-    tern_err *e = tern_gguf_get_str_dup(g, "clip.audio.projector_type", &type);
-    if (e) {
-        tern_err_free(e);
-        return tern_errf(TERN_EUNSUPPORTED, "no audio tower in this file (no clip.audio.projector_type string)");
-    }
-    const int ok = !strcmp(type, "gemma4a");
-    if (!ok)
-        e = tern_errf(TERN_EUNSUPPORTED, "clip.audio.projector_type \"%s\": tern reads Gemma 4's (gemma4a)", type);
-    free(type);
-    if (e)
-        return e;
     uint32_t D, layers, heads, text, mels;
     TERN_TRY(u32_key(g, "clip.audio.embedding_length", 8, 65536, &D));
     TERN_TRY(u32_key(g, "clip.audio.block_count", 1, 64, &layers));
@@ -188,11 +177,4 @@ tern_err *tern_gemma4_audio_gguf_from(tern_gguf *g, void **impl) {
     json_decref(root);
     free(what);
     return e;
-}
-
-tern_err *tern_gemma4_audio_load_gguf(const char *file, void **impl) {
-    *impl = NULL;
-    tern_gguf *g;
-    TERN_TRY(tern_gguf_open(file, &g));
-    return tern_gemma4_audio_gguf_from(g, impl);
 }
