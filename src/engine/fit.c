@@ -23,6 +23,7 @@ tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, 
     if (ctx < 0)
         return tern_errf(TERN_EINVAL, "--ctx must be >= 1, got %lld", (long long)ctx);
     out->weights_bytes = d->weights_bytes;
+    out->copy_bytes = d->copy_bytes;
     out->other_bytes = d->other_bytes;
     out->window = d->sliding_window;
     out->chunk = chunk;

@@ -492,8 +492,12 @@ static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
         }
     }
     list[n++] = one(m->embed);
+    /* A folder may hold several GGUF files: the cache follows the one file the model is. */
     uint64_t source_key = 0;
-    char *cache = tern_pack_cache_path(dir, threads, &source_key);
+    char *gguf = NULL;
+    tern_checkpoint_gguf_file(dir, &gguf);
+    char *cache = tern_pack_cache_path(gguf ? gguf : dir, threads, &source_key);
+    free(gguf);
     const double t0 = tern_now_s();
     tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads, cache, source_key);
     if (!err && m->gw->pack_source != TERN_PACK_NONE)

@@ -8,6 +8,7 @@
 #include "models/gemma4.h"
 #include "models/gemma4_weights.h"
 #include "models/model.h"
+#include "tensor/cpu.h"
 
 typedef struct g4_state {
     tern_gemma4_parsed p;
@@ -62,6 +63,10 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
             d->weights_bytes += t->nbytes;
         else
             d->other_bytes += t->nbytes;
+    }
+    if (tern_isa_active() != TERN_ISA_PORTABLE) { /* where tern_gemma4_load packs */
+        d->copy_bytes = tern_gemma4_weights_copy_bytes(st->p.gw);
+        d->weights_bytes += d->copy_bytes;
     }
     d->has_problems = st->p.gw->n_problems > 0;
     *state = st;

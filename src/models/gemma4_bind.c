@@ -216,14 +216,23 @@ static int packable(const tern_gemma4_weights *w, size_t i) {
     return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]);
 }
 
+uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < w->n; i++)
+        if (w->w[i].fmt == TERN_WF_QBLOCK && packable(w, i))
+            bytes += tern_qpack_bytes(&w->w[i]);
+    return bytes;
+}
+
 /* Whether product p can be laid out by shares: all its matrices packable, not yet packed, and alike in width,
  * group and format (as the grouped int8 product requires). */
 static int splittable(const tern_gemma4_weights *w, const tern_gemma4_product *p) {
     for (int i = 0; i < p->n; i++) {
         const tern_weight *a = p->w[i], *b = p->w[0];
         const size_t k = (size_t)(a - w->w);
-        if (k >= w->n || !packable(w, k) || tern_weight_cols(a) != tern_weight_cols(b) || a->group != b->group ||
-            a->bits != b->bits || a->sdtype != b->sdtype)
+        const tern_qpack_form fa = tern_qpack_form_of(a), fb = tern_qpack_form_of(b);
+        if (k >= w->n || !packable(w, k) || tern_weight_cols(a) != tern_weight_cols(b) || fa.group != fb.group ||
+            fa.bits != fb.bits || fa.sdtype != fb.sdtype)
             return 0;
         for (int j = 0; j < i; j++)
             if (p->w[j] == a)
@@ -292,7 +301,8 @@ static uint64_t layout_key(const tern_gemma4_weights *w, const tern_gemma4_produ
         if (!packable(w, i))
             continue;
         const tern_weight *x = &w->w[i];
-        const int64_t f[6] = {x->shape[0], x->shape[1], x->shape[2], x->bits, x->group, x->sdtype};
+        const tern_qpack_form fx = tern_qpack_form_of(x);
+        const int64_t f[6] = {x->shape[0], x->shape[1], x->shape[2], fx.bits, fx.group, fx.sdtype};
         k = tern_hash64(f, sizeof f, tern_hash64(w->specs[i].name, strlen(w->specs[i].name), k));
     }
     for (size_t p = 0; p < n; p++)

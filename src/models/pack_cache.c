@@ -46,7 +46,7 @@ static uint64_t head_hash(const char *path) {
  * offsets — so a file copied over with its time kept is still told apart. */
 static void add_file_key(void *ctx, const char *name, const char *path) {
     const size_t n = strlen(name);
-    const int weights = n > 12 && !strcmp(name + n - 12, ".safetensors");
+    const int weights = (n > 12 && !strcmp(name + n - 12, ".safetensors")) || (n > 5 && !strcmp(name + n - 5, ".gguf"));
     struct stat st;
     if ((!weights && strcmp(name, "config.json") && strcmp(name, "model.safetensors.index.json")) || stat(path, &st))
         return;
@@ -55,16 +55,23 @@ static void add_file_key(void *ctx, const char *name, const char *path) {
     *(uint64_t *)ctx += tern_hash64(f, sizeof f, tern_hash64(name, n, 2));
 }
 
-char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key) {
+char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key) {
     *source_key = 0;
     char *dir = tern_cache_dir(), real[4096];
-    if (!dir || !realpath(model_dir, real)) {
+    if (!dir || !realpath(model_path, real)) {
         free(dir);
         return NULL;
     }
-    /* The checkpoint as it is now: every weight and config file's name, size, modification time and head. */
+    /* The checkpoint as it is now: every weight and config file's name, size, modification time and head (the
+     * one file, when the model is a GGUF file). */
     uint64_t key = tern_hash64(real, strlen(real), 1);
-    tern_err_free(tern_dir_files(real, add_file_key, &key));
+    struct stat st;
+    if (!stat(real, &st) && S_ISREG(st.st_mode)) {
+        const char *base = strrchr(real, '/');
+        add_file_key(&key, base ? base + 1 : real, real);
+    } else {
+        tern_err_free(tern_dir_files(real, add_file_key, &key));
+    }
     *source_key = key;
     char name[64];
     snprintf(name, sizeof name, "%016llx-t%d.pack", (unsigned long long)tern_hash64(real, strlen(real), 3), threads);

@@ -18,9 +18,9 @@
  * version is rebuilt. */
 #define TERN_PACK_CACHE_VERSION 2
 
-/* The cache file for a model folder and thread layout (malloc'd), or NULL when caching is off or no folder can be
- * named; *source_key identifies the checkpoint's files as they are now. */
-char *tern_pack_cache_path(const char *model_dir, int threads, uint64_t *source_key);
+/* The cache file for a model folder (or a GGUF model file) and thread layout (malloc'd), or NULL when caching is off
+ * or no folder can be named; *source_key identifies the checkpoint's files as they are now. */
+char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key);
 /* Maps the cache read-only when its header carries `key` and `bytes` and its checksum holds: the data's first
  * byte (page-aligned), shared with every process mapping the same file; otherwise NULL (missing, stale, truncated,
  * corrupt or foreign). Release with tern_pack_cache_unmap. */

@@ -5,6 +5,7 @@
 
 #include "core/alloc.h"
 #include "tensor/kernels.h"
+#include "tensor/qblock_mm.h"
 #include "tensor/ops.h"
 
 #define QMM_MAX_PARTS 4
@@ -49,7 +50,8 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     const tern_weight *w = j->w[p];
     const tern_qpack *pk = w->qpack;
     const int64_t n_out = j->n_out[p];
-    const size_t gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype), bb = tern_qpack_block_bytes(w);
+    const tern_qpack_form f = tern_qpack_form_of(w);
+    const size_t gb = tern_qpack_group_bytes(f.bits, f.group, f.sdtype), bb = tern_qpack_block_bytes(w);
     const int direct = pk && j->row0[p] % 16 == 0;
     uint8_t *own = NULL;
     if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN))) {
@@ -66,7 +68,7 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
         else
             tern_qpack_block(w, j->row0[p] + blk * 16, own);
         const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
-        j->k->block(src, j->a, w->bits, w->sdtype, gb, j->y[p] + blk * 16, n_out, (int)valid);
+        j->k->block(src, j->a, f.bits, f.sdtype, gb, j->y[p] + blk * 16, n_out, (int)valid);
     }
     tern_aligned_free(own);
 }
@@ -112,7 +114,16 @@ static void fill_range(void *ctx, size_t b, size_t e, int tid) {
         const size_t G = (size_t)j->a->group;
         tern_gelu_tanh_mul(j->gated + b * G, j->mul + b * G, (int64_t)((e - b) * G));
     }
-    j->k->fill(j->a, j->x, (int64_t)b, (int64_t)e);
+    if (!j->a->ggml_steps) {
+        j->k->fill(j->a, j->x, (int64_t)b, (int64_t)e);
+        return;
+    }
+    const tern_qblock_kernels *qb = tern_kernels()->qblock;
+    uint8_t blk[34];
+    for (size_t u = b; u < e; u++) {
+        qb->quantize(TERN_QB_Q8_0, j->x + u * 32, blk, 32);
+        tern_qact_set_q8_0(j->a, (int64_t)u, blk);
+    }
 }
 
 static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
@@ -124,8 +135,10 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *co
     const int64_t in = tern_weight_cols(w0);
     qmm_job j = {.k = k, .n = n, .x = x, .gated = gated, .mul = mul, .threads = (size_t)tern_pool_size(pool),
                  .next = next, .n_next = next ? n_next : 0};
+    const int group = tern_qpack_form_of(w0).group, ggml = w0->fmt == TERN_WF_QBLOCK;
     for (int p = 0; p < n; p++) {
-        if (!tern_qpack_supported(ws[p]) || ws[p]->group != w0->group || tern_weight_cols(ws[p]) != in)
+        if (!tern_qpack_supported(ws[p]) || tern_qpack_form_of(ws[p]).group != group || tern_weight_cols(ws[p]) != in ||
+            (ws[p]->fmt == TERN_WF_QBLOCK) != ggml)
             return 0;
         j.w[p] = ws[p];
         j.y[p] = ys[p];
@@ -134,12 +147,14 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *co
         j.start[p + 1] = j.start[p] + (n_outs[p] + 15) / 16;
     }
     tern_qact a;
-    if (!tern_qact_alloc(&a, T, in, w0->group))
+    if (!tern_qact_alloc(&a, T, in, group))
         return -1;
+    /* Weights from ggml blocks meet the activation codes llama.cpp gives them. */
+    a.ggml_steps = ggml;
     j.a = &a;
     /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
      * a narrow product): then the calling thread does it alone. */
-    const size_t groups = (size_t)(T * (in / w0->group)), per = (groups + j.threads - 1) / j.threads;
+    const size_t groups = (size_t)(T * (in / group)), per = (groups + j.threads - 1) / j.threads;
     tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
     tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
     tern_qact_free(&a);

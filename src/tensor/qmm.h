@@ -1,5 +1,5 @@
-/* qmm.h — the int8 product over packed MLX affine weights (qpack.h), split across a thread pool. The
- * partitioning is shared by every instruction set; each ISA supplies the two inner pieces. */
+/* qmm.h — the int8 product over packed weights (qpack.h: MLX affine, ggml Q4_0 / Q8_0), split across a thread
+ * pool. The partitioning is shared by every instruction set; each ISA supplies the two inner pieces. */
 #ifndef TERN_TENSOR_QMM_H
 #define TERN_TENSOR_QMM_H
 
@@ -20,12 +20,13 @@ typedef struct tern_qmm_kernels {
                   int64_t ystride, int valid);
 } tern_qmm_kernels;
 
-/* Up to 4 MLX affine q4/q8 matrices of one width and group sharing the input x [T][in]: ys[i] gets rows
+/* Up to 4 packable matrices of one width and group sharing the input x [T][in]: ys[i] gets rows
  * [row0s[i], row0s[i] + n_outs[i]) of ws[i], all in one parallel region. `next` (n_next matrices, or NULL) is
  * the group the caller will multiply next: each thread, done with its own share, requests the first lines of
  * its share of that group, so the next region does not start on cold memory. Returns 1 when done, 0 (nothing
- * written) when a weight is not packable (tern_qpack_supported) or the matrices differ in width or group, -1
- * when scratch memory ran out (the outputs are incomplete). */
+ * written) when a weight is not packable (tern_qpack_supported) or the matrices differ in width, group or origin
+ * (MLX, ggml blocks), -1 when scratch memory ran out (the outputs are incomplete). Weights from ggml blocks
+ * take ggml's Q8_0 activation codes (tern_qact_set_q8_0), the others tern_qact_fill_ref's. */
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next);

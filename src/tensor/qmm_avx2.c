@@ -137,7 +137,7 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
         }
         for (int h = 0; h < 2; h++) {
             const __m256 s = load_scales8(grp + 8 * h * ss, sdt), b = load_scales8(grp + (16 + 8 * h) * ss, sdt);
-            const int add = exponent_add_ok8(s);
+            const int add = !a->ggml_steps && exponent_add_ok8(s);
             const __m256i sh = _mm256_sub_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(1 << 23));
             for (int t = 0; t < NT; t++) {
                 const int64_t i = (t0 + t) * ng + g;

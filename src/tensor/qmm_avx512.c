@@ -158,7 +158,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                     ia[t] = _mm512_add_epi32(ia[t], acc4[k][t]);
         }
         const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
-        if (__builtin_expect(exponent_add_ok(s), 1)) {
+        if (__builtin_expect(!a->ggml_steps && exponent_add_ok(s), 1)) {
             /* s * xs: s * 2^e by adding e to s's exponent field, plus (for 1.5 x 2^e) s * 2^(e-1) made alike, in
              * one float add: one rounding, as the reference's product. */
             const __m512i sh = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(1 << 23));

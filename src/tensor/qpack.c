@@ -6,63 +6,139 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/half.h"
 #include "tensor/quant_mlx.h"
 
-int tern_qpack_supported(const tern_weight *w) {
+tern_qpack_form tern_qpack_form_of(const tern_weight *w) {
     const int64_t in = tern_weight_cols(w);
-    return w->fmt == TERN_WF_MLX_AFFINE && (w->bits == 4 || w->bits == 8) && w->group >= 32 &&
-           !(w->group & (w->group - 1)) && in % w->group == 0 &&
-           (w->sdtype == TERN_DT_F32 || w->sdtype == TERN_DT_BF16 || w->sdtype == TERN_DT_F16);
+    if (w->fmt == TERN_WF_MLX_AFFINE && (w->bits == 4 || w->bits == 8) && w->group >= 32 &&
+        !(w->group & (w->group - 1)) && in % w->group == 0 &&
+        (w->sdtype == TERN_DT_F32 || w->sdtype == TERN_DT_BF16 || w->sdtype == TERN_DT_F16))
+        return (tern_qpack_form){w->bits, w->group, w->sdtype};
+    if (w->fmt == TERN_WF_QBLOCK && (w->qblock == TERN_QB_Q4_0 || w->qblock == TERN_QB_Q8_0) && in % 32 == 0)
+        return (tern_qpack_form){w->qblock == TERN_QB_Q4_0 ? 4 : 8, 32, TERN_DT_F16};
+    return (tern_qpack_form){0, 0, TERN_DT_F32};
 }
+
+int tern_qpack_supported(const tern_weight *w) { return tern_qpack_form_of(w).bits != 0; }
 
 size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype) {
     return 2 * 16 * tern_dtype_size(sdtype) + (size_t)(16 * group * bits / 8);
 }
 
-void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
-    const int64_t in = tern_weight_cols(w), rows = tern_weight_rows(w), ng = in / w->group;
-    const size_t row_bytes = (size_t)tern_mlx_row_words(in, w->bits) * 4;
-    const size_t ss = tern_dtype_size(w->sdtype), gb = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
+/* A ggml block's step d (f16 bits) and the bias of its affine form: -8d for Q4_0, -128d for Q8_0 (exact: a power
+ * of two times an f16, in range for any weight f16 can hold). */
+static uint16_t qblock_bias(int bits, uint16_t d) {
+    return tern_f32_to_f16((bits == 4 ? -8.0f : -128.0f) * tern_f16_to_f32(d));
+}
+
+/* The 32 codes of a ggml Q4_0 / Q8_0 block as its affine form takes them (unsigned, in order). */
+static void qblock_codes(int bits, const uint8_t *blk, uint8_t q[32]) {
+    for (int j = 0; j < 16 && bits == 4; j++) {
+        q[j] = blk[2 + j] & 15;
+        q[16 + j] = blk[2 + j] >> 4;
+    }
+    for (int j = 0; j < 32 && bits == 8; j++)
+        q[j] = blk[2 + j] ^ 0x80;
+}
+
+void tern_qpack_row(const tern_weight *w, int64_t row, uint8_t *codes, float *scales, float *biases) {
+    const tern_qpack_form f = tern_qpack_form_of(w);
+    const int64_t in = tern_weight_cols(w), ng = in / f.group;
+    if (w->fmt == TERN_WF_QBLOCK) {
+        const size_t bb = tern_qblock_bytes(w->qblock);
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in);
+        for (int64_t g = 0; g < ng; g++) {
+            const uint8_t *blk = src + (size_t)g * bb;
+            uint16_t d;
+            memcpy(&d, blk, 2);
+            qblock_codes(f.bits, blk, codes + g * 32);
+            scales[g] = tern_f16_to_f32(d);
+            biases[g] = tern_f16_to_f32(qblock_bias(f.bits, d));
+        }
+        return;
+    }
+    tern_mlx_unpack_row((const uint32_t *)w->data + row * tern_mlx_row_words(in, f.bits), in, f.bits, codes);
+    for (int64_t g = 0; g < ng; g++) {
+        scales[g] = tern_mlx_scale(w->scales, w->sdtype, row * ng + g);
+        biases[g] = tern_mlx_scale(w->biases, w->sdtype, row * ng + g);
+    }
+}
+
+/* Row r of a 16-row block from an MLX affine row: scales and biases as stored, codes regrouped into chunks. */
+static void pack_mlx_row(const tern_weight *w, int64_t row, int r, uint8_t *out, size_t gb) {
+    const int64_t in = tern_weight_cols(w), ng = in / w->group;
+    const size_t row_bytes = (size_t)tern_mlx_row_words(in, w->bits) * 4, ss = tern_dtype_size(w->sdtype);
     const int G = w->group, per_chunk = w->bits == 4 ? 8 : 4; /* codes of a row in one 64-byte chunk */
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * row_bytes;
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *grp = out + (size_t)g * gb, *codes = grp + 32 * ss;
+        memcpy(grp + (size_t)r * ss, (const char *)w->scales + (size_t)(row * ng + g) * ss, ss);
+        memcpy(grp + (size_t)(16 + r) * ss, (const char *)w->biases + (size_t)(row * ng + g) * ss, ss);
+        for (int c = 0; c < G / per_chunk; c++) {
+            const int64_t k = g * G + (int64_t)c * per_chunk;
+            uint8_t *dst = codes + c * 64 + 4 * r;
+            if (w->bits == 8) {
+                memcpy(dst, src + k, 4);
+            } else {
+                /* Stored byte i holds codes 2i (low nibble) and 2i+1 (high): bytes b0..b3 hold codes k..k+7. */
+                const uint8_t *b = src + k / 2;
+                dst[0] = (uint8_t)((b[0] & 15) | (b[2] & 15) << 4);
+                dst[1] = (uint8_t)((b[0] >> 4) | (b[2] >> 4) << 4);
+                dst[2] = (uint8_t)((b[1] & 15) | (b[3] & 15) << 4);
+                dst[3] = (uint8_t)((b[1] >> 4) | (b[3] >> 4) << 4);
+            }
+        }
+    }
+}
+
+/* Row r of a 16-row block from a ggml Q4_0 / Q8_0 row: one group per block, f16 scale and bias. */
+static void pack_qblock_row(const tern_weight *w, tern_qpack_form f, int64_t row, int r, uint8_t *out, size_t gb) {
+    const int64_t in = tern_weight_cols(w), nb = in / 32;
+    const size_t bb = tern_qblock_bytes(w->qblock);
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in);
+    for (int64_t g = 0; g < nb; g++) {
+        const uint8_t *blk = src + (size_t)g * bb;
+        uint8_t *grp = out + (size_t)g * gb, *codes = grp + 64, q[32];
+        uint16_t d;
+        memcpy(&d, blk, 2);
+        const uint16_t bias = qblock_bias(f.bits, d);
+        memcpy(grp + 2 * r, &d, 2);
+        memcpy(grp + 2 * (16 + r), &bias, 2);
+        qblock_codes(f.bits, blk, q);
+        for (int c = 0; c < (f.bits == 4 ? 4 : 8); c++)
+            for (int j = 0; j < 4; j++)
+                codes[c * 64 + 4 * r + j] = f.bits == 8 ? q[4 * c + j] : (uint8_t)(q[8 * c + j] | q[8 * c + 4 + j] << 4);
+    }
+}
+
+void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
+    const tern_qpack_form f = tern_qpack_form_of(w);
+    const int64_t in = tern_weight_cols(w), rows = tern_weight_rows(w), ng = in / f.group;
+    const size_t ss = tern_dtype_size(f.sdtype), gb = tern_qpack_group_bytes(f.bits, f.group, f.sdtype);
     memset(out, 0, gb * (size_t)ng);
     /* Rows past the end: codes and bias 0, scale 1, so the kernels' check that a group's scales allow the exponent
      * add (the SIMD kernels) is not failed by padding. Their results are never stored. */
     const float one_f32 = 1.0f;
-    const uint16_t one_half = w->sdtype == TERN_DT_BF16 ? 0x3f80 : 0x3c00;
-    const void *one = w->sdtype == TERN_DT_F32 ? (const void *)&one_f32 : (const void *)&one_half;
+    const uint16_t one_half = f.sdtype == TERN_DT_BF16 ? 0x3f80 : 0x3c00;
+    const void *one = f.sdtype == TERN_DT_F32 ? (const void *)&one_f32 : (const void *)&one_half;
     const int64_t valid = rows - row0 < 0 ? 0 : rows - row0 > 16 ? 16 : rows - row0;
     for (int64_t r = valid; r < 16; r++)
         for (int64_t g = 0; g < ng; g++)
             memcpy(out + (size_t)g * gb + (size_t)r * ss, one, ss);
-    for (int r = 0; r < 16 && row0 + r < rows; r++) {
-        const int64_t row = row0 + r;
-        const uint8_t *src = (const uint8_t *)w->data + (size_t)row * row_bytes;
-        for (int64_t g = 0; g < ng; g++) {
-            uint8_t *grp = out + (size_t)g * gb, *codes = grp + 32 * ss;
-            memcpy(grp + (size_t)r * ss, (const char *)w->scales + (size_t)(row * ng + g) * ss, ss);
-            memcpy(grp + (size_t)(16 + r) * ss, (const char *)w->biases + (size_t)(row * ng + g) * ss, ss);
-            for (int c = 0; c < G / per_chunk; c++) {
-                const int64_t k = g * G + (int64_t)c * per_chunk;
-                uint8_t *dst = codes + c * 64 + 4 * r;
-                if (w->bits == 8) {
-                    memcpy(dst, src + k, 4);
-                } else {
-                    /* Stored byte i holds codes 2i (low nibble) and 2i+1 (high): bytes b0..b3 hold codes k..k+7. */
-                    const uint8_t *b = src + k / 2;
-                    dst[0] = (uint8_t)((b[0] & 15) | (b[2] & 15) << 4);
-                    dst[1] = (uint8_t)((b[0] >> 4) | (b[2] >> 4) << 4);
-                    dst[2] = (uint8_t)((b[1] & 15) | (b[3] & 15) << 4);
-                    dst[3] = (uint8_t)((b[1] >> 4) | (b[3] >> 4) << 4);
-                }
-            }
-        }
+    for (int r = 0; r < valid; r++) {
+        if (w->fmt == TERN_WF_QBLOCK)
+            pack_qblock_row(w, f, row0 + r, r, out, gb);
+        else
+            pack_mlx_row(w, row0 + r, r, out, gb);
     }
 }
 
 int64_t tern_qpack_blocks(const tern_weight *w) { return (tern_weight_rows(w) + 15) / 16; }
 
 size_t tern_qpack_block_bytes(const tern_weight *w) {
-    return tern_qpack_group_bytes(w->bits, w->group, w->sdtype) * (size_t)(tern_weight_cols(w) / w->group);
+    const tern_qpack_form f = tern_qpack_form_of(w);
+    return tern_qpack_group_bytes(f.bits, f.group, f.sdtype) * (size_t)(tern_weight_cols(w) / f.group);
 }
 
 size_t tern_qpack_bytes(const tern_weight *w) { return tern_qpack_block_bytes(w) * (size_t)tern_qpack_blocks(w); }
@@ -72,18 +148,20 @@ static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8
     *out = NULL;
     const char *name = w->name ? w->name : "weight";
     if (!tern_qpack_supported(w))
-        return tern_errf(TERN_EINVAL, "%s: only MLX affine 4/8-bit weights with groups of 32 or more can be packed",
-                         name);
+        return tern_errf(TERN_EINVAL,
+                         "%s: only MLX affine 4/8-bit weights with groups of 32 or more, and ggml Q4_0 / Q8_0, can be "
+                         "packed", name);
     tern_qpack *p = calloc(1, sizeof *p);
     if (!p)
         return tern_errf(TERN_ENOMEM, "out of memory packing %s", name);
     p->rows = tern_weight_rows(w);
     p->in = tern_weight_cols(w);
     p->blocks = tern_qpack_blocks(w);
-    p->bits = w->bits;
-    p->group = w->group;
-    p->sdtype = w->sdtype;
-    p->group_bytes = tern_qpack_group_bytes(w->bits, w->group, w->sdtype);
+    const tern_qpack_form f = tern_qpack_form_of(w);
+    p->bits = f.bits;
+    p->group = f.group;
+    p->sdtype = f.sdtype;
+    p->group_bytes = tern_qpack_group_bytes(f.bits, f.group, f.sdtype);
     p->block_bytes = tern_qpack_block_bytes(w);
     p->owns_data = at == NULL;
     p->pieces = n;
@@ -180,6 +258,20 @@ void tern_qact_fill_ref(tern_qact *a, const float *x) {
         }
 }
 
+void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    int32_t isum = 0;
+    for (int k = 0; k < 32; k++) {
+        a->q[u * 32 + k] = (int8_t)blk[2 + k];
+        isum += (int8_t)blk[2 + k];
+    }
+    a->xs[u] = tern_f16_to_f32(h);
+    a->xsum[u] = (float)isum * a->xs[u];
+    a->exp_bits[u] = 0;
+    a->half_mask[u] = 0;
+}
+
 void tern_qact_free(tern_qact *a) {
     free(a->q);
     free(a->xs);
@@ -190,13 +282,11 @@ void tern_qact_free(tern_qact *a) {
 }
 
 void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
-    const int64_t in = a->in, G = w->group, ng = in / G, words = tern_mlx_row_words(in, w->bits);
+    const int64_t in = a->in, G = tern_qpack_form_of(w).group, ng = in / G;
     uint8_t *q = malloc((size_t)in);
-    if (!q)
-        return;
-    for (int64_t o = 0; o < n_out; o++) {
-        const int64_t row = row0 + o;
-        tern_mlx_unpack_row((const uint32_t *)w->data + row * words, in, w->bits, q);
+    float *sb = malloc((size_t)(2 * ng) * sizeof *sb);
+    for (int64_t o = 0; q && sb && o < n_out; o++) {
+        tern_qpack_row(w, row0 + o, q, sb, sb + ng);
         for (int64_t t = 0; t < a->T; t++) {
             const int8_t *xq = a->q + t * in;
             float acc = 0;
@@ -204,12 +294,11 @@ void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_
                 int32_t idot = 0;
                 for (int64_t k = g * G; k < (g + 1) * G; k++)
                     idot += (int32_t)q[k] * xq[k];
-                const float s = tern_mlx_scale(w->scales, w->sdtype, row * ng + g);
-                const float b = tern_mlx_scale(w->biases, w->sdtype, row * ng + g);
-                acc = fmaf(b, a->xsum[t * ng + g], fmaf((float)idot, s * a->xs[t * ng + g], acc));
+                acc = fmaf(sb[ng + g], a->xsum[t * ng + g], fmaf((float)idot, sb[g] * a->xs[t * ng + g], acc));
             }
             y[t * n_out + o] = acc;
         }
     }
     free(q);
+    free(sb);
 }

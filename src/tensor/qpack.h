@@ -1,5 +1,6 @@
-/* qpack.h — MLX affine q4/q8 weights repacked for int8 dot-product kernels, the int8 activations they
- * multiply, and the portable definition of the product they compute.
+/* qpack.h — MLX affine q4/q8 weights (and ggml Q4_0 / Q8_0 blocks, in the same affine form) repacked for int8
+ * dot-product kernels, the int8 activations they multiply, and the portable definition of the product they
+ * compute.
  *
  * Packed layout. Rows go in blocks of 16 (the last block zero-padded). A block is one contiguous
  * stream, group after group; each group is
@@ -55,11 +56,23 @@ static inline const uint8_t *tern_qpack_block_data(const tern_qpack *p, int64_t 
     return p->piece_data[i] + (size_t)(b - p->first[i]) * p->block_bytes;
 }
 
-/* Whether a weight can be packed: MLX affine with 4 or 8 bits, group >= 32 a power of two dividing the width. */
+/* The affine form a weight is packed in: code bits, group, and the scales' and biases' dtype. MLX affine weights
+ * as stored (4 or 8 bits, group >= 32 a power of two dividing the width); ggml Q4_0 and Q8_0 blocks as groups of
+ * 32 with the block's f16 step d as scale and -8d (Q4_0, codes as stored) or -128d (Q8_0, codes plus 128) as bias:
+ * the same weights exactly, for every weight within f16's range. bits is 0 for any other weight. */
+typedef struct tern_qpack_form {
+    int bits, group;
+    tern_dtype sdtype;
+} tern_qpack_form;
+tern_qpack_form tern_qpack_form_of(const tern_weight *w);
+/* Whether a weight can be packed (its form has bits). */
 int tern_qpack_supported(const tern_weight *w);
+/* Row `row` of w in its form: unsigned codes[in], scales and biases [in / group] as f32. */
+void tern_qpack_row(const tern_weight *w, int64_t row, uint8_t *codes, float *scales, float *biases);
 /* Bytes of one group of one packed block for (bits, group, scale dtype). */
 size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype);
-/* Packs the 16 rows starting at row0 (rows past the weight's end are zero) into out[group_bytes * in/group]. */
+/* Packs the 16 rows starting at row0 (rows past the weight's end are zero) into out[group_bytes * in/group];
+ * group_bytes and the group are those of w's form. */
 void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out);
 /* Bytes the packed copy of w takes (a multiple of 64). */
 size_t tern_qpack_bytes(const tern_weight *w);
@@ -134,6 +147,8 @@ typedef struct tern_qact {
     float *xsum;        /* [T][in/group] the step times the sum of the group's codes */
     int32_t *exp_bits;  /* [T][in/group] the step's tern_qact_step.exp_bits */
     int32_t *half_mask; /* [T][in/group] and its half_mask */
+    int ggml_steps;     /* the steps are ggml's Q8_0 steps (tern_qact_set_q8_0), of any value: the kernels form
+                         * s * xs by a multiply (the same value the exponent add gives for the steps above) */
 } tern_qact;
 
 /* Records unit u's step and code sum (every quantizer ends a group with this). */
@@ -144,12 +159,16 @@ static inline void tern_qact_set(tern_qact *a, int64_t u, tern_qact_step st, int
     a->half_mask[u] = st.half_mask;
 }
 
+/* Unit u (group 32) from its ggml Q8_0 block (f16 step, 32 codes; tern_qblock_quantize_ref's bytes): the codes
+ * llama.cpp multiplies ggml weights with, in place of tern_qact_step_for's step. Set a->ggml_steps with these. */
+void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk);
 /* Allocates and fills a; 0 when out of memory (a is then empty). Portable; the SIMD quantizers give the same bytes. */
 int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group);
 void tern_qact_fill_ref(tern_qact *a, const float *x);
 void tern_qact_free(tern_qact *a);
 
-/* The portable definition: y[t][o] for rows [row0, row0 + n_out) of w (unpacked) and all tokens of a. */
+/* The portable definition: y[t][o] for rows [row0, row0 + n_out) of w (unpacked, in its form) and all tokens of
+ * a. */
 void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y);
 
 #endif

@@ -12,6 +12,7 @@
 #include "tensor/cpu.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
+#include "tensor/qblock.h"
 #include "tensor/qmm.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
@@ -292,6 +293,113 @@ static void test_step_edges(void **state) {
     free_q(&o);
 }
 
+/* Rows of ggml Q4_0 or Q8_0 blocks: random codes, f16 steps from tiny to large, one step zero. */
+static uint8_t *random_qblock(tern_qblock t, int64_t rows, int64_t in) {
+    const size_t B = tern_qblock_bytes(t), nb = (size_t)(rows * in / 32);
+    uint8_t *d = malloc(B * nb);
+    static const float steps[] = {0.0f, 6e-8f, 1e-5f, 0.002f, 0.03f, 1.5f, 300.0f, 0.0117f};
+    for (size_t i = 0; i < B * nb; i++)
+        d[i] = (uint8_t)(int)((tu_frand(&rng) + 1.0f) * 127.9f);
+    for (size_t i = 0; i < nb; i++) {
+        const uint16_t h = tern_f32_to_f16(steps[i % 8] * (i % 3 ? 1.0f : -1.0f));
+        memcpy(d + i * B, &h, 2);
+    }
+    return d;
+}
+
+/* ggml Q4_0 and Q8_0 in the packed affine form: every weight the same value as ggml's dequantization gives, codes
+ * and f16 scales where the layout puts them; prompt tokens take the int8 kernel over the packed copy (bit for bit
+ * the portable definition), generated tokens ggml's block product (bit for bit its reference dot), and the two
+ * agree to the activations' quantization. */
+static void test_qblock_form(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    static const tern_qblock types[] = {TERN_QB_Q4_0, TERN_QB_Q8_0};
+    for (int ti = 0; ti < 2; ti++) {
+        const tern_qblock t = types[ti];
+        const int64_t rows = 37, in = 256, ng = in / 32, T = 11;
+        uint8_t *data = random_qblock(t, rows, in);
+        tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = t,
+                         .name = "w"};
+        const tern_qpack_form f = tern_qpack_form_of(&w);
+        assert_int_equal(f.bits, t == TERN_QB_Q4_0 ? 4 : 8);
+        assert_int_equal(f.group, 32);
+        assert_int_equal(f.sdtype, TERN_DT_F16);
+        tern_qpack *pk;
+        TU_OK(tern_qpack_create(&w, NULL, &pk));
+        uint8_t codes[256];
+        float sb[16], deq[256];
+        for (int64_t r = 0; r < rows; r++) {
+            tern_qpack_row(&w, r, codes, sb, sb + ng);
+            tern_qblock_dequantize(t, data + (size_t)r * tern_qblock_row_bytes(t, in), deq, in);
+            for (int64_t k = 0; k < in; k++) {
+                const float v = sb[k / 32] * (float)codes[k] + sb[ng + k / 32];
+                if (v != deq[k])
+                    fail_msg("%s row %lld col %lld: affine %.9g, ggml %.9g", tern_qblock_name(t), (long long)r,
+                             (long long)k, v, deq[k]);
+                const uint8_t *grp = pk->data + (size_t)(r / 16) * pk->block_bytes + (size_t)(k / 32) * pk->group_bytes;
+                const int64_t kk = k % 32, rr = r % 16;
+                const uint8_t byte = f.bits == 8 ? grp[64 + (kk / 4) * 64 + 4 * rr + kk % 4]
+                                                 : grp[64 + (kk / 8) * 64 + 4 * rr + kk % 4];
+                const unsigned q = f.bits == 8 ? byte : kk % 8 < 4 ? byte & 15u : (unsigned)byte >> 4;
+                assert_int_equal(q, codes[k]);
+                uint16_t hs, hb;
+                memcpy(&hs, grp + 2 * rr, 2);
+                memcpy(&hb, grp + 2 * (16 + rr), 2);
+                assert_true(tern_f16_to_f32(hs) == sb[k / 32] && tern_f16_to_f32(hb) == sb[ng + k / 32]);
+            }
+        }
+        w.qpack = pk;
+        float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * rows) * sizeof *y);
+        float *want = malloc((size_t)(T * rows) * sizeof *want);
+        for (int64_t i = 0; i < T * in; i++)
+            x[i] = tu_frand(&rng) * (i % 89 == 0 ? 30.0f : 1.0f);
+        /* Generated tokens: ggml's dot on its own activation blocks. */
+        uint8_t *a8 = malloc(tern_qblock_row_bytes(TERN_QB_Q8_0, in));
+        TU_OK(tern_matmul_rows(pool, &w, 0, rows, x, T, y, TERN_MM_DECODE) ? tern_errf(TERN_ENOMEM, "oom") : NULL);
+        for (int64_t tk = 0; tk < T; tk++) {
+            tern_qblock_quantize_ref(TERN_QB_Q8_0, x + tk * in, a8, in);
+            for (int64_t r = 0; r < rows; r++) {
+                want[tk * rows + r] = tern_qblock_dot_ref(t, in, data + (size_t)r * tern_qblock_row_bytes(t, in), a8);
+                if (memcmp(&want[tk * rows + r], &y[tk * rows + r], sizeof *y))
+                    fail_msg("%s %s decode token %lld row %lld: %.9g, ggml %.9g", tern_isa_name(isa), tern_qblock_name(t),
+                             (long long)tk, (long long)r, y[tk * rows + r], want[tk * rows + r]);
+            }
+        }
+        /* Prompt tokens: the int8 kernel (on SIMD paths) with ggml's activation codes: bit for bit the portable
+         * definition, and within float rounding of ggml's dot (the same integer dots, summed in another order). */
+        TU_OK(tern_matmul_rows(pool, &w, 0, rows, x, T, y, TERN_MM_PREFILL) ? tern_errf(TERN_ENOMEM, "oom") : NULL);
+        float *ref = malloc((size_t)(T * rows) * sizeof *ref);
+        tern_qact a;
+        assert_true(tern_qact_alloc(&a, T, in, 32));
+        a.ggml_steps = 1;
+        for (int64_t u = 0; u < T * ng; u++) {
+            tern_qblock_quantize_ref(TERN_QB_Q8_0, x + u * 32, a8, 32);
+            tern_qact_set_q8_0(&a, u, a8);
+        }
+        tern_qmm_ref(&w, 0, rows, &a, ref);
+        for (int64_t i = 0; i < T * rows; i++) {
+            const float exact_to = isa == TERN_ISA_PORTABLE ? want[i] : ref[i];
+            if (memcmp(&y[i], &exact_to, sizeof *y))
+                fail_msg("%s %s prefill token %lld row %lld: %.9g, %s %.9g", tern_isa_name(isa), tern_qblock_name(t),
+                         (long long)(i / rows), (long long)(i % rows), y[i],
+                         isa == TERN_ISA_PORTABLE ? "ggml" : "portable int8", exact_to);
+            double mag = 1e-30;
+            const int64_t tk = i / rows, r = i % rows;
+            tern_qblock_dequantize(t, data + (size_t)r * tern_qblock_row_bytes(t, in), deq, in);
+            for (int64_t k = 0; k < in; k++)
+                mag += fabs((double)deq[k] * x[tk * in + k]);
+            if (fabs(ref[i] - want[i]) > 1e-5 * mag)
+                fail_msg("%s token %lld row %lld: int8 %.9g, ggml %.9g (sum |w x| %.3g)", tern_qblock_name(t),
+                         (long long)tk, (long long)r, ref[i], want[i], mag);
+        }
+        tern_qact_free(&a);
+        free(ref), free(a8), free(x), free(y), free(want), free(data);
+        tern_qpack_free(pk);
+    }
+    tern_pool_destroy(pool);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -299,6 +407,7 @@ int main(void) {
         cmocka_unit_test(test_reference_definition),
         TU_SIMD_TESTS(test_step_edges),
         TU_SIMD_TESTS(simd_matches_reference),
+        TU_ISA_TESTS(test_qblock_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
