@@ -45,6 +45,9 @@ typedef struct tern_kernel_table {
     /* gelu_tanh in place; g = gelu_tanh(g) * u in one pass; cap * tanh(x / cap) in place. */
     void (*gelu_tanh)(float *x, int64_t n);
     void (*gelu_tanh_mul)(float *g, const float *u, int64_t n);
+    /* g = gelu(g) * u with ggml's f16 table (tern_gelu_tanh_mul_f16): 0 at or below -10, g at or above 10, else
+     * table[f16(g)] (f16 rounded to nearest even); the table has 65536 entries and one of padding. */
+    void (*gelu_tanh_mul_f16)(float *g, const float *u, int64_t n, const uint16_t *table);
     void (*softcap)(float *x, int64_t n, float cap);
     /* e^x in place, 0 below -87 and for NaN. */
     void (*exp)(float *x, int64_t n);

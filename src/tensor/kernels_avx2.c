@@ -267,6 +267,22 @@ void tern_gelu_tanh_avx2(float *x, int64_t n) {
         tail_store8(x + i, n - i, gelu256(tail_load8(x + i, n - i)));
 }
 
+/* The f16 table's gelu (see kernels_avx512.c), 8 values at a time. */
+static void gelu_tanh_mul_f16_avx2(float *g, const float *u, int64_t n, const uint16_t *table) {
+    const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 x = tail_load8(g + i, n - i);
+        const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256i e = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)table, h, 2),
+                                           _mm256_set1_epi32(0xffff));
+        const __m128i e16 = _mm_packus_epi32(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1));
+        __m256 y = _mm256_cvtph_ps(e16);
+        y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LE_OQ));
+        tail_store8(g + i, n - i, _mm256_mul_ps(y, tail_load8(u + i, n - i)));
+    }
+}
+
 void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i += 8)
         tail_store8(g + i, n - i, _mm256_mul_ps(gelu256(tail_load8(g + i, n - i)), tail_load8(u + i, n - i)));
@@ -431,6 +447,7 @@ const tern_kernel_table tern_kernels_avx2 = {
     .rope_apply = tern_rope_apply_avx2,
     .gelu_tanh = tern_gelu_tanh_avx2,
     .gelu_tanh_mul = tern_gelu_tanh_mul_avx2,
+    .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx2,
     .softcap = tern_softcap_avx2,
     .exp = tern_exp_avx2,
     .axpby = tern_axpby_avx2,

@@ -347,6 +347,22 @@ void tern_gelu_tanh_avx512(float *x, int64_t n) {
     }
 }
 
+/* The f16 table's gelu: each value rounded to f16 (VCVTPS2PH, nearest even), its entry gathered (4 bytes from
+ * entry h: the padding entry keeps the last in bounds) and widened back, the ends taken as the table's definition. */
+static void gelu_tanh_mul_f16_avx512(float *g, const float *u, int64_t n, const uint16_t *table) {
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, h, (const void *)table, 2);
+        __m512 y = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(e));
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), _mm512_setzero_ps());
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(y, _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
 void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = tail_mask16(n - i);
@@ -531,6 +547,7 @@ const tern_kernel_table tern_kernels_avx512 = {
     .rope_apply = tern_rope_apply_avx512,
     .gelu_tanh = tern_gelu_tanh_avx512,
     .gelu_tanh_mul = tern_gelu_tanh_mul_avx512,
+    .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx512,
     .softcap = tern_softcap_avx512,
     .exp = tern_exp_avx512,
     .axpby = tern_axpby_avx512,

@@ -104,6 +104,13 @@ static void checksum_blocks_portable(uint64_t acc[16], const void *p, size_t blo
     }
 }
 
+static void gelu_tanh_mul_f16_portable(float *g, const float *u, int64_t n, const uint16_t *table) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        g[i] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : tern_f16_to_f32(table[tern_f32_to_f16(x)])) * u[i];
+    }
+}
+
 static double read_sum_portable(const float *p, size_t n) {
     double r = 0;
     for (size_t i = 0; i < n; i++)
@@ -121,6 +128,7 @@ const tern_kernel_table tern_kernels_portable = {
     .rope_apply = rope_apply_portable,
     .gelu_tanh = gelu_tanh_portable,
     .gelu_tanh_mul = gelu_tanh_mul_portable,
+    .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_portable,
     .softcap = softcap_portable,
     .exp = exp_portable,
     .axpby = axpby_portable,

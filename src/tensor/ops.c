@@ -189,7 +189,7 @@ void tern_gelu_tanh_mul(float *g, const float *u, int64_t n) {
     tern_kernels()->gelu_tanh_mul(g, u, n);
 }
 
-static uint16_t gelu_f16_table[65536];
+static uint16_t gelu_f16_table[65536 + 1]; /* one of padding: a SIMD gather reads 4 bytes per entry */
 static pthread_once_t gelu_f16_once = PTHREAD_ONCE_INIT;
 
 static void gelu_f16_init(void) {
@@ -211,8 +211,7 @@ void tern_gelu_tanh_f16(float *x, int64_t n) {
 
 void tern_gelu_tanh_mul_f16(float *g, const float *u, int64_t n) {
     pthread_once(&gelu_f16_once, gelu_f16_init);
-    for (int64_t i = 0; i < n; i++)
-        g[i] = gelu_f16(g[i]) * u[i];
+    tern_kernels()->gelu_tanh_mul_f16(g, u, n, gelu_f16_table);
 }
 
 void tern_softcap(float *x, int64_t n, float cap) {

@@ -5,7 +5,6 @@
 
 #include "core/alloc.h"
 #include "tensor/kernels.h"
-#include "tensor/qblock_mm.h"
 #include "tensor/ops.h"
 
 #define QMM_MAX_PARTS 4
@@ -114,16 +113,7 @@ static void fill_range(void *ctx, size_t b, size_t e, int tid) {
         const size_t G = (size_t)j->a->group;
         tern_gelu_tanh_mul(j->gated + b * G, j->mul + b * G, (int64_t)((e - b) * G));
     }
-    if (!j->a->ggml_steps) {
-        j->k->fill(j->a, j->x, (int64_t)b, (int64_t)e);
-        return;
-    }
-    const tern_qblock_kernels *qb = tern_kernels()->qblock;
-    uint8_t blk[34];
-    for (size_t u = b; u < e; u++) {
-        qb->quantize(TERN_QB_Q8_0, j->x + u * 32, blk, 32);
-        tern_qact_set_q8_0(j->a, (int64_t)u, blk);
-    }
+    (j->a->ggml_steps ? j->k->fill_ggml : j->k->fill)(j->a, j->x, (int64_t)b, (int64_t)e);
 }
 
 static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,

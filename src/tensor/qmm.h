@@ -14,6 +14,9 @@ typedef struct tern_qmm_kernels {
     /* Quantizes units [u0, u1) of x [T][in] into a, byte for byte as tern_qact_fill_ref; unit u is weight
      * group u % (in / group) of token u / (in / group). */
     void (*fill)(tern_qact *a, const float *x, int64_t u0, int64_t u1);
+    /* The same for weights from ggml blocks (group 32): tern_qact_set_q8_0 of tern_qblock_quantize_ref's Q8_0
+     * blocks, byte for byte (finite x). */
+    void (*fill_ggml)(tern_qact *a, const float *x, int64_t u0, int64_t u1);
     /* One packed 16-row block against every token of a, with exactly tern_qmm_ref's arithmetic:
      * y[t * ystride + r] for rows r < valid. */
     void (*block)(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,

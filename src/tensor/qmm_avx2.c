@@ -63,6 +63,31 @@ static inline int exponent_add_ok8(__m256 s) {
     return _mm256_movemask_ps(_mm256_castsi256_ps(in)) == 0xff;
 }
 
+/* tern_qmm_kernels.fill_ggml: ggml's Q8_0 quantization of each 32 values (tern_qblock_quantize_ref: step
+ * amax / 127 stored f16, codes rounded to nearest even of x * 127 / amax), as tern_qact_set_q8_0 records it. */
+static void fill_ggml(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t u = u0; u < u1; u++) {
+        const float *xg = x + u * 32;
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < 32; k += 8)
+            m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + k), absmask), m);
+        const float amax = hmax8(m);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        __m256i isum = _mm256_setzero_si256();
+        for (int k = 0; k < 32; k += 8) {
+            const __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + k), id));
+            isum = _mm256_add_epi32(isum, c);
+            const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+            _mm_storel_epi64((__m128i *)(a->q + u * 32 + k), _mm_packs_epi16(w16, w16));
+        }
+        a->xs[u] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+        a->isum[u] = hsum8_epi32(isum);
+        a->xsum[u] = (float)a->isum[u] * a->xs[u];
+        a->exp_bits[u] = a->half_mask[u] = 0;
+    }
+}
+
 static inline __m256 load_scales8(const uint8_t *p, tern_dtype dt) {
     if (dt == TERN_DT_F32)
         return _mm256_loadu_ps((const float *)p);
@@ -94,8 +119,10 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
         const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
         const int8_t *xq = a->q + t0 * in + g * G;
         __m256i idot[2][2];
-        for (int t = 0; t < NT; t++)
-            idot[t][0] = idot[t][1] = _mm256_setzero_si256();
+        for (int t = 0; t < NT; t++) /* ggml steps: from -off x the codes' sum (qpack.h) */
+            idot[t][0] = idot[t][1] =
+                a->ggml_steps ? _mm256_set1_epi32(a->isum[(t0 + t) * ng + g] * (bits == 4 ? -8 : -128))
+                              : _mm256_setzero_si256();
         if (bits == 4) {
             for (int64_t c0 = 0; c0 < G / 8; c0 += 4) {
                 __m256i p16[2][2];
@@ -149,7 +176,8 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
                                                                              _mm256_set1_epi32(a->half_mask[i]))))
                         : _mm256_mul_ps(s, _mm256_set1_ps(a->xs[i]));
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[t][h]), st, acc[t][h]);
-                acc[t][h] = _mm256_fmadd_ps(b, _mm256_set1_ps(a->xsum[i]), acc[t][h]);
+                if (!a->ggml_steps)
+                    acc[t][h] = _mm256_fmadd_ps(b, _mm256_set1_ps(a->xsum[i]), acc[t][h]);
             }
         }
     }
@@ -175,4 +203,4 @@ static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype s
     }
 }
 
-const tern_qmm_kernels tern_qmm_avx2 = {fill, block};
+const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, block};

@@ -37,6 +37,24 @@ static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
     }
 }
 
+/* tern_qmm_kernels.fill_ggml: ggml's Q8_0 quantization of each 32 values (tern_qblock_quantize_ref: step
+ * amax / 127 stored f16, codes rounded to nearest even of x * 127 / amax), as tern_qact_set_q8_0 records it. */
+static void fill_ggml(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; u++) {
+        const __m512 v0 = _mm512_loadu_ps(x + u * 32), v1 = _mm512_loadu_ps(x + u * 32 + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_max_ps(_mm512_abs_ps(v1),
+                                                                                                _mm512_setzero_ps())));
+        const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        const __m512i c0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), c1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+        _mm_storeu_si128((__m128i *)(a->q + u * 32), _mm512_cvtsepi32_epi8(c0));
+        _mm_storeu_si128((__m128i *)(a->q + u * 32 + 16), _mm512_cvtsepi32_epi8(c1));
+        a->xs[u] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+        a->isum[u] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+        a->xsum[u] = (float)a->isum[u] * a->xs[u];
+        a->exp_bits[u] = a->half_mask[u] = 0;
+    }
+}
+
 static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
     if (dt == TERN_DT_F32)
         return _mm512_loadu_ps(p);
@@ -116,6 +134,9 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         for (int k = 0; k < sets; k++)
             for (int t = 0; t < NT; t++)
                 acc4[k][t] = _mm512_setzero_si512();
+        /* ggml steps: the dot starts from -off x the codes' sum (qpack.h), off 8 or 128. */
+        for (int t = 0; a->ggml_steps && t < NT; t++)
+            acc4[0][t] = _mm512_set1_epi32(a->isum[(t0 + t) * ng + g] * (bits == 4 ? -8 : -128));
         /* Four 64-byte chunks per step: q4 chunk c covers activations 8c .. 8c+7 (low nibbles the first four),
          * q8 chunk c covers 4c .. 4c+3. Operand i of a step pairs with activation offset xo[i]. */
         const int per = bits == 4 ? 8 : 4;
@@ -158,7 +179,11 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                     ia[t] = _mm512_add_epi32(ia[t], acc4[k][t]);
         }
         const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
-        if (__builtin_expect(!a->ggml_steps && exponent_add_ok(s), 1)) {
+        if (a->ggml_steps) {
+            for (int t = 0; t < NT; t++)
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]),
+                                         _mm512_mul_ps(s, _mm512_set1_ps(a->xs[(t0 + t) * ng + g])), acc[t]);
+        } else if (__builtin_expect(exponent_add_ok(s), 1)) {
             /* s * xs: s * 2^e by adding e to s's exponent field, plus (for 1.5 x 2^e) s * 2^(e-1) made alike, in
              * one float add: one rounding, as the reference's product. */
             const __m512i sh = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(1 << 23));
@@ -215,4 +240,4 @@ static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype s
     }
 }
 
-const tern_qmm_kernels tern_qmm_avx512 = {fill, block};
+const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, block};

@@ -231,7 +231,8 @@ int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group) {
     a->xsum = malloc((size_t)(T * ng) * sizeof(float));
     a->exp_bits = malloc((size_t)(T * ng) * sizeof(int32_t));
     a->half_mask = malloc((size_t)(T * ng) * sizeof(int32_t));
-    if (!a->q || !a->xs || !a->xsum || !a->exp_bits || !a->half_mask) {
+    a->isum = malloc((size_t)(T * ng) * sizeof(int32_t));
+    if (!a->q || !a->xs || !a->xsum || !a->exp_bits || !a->half_mask || !a->isum) {
         tern_qact_free(a);
         return 0;
     }
@@ -270,6 +271,7 @@ void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk) {
     a->xsum[u] = (float)isum * a->xs[u];
     a->exp_bits[u] = 0;
     a->half_mask[u] = 0;
+    a->isum[u] = isum;
 }
 
 void tern_qact_free(tern_qact *a) {
@@ -278,11 +280,14 @@ void tern_qact_free(tern_qact *a) {
     free(a->xsum);
     free(a->exp_bits);
     free(a->half_mask);
+    free(a->isum);
     memset(a, 0, sizeof *a);
 }
 
 void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
-    const int64_t in = a->in, G = tern_qpack_form_of(w).group, ng = in / G;
+    const tern_qpack_form f = tern_qpack_form_of(w);
+    const int64_t in = a->in, G = f.group, ng = in / G;
+    const int32_t off = f.bits == 4 ? 8 : 128; /* ggml steps: the bias's code offset */
     uint8_t *q = malloc((size_t)in);
     float *sb = malloc((size_t)(2 * ng) * sizeof *sb);
     for (int64_t o = 0; q && sb && o < n_out; o++) {
@@ -294,7 +299,11 @@ void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_
                 int32_t idot = 0;
                 for (int64_t k = g * G; k < (g + 1) * G; k++)
                     idot += (int32_t)q[k] * xq[k];
-                acc = fmaf(sb[ng + g], a->xsum[t * ng + g], fmaf((float)idot, sb[g] * a->xs[t * ng + g], acc));
+                const int64_t u = t * ng + g;
+                if (a->ggml_steps)
+                    acc = fmaf((float)(idot - off * a->isum[u]), sb[g] * a->xs[u], acc);
+                else
+                    acc = fmaf(sb[ng + g], a->xsum[u], fmaf((float)idot, sb[g] * a->xs[u], acc));
             }
             y[t * n_out + o] = acc;
         }

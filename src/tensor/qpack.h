@@ -23,7 +23,12 @@
  * and, for 1.5 x 2^e, add s_g x 2^(e-1) formed the same way (a float add): one rounding, the same as the
  * product's. In the kernels' epilogue the multiplies share VPDPBUSD's pipes; two per 16 VPDPBUSD instead of
  * three raise the compute-bound ceiling from 84.2% to 88.9% of the VPDPBUSD peak, and adds run beside them.
- * The cost: a step up to 1.5x as coarse as max|x| / 127 (bench_kernels --act-error). */
+ * The cost: a step up to 1.5x as coarse as max|x| / 127 (bench_kernels --act-error).
+ * Weights from ggml blocks (Q4_0, Q8_0) meet the activation codes llama.cpp gives them: ggml's Q8_0 steps
+ * (amax / 127 stored f16, of any value: s_g * xs_g is a multiply), and since their bias is -off x the scale
+ * (off = 8 for 4-bit codes, 128 for 8-bit), the offset goes into the integer dot instead of a second FMA:
+ *     acc = fma((float)(idot_g - off * isum_g), s_g * xs_g, acc),   isum_g = sum xq,
+ * each block's value as ggml's integer dot gives it, the blocks summed in another order than its own. */
 #ifndef TERN_TENSOR_QPACK_H
 #define TERN_TENSOR_QPACK_H
 
@@ -147,8 +152,8 @@ typedef struct tern_qact {
     float *xsum;        /* [T][in/group] the step times the sum of the group's codes */
     int32_t *exp_bits;  /* [T][in/group] the step's tern_qact_step.exp_bits */
     int32_t *half_mask; /* [T][in/group] and its half_mask */
-    int ggml_steps;     /* the steps are ggml's Q8_0 steps (tern_qact_set_q8_0), of any value: the kernels form
-                         * s * xs by a multiply (the same value the exponent add gives for the steps above) */
+    int32_t *isum;      /* [T][in/group] the sum of the group's codes (ggml steps) */
+    int ggml_steps;     /* the steps are ggml's Q8_0 steps (tern_qact_set_q8_0), and the product ggml's form */
 } tern_qact;
 
 /* Records unit u's step and code sum (every quantizer ends a group with this). */

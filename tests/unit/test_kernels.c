@@ -202,6 +202,35 @@ static void test_axpby(void **state) {
         }
 }
 
+/* ggml's table gelu times u on a SIMD path against the portable one, bit for bit: every f16 value's neighbourhood
+ * (each f16 value and the floats just around it, its rounding's edges), the ends at +-10, widths off the vector. */
+static void test_gelu_f16_table(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    const int64_t n = 3 * 65536 + 13;
+    float *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u);
+    float *want = malloc((size_t)n * sizeof *want), *got = malloc((size_t)n * sizeof *got);
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = (uint16_t)(i / 3);
+        const float v = (h & 0x7c00) == 0x7c00 ? 10.0f : tern_f16_to_f32(h); /* no NaN: its code is the path's */
+        g[i] = i % 3 == 0 ? v : nextafterf(v, i % 3 == 1 ? -INFINITY : INFINITY);
+        u[i] = 1.0f + tu_frand(&rng);
+    }
+    g[5] = -10.0f, g[6] = nextafterf(-10.0f, 0.0f), g[7] = 10.0f, g[8] = nextafterf(10.0f, 0.0f), g[9] = 1e30f;
+    for (int64_t len = n; len > n - 17; len -= 5) {
+        memcpy(want, g, (size_t)n * sizeof *g);
+        memcpy(got, g, (size_t)n * sizeof *g);
+        tern_isa_set(TERN_ISA_PORTABLE);
+        tern_gelu_tanh_mul_f16(want, u, len);
+        tern_isa_set(isa);
+        tern_gelu_tanh_mul_f16(got, u, len);
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(&want[i], &got[i], sizeof *got))
+                fail_msg("%s, %lld values: gelu_f16(%.9g) * %g = %.9g, portable %.9g", tern_isa_name(isa),
+                         (long long)len, g[i], u[i], got[i], want[i]);
+    }
+    free(g), free(u), free(want), free(got);
+}
+
 /* gelu(g) * u in one pass, rmsnorm (odd widths, with and without weight) against double references on every
  * path; RoPE in two steps (shared angles) against double, zero frequencies left alone. */
 static void test_norm_gelu_mul_rope(void **state) {
@@ -582,7 +611,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
         TU_ISA_TESTS(test_checksum),
         TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
         TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),

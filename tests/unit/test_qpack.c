@@ -379,6 +379,31 @@ static void test_qblock_form(void **state) {
             tern_qact_set_q8_0(&a, u, a8);
         }
         tern_qmm_ref(&w, 0, rows, &a, ref);
+        /* The SIMD quantizer of these activations gives the same bytes, here and on groups of zeros, of values
+         * below f16's smallest step and beyond its range. */
+        const tern_qmm_kernels *qk = tern_kernels()->qmm;
+        if (qk) {
+            tern_qact s;
+            assert_true(tern_qact_alloc(&s, T, in, 32));
+            float *xe = malloc((size_t)(T * in) * sizeof *xe);
+            memcpy(xe, x, (size_t)(T * in) * sizeof *xe);
+            for (int k = 0; k < 32; k++)
+                xe[32 + k] = 0, xe[64 + k] = 1e-9f * (float)(k - 7), xe[96 + k] = 3e8f * (float)(k % 5 - 2);
+            qk->fill_ggml(&s, xe, 0, T * ng);
+            tern_qact e;
+            assert_true(tern_qact_alloc(&e, T, in, 32));
+            for (int64_t u = 0; u < T * ng; u++) {
+                tern_qblock_quantize_ref(TERN_QB_Q8_0, xe + u * 32, a8, 32);
+                tern_qact_set_q8_0(&e, u, a8);
+            }
+            assert_memory_equal(s.q, e.q, (size_t)(T * in));
+            assert_memory_equal(s.xs, e.xs, (size_t)(T * ng) * sizeof(float));
+            assert_memory_equal(s.xsum, e.xsum, (size_t)(T * ng) * sizeof(float));
+            assert_memory_equal(s.isum, e.isum, (size_t)(T * ng) * sizeof(int32_t));
+            tern_qact_free(&s);
+            tern_qact_free(&e);
+            free(xe);
+        }
         for (int64_t i = 0; i < T * rows; i++) {
             const float exact_to = isa == TERN_ISA_PORTABLE ? want[i] : ref[i];
             if (memcmp(&y[i], &exact_to, sizeof *y))
