@@ -8,7 +8,7 @@
  * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
  * the kernel itself on cache-resident weights against that peak. With --act-error, the accuracy cost of quantizing
  * the activations: the product's relative error against float64, with the kernels' step and with max|x|/127.
- * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
+ * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16|q4_0|q8_0] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
  *                      [--threads 2] [--slab ROWS]
  *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
  *        bench_kernels --ceiling [--bits 4|8] [--tokens 8]
@@ -24,6 +24,7 @@
 #include "core/timeutil.h"
 #include "tensor/cpu.h"
 #include "tensor/kernels.h"
+#include "tensor/kv_type.h"
 #include "tensor/membw.h"
 #include "tensor/ops.h"
 #include "tensor/qmm.h"
@@ -390,16 +391,23 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--format"))
             format = argv[i + 1];
+    /* ggml blocks (GGUF): stored as the KV cache stores them, ggml's reference quantizers. */
+    const int ggml = format && (!strcmp(format, "q4_0") || !strcmp(format, "q8_0"));
+    const tern_kv_type kvt = ggml && format[1] == '4' ? TERN_KV_Q4_0 : TERN_KV_Q8_0;
     const tern_wformat fmt = !format ? TERN_WF_MLX_AFFINE : !strcmp(format, "f32") ? TERN_WF_F32
                            : !strcmp(format, "f16")   ? TERN_WF_F16 : !strcmp(format, "bf16") ? TERN_WF_BF16
-                                                                                                : TERN_WF_NONE;
-    if (fmt == TERN_WF_NONE) {
-        fprintf(stderr, "bench_kernels: --format takes f32, f16 or bf16 (without it: MLX q4/q8, --bits)\n");
+                           : ggml                     ? TERN_WF_QBLOCK
+                                                      : TERN_WF_NONE;
+    if (fmt == TERN_WF_NONE || (ggml && in % 32)) {
+        fprintf(stderr, "bench_kernels: --format takes f32, f16, bf16, q4_0 or q8_0 (without it: MLX q4/q8, --bits)\n");
         return 2;
     }
     const int64_t words = tern_mlx_row_words(in, bits), ng = in / group, Tmax = 64;
     const size_t es = fmt == TERN_WF_F32 ? 4 : 2; /* float formats: bytes per element */
-    void *data = malloc(fmt == TERN_WF_MLX_AFFINE ? (size_t)(rows * words) * 4 : (size_t)(rows * in) * es);
+    const size_t ggml_row = ggml ? tern_kv_type_bytes(kvt, in) : 0;
+    void *data = malloc(fmt == TERN_WF_MLX_AFFINE ? (size_t)(rows * words) * 4
+                        : ggml                    ? (size_t)rows * ggml_row
+                                                  : (size_t)(rows * in) * es);
     uint16_t *scales = malloc((size_t)(rows * ng) * 2), *biases = malloc((size_t)(rows * ng) * 2);
     float *row = malloc((size_t)in * sizeof *row);
     float *x = malloc((size_t)(Tmax * in) * sizeof *x), *y = malloc((size_t)(Tmax * rows) * sizeof *y);
@@ -413,7 +421,9 @@ int main(int argc, char **argv) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             row[k] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
         }
-        if (fmt == TERN_WF_MLX_AFFINE)
+        if (ggml)
+            tern_kv_type_store(kvt, row, (uint8_t *)data + (size_t)r * ggml_row, in);
+        else if (fmt == TERN_WF_MLX_AFFINE)
             tern_mlx_quantize_row(row, in, bits, group, TERN_DT_BF16, (uint32_t *)data + r * words, scales + r * ng,
                                   biases + r * ng);
         else
@@ -427,11 +437,12 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < Tmax * in; i++)
         x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
     tern_weight w = {.fmt = fmt, .ndim = 2, .shape = {rows, in}, .data = data, .scales = scales, .biases = biases,
-                     .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "bench"};
+                     .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "bench",
+                     .qblock = kvt == TERN_KV_Q4_0 ? TERN_QB_Q4_0 : TERN_QB_Q8_0};
     tern_qpack *pk = NULL;
     tern_pool *pool = NULL;
     tern_membw *probe = NULL;
-    tern_err *err = fmt == TERN_WF_MLX_AFFINE ? tern_qpack_create(&w, NULL, &pk) : NULL;
+    tern_err *err = fmt == TERN_WF_MLX_AFFINE || ggml ? tern_qpack_create(&w, NULL, &pk) : NULL;
     if (!err)
         err = tern_pool_create(threads, &pool);
     if (!err)
@@ -442,11 +453,15 @@ int main(int argc, char **argv) {
     }
     w.qpack = pk;
     char what[32];
-    if (pk)
+    if (ggml)
+        snprintf(what, sizeof what, "%s packed (T=1: ggml blocks)", format);
+    else if (pk)
         snprintf(what, sizeof what, "q%d/%d packed", bits, group);
     else
         snprintf(what, sizeof what, "%s", format);
-    measure_matrix(argc, argv, pool, probe, &w, pk ? (double)pk->block_bytes * (double)pk->blocks : (double)(rows * in) * (double)es,
+    measure_matrix(argc, argv, pool, probe, &w,
+                   ggml ? (double)rows * (double)ggml_row
+                   : pk ? (double)pk->block_bytes * (double)pk->blocks : (double)(rows * in) * (double)es,
                    x, y, what);
     tern_membw_free(probe);
     tern_pool_destroy(pool);
