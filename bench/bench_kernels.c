@@ -287,8 +287,8 @@ static void measure_matrix(int argc, char **argv, tern_pool *pool, tern_membw *p
         printf("T=1 in products of %lld rows (%.2f MB each): %.2f GB/s; probe %.2f GB/s; ratio %.1f%%\n",
                (long long)slab, sl_bytes / (double)nslab * 1e-6, gbs, pgbs, 100 * gbs / pgbs);
     }
-    static const int64_t Ts[] = {8, 64};
-    for (int ti = 0; ti < 2; ti++) {
+    static const int64_t Ts[] = {8, 64, 512};
+    for (int ti = 0; ti < 3; ti++) {
         const int64_t T = Ts[ti];
         double t0 = tern_now_s();
         const int reps = iters / 4 > 1 ? iters / 4 : 1;
@@ -402,7 +402,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_kernels: --format takes f32, f16, bf16, q4_0 or q8_0 (without it: MLX q4/q8, --bits)\n");
         return 2;
     }
-    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group, Tmax = 64;
+    const int64_t words = tern_mlx_row_words(in, bits), ng = in / group, Tmax = 512;
     const size_t es = fmt == TERN_WF_F32 ? 4 : 2; /* float formats: bytes per element */
     const size_t ggml_row = ggml ? tern_kv_type_bytes(kvt, in) : 0;
     void *data = malloc(fmt == TERN_WF_MLX_AFFINE ? (size_t)(rows * words) * 4

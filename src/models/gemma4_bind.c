@@ -437,10 +437,11 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_pro
             TLOG_WARN("%s", tern_err_msg(e));
         tern_err_free(e);
     }
-    /* Products read only the packed copies now: the mapped codes can leave memory (the portable path would
-     * fault them back in). The tied head's codes stay: embedding lookups read them. */
+    /* MLX products read only the packed copies now: their mapped codes can leave memory (the portable path would
+     * fault them back in). The tied head's codes stay: embedding lookups read them; so do ggml blocks: generated
+     * tokens read them. */
     for (size_t i = 0; i < w->n && !err; i++)
-        if (w->w[i].qpack && w->specs[i].kind != TERN_WK_EMBED)
+        if (w->w[i].qpack && w->w[i].fmt == TERN_WF_MLX_AFFINE && w->specs[i].kind != TERN_WK_EMBED)
             tern_mmap_release(w->w[i].data, (size_t)tern_mlx_row_words(tern_weight_cols(&w->w[i]), w->w[i].bits) * 4 *
                                                 (size_t)tern_weight_rows(&w->w[i]));
     free(cursor);

@@ -518,6 +518,44 @@ static void test_pack_cache(void **state) {
     unsetenv("TERN_CACHE_DIR");
 }
 
+/* Two GGUF files in one folder: each its own cache of the packed copies of its Q4_0 / Q8_0 blocks, made by the
+ * first load and mapped by the next with the same logits; a file changed (a new time) finds its cache stale. */
+static void test_pack_cache_gguf(void **state) {
+    if (tern_isa_detect() == TERN_ISA_PORTABLE) {
+        print_message("no int8 kernels on this CPU: nothing is packed; skipped\n");
+        skip();
+    }
+    char cache_dir[4096], dir[4096], files[2][4200], cmd[9000];
+    snprintf(cache_dir, sizeof cache_dir, "%s", tu_tmpdir("pack-cache-gguf"));
+    setenv("TERN_CACHE_DIR", cache_dir, 1);
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("gguf-pair"));
+    static const char *const names[2] = {"tiny-v4096-q4_0.gguf", "tiny-v4096-q8_0.gguf"};
+    static float want[6 * 4096], got[6 * 4096];
+    char *paths[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(files[k], sizeof files[k], "%s/%s", dir, names[k]);
+        char src[4096];
+        snprintf(src, sizeof src, "gguf/%s", names[k]);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", tu_testdata(src), files[k]);
+        assert_int_equal(system(cmd), 0);
+        logits_of(files[k], TERN_PACK_PACKED, want);
+        logits_of(files[k], TERN_PACK_FROM_CACHE, got);
+        expect_same(got, want, 6 * 4096, "GGUF logits with the packed copies read from the cache");
+        uint64_t key;
+        paths[k] = tern_pack_cache_path(files[k], 2, &key);
+        assert_non_null(paths[k]);
+        assert_true(tern_is_file(paths[k]));
+    }
+    assert_string_not_equal(paths[0], paths[1]);
+    snprintf(cmd, sizeof cmd, "touch -d '2020-01-01 00:00:00' '%s'", files[0]);
+    assert_int_equal(system(cmd), 0);
+    logits_of(files[0], TERN_PACK_PACKED, got);
+    logits_of(files[1], TERN_PACK_FROM_CACHE, got);
+    free(paths[0]);
+    free(paths[1]);
+    unsetenv("TERN_CACHE_DIR");
+}
+
 /* Rolling back a sequence and re-decoding reproduces the same logits (speculative decoding needs it). */
 static void test_rollback(void **state) {
     tern_gemma4 *m;
@@ -861,7 +899,7 @@ int main(void) {
         TU_ISA_TESTS(test_gguf_quantized_parity), cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),
         cmocka_unit_test(test_forward_then_commit), cmocka_unit_test(test_kv_views), cmocka_unit_test(test_embedding_rows),
-        cmocka_unit_test(test_pack_cache), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_kv_types),
+        cmocka_unit_test(test_pack_cache), cmocka_unit_test(test_pack_cache_gguf), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_kv_types),
         TU_ISA_TESTS(test_quantized_twins), cmocka_unit_test(test_weight_name_layouts), cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_packed_runs),
     };
