@@ -152,7 +152,7 @@ typedef struct tern_qact {
     float *xsum;        /* [T][in/group] the step times the sum of the group's codes */
     int32_t *exp_bits;  /* [T][in/group] the step's tern_qact_step.exp_bits */
     int32_t *half_mask; /* [T][in/group] and its half_mask */
-    int32_t *isum;      /* [T][in/group] the sum of the group's codes (ggml steps) */
+    int32_t *isum;      /* [T][in/group] the sum of the group's codes */
     int ggml_steps;     /* the steps are ggml's Q8_0 steps (tern_qact_set_q8_0), and the product ggml's form */
 } tern_qact;
 
@@ -162,6 +162,7 @@ static inline void tern_qact_set(tern_qact *a, int64_t u, tern_qact_step st, int
     a->xsum[u] = (float)isum * st.xs;
     a->exp_bits[u] = st.exp_bits;
     a->half_mask[u] = st.half_mask;
+    a->isum[u] = isum;
 }
 
 /* Unit u (group 32) from its ggml Q8_0 block (f16 step, 32 codes; tern_qblock_quantize_ref's bytes): the codes
