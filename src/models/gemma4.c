@@ -227,11 +227,11 @@ tern_err *tern_gemma4_load_threads(const char *dir, int threads, tern_gemma4 **o
         if (!err)
             err = tern_gemma4_parse(dir, root, &p);
     }
-    free(gguf);
     json_decref(root);
     free(cfg_path);
     if (!err)
-        err = tern_gemma4_load_parsed(dir, &p, threads, out);
+        err = tern_gemma4_load_parsed(gguf ? gguf : dir, &p, threads, out);
+    free(gguf);
     tern_gemma4_parsed_free(&p);
     return err;
 }
@@ -492,12 +492,8 @@ static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
         }
     }
     list[n++] = one(m->embed);
-    /* A folder may hold several GGUF files: the cache follows the one file the model is. */
     uint64_t source_key = 0;
-    char *gguf = NULL;
-    tern_checkpoint_gguf_file(dir, &gguf);
-    char *cache = tern_pack_cache_path(gguf ? gguf : dir, threads, &source_key);
-    free(gguf);
+    char *cache = tern_pack_cache_path(dir, threads, &source_key);
     const double t0 = tern_now_s();
     tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads, cache, source_key);
     if (!err && m->gw->pack_source != TERN_PACK_NONE)

@@ -34,7 +34,8 @@ tern_err *tern_gemma4_parse(const char *dir, const json_t *root, tern_gemma4_par
 /* Frees what a parse holds (what a load took over is NULL); NULL-safe fields. */
 void tern_gemma4_parsed_free(tern_gemma4_parsed *p);
 /* Builds the model from a parse without problems, taking over its checkpoint (p->qc, ck, gw become NULL); the
- * packed weights are laid out for `threads` (0: one per core). */
+ * packed weights are laid out for `threads` (0: one per core) and cached for `dir`, the parsed folder or GGUF file
+ * (a folder may hold several GGUF files: each file gets its own cache). */
 tern_err *tern_gemma4_load_parsed(const char *dir, tern_gemma4_parsed *p, int threads, tern_gemma4 **out);
 /* Loads MODEL_DIR (config.json + safetensors); refuses a checkpoint with missing or mis-shaped tensors. The
  * packed weights are laid out for a pool of one thread per core (tern_gemma4_weights_pack). */

@@ -136,7 +136,7 @@ tern_err *tern_lm_load(const char *dir, int threads, tern_lm **out) {
         err = tern_errf(TERN_EFORMAT, "%s: tensors are missing or mis-shaped (run 'tern info %s' for the list)", dir,
                         dir);
     if (!err)
-        err = m->spec->arch->load(dir, m->spec->state, threads, &m->impl);
+        err = m->spec->arch->load(m->spec->dir, m->spec->state, threads, &m->impl);
     if (err) {
         tern_lm_free(m);
         return err;

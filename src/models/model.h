@@ -101,7 +101,8 @@ typedef struct tern_arch {
     void (*state_free)(void *state);
     uint64_t (*work_bytes)(const void *state, int64_t T);
     void (*report)(const char *dir, const void *state, const tern_lm_desc *d, FILE *out);
-    /* Builds the runnable model from the state, taking over the parsed checkpoint (report is then unavailable). */
+    /* Builds the runnable model from the state, taking over the parsed checkpoint (report is then unavailable); dir
+     * as parse had it (a GGUF model's file). */
     tern_err *(*load)(const char *dir, void *state, int threads, void **impl);
     void (*free)(void *impl);
     int (*layout_threads)(const void *impl);
