@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/half.h"
 #include "core/threadpool.h"
 #include "tensor/cpu.h"
 #include "tensor/ops.h"
@@ -22,6 +23,12 @@ static inline void tern_job_fail(const int *failed) { __atomic_store_n((int *)fa
 /* bf16 weights: up to this many tokens the matrix-vector kernel reads the stored rows directly; above it, tiles
  * of rows are reused across tokens (both sum in the same order, so the switch does not change results). */
 #define TERN_GEMV_MAX_T 8
+
+/* ggml's gelu_tanh from its f16 table: 0 at or below -10, x at or above 10, else table[f16(x)] (f16 rounded to
+ * nearest even) widened back. */
+static inline float tern_gelu_f16_at(float x, const uint16_t *table) {
+    return x <= -10.0f ? 0.0f : x >= 10.0f ? x : tern_f16_to_f32(table[tern_f32_to_f16(x)]);
+}
 
 struct tern_qmm_kernels;
 struct tern_qblock_kernels;
@@ -45,8 +52,7 @@ typedef struct tern_kernel_table {
     /* gelu_tanh in place; g = gelu_tanh(g) * u in one pass; cap * tanh(x / cap) in place. */
     void (*gelu_tanh)(float *x, int64_t n);
     void (*gelu_tanh_mul)(float *g, const float *u, int64_t n);
-    /* g = gelu(g) * u with ggml's f16 table (tern_gelu_tanh_mul_f16): 0 at or below -10, g at or above 10, else
-     * table[f16(g)] (f16 rounded to nearest even); the table has 65536 entries and one of padding. */
+    /* g = tern_gelu_f16_at(g, table) * u (tern_gelu_tanh_mul_f16); the table has 65536 entries and one of padding. */
     void (*gelu_tanh_mul_f16)(float *g, const float *u, int64_t n, const uint16_t *table);
     void (*softcap)(float *x, int64_t n, float cap);
     /* e^x in place, 0 below -87 and for NaN. */

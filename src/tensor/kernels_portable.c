@@ -105,10 +105,8 @@ static void checksum_blocks_portable(uint64_t acc[16], const void *p, size_t blo
 }
 
 static void gelu_tanh_mul_f16_portable(float *g, const float *u, int64_t n, const uint16_t *table) {
-    for (int64_t i = 0; i < n; i++) {
-        const float x = g[i];
-        g[i] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : tern_f16_to_f32(table[tern_f32_to_f16(x)])) * u[i];
-    }
+    for (int64_t i = 0; i < n; i++)
+        g[i] = tern_gelu_f16_at(g[i], table) * u[i];
 }
 
 static double read_sum_portable(const float *p, size_t n) {

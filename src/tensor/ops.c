@@ -199,14 +199,10 @@ static void gelu_f16_init(void) {
     }
 }
 
-static inline float gelu_f16(float x) {
-    return x <= -10.0f ? 0.0f : x >= 10.0f ? x : tern_f16_to_f32(gelu_f16_table[tern_f32_to_f16(x)]);
-}
-
 void tern_gelu_tanh_f16(float *x, int64_t n) {
     pthread_once(&gelu_f16_once, gelu_f16_init);
     for (int64_t i = 0; i < n; i++)
-        x[i] = gelu_f16(x[i]);
+        x[i] = tern_gelu_f16_at(x[i], gelu_f16_table);
 }
 
 void tern_gelu_tanh_mul_f16(float *g, const float *u, int64_t n) {

@@ -81,10 +81,7 @@ static void fill_ggml(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
             const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
             _mm_storel_epi64((__m128i *)(a->q + u * 32 + k), _mm_packs_epi16(w16, w16));
         }
-        a->xs[u] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
-        a->isum[u] = hsum8_epi32(isum);
-        a->xsum[u] = (float)a->isum[u] * a->xs[u];
-        a->exp_bits[u] = a->half_mask[u] = 0;
+        tern_qact_set_ggml(a, u, _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT)), hsum8_epi32(isum));
     }
 }
 

@@ -48,10 +48,8 @@ static void fill_ggml(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
         const __m512i c0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), c1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
         _mm_storeu_si128((__m128i *)(a->q + u * 32), _mm512_cvtsepi32_epi8(c0));
         _mm_storeu_si128((__m128i *)(a->q + u * 32 + 16), _mm512_cvtsepi32_epi8(c1));
-        a->xs[u] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
-        a->isum[u] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
-        a->xsum[u] = (float)a->isum[u] * a->xs[u];
-        a->exp_bits[u] = a->half_mask[u] = 0;
+        tern_qact_set_ggml(a, u, _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT)),
+                           _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1)));
     }
 }
 

@@ -267,11 +267,7 @@ void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk) {
         a->q[u * 32 + k] = (int8_t)blk[2 + k];
         isum += (int8_t)blk[2 + k];
     }
-    a->xs[u] = tern_f16_to_f32(h);
-    a->xsum[u] = (float)isum * a->xs[u];
-    a->exp_bits[u] = 0;
-    a->half_mask[u] = 0;
-    a->isum[u] = isum;
+    tern_qact_set_ggml(a, u, tern_f16_to_f32(h), isum);
 }
 
 void tern_qact_free(tern_qact *a) {

@@ -165,6 +165,14 @@ static inline void tern_qact_set(tern_qact *a, int64_t u, tern_qact_step st, int
     a->isum[u] = isum;
 }
 
+/* Records unit u's ggml Q8_0 step (any value; the exponent fields unused) and code sum. */
+static inline void tern_qact_set_ggml(tern_qact *a, int64_t u, float xs, int32_t isum) {
+    a->xs[u] = xs;
+    a->xsum[u] = (float)isum * xs;
+    a->exp_bits[u] = a->half_mask[u] = 0;
+    a->isum[u] = isum;
+}
+
 /* Unit u (group 32) from its ggml Q8_0 block (f16 step, 32 codes; tern_qblock_quantize_ref's bytes): the codes
  * llama.cpp multiplies ggml weights with, in place of tern_qact_step_for's step. Set a->ggml_steps with these. */
 void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk);
