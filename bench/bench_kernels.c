@@ -217,9 +217,10 @@ static int run_ceiling(int argc, char **argv) {
         other = o0 < other ? o0 : other;
         const double t0 = tern_now_s();
         for (long p = 0; p < passes; p++)
-            for (int64_t b = 0; b < pk->blocks; b++)
-                tern_qmm_avx512.block(pk->data + b * pk->block_bytes, &a, bits, TERN_DT_BF16, pk->group_bytes,
-                                      y + b * 16, rows, 16);
+            for (int64_t t0 = 0; t0 < T; t0 += TERN_QACT_TILE)
+                for (int64_t b = 0; b < pk->blocks; b++)
+                    tern_qmm_avx512.tile(pk->data + b * pk->block_bytes, &a, t0, 0, bits, TERN_DT_BF16,
+                                         pk->group_bytes, y + t0 * rows + b * 16, rows, 16);
         const double dt = tern_now_s() - t0;
         kern = dt < kern ? dt : kern;
     }

@@ -43,31 +43,43 @@ static void request_blocks(const tern_qpack *pk, int64_t blk, size_t bytes) {
         __builtin_prefetch(tern_qpack_block_data(pk, blk + (int64_t)(off / pk->block_bytes)) + off % pk->block_bytes);
 }
 
-/* Blocks [b, e) of part p: each from the weight's packed copy when its rows line up with it, else packed
- * here (weights loaded without a packed copy, or slabs starting mid-block). */
+/* Bytes of packed blocks taken together against every tile of tokens: they stay in L2 while each tile's
+ * activations, read from L2 once per run of blocks, stay in L1 across the run, and each token's results come
+ * out as one contiguous run per tile. (Every block against all tokens before the next, as before, stored
+ * each 64-byte result to a line and page of its own, and the stores took ~20% of a 512-token product.) */
+#define QMM_RUN_BYTES (384 * 1024)
+
+/* Blocks [b, e) of part p, in runs of QMM_RUN_BYTES: each from the weight's packed copy when its rows line up
+ * with it, else packed here (weights loaded without a packed copy, or slabs starting mid-block). */
 static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     const tern_weight *w = j->w[p];
     const tern_qpack *pk = w->qpack;
+    const tern_qact *a = j->a;
     const int64_t n_out = j->n_out[p];
     const tern_qpack_form f = tern_qpack_form_of(w);
     const size_t gb = tern_qpack_group_bytes(f.bits, f.group, f.sdtype), bb = tern_qpack_block_bytes(w);
     const int direct = pk && j->row0[p] % 16 == 0;
+    const int64_t per_run = bb < QMM_RUN_BYTES ? (int64_t)(QMM_RUN_BYTES / bb) : 1;
     uint8_t *own = NULL;
-    if (!direct && !(own = tern_aligned_alloc(bb, TERN_ALIGN))) {
+    if (!direct && !(own = tern_aligned_alloc(bb * (size_t)(e - b < per_run ? e - b : per_run), TERN_ALIGN))) {
         tern_job_fail(&j->failed);
         return;
     }
     const size_t run = (size_t)(e - b) * bb;
-    if (direct && j->a->T > 1)
+    if (direct && a->T > 1)
         request_blocks(pk, j->row0[p] / 16 + b, run < QMM_RUN_PREFETCH ? run : QMM_RUN_PREFETCH);
-    for (int64_t blk = b; blk < e; blk++) {
-        const uint8_t *src = own;
-        if (direct)
-            src = tern_qpack_block_data(pk, j->row0[p] / 16 + blk);
-        else
-            tern_qpack_block(w, j->row0[p] + blk * 16, own);
-        const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
-        j->k->block(src, j->a, f.bits, f.sdtype, gb, j->y[p] + blk * 16, n_out, (int)valid);
+    for (int64_t r0 = b; r0 < e; r0 += per_run) {
+        const int64_t r1 = r0 + per_run < e ? r0 + per_run : e;
+        for (int64_t blk = r0; !direct && blk < r1; blk++)
+            tern_qpack_block(w, j->row0[p] + blk * 16, own + (size_t)(blk - r0) * bb);
+        for (int64_t t0 = 0; t0 < a->T; t0 += TERN_QACT_TILE)
+            for (int64_t blk = r0; blk < r1; blk++) {
+                const uint8_t *src =
+                    direct ? tern_qpack_block_data(pk, j->row0[p] / 16 + blk) : own + (size_t)(blk - r0) * bb;
+                const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
+                j->k->tile(src, a, t0, t0 == 0, f.bits, f.sdtype, gb, j->y[p] + t0 * n_out + blk * 16, n_out,
+                           (int)valid);
+            }
     }
     tern_aligned_free(own);
 }

@@ -11,16 +11,17 @@
 #include "tensor/weight.h"
 
 typedef struct tern_qmm_kernels {
-    /* Quantizes units [u0, u1) of x [T][in] into a, byte for byte as tern_qact_fill_ref; unit u is weight
-     * group u % (in / group) of token u / (in / group). */
-    void (*fill)(tern_qact *a, const float *x, int64_t u0, int64_t u1);
+    /* Quantizes groups [n0, n1) of x [T][in] in token order (group n % ng of token n / ng, ng = in / group) into
+     * their units of a, byte for byte as tern_qact_fill_ref. */
+    void (*fill)(tern_qact *a, const float *x, int64_t n0, int64_t n1);
     /* The same for weights from ggml blocks (group 32): tern_qact_set_q8_0 of tern_qblock_quantize_ref's Q8_0
      * blocks, byte for byte (finite x). */
-    void (*fill_ggml)(tern_qact *a, const float *x, int64_t u0, int64_t u1);
-    /* One packed 16-row block against every token of a, with exactly tern_qmm_ref's arithmetic:
-     * y[t * ystride + r] for rows r < valid. */
-    void (*block)(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,
-                  int64_t ystride, int valid);
+    void (*fill_ggml)(tern_qact *a, const float *x, int64_t n0, int64_t n1);
+    /* One packed 16-row block against the tile of a's tokens starting at t0 (a multiple of TERN_QACT_TILE), with
+     * exactly tern_qmm_ref's arithmetic: y[(t - t0) * ystride + r] for rows r < valid. first: the block's first
+     * tile (it comes from memory; later tiles find it in cache). */
+    void (*tile)(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
+                 size_t gbytes, float *y, int64_t ystride, int valid);
 } tern_qmm_kernels;
 
 /* Up to 4 packable matrices of one width and group sharing the input x [T][in]: ys[i] gets rows

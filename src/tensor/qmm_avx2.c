@@ -27,14 +27,15 @@ static int32_t hsum8_epi32(__m256i v) {
 }
 
 /* tern_qact_fill_ref, 8 values at a time (max |x| ignoring NaN: vmaxps returns its second operand when one is
- * NaN; clamped codes rounded by the default mode: nearest even, as nearbyintf), over units u0 .. u1 (unit u:
- * group u % ng of token u / ng, at x + u * group). */
-static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
-    const int64_t G = a->group;
+ * NaN; clamped codes rounded by the default mode: nearest even, as nearbyintf), over groups n0 .. n1 in token
+ * order (token n / ng, at x + n * group), each to its unit. */
+static void fill(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
+    const int64_t G = a->group, ng = a->in / G;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-    for (int64_t u = u0; u < u1; u++) {
-        const float *xg = x + u * G;
+    for (int64_t n = n0, t = n0 / ng, g = n0 % ng; n < n1; n++, g = g + 1 < ng ? g + 1 : 0, t += g == 0) {
+        const int64_t u = tern_qact_unit(a, t, g);
+        const float *xg = x + n * G;
         __m256 m = _mm256_setzero_ps();
         for (int64_t k = 0; k < G; k += 8)
             m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + k), absmask), m);
@@ -65,10 +66,12 @@ static inline int exponent_add_ok8(__m256 s) {
 
 /* tern_qmm_kernels.fill_ggml: ggml's Q8_0 quantization of each 32 values (tern_qblock_quantize_ref: step
  * amax / 127 stored f16, codes rounded to nearest even of x * 127 / amax), as tern_qact_set_q8_0 records it. */
-static void fill_ggml(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
+static void fill_ggml(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
+    const int64_t ng = a->in / 32;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    for (int64_t u = u0; u < u1; u++) {
-        const float *xg = x + u * 32;
+    for (int64_t n = n0, t = n0 / ng, g = n0 % ng; n < n1; n++, g = g + 1 < ng ? g + 1 : 0, t += g == 0) {
+        const int64_t u = tern_qact_unit(a, t, g);
+        const float *xg = x + n * 32;
         __m256 m = _mm256_setzero_ps();
         for (int k = 0; k < 32; k += 8)
             m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + k), absmask), m);
@@ -114,11 +117,13 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
         acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
-        const int8_t *xq = a->q + t0 * in + g * G;
+        /* Both tokens lie in one tile: token t's group g is unit u0 + t. */
+        const int64_t u0 = tern_qact_unit(a, t0, g);
+        const int8_t *xq = a->q + u0 * G;
         __m256i idot[2][2];
         for (int t = 0; t < NT; t++) /* ggml steps: from -off x the codes' sum (qpack.h) */
             idot[t][0] = idot[t][1] =
-                a->ggml_steps ? _mm256_set1_epi32(a->isum[(t0 + t) * ng + g] * (bits == 4 ? -8 : -128))
+                a->ggml_steps ? _mm256_set1_epi32(a->isum[u0 + t] * (bits == 4 ? -8 : -128))
                               : _mm256_setzero_si256();
         if (bits == 4) {
             for (int64_t c0 = 0; c0 < G / 8; c0 += 4) {
@@ -130,8 +135,8 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
                         const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64 + 32 * h));
                         const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
                         for (int t = 0; t < NT; t++) {
-                            p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(lo, bcast4(xq + t * in + c * 8)));
-                            p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(hi, bcast4(xq + t * in + c * 8 + 4)));
+                            p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(lo, bcast4(xq + t * G + c * 8)));
+                            p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(hi, bcast4(xq + t * G + c * 8 + 4)));
                         }
                     }
                 for (int t = 0; t < NT; t++)
@@ -148,7 +153,7 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
                         const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64 + 32 * h));
                         const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
                         for (int t = 0; t < NT; t++) {
-                            const __m256i xv = bcast4(xq + t * in + c * 4);
+                            const __m256i xv = bcast4(xq + t * G + c * 4);
                             pl[t][h] = _mm256_add_epi16(pl[t][h], _mm256_maddubs_epi16(lo, xv));
                             ph[t][h] = _mm256_add_epi16(ph[t][h], _mm256_maddubs_epi16(hi, xv));
                         }
@@ -164,7 +169,7 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
             const int add = !a->ggml_steps && exponent_add_ok8(s);
             const __m256i sh = _mm256_sub_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(1 << 23));
             for (int t = 0; t < NT; t++) {
-                const int64_t i = (t0 + t) * ng + g;
+                const int64_t i = u0 + t;
                 /* s * xs, the same float either way (see qmm_avx512.c); the adds spare a multiply. */
                 const __m256i eb = _mm256_set1_epi32(a->exp_bits[i]);
                 const __m256 st =
@@ -182,22 +187,25 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
         out[t][0] = acc[t][0], out[t][1] = acc[t][1];
 }
 
-static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,
-                  int64_t ystride, int valid) {
+/* tern_qmm_kernels.tile: the tile's tokens two at a time. */
+static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
+                 size_t gbytes, float *y, int64_t ystride, int valid) {
+    (void)first;
     __m256i m[2];
     for (int h = 0; h < 2; h++)
         m[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid - 8 * h), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int64_t t0 = 0; t0 < a->T; t0 += 2) {
-        const int nt = a->T - t0 < 2 ? 1 : 2;
+    const int64_t t1 = a->T - t0 < TERN_QACT_TILE ? a->T : t0 + TERN_QACT_TILE;
+    for (int64_t tp = t0; tp < t1; tp += 2) {
+        const int nt = t1 - tp < 2 ? 1 : 2;
         __m256 out[2][2];
         if (nt == 2)
-            bits == 4 ? whole_block(blk, a, t0, 2, 4, sdt, gbytes, out) : whole_block(blk, a, t0, 2, 8, sdt, gbytes, out);
+            bits == 4 ? whole_block(blk, a, tp, 2, 4, sdt, gbytes, out) : whole_block(blk, a, tp, 2, 8, sdt, gbytes, out);
         else
-            bits == 4 ? whole_block(blk, a, t0, 1, 4, sdt, gbytes, out) : whole_block(blk, a, t0, 1, 8, sdt, gbytes, out);
+            bits == 4 ? whole_block(blk, a, tp, 1, 4, sdt, gbytes, out) : whole_block(blk, a, tp, 1, 8, sdt, gbytes, out);
         for (int t = 0; t < nt; t++)
             for (int h = 0; h < 2 && valid > 8 * h; h++)
-                _mm256_maskstore_ps(y + (t0 + t) * ystride + 8 * h, m[h], out[t][h]);
+                _mm256_maskstore_ps(y + (tp - t0 + t) * ystride + 8 * h, m[h], out[t][h]);
     }
 }
 
-const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, block};
+const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, tile};

@@ -13,13 +13,13 @@
 
 /* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x| (NaN ignored: vmaxps returns
  * its second operand when one is NaN), its step, codes clamped and rounded to nearest even by the
- * current (default) rounding mode, exact integer sums. Unit u is group u % ng of token u / ng, which starts at
- * x + u * group since a token's groups are contiguous. */
-static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
-    const int64_t G = a->group;
+ * current (default) rounding mode, exact integer sums. Group n (token n / ng, x + n * group) goes to its unit. */
+static void fill(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
+    const int64_t G = a->group, ng = a->in / G;
     const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
-    for (int64_t u = u0; u < u1; u++) {
-        const float *xg = x + u * G;
+    for (int64_t n = n0, t = n0 / ng, g = n0 % ng; n < n1; n++, g = g + 1 < ng ? g + 1 : 0, t += g == 0) {
+        const int64_t u = tern_qact_unit(a, t, g);
+        const float *xg = x + n * G;
         __m512 m = _mm512_setzero_ps();
         for (int64_t k = 0; k < G; k += 16)
             m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xg + k)), m);
@@ -39,9 +39,11 @@ static void fill(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
 
 /* tern_qmm_kernels.fill_ggml: ggml's Q8_0 quantization of each 32 values (tern_qblock_quantize_ref: step
  * amax / 127 stored f16, codes rounded to nearest even of x * 127 / amax), as tern_qact_set_q8_0 records it. */
-static void fill_ggml(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
-    for (int64_t u = u0; u < u1; u++) {
-        const __m512 v0 = _mm512_loadu_ps(x + u * 32), v1 = _mm512_loadu_ps(x + u * 32 + 16);
+static void fill_ggml(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
+    const int64_t ng = a->in / 32;
+    for (int64_t n = n0, t = n0 / ng, g = n0 % ng; n < n1; n++, g = g + 1 < ng ? g + 1 : 0, t += g == 0) {
+        const int64_t u = tern_qact_unit(a, t, g);
+        const __m512 v0 = _mm512_loadu_ps(x + n * 32), v1 = _mm512_loadu_ps(x + n * 32 + 16);
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_max_ps(_mm512_abs_ps(v1),
                                                                                                 _mm512_setzero_ps())));
         const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
@@ -107,9 +109,9 @@ static inline __attribute__((always_inline)) void request_ahead(const uint8_t *c
 /* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
  * accumulators stay in registers); out[t] gets the 16 row results of token t0 + t. */
 static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, const tern_qact *a, int64_t t0,
-                                                            const int NT, const int bits, tern_dtype sdt,
-                                                            size_t gbytes, __m512 *out) {
-    const int64_t in = a->in, G = a->group, ng = in / G;
+                                                            const int NT, const int bits, const int GC,
+                                                            tern_dtype sdt, size_t gbytes, __m512 *out) {
+    const int64_t in = a->in, G = GC ? GC : a->group, ng = in / G;
     const size_t ss = sdt == TERN_DT_F32 ? 4 : 2;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512 acc[8];
@@ -117,14 +119,16 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         acc[t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
-        const int8_t *xq = a->q + t0 * in + g * G;
+        /* The pass's tokens are one tile: token t's group g is unit u0 + t. */
+        const int64_t u0 = t0 * ng + g * NT;
+        const int8_t *xq = a->q + u0 * G;
         /* A token's activation line of a group is read once per block, so over wide inputs the whole block has
          * streamed through L1 since its last use and it comes from L2 every time; requested two groups ahead it
          * is there on time. Not for a lone token over 8-bit codes: there the request cost 4-7 points of the
          * probe at ~58 GB/s (with 2 tokens it gains 1-2). */
         if ((bits == 4 || NT > 1) && NT < QMM_L1_TOKENS && g + QMM_ACT_AHEAD < ng)
             for (int t = 0; t < NT; t++)
-                _mm_prefetch((const char *)(xq + t * in + QMM_ACT_AHEAD * G), _MM_HINT_T0);
+                _mm_prefetch((const char *)(xq + (t + QMM_ACT_AHEAD * NT) * G), _MM_HINT_T0);
         /* With few tokens a single accumulator would chain every VPDPBUSD on the one before: up to four sets
          * (summed at the end of the group; integer sums, so the result is the same) keep the chains short. */
         const int sets = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
@@ -134,7 +138,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 acc4[k][t] = _mm512_setzero_si512();
         /* ggml steps: the dot starts from -off x the codes' sum (qpack.h), off 8 or 128. */
         for (int t = 0; a->ggml_steps && t < NT; t++)
-            acc4[0][t] = _mm512_set1_epi32(a->isum[(t0 + t) * ng + g] * (bits == 4 ? -8 : -128));
+            acc4[0][t] = _mm512_set1_epi32(a->isum[u0 + t] * (bits == 4 ? -8 : -128));
         /* Four 64-byte chunks per step: q4 chunk c covers activations 8c .. 8c+7 (low nibbles the first four),
          * q8 chunk c covers 4c .. 4c+3. Operand i of a step pairs with activation offset xo[i]. */
         const int per = bits == 4 ? 8 : 4;
@@ -164,7 +168,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             }
             for (int t = 0; t < NT; t++)
                 for (int u = 0; u < 4; u++)
-                    acc4[u % sets][t] = dpbusd_bcast(acc4[u % sets][t], op[u], xq + t * in + xo[u]);
+                    acc4[u % sets][t] = dpbusd_bcast(acc4[u % sets][t], op[u], xq + t * G + xo[u]);
         }
         __m512i ia[8];
         for (int t = 0; t < NT; t++) {
@@ -180,13 +184,13 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         if (a->ggml_steps) {
             for (int t = 0; t < NT; t++)
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]),
-                                         _mm512_mul_ps(s, _mm512_set1_ps(a->xs[(t0 + t) * ng + g])), acc[t]);
+                                         _mm512_mul_ps(s, _mm512_set1_ps(a->xs[u0 + t])), acc[t]);
         } else if (__builtin_expect(exponent_add_ok(s), 1)) {
             /* s * xs: s * 2^e by adding e to s's exponent field, plus (for 1.5 x 2^e) s * 2^(e-1) made alike, in
              * one float add: one rounding, as the reference's product. */
             const __m512i sh = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(1 << 23));
             for (int t = 0; t < NT; t++) {
-                const int64_t i = (t0 + t) * ng + g;
+                const int64_t i = u0 + t;
                 const __m512i eb = _mm512_set1_epi32(a->exp_bits[i]);
                 const __m512i half = _mm512_and_si512(_mm512_add_epi32(sh, eb), _mm512_set1_epi32(a->half_mask[i]));
                 const __m512 st = _mm512_add_ps(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(s), eb)),
@@ -196,7 +200,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             }
         } else {
             for (int t = 0; t < NT; t++) {
-                const int64_t i = (t0 + t) * ng + g;
+                const int64_t i = u0 + t;
                 const __m512 st = _mm512_mul_ps(s, _mm512_set1_ps(a->xs[i]));
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), st, acc[t]);
                 acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(a->xsum[i]), acc[t]);
@@ -207,21 +211,85 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         out[t] = acc[t];
 }
 
-/* tern_qmm_kernels.block: tokens in groups of up to 8 (each group's count a constant in its own copy of
- * qmm_block), results stored masked to the valid rows. */
-static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype sdt, size_t gbytes, float *y,
-                  int64_t ystride, int valid) {
-    const __mmask16 m = (__mmask16)((1u << valid) - 1);
-    for (int64_t t0 = 0; t0 < a->T; t0 += 8) {
-        const int nt = a->T - t0 < 8 ? (int)(a->T - t0) : 8;
-        __m512 out[8] = {0};
+/* A whole tile of tokens (TERN_QACT_TILE = 8) from t0 against one block of ggml Q4_0 or Q8_0 weights (groups of
+ * 32, f16 scales), in ggml's form of the product: qmm_block's arithmetic, with every size known when compiled.
+ * The block's first pass (first != 0) requests its later groups ahead; the later passes find it in L1. */
+static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, const tern_qact *a, int64_t t0,
+                                                            const int bits, int first, float *y, int64_t ystride,
+                                                            __mmask16 m) {
+    enum { NT = TERN_QACT_TILE, G = 32 };
+    const int64_t ng = a->in / G;
+    const size_t gbytes = 64 + (size_t)(16 * G * bits / 8);
+    const int sh = bits == 4 ? 3 : 7; /* the bias's code offset, 8 or 128, as a shift */
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const int8_t *xt = a->q + t0 * ng * G;
+    const int32_t *isum = a->isum + t0 * ng;
+    const float *xs = a->xs + t0 * ng;
+    __m512 acc[NT];
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 64;
+        const int8_t *xg = xt + g * NT * G;
+        if (first)
+            for (size_t off = 0; off < gbytes; off += 64)
+                _mm_prefetch((const char *)(grp + off + QMM_PREFETCH), _MM_HINT_T0);
+        __m512i ia[NT];
+        for (int t = 0; t < NT; t++)
+            ia[t] = _mm512_setzero_si512();
+        if (bits == 4) {
+            for (int c = 0; c < G / 8; c++) {
+                __m512i W = _mm512_load_si512(codes + c * 64);
+                __asm__("" : "+v"(W));
+                const __m512i lo = _mm512_and_si512(W, low4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+                for (int t = 0; t < NT; t++) {
+                    ia[t] = dpbusd_bcast(ia[t], lo, xg + t * G + c * 8);
+                    ia[t] = dpbusd_bcast(ia[t], hi, xg + t * G + c * 8 + 4);
+                }
+            }
+        } else {
+            for (int c = 0; c < G / 4; c++) {
+                const __m512i W = _mm512_load_si512(codes + c * 64);
+                for (int t = 0; t < NT; t++)
+                    ia[t] = dpbusd_bcast(ia[t], W, xg + t * G + c * 4);
+            }
+        }
+        const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)grp));
+        for (int t = 0; t < NT; t++) {
+            const __m512i d = _mm512_sub_epi32(ia[t], _mm512_slli_epi32(_mm512_set1_epi32(isum[g * NT + t]), sh));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(s, _mm512_set1_ps(xs[g * NT + t])), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        _mm512_mask_storeu_ps(y + t * ystride, m, acc[t]);
+}
+
+/* tern_qmm_kernels.tile: the tile's token count a constant in its own copy of qmm_block (ggml_tile for whole
+ * tiles of ggml blocks), results stored masked to the valid rows. */
+static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
+                 size_t gbytes, float *y, int64_t ystride, int valid) {
+    const int nt = a->T - t0 < TERN_QACT_TILE ? (int)(a->T - t0) : TERN_QACT_TILE;
+    __m512 out[TERN_QACT_TILE] = {0};
 #define QMM_CASE(n)                                                                                        \
     case n:                                                                                                \
         if (bits == 4)                                                                                     \
-            qmm_block(blk, a, t0, n, 4, sdt, gbytes, out);                                                 \
+            qmm_block(blk, a, t0, n, 4, 0, sdt, gbytes, out);                                              \
         else                                                                                               \
-            qmm_block(blk, a, t0, n, 8, sdt, gbytes, out);                                                 \
+            qmm_block(blk, a, t0, n, 8, 0, sdt, gbytes, out);                                              \
         break;
+    if (nt == 8 && a->ggml_steps) {
+        if (bits == 4)
+            ggml_tile(blk, a, t0, 4, first, y, ystride, (__mmask16)((1u << valid) - 1));
+        else
+            ggml_tile(blk, a, t0, 8, first, y, ystride, (__mmask16)((1u << valid) - 1));
+        return;
+    }
+    if (nt == 8 && a->group == 64) {
+        if (bits == 4)
+            qmm_block(blk, a, t0, 8, 4, 64, sdt, gbytes, out);
+        else
+            qmm_block(blk, a, t0, 8, 8, 64, sdt, gbytes, out);
+    } else
         switch (nt) {
             QMM_CASE(1)
             QMM_CASE(2)
@@ -233,9 +301,12 @@ static void block(const uint8_t *blk, const tern_qact *a, int bits, tern_dtype s
             QMM_CASE(8)
         }
 #undef QMM_CASE
+    if (valid == 16)
         for (int t = 0; t < nt; t++)
-            _mm512_mask_storeu_ps(y + (t0 + t) * ystride, m, out[t]);
-    }
+            _mm512_storeu_ps(y + t * ystride, out[t]);
+    else
+        for (int t = 0; t < nt; t++)
+            _mm512_mask_storeu_ps(y + t * ystride, (__mmask16)((1u << valid) - 1), out[t]);
 }
 
-const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, block};
+const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, tile};

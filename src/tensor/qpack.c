@@ -252,10 +252,10 @@ void tern_qact_fill_ref(tern_qact *a, const float *x) {
             for (int64_t k = 0; k < G; k++) {
                 /* Clamped before rounding, as the SIMD quantizers do: NaN becomes -127 there and here. */
                 const float v = nearbyintf(fminf(fmaxf(xg[k] * st.inv, -127.0f), 127.0f));
-                a->q[t * in + g * G + k] = (int8_t)v;
+                a->q[tern_qact_unit(a, t, g) * G + k] = (int8_t)v;
                 isum += (int32_t)v;
             }
-            tern_qact_set(a, t * ng + g, st, isum);
+            tern_qact_set(a, tern_qact_unit(a, t, g), st, isum);
         }
 }
 
@@ -289,13 +289,13 @@ void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_
     for (int64_t o = 0; q && sb && o < n_out; o++) {
         tern_qpack_row(w, row0 + o, q, sb, sb + ng);
         for (int64_t t = 0; t < a->T; t++) {
-            const int8_t *xq = a->q + t * in;
             float acc = 0;
             for (int64_t g = 0; g < ng; g++) {
+                const int64_t u = tern_qact_unit(a, t, g);
+                const int8_t *xq = a->q + u * G;
                 int32_t idot = 0;
-                for (int64_t k = g * G; k < (g + 1) * G; k++)
-                    idot += (int32_t)q[k] * xq[k];
-                const int64_t u = t * ng + g;
+                for (int64_t k = 0; k < G; k++)
+                    idot += (int32_t)q[g * G + k] * xq[k];
                 if (a->ggml_steps)
                     acc = fmaf((float)(idot - off * a->isum[u]), sb[g] * a->xs[u], acc);
                 else

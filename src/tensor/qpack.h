@@ -143,7 +143,11 @@ static inline tern_qact_step tern_qact_step_for(float amax) {
                             half ? -1 : 0};
 }
 
-/* Activations of T tokens quantized per weight group (see above). */
+/* Activations of T tokens quantized per weight group (see above). A token's group is a unit: its codes at
+ * q + u * group and its step and sums at [u], u = tern_qact_unit(t, g). Units go in tiles of TERN_QACT_TILE
+ * tokens, group-major within a tile: the kernels take one tile per pass over a weight block, and so find the
+ * codes of all its tokens for one group side by side (one stream, offsets known when compiled). */
+#define TERN_QACT_TILE 8
 typedef struct tern_qact {
     int64_t T, in;
     int group;
@@ -155,6 +159,13 @@ typedef struct tern_qact {
     int32_t *isum;      /* [T][in/group] the sum of the group's codes */
     int ggml_steps;     /* the steps are ggml's Q8_0 steps (tern_qact_set_q8_0), and the product ggml's form */
 } tern_qact;
+
+/* The unit of token t's group g: tile t / TERN_QACT_TILE starts at unit t0 * ng (t0 its first token), and holds
+ * group g of its nt tokens (TERN_QACT_TILE, fewer in the last tile) at units g * nt .. g * nt + nt - 1. */
+static inline int64_t tern_qact_unit(const tern_qact *a, int64_t t, int64_t g) {
+    const int64_t t0 = t - t % TERN_QACT_TILE, nt = a->T - t0 < TERN_QACT_TILE ? a->T - t0 : TERN_QACT_TILE;
+    return t0 * (a->in / a->group) + g * nt + (t - t0);
+}
 
 /* Records unit u's step and code sum (every quantizer ends a group with this). */
 static inline void tern_qact_set(tern_qact *a, int64_t u, tern_qact_step st, int32_t isum) {

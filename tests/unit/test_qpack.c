@@ -130,10 +130,11 @@ static void test_reference_definition(void **state) {
     tern_qact_fill_ref(&a, x);
     tern_qmm_ref(&o.w, 0, rows, &a, y);
     /* Each group's step is the smallest 2^e or 1.5 x 2^e with 127 steps covering its largest magnitude. */
-    for (int64_t u = 0; u < T * 4; u++) {
+    for (int64_t n = 0; n < T * 4; n++) {
         float amax = 0;
         for (int k = 0; k < 64; k++)
-            amax = fmaxf(amax, fabsf(x[u * 64 + k]));
+            amax = fmaxf(amax, fabsf(x[n * 64 + k]));
+        const int64_t u = tern_qact_unit(&a, n / 4, n % 4);
         int e;
         const float f = frexpf(a.xs[u], &e);
         assert_true(f == 0.5f || f == 0.75f);
@@ -148,10 +149,11 @@ static void test_reference_definition(void **state) {
         for (int64_t t = 0; t < T; t++) {
             double ref = 0, mag = 0, xerr = 0;
             for (int64_t k = 0; k < in; k++) {
-                const double xd = (double)a.xs[t * 4 + k / 64] * a.q[t * in + k];
+                const int64_t u = tern_qact_unit(&a, t, k / 64);
+                const double xd = (double)a.xs[u] * a.q[u * 64 + k % 64];
                 ref += row[k] * xd;
                 mag += fabs(row[k] * xd);
-                xerr = fmax(xerr, fabs(xd - x[t * in + k]) / (a.xs[t * 4 + k / 64] + 1e-30));
+                xerr = fmax(xerr, fabs(xd - x[t * in + k]) / (a.xs[u] + 1e-30));
             }
             assert_true(xerr <= 0.5001); /* each activation is within half a step of its code */
             if (fabs(y[t * rows + r] - ref) > 1e-5 * mag + 1e-6)
@@ -374,9 +376,9 @@ static void test_qblock_form(void **state) {
         tern_qact a;
         assert_true(tern_qact_alloc(&a, T, in, 32));
         a.ggml_steps = 1;
-        for (int64_t u = 0; u < T * ng; u++) {
-            tern_qblock_quantize_ref(TERN_QB_Q8_0, x + u * 32, a8, 32);
-            tern_qact_set_q8_0(&a, u, a8);
+        for (int64_t n = 0; n < T * ng; n++) {
+            tern_qblock_quantize_ref(TERN_QB_Q8_0, x + n * 32, a8, 32);
+            tern_qact_set_q8_0(&a, tern_qact_unit(&a, n / ng, n % ng), a8);
         }
         tern_qmm_ref(&w, 0, rows, &a, ref);
         /* The SIMD quantizer of these activations gives the same bytes, here and on groups of zeros, of values
@@ -392,9 +394,9 @@ static void test_qblock_form(void **state) {
             qk->fill_ggml(&s, xe, 0, T * ng);
             tern_qact e;
             assert_true(tern_qact_alloc(&e, T, in, 32));
-            for (int64_t u = 0; u < T * ng; u++) {
-                tern_qblock_quantize_ref(TERN_QB_Q8_0, xe + u * 32, a8, 32);
-                tern_qact_set_q8_0(&e, u, a8);
+            for (int64_t n = 0; n < T * ng; n++) {
+                tern_qblock_quantize_ref(TERN_QB_Q8_0, xe + n * 32, a8, 32);
+                tern_qact_set_q8_0(&e, tern_qact_unit(&e, n / ng, n % ng), a8);
             }
             assert_memory_equal(s.q, e.q, (size_t)(T * in));
             assert_memory_equal(s.xs, e.xs, (size_t)(T * ng) * sizeof(float));
