@@ -291,6 +291,7 @@ static void measure_matrix(int argc, char **argv, tern_pool *pool, tern_membw *p
     static const int64_t Ts[] = {8, 64, 512};
     for (int ti = 0; ti < 3; ti++) {
         const int64_t T = Ts[ti];
+        tern_matmul(pool, w, x, T, y, TERN_MM_PREFILL); /* warm-up: the first touch of y's pages */
         double t0 = tern_now_s();
         const int reps = iters / 4 > 1 ? iters / 4 : 1;
         for (int i = 0; i < reps; i++)

@@ -25,8 +25,9 @@ static const char *usage =
     "       tern bench [-m] MODEL_DIR --startup [--rounds 3] [--threads T] [--json]\n"
     "       tern bench [-m] MODEL_DIR (--draft-model DIR | --draft-ngram) --prompts FILE [-n 64] [--draft-max 8]\n"
     "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
-    "same D tokens of context (prefilled untimed; default 0). --profile: where a decode step's time goes, by phase\n"
-    "of the forward pass, with the weights each phase reads and their rate against the measured bandwidth.\n"
+    "same D tokens of context (prefilled untimed; default 0). --profile: where the prefill's and a decode step's\n"
+    "time goes, by phase of the forward pass; for decode with the weights each phase reads and their rate against\n"
+    "the measured bandwidth.\n"
     "--startup: `tern serve` from process start to its first answered request, cold (the model's and the cache's\n"
     "files evicted from the page cache) and warm, beside reading the files once; medians of --rounds; and once\n"
     "the first start with an empty cache folder, and the cache it leaves.\n"
@@ -47,20 +48,21 @@ static double region_cost_us(tern_pool *pool, int n) {
     return (tern_now_s() - t0) * 1e6 / n;
 }
 
-/* The decode steps' phases: time per step, weights read, and that read's rate against the measured bandwidth. */
-static void print_profile(const tern_lm_profile *p, double bw_gb_s) {
+/* Phases of the forward passes p recorded: time per pass and share; with bw_gb_s > 0 (decode steps) also the
+ * weights read and that read's rate against the measured bandwidth. */
+static void print_profile(const tern_lm_profile *p, const char *what, double bw_gb_s) {
     double total = 0;
     for (int ph = 0; ph < TERN_PH_COUNT; ph++)
         total += p->seconds[ph];
-    printf("profile          per decode step (%lld steps): phase, time, share, weights read, their rate\n",
-           (long long)p->passes);
+    printf("profile          per %s (%lld passes): phase, time, share%s\n", what, (long long)p->passes,
+           bw_gb_s > 0 ? ", weights read, their rate" : "");
     for (int ph = 0; ph < TERN_PH_COUNT; ph++) {
         const double s = p->seconds[ph] / (double)p->passes, b = p->bytes[ph] / (double)p->passes;
         if (s <= 0 && b <= 0)
             continue;
         printf("  %-10s %9.1f us %5.1f%%", tern_phase_name((tern_phase)ph), s * 1e6,
                total > 0 ? 100 * p->seconds[ph] / total : 0);
-        if (b > 0 && s > 0)
+        if (bw_gb_s > 0 && b > 0 && s > 0)
             printf("  %8.1f MB  %6.2f GB/s = %5.1f%% of the bandwidth", b * 1e-6, b / s * 1e-9,
                    bw_gb_s > 0 ? 100 * b / s * 1e-9 / bw_gb_s : 0);
         printf("\n");
@@ -147,17 +149,21 @@ int cmd_bench(int argc, char **argv) {
     tern_rng_seed(&rng, 1);
     for (int64_t i = 0; ids && i < nids + 1; i++)
         ids[i] = (int32_t)(tern_rng_next(&rng) % (uint64_t)c->vocab);
-    /* Prefill (after one warm-up token that faults every weight page in). */
+    /* Prefill, after one untimed pass of the same prompt (as llama-bench warms up): every weight page faulted in
+     * and the work area grown to the prompt's size, so the timed pass is what every later prompt costs. */
     if (!err)
         err = tern_lm_kv_create(m, (int)(B > 1 ? B + 1 : B), ctx, CHUNK, kt, vt, &kv);
     int seq0 = 0;
-    if (!err) {
-        int64_t one = 1;
-        tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &one, .ids = ids, .out = TERN_OUT_LAST};
+    for (int64_t t = 0, warm = P > 0 ? P : 1; t < warm && !err; t += CHUNK) {
+        int64_t cnt = warm - t < CHUNK ? warm - t : CHUNK;
+        tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_LAST};
         err = forward_commit(m, kv, pool, &b, logits, NULL);
-        if (!err)
-            err = tern_kv_set_len(kv, 0, 0);
     }
+    if (!err)
+        err = tern_kv_set_len(kv, 0, 0);
+    tern_lm_profile pre_prof = {0};
+    if (!err)
+        tern_lm_set_profile(m, profiling ? &pre_prof : NULL);
     double t0 = tern_now_s();
     for (int64_t t = 0; t < P && !err; t += CHUNK) {
         int64_t cnt = P - t < CHUNK ? P - t : CHUNK;
@@ -165,6 +171,8 @@ int cmd_bench(int argc, char **argv) {
         err = forward_commit(m, kv, pool, &b, logits, NULL);
     }
     prefill_s = tern_now_s() - t0;
+    if (m)
+        tern_lm_set_profile(m, NULL);
     /* Decode: every row starts from one token; each step is one batched forward, then greedy picks. */
     int *seqs = malloc((size_t)B * sizeof *seqs);
     int64_t *ones = malloc((size_t)B * sizeof *ones);
@@ -242,6 +250,13 @@ int cmd_bench(int argc, char **argv) {
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
                    tern_pool_size(pool), (long long)B, isa, kv_name, region_us, solo,
                    speedup, (long long)D);
+            if (profiling && pre_prof.passes) {
+                printf(", \"prefill_profile\": [");
+                for (int ph = 0; ph < TERN_PH_COUNT; ph++)
+                    printf("%s{\"phase\": \"%s\", \"us_per_pass\": %.1f}", ph ? ", " : "",
+                           tern_phase_name((tern_phase)ph), pre_prof.seconds[ph] * 1e6 / (double)pre_prof.passes);
+                printf("]");
+            }
             if (profiling && prof.passes) {
                 printf(", \"profile\": [");
                 for (int ph = 0; ph < TERN_PH_COUNT; ph++)
@@ -267,8 +282,10 @@ int cmd_bench(int argc, char **argv) {
             if (B > 1)
                 printf("batching         %.2f tok/s for one row decoded between the batched steps; %lld rows give "
                        "%.2fx its throughput\n", solo, (long long)B, speedup);
+            if (profiling && pre_prof.passes)
+                print_profile(&pre_prof, "prefill chunk", 0);
             if (profiling && prof.passes)
-                print_profile(&prof, bw);
+                print_profile(&prof, "decode step", bw);
         }
     }
     free(seqs);

@@ -157,6 +157,16 @@ static void test_bench_json(void **state) {
         us += json_number_value(json_object_get(e, "us_per_step"));
     }
     assert_true(us > 0);
+    json_t *pre = json_object_get(o, "prefill_profile"); /* the prefill's phases (one pass of 20 tokens) */
+    assert_true(json_is_array(pre) && json_array_size(pre) == 12);
+    double pre_us = 0;
+    for (size_t i = 0; i < json_array_size(pre); i++) {
+        json_t *e = json_array_get(pre, i);
+        assert_true(json_is_string(json_object_get(e, "phase")));
+        assert_true(json_number_value(json_object_get(e, "us_per_pass")) >= 0);
+        pre_us += json_number_value(json_object_get(e, "us_per_pass"));
+    }
+    assert_true(pre_us > 0);
     const double step_bytes = json_number_value(json_object_get(o, "bytes_per_token"));
     if (fabs(bytes - step_bytes) > 12) /* each phase's figure is rounded to a whole byte */
         fail_msg("profile: the phases read %.0f bytes per step, bytes_per_token says %.0f", bytes, step_bytes);
