@@ -45,7 +45,7 @@ static void print_plan(const char *dir, const tern_fit_plan *p, tern_kv_type kt,
     printf("model:        %s\n", dir);
     printf("weights:      %s text decoder", human(p->weights_bytes));
     if (p->copy_bytes)
-        printf(" (of which %s repacked for prompt tokens)", human(p->copy_bytes));
+        printf(" (of which %s repacked for the int8 kernels, in place of the stored blocks)", human(p->copy_bytes));
     if (p->other_bytes)
         printf(" (+ %s of other tensors the text path never reads)", human(p->other_bytes));
     printf("\n");

@@ -18,8 +18,9 @@
 #define TERN_ENGINE_DRAFT_MAX 8
 
 typedef struct tern_fit_plan {
-    uint64_t weights_bytes;     /* text-decoder tensors as stored (mmapped, paged in as used), plus copy_bytes */
-    uint64_t copy_bytes;        /* copies repacked for prompt tokens (GGUF Q4_0 / Q8_0) */
+    uint64_t weights_bytes;     /* text-decoder tensors as stored (mmapped, paged in as used), with copy_bytes in
+                                 * place of the blocks they replace */
+    uint64_t copy_bytes;        /* copies repacked for the int8 kernels (GGUF Q4_0 / Q8_0) */
     uint64_t other_bytes;       /* tensors the text path never reads (audio/vision towers) */
     tern_kv_cost cost;          /* per-position KV costs at the chosen dtype and chunk */
     int64_t window, chunk, ctx_train;

@@ -65,8 +65,9 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
             d->other_bytes += t->nbytes;
     }
     if (tern_isa_active() != TERN_ISA_PORTABLE) { /* where tern_gemma4_load packs */
-        d->copy_bytes = tern_gemma4_weights_copy_bytes(st->p.gw);
-        d->weights_bytes += d->copy_bytes;
+        uint64_t replaced;
+        d->copy_bytes = tern_gemma4_weights_copy_bytes(st->p.gw, &replaced);
+        d->weights_bytes += d->copy_bytes - replaced;
     }
     d->has_problems = st->p.gw->n_problems > 0;
     *state = st;

@@ -15,6 +15,7 @@
 #include "formats/safetensors.h"
 #include "models/gemma4_weights.h"
 #include "models/pack_cache.h"
+#include "tensor/qblock.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
@@ -216,11 +217,16 @@ static int packable(const tern_gemma4_weights *w, size_t i) {
     return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]);
 }
 
-uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w) {
+uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w, uint64_t *replaced) {
     uint64_t bytes = 0;
+    *replaced = 0;
     for (size_t i = 0; i < w->n; i++)
-        if (w->w[i].fmt == TERN_WF_QBLOCK && packable(w, i))
+        if (w->w[i].fmt == TERN_WF_QBLOCK && packable(w, i)) {
             bytes += tern_qpack_bytes(&w->w[i]);
+            if (w->specs[i].kind != TERN_WK_EMBED)
+                *replaced += tern_qblock_row_bytes(w->w[i].qblock, tern_weight_cols(&w->w[i])) *
+                             (uint64_t)tern_weight_rows(&w->w[i]);
+        }
     return bytes;
 }
 
@@ -437,13 +443,18 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_pro
             TLOG_WARN("%s", tern_err_msg(e));
         tern_err_free(e);
     }
-    /* MLX products read only the packed copies now: their mapped codes can leave memory (the portable path would
-     * fault them back in). The tied head's codes stay: embedding lookups read them; so do ggml blocks: generated
-     * tokens read them. */
-    for (size_t i = 0; i < w->n && !err; i++)
-        if (w->w[i].qpack && w->w[i].fmt == TERN_WF_MLX_AFFINE && w->specs[i].kind != TERN_WK_EMBED)
-            tern_mmap_release(w->w[i].data, (size_t)tern_mlx_row_words(tern_weight_cols(&w->w[i]), w->w[i].bits) * 4 *
-                                                (size_t)tern_weight_rows(&w->w[i]));
+    /* Products read only the packed copies now: the mapped codes and blocks can leave memory (the portable path
+     * would fault them back in from the file). The tied head's stay: embedding lookups read them. */
+    for (size_t i = 0; i < w->n && !err; i++) {
+        const tern_weight *pw = &w->w[i];
+        if (!pw->qpack || w->specs[i].kind == TERN_WK_EMBED ||
+            (pw->fmt != TERN_WF_MLX_AFFINE && pw->fmt != TERN_WF_QBLOCK))
+            continue;
+        const int64_t cols = tern_weight_cols(pw);
+        const size_t row_bytes = pw->fmt == TERN_WF_QBLOCK ? tern_qblock_row_bytes(pw->qblock, cols)
+                                                           : (size_t)tern_mlx_row_words(cols, pw->bits) * 4;
+        tern_mmap_release(pw->data, row_bytes * (size_t)tern_weight_rows(pw));
+    }
     free(cursor);
     free(split);
     return err;

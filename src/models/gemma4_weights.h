@@ -92,7 +92,7 @@ typedef struct tern_gemma4_product {
 
 /* Gives every MLX affine q4/q8 matrix used in products (linears, experts, the tied head) a copy packed for
  * the int8 kernels (qpack.h), all in one arena; freed with the weights. GGUF Q4_0 / Q8_0 matrices get one too,
- * kept beside the stored blocks: prompt tokens take it, generated tokens the blocks (ops.h). The listed products (in forward order)
+ * kept beside the stored blocks (which only the portable path reads). The listed products (in forward order)
  * are cut by the thread pool's shares of their blocks (tern_pool_share, `threads` ways) and each thread's shares
  * of all of them are laid end to end: a decode step then reads one run per thread, so the memory stream does not
  * restart at every product. Packable matrices not listed follow whole. The lookup-only per-layer table is left
@@ -101,9 +101,10 @@ typedef struct tern_gemma4_product {
  * cache file, or into memory when none can be made. */
 tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
                                    int threads, const char *cache_path, uint64_t source_key);
-/* Bytes of the packed copies tern_gemma4_weights_pack makes beside stored blocks (GGUF Q4_0 / Q8_0 matrices
- * in products): memory on top of the checkpoint's, where the int8 kernels run. */
-uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w);
+/* Bytes of the packed copies tern_gemma4_weights_pack makes of stored blocks (GGUF Q4_0 / Q8_0 matrices in
+ * products), where the int8 kernels run; *replaced = the stored blocks' bytes that then leave memory (all but the
+ * tied head's, which embedding lookups read). */
+uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w, uint64_t *replaced);
 /* Frees; NULL is fine. */
 void tern_gemma4_weights_free(tern_gemma4_weights *w);
 

@@ -38,9 +38,10 @@ typedef struct tern_lm_desc {
                                               * model attending over this one's cache reads */
     int n_eos;               /* end-of-generation ids the config names */
     int32_t eos[TERN_LM_MAX_EOS];
-    uint64_t weights_bytes;  /* the decoder's tensors as stored, plus copy_bytes */
-    uint64_t copy_bytes;     /* copies of stored tensors repacked for prompt tokens (GGUF Q4_0 / Q8_0), where the
-                              * int8 kernels run */
+    uint64_t weights_bytes;  /* the decoder's tensors as stored, with copy_bytes in place of the blocks they
+                              * replace */
+    uint64_t copy_bytes;     /* copies of stored tensors repacked for the int8 kernels (GGUF Q4_0 / Q8_0), where
+                              * they run */
     uint64_t other_bytes;    /* tensors the decoder never reads (audio/vision towers) */
     int has_problems;        /* a needed tensor is missing or mis-shaped (tern_lm_spec_report lists them) */
 } tern_lm_desc;

@@ -12,9 +12,8 @@
 
 /* Which tokens a product serves: generated tokens (DECODE) or prompt tokens (PREFILL). A kernel may pick
  * its method by the role (mxfp4: the portable path for DECODE, the tiled bf16 GEMM for PREFILL; MLX q4/q8
- * take the int8 kernel for both; ggml Q4_0 / Q8_0 ggml's block products for DECODE, the int8 kernel over their
- * packed copy for PREFILL), but computes a token the same way whatever else is in the batch, so the
- * result depends only on the token's role. */
+ * and ggml Q4_0 / Q8_0 take the int8 kernel for both, the latter over their packed copy), but computes a token
+ * the same way whatever else is in the batch, so the result depends only on the token's role. */
 typedef enum tern_mm_kind { TERN_MM_DECODE = 0, TERN_MM_PREFILL = 1 } tern_mm_kind;
 
 /* Writes logical row `row` of `w` (flattened over all leading dims) as f32 into out[cols]. */

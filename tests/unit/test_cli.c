@@ -236,7 +236,7 @@ static void test_model_path_messages(void **state) {
     free(out);
     /* A Q4_0 file keeps a copy packed for prompt tokens beside its blocks where the int8 kernels run: fit counts it. */
     assert_int_equal(tu_runf(&out, "'%s' fit '%s' 2>&1", tu_tern_bin(), tu_testdata("gguf/tiny-v4096-q4_0.gguf")), 0);
-    assert_true((strstr(out, "repacked for prompt tokens") != NULL) == (tern_isa_active() != TERN_ISA_PORTABLE));
+    assert_true((strstr(out, "repacked for the int8 kernels") != NULL) == (tern_isa_active() != TERN_ISA_PORTABLE));
     free(out);
     assert_int_equal(tu_runf(&out, "'%s' info '%s/nothing-here' 2>&1", tu_tern_bin(), gdir), 1);
     assert_non_null(strstr(out, "No such file or directory"));

@@ -134,7 +134,7 @@ static void test_gguf_quantized_parity(void **state) {
         TU_OK(tern_gemma4_load(tu_testdata(cases[k][0]), &m));
         tern_isa_set(isa);
         float *logits = malloc(sizeof(float) * (size_t)(n * V)), *gl = read_f32(tu_testdata(cases[k][1]), (size_t)(n * V));
-        for (int prefill = 0; prefill < 2; prefill++) { /* ggml's block products; the int8 kernels (SIMD paths) */
+        for (int prefill = 0; prefill < 2; prefill++) { /* both roles: ggml's block products (portable), the int8 kernels (SIMD) */
             run_kind(m, TERN_KV_F32, ids, n, logits, NULL, (uint8_t)prefill);
             double worst = 0, typical = 0;
             int beyond = 0;
