@@ -7,11 +7,31 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static unsigned long long xgetbv0(void) {
     unsigned eax, edx;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((unsigned long long)edx << 32) | eax;
+}
+
+/* Whether this process may use the AMX tile data: Linux grants it on request (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18), once for the whole process; asked once. */
+static int amx_permitted(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    static atomic_int granted = -1;
+    int g = atomic_load(&granted);
+    if (g < 0) {
+        g = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+        atomic_store(&granted, g);
+    }
+    return g;
+#else
+    return 0;
+#endif
 }
 #endif
 
@@ -31,8 +51,9 @@ tern_isa tern_isa_detect(void) {
     int avx2 = (b7 >> 5) & 1;
     int avx512f = (b7 >> 16) & 1, avx512bw = (b7 >> 30) & 1, avx512vl = (b7 >> 31) & 1;
     int vnni = (c7 >> 11) & 1, bf16 = (a71 >> 5) & 1;
+    int amx = ((d7 >> 24) & 1) && ((d7 >> 25) & 1), tiles_os = (xcr0 & 0x60000) == 0x60000;
     if (zmm_os && avx512f && avx512bw && avx512vl && vnni && bf16 && fma && f16c)
-        return TERN_ISA_AVX512;
+        return amx && tiles_os && amx_permitted() ? TERN_ISA_AMX : TERN_ISA_AVX512;
     if (ymm_os && avx2 && fma && f16c)
         return TERN_ISA_AVX2;
 #endif
@@ -50,6 +71,8 @@ tern_isa tern_isa_active(void) {
             want = TERN_ISA_PORTABLE;
         else if (env && !strcmp(env, "avx2"))
             want = TERN_ISA_AVX2;
+        else if (env && !strcmp(env, "avx512"))
+            want = TERN_ISA_AVX512;
         a = (int)(want < best ? want : best);
         atomic_store(&active, a);
     }
@@ -66,6 +89,7 @@ const char *tern_isa_name(tern_isa isa) {
     case TERN_ISA_PORTABLE: return "portable";
     case TERN_ISA_AVX2: return "avx2";
     case TERN_ISA_AVX512: return "avx512";
+    case TERN_ISA_AMX: return "amx";
     }
     return "?";
 }

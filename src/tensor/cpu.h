@@ -1,12 +1,13 @@
 /* cpu.h — which instruction set the kernels use: detected once from cpuid, overridable with
- * TERN_ISA=portable|avx2|avx512 (tests run every path on one machine). */
+ * TERN_ISA=portable|avx2|avx512|amx (tests run every path on one machine). */
 #ifndef TERN_TENSOR_CPU_H
 #define TERN_TENSOR_CPU_H
 
 typedef enum tern_isa {
     TERN_ISA_PORTABLE = 0, /* plain C */
     TERN_ISA_AVX2,         /* AVX2 + FMA + F16C */
-    TERN_ISA_AVX512        /* AVX-512 F/BW/VL + VNNI + BF16 */
+    TERN_ISA_AVX512,       /* AVX-512 F/BW/VL + VNNI + BF16 */
+    TERN_ISA_AMX           /* AVX-512 as above, the int8 products' whole tiles on AMX-INT8 */
 } tern_isa;
 
 /* The best ISA this CPU supports. */
@@ -15,7 +16,7 @@ tern_isa tern_isa_detect(void);
 tern_isa tern_isa_active(void);
 /* Forces an ISA (capped at what the CPU supports); for tests and benchmarks. */
 void tern_isa_set(tern_isa isa);
-/* "portable", "avx2", "avx512". */
+/* "portable", "avx2", "avx512", "amx". */
 const char *tern_isa_name(tern_isa isa);
 
 #endif

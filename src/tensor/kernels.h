@@ -67,13 +67,18 @@ typedef struct tern_kernel_table {
     void (*checksum_blocks)(uint64_t acc[16], const void *p, size_t blocks, uint64_t first);
 } tern_kernel_table;
 
-extern const tern_kernel_table tern_kernels_portable, tern_kernels_avx2, tern_kernels_avx512;
+extern const tern_kernel_table tern_kernels_portable, tern_kernels_avx2, tern_kernels_avx512, tern_kernels_amx;
 
 /* The table of the active ISA. */
 const tern_kernel_table *tern_kernels(void);
 
-/* The int8 products' pieces per ISA (qmm_avx512.c, qmm_avx2.c). */
-extern const struct tern_qmm_kernels tern_qmm_avx512, tern_qmm_avx2;
+/* The int8 products' pieces per ISA (qmm_avx512.c, qmm_avx2.c; AMX: qmm_avx512.c's quantizers, qmm_amx.c's
+ * tiles). */
+extern const struct tern_qmm_kernels tern_qmm_avx512, tern_qmm_avx2, tern_qmm_amx;
+struct tern_qact;
+/* tern_qmm_kernels.tile on AMX (qmm_amx.c). */
+void tern_qmm_amx_tile(const uint8_t *blk, const struct tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
+                       size_t gbytes, float *y, int64_t ystride, int valid);
 
 /* The SIMD kernels by name, for the tables and for the tests that compare them with the portable ones. */
 int tern_matmul_avx512(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,

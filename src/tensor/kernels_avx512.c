@@ -537,21 +537,14 @@ static void checksum_blocks_avx512(uint64_t acc[16], const void *p, size_t block
     _mm512_storeu_si512(acc + 8, a1);
 }
 
-const tern_kernel_table tern_kernels_avx512 = {
-    .isa = TERN_ISA_AVX512,
-    .lanes = 16,
-    .qmm = &tern_qmm_avx512,
-    .qblock = &tern_qblock_avx512,
-    .matmul = tern_matmul_avx512,
-    .rmsnorm = tern_rmsnorm_avx512,
-    .rope_apply = tern_rope_apply_avx512,
-    .gelu_tanh = tern_gelu_tanh_avx512,
-    .gelu_tanh_mul = tern_gelu_tanh_mul_avx512,
-    .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx512,
-    .softcap = tern_softcap_avx512,
-    .exp = tern_exp_avx512,
-    .axpby = tern_axpby_avx512,
-    .attend_part = tern_attend_part_avx512,
-    .read_sum = tern_read_sum_avx512,
-    .checksum_blocks = checksum_blocks_avx512,
-};
+/* Every entry but the ISA and the int8 products' kernels, shared by the AVX-512 and AMX tables. */
+#define AVX512_ENTRIES                                                                                     \
+    .lanes = 16, .qblock = &tern_qblock_avx512, .matmul = tern_matmul_avx512, .rmsnorm = tern_rmsnorm_avx512, \
+    .rope_apply = tern_rope_apply_avx512, .gelu_tanh = tern_gelu_tanh_avx512,                               \
+    .gelu_tanh_mul = tern_gelu_tanh_mul_avx512, .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx512,              \
+    .softcap = tern_softcap_avx512, .exp = tern_exp_avx512, .axpby = tern_axpby_avx512,                      \
+    .attend_part = tern_attend_part_avx512, .read_sum = tern_read_sum_avx512,                               \
+    .checksum_blocks = checksum_blocks_avx512
+
+const tern_kernel_table tern_kernels_avx512 = {.isa = TERN_ISA_AVX512, .qmm = &tern_qmm_avx512, AVX512_ENTRIES};
+const tern_kernel_table tern_kernels_amx = {.isa = TERN_ISA_AMX, .qmm = &tern_qmm_amx, AVX512_ENTRIES};

@@ -140,6 +140,7 @@ const tern_kernel_table *tern_kernels(void) {
         [TERN_ISA_PORTABLE] = &tern_kernels_portable,
         [TERN_ISA_AVX2] = &tern_kernels_avx2,
         [TERN_ISA_AVX512] = &tern_kernels_avx512,
+        [TERN_ISA_AMX] = &tern_kernels_amx,
     };
     return by_isa[tern_isa_active()];
 }

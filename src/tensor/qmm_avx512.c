@@ -10,6 +10,7 @@
 
 #include "tensor/kernels.h"
 #include "tensor/qmm.h"
+#include "tensor/qmm_avx512_epilogue.h"
 
 /* Activations, quantized as tern_qact_fill_ref does (same bytes): per group, max |x| (NaN ignored: vmaxps returns
  * its second operand when one is NaN), its step, codes clamped and rounded to nearest even by the
@@ -53,24 +54,6 @@ static void fill_ggml(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
         tern_qact_set_ggml(a, u, _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT)),
                            _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1)));
     }
-}
-
-static inline __m512 load_scales(const uint8_t *p, tern_dtype dt) {
-    if (dt == TERN_DT_F32)
-        return _mm512_loadu_ps(p);
-    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    if (dt == TERN_DT_BF16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    return _mm512_cvtph_ps(h);
-}
-
-/* Whether every scale s of a group lets the epilogue form s * xs without a multiply for any step: s * 2^e and
- * s * 2^(e-1) by adding to the exponent field must both be normal floats, i.e. exponent fields 66 .. 191
- * (2^-61 <= |s| < 2^65). Zero and subnormal scales (a constant group stores a zero scale) take the multiply. */
-static inline int exponent_add_ok(__m512 s) {
-    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffffff));
-    const __m512i off = _mm512_sub_epi32(mag, _mm512_set1_epi32((2 - TERN_QACT_EXP_MIN) << 23));
-    return _mm512_cmplt_epu32_mask(off, _mm512_set1_epi32((253 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23)) == 0xffff;
 }
 
 /* acc += W (unsigned bytes) x the four signed bytes at p broadcast to every lane. Written out because
@@ -180,32 +163,13 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 for (int k = 1; k < sets; k++)
                     ia[t] = _mm512_add_epi32(ia[t], acc4[k][t]);
         }
-        const __m512 s = load_scales(grp, sdt), b = load_scales(grp + 16 * ss, sdt);
-        if (a->ggml_steps) {
+        const __m512 s = qmm_load_scales(grp, sdt);
+        if (a->ggml_steps) /* the offset is in ia already (its dot started from it) */
             for (int t = 0; t < NT; t++)
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]),
                                          _mm512_mul_ps(s, _mm512_set1_ps(a->xs[u0 + t])), acc[t]);
-        } else if (__builtin_expect(exponent_add_ok(s), 1)) {
-            /* s * xs: s * 2^e by adding e to s's exponent field, plus (for 1.5 x 2^e) s * 2^(e-1) made alike, in
-             * one float add: one rounding, as the reference's product. */
-            const __m512i sh = _mm512_sub_epi32(_mm512_castps_si512(s), _mm512_set1_epi32(1 << 23));
-            for (int t = 0; t < NT; t++) {
-                const int64_t i = u0 + t;
-                const __m512i eb = _mm512_set1_epi32(a->exp_bits[i]);
-                const __m512i half = _mm512_and_si512(_mm512_add_epi32(sh, eb), _mm512_set1_epi32(a->half_mask[i]));
-                const __m512 st = _mm512_add_ps(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(s), eb)),
-                                                _mm512_castsi512_ps(half));
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), st, acc[t]);
-                acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(a->xsum[i]), acc[t]);
-            }
-        } else {
-            for (int t = 0; t < NT; t++) {
-                const int64_t i = u0 + t;
-                const __m512 st = _mm512_mul_ps(s, _mm512_set1_ps(a->xs[i]));
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), st, acc[t]);
-                acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(a->xsum[i]), acc[t]);
-            }
-        }
+        else
+            qmm_epilogue_affine(acc, ia, s, qmm_load_scales(grp + 16 * ss, sdt), a, u0, NT);
     }
     for (int t = 0; t < NT; t++)
         out[t] = acc[t];
@@ -254,11 +218,8 @@ static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, 
                     ia[t] = dpbusd_bcast(ia[t], W, xg + t * G + c * 4);
             }
         }
-        const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)grp));
-        for (int t = 0; t < NT; t++) {
-            const __m512i d = _mm512_sub_epi32(ia[t], _mm512_slli_epi32(_mm512_set1_epi32(isum[g * NT + t]), sh));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(s, _mm512_set1_ps(xs[g * NT + t])), acc[t]);
-        }
+        qmm_epilogue_ggml(acc, ia, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)grp)), isum + g * NT,
+                          xs + g * NT, sh, NT);
     }
     for (int t = 0; t < NT; t++)
         _mm512_mask_storeu_ps(y + t * ystride, m, acc[t]);
@@ -310,3 +271,4 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
 }
 
 const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, tile};
+const tern_qmm_kernels tern_qmm_amx = {fill, fill_ggml, tern_qmm_amx_tile};

@@ -185,7 +185,7 @@ static void test_exp(void **state) {
 static void test_axpby(void **state) {
     static const int64_t ns[] = {1, 7, 8, 9, 15, 16, 17, 31, 100};
     float y[100], x[100], y0[100];
-    const int isa = tu_isa_begin(state) == TERN_ISA_AVX512;
+    const int isa = tu_isa_begin(state) >= TERN_ISA_AVX512;
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
             const int64_t n = ns[k];
             for (int64_t i = 0; i < 100; i++) {
@@ -603,8 +603,11 @@ static void test_isa_selection(void **state) {
     tern_isa best = tern_isa_detect();
     tern_isa_set(TERN_ISA_PORTABLE);
     assert_int_equal(tern_isa_active(), TERN_ISA_PORTABLE);
-    tern_isa_set(TERN_ISA_AVX512);
+    tern_isa_set(TERN_ISA_AMX);
     assert_int_equal(tern_isa_active(), best); /* capped at what the CPU has */
+    tern_isa_set(TERN_ISA_AVX512);
+    assert_int_equal(tern_isa_active(), best < TERN_ISA_AVX512 ? best : TERN_ISA_AVX512);
+    assert_string_equal(tern_isa_name(TERN_ISA_AMX), "amx");
     assert_string_equal(tern_isa_name(TERN_ISA_AVX2), "avx2");
     print_message("this CPU: %s\n", tern_isa_name(best));
 }

@@ -178,7 +178,7 @@ static void test_activation_known_answers(void **state) {
 }
 
 static const tern_qblock_kernels *simd_table(void **state) {
-    return tu_isa_begin(state) == TERN_ISA_AVX512 ? &tern_qblock_avx512 : &tern_qblock_avx2;
+    return tu_isa_begin(state) >= TERN_ISA_AVX512 ? &tern_qblock_avx512 : &tern_qblock_avx2;
 }
 
 /* The SIMD quantizers give the reference's bytes; the SIMD dots its floats, bit for bit, on random rows (edge codes

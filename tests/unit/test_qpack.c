@@ -170,7 +170,9 @@ static void test_reference_definition(void **state) {
 /* One ISA's quantizer and kernel against the portable definitions, bit for bit. */
 static void simd_matches_reference(void **state) {
     const tern_isa isa = tu_isa_begin(state);
-    const tern_qmm_kernels *k = isa == TERN_ISA_AVX512 ? &tern_qmm_avx512 : &tern_qmm_avx2;
+    const tern_qmm_kernels *k = isa == TERN_ISA_AMX      ? &tern_qmm_amx
+                                : isa == TERN_ISA_AVX512 ? &tern_qmm_avx512
+                                                         : &tern_qmm_avx2;
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const struct {
@@ -178,7 +180,9 @@ static void simd_matches_reference(void **state) {
         tern_dtype sdt;
         int64_t in;
     } cases[] = {{4, 64, TERN_DT_BF16, 1536}, {4, 32, TERN_DT_F16, 96},  {4, 128, TERN_DT_F32, 384},
-                 {8, 64, TERN_DT_BF16, 320},  {8, 32, TERN_DT_F32, 64},  {8, 128, TERN_DT_F16, 256}};
+                 {8, 64, TERN_DT_BF16, 320},  {8, 32, TERN_DT_F32, 64},  {8, 128, TERN_DT_F16, 256},
+                 /* whole batches of 4 groups (AMX's tiles) at every width and group it takes */
+                 {8, 64, TERN_DT_F16, 512},   {4, 128, TERN_DT_BF16, 1024}, {8, 128, TERN_DT_F32, 512}};
     static const int64_t Ts[] = {1, 2, 5, 8, 9, 19};
     static const int64_t slabs[][2] = {{0, 53}, {16, 37}, {3, 40}, {48, 5}}; /* row0, n_out */
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -37,9 +37,10 @@ const char *tu_tmpdir(const char *name) {
     return buf;
 }
 
-const tern_isa tu_isa_paths[3] = {TERN_ISA_PORTABLE, TERN_ISA_AVX2, TERN_ISA_AVX512};
+const tern_isa tu_isa_paths[4] = {TERN_ISA_PORTABLE, TERN_ISA_AVX2, TERN_ISA_AVX512, TERN_ISA_AMX};
 
-/* The best path of this CPU, capped by TERN_ISA (portable|avx2) so that the suite can run as on a lesser CPU. */
+/* The best path of this CPU, capped by TERN_ISA (portable|avx2|avx512) so that the suite can run as on a lesser
+ * CPU. */
 static tern_isa best_isa(void) {
     const char *cap = getenv("TERN_ISA");
     tern_isa best = tern_isa_detect();
@@ -47,6 +48,8 @@ static tern_isa best_isa(void) {
         best = TERN_ISA_PORTABLE;
     else if (cap && !strcmp(cap, "avx2") && best > TERN_ISA_AVX2)
         best = TERN_ISA_AVX2;
+    else if (cap && !strcmp(cap, "avx512") && best > TERN_ISA_AVX512)
+        best = TERN_ISA_AVX512;
     return best;
 }
 

@@ -62,11 +62,12 @@ void tu_expect_ids(const tern_tokenizer *t, const char *text, size_t len, int ad
  * best path active again. */
 tern_isa tu_isa_begin(void **state);
 int tu_isa_restore(void **state);
-extern const tern_isa tu_isa_paths[3];
+extern const tern_isa tu_isa_paths[4];
 #define TU_ISA_TEST(f, i, name) {#f "[" name "]", f, NULL, tu_isa_restore, (void *)&tu_isa_paths[i]}
-#define TU_ISA_TESTS(f) TU_ISA_TEST(f, 0, "portable"), TU_ISA_TEST(f, 1, "avx2"), TU_ISA_TEST(f, 2, "avx512")
+#define TU_ISA_TESTS(f)                                                                                    \
+    TU_ISA_TEST(f, 0, "portable"), TU_ISA_TEST(f, 1, "avx2"), TU_ISA_TEST(f, 2, "avx512"), TU_ISA_TEST(f, 3, "amx")
 /* The SIMD paths only (tests comparing a SIMD path with the portable one). */
-#define TU_SIMD_TESTS(f) TU_ISA_TEST(f, 1, "avx2"), TU_ISA_TEST(f, 2, "avx512")
+#define TU_SIMD_TESTS(f) TU_ISA_TEST(f, 1, "avx2"), TU_ISA_TEST(f, 2, "avx512"), TU_ISA_TEST(f, 3, "amx")
 /* Fails the test with the error's message if err is not NULL. */
 #define TU_OK(expr)                                                        \
     do {                                                                   \
