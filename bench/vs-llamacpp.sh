@@ -4,7 +4,7 @@
 #   bench/vs-llamacpp.sh [ROUNDS]          (default 3; CACHE=folder for llama.cpp and the models,
 #                                           default ${XDG_CACHE_HOME:-~/.cache}/tern; THREADS=2)
 #
-# 1. llama.cpp as node-llama-cpp@3.22.1 ships it, built for this CPU (bench/llamacpp_build.sh).
+# 1. llama.cpp as node-llama-cpp@3.22.1 ships it, built for this CPU without AMX (bench/llamacpp_build.sh says why).
 # 2. An e2b-shaped synthetic checkpoint (`tern synth --preset e2b --dtype bf16`, Hugging Face layout) converted by
 #    llama.cpp's own convert_hf_to_gguf.py (BF16; bench/hf_standin stands in for the two `transformers` classes it
 #    imports), then llama-quantize to Q4_0 and Q8_0.
