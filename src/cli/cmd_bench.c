@@ -76,6 +76,19 @@ static tern_err *forward_commit(tern_lm *m, tern_kv *kv, tern_pool *pool, const 
     return tern_batch_commit(kv, b);
 }
 
+/* ids[0, n) into sequence 0 in chunks of CHUNK tokens, each chunk's last logits into logits (none when NULL). */
+static tern_err *prefill_seq0(tern_lm *m, tern_kv *kv, tern_pool *pool, const int32_t *ids, int64_t n,
+                              float *logits) {
+    int seq0 = 0;
+    for (int64_t t = 0; t < n; t += CHUNK) {
+        int64_t cnt = n - t < CHUNK ? n - t : CHUNK;
+        tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t,
+                        .out = logits ? TERN_OUT_LAST : TERN_OUT_NONE};
+        TERN_TRY(forward_commit(m, kv, pool, &b, logits, NULL));
+    }
+    return NULL;
+}
+
 int cmd_bench(int argc, char **argv) {
     tern_opt opts[] = {{"p", 1, 0},       {"n", 1, 0},      {"batch", 1, 0},   {"threads", 1, 0}, {"depth", 1, 0},
                        {"json", 0, 0},   {"profile", 0, 0}, {"startup", 0, 0}, {"rounds", 1, 0},
@@ -153,23 +166,16 @@ int cmd_bench(int argc, char **argv) {
      * and the work area grown to the prompt's size, so the timed pass is what every later prompt costs. */
     if (!err)
         err = tern_lm_kv_create(m, (int)(B > 1 ? B + 1 : B), ctx, CHUNK, kt, vt, &kv);
-    int seq0 = 0;
-    for (int64_t t = 0, warm = P > 0 ? P : 1; t < warm && !err; t += CHUNK) {
-        int64_t cnt = warm - t < CHUNK ? warm - t : CHUNK;
-        tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_LAST};
-        err = forward_commit(m, kv, pool, &b, logits, NULL);
-    }
+    if (!err)
+        err = prefill_seq0(m, kv, pool, ids, P > 0 ? P : 1, logits);
     if (!err)
         err = tern_kv_set_len(kv, 0, 0);
     tern_lm_profile pre_prof = {0};
     if (!err)
         tern_lm_set_profile(m, profiling ? &pre_prof : NULL);
     double t0 = tern_now_s();
-    for (int64_t t = 0; t < P && !err; t += CHUNK) {
-        int64_t cnt = P - t < CHUNK ? P - t : CHUNK;
-        tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_LAST};
-        err = forward_commit(m, kv, pool, &b, logits, NULL);
-    }
+    if (!err)
+        err = prefill_seq0(m, kv, pool, ids, P, logits);
     prefill_s = tern_now_s() - t0;
     if (m)
         tern_lm_set_profile(m, NULL);
@@ -182,11 +188,8 @@ int cmd_bench(int argc, char **argv) {
     /* The context every decode row starts from: D tokens prefilled once (untimed) and copied to the others. */
     if (!err)
         err = tern_kv_set_len(kv, 0, 0);
-    for (int64_t t = 0; t < D && !err; t += CHUNK) {
-        int64_t cnt = D - t < CHUNK ? D - t : CHUNK;
-        tern_batch b = {.n_rows = 1, .seq = &seq0, .n_tok = &cnt, .ids = ids + t, .out = TERN_OUT_NONE};
-        err = forward_commit(m, kv, pool, &b, NULL, NULL);
-    }
+    if (!err)
+        err = prefill_seq0(m, kv, pool, ids, D, NULL);
     for (int64_t r = 0; r < B && !err; r++) {
         seqs[r] = (int)r;
         ones[r] = 1;
