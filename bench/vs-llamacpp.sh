@@ -3,9 +3,12 @@
 #
 #   bench/vs-llamacpp.sh [ROUNDS]          (default 3; CACHE=folder for llama.cpp and the models,
 #                                           default ${XDG_CACHE_HOME:-~/.cache}/tern; THREADS=2)
+#   PRESET=26b-a4b LAYERS=6 FORMATS=q4_0 DEPTH=0 bench/vs-llamacpp.sh 3
+#                                          (another `tern synth` preset, cut to its first LAYERS layers; the
+#                                           formats to quantize to; DEPTH=0 leaves out the long-context section)
 #
 # 1. llama.cpp as node-llama-cpp@3.22.1 ships it, built for this CPU without AMX (bench/llamacpp_build.sh says why).
-# 2. An e2b-shaped synthetic checkpoint (`tern synth --preset e2b --dtype bf16`, Hugging Face layout) converted by
+# 2. An e2b-shaped (or PRESET) synthetic checkpoint (`tern synth --preset e2b --dtype bf16`, Hugging Face layout) converted by
 #    llama.cpp's own convert_hf_to_gguf.py (BF16; bench/hf_standin stands in for the two `transformers` classes it
 #    imports), then llama-quantize to Q4_0 and Q8_0.
 # 3. Per round and format, alternating which engine goes first: llama-bench (pp512, tg128) and `tern bench`
@@ -20,6 +23,9 @@ root=$PWD
 rounds=${1:-3}
 threads=${THREADS:-2}
 depth=${DEPTH:-4096}
+preset=${PRESET:-e2b}
+layers=${LAYERS:-}
+formats=${FORMATS:-q4_0 q8_0}
 cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tern}
 tern=$root/build/tern
 [ -x "$tern" ] || make build >/dev/null
@@ -27,16 +33,17 @@ tern=$root/build/tern
 . bench/llamacpp_env.sh
 models=$cache/bench
 mkdir -p "$models"
-hf=$models/e2b-bf16
-[ -f "$hf/config.json" ] || "$tern" synth --preset e2b --dtype bf16 --seed 1 "$hf" >&2
-if [ ! -f "$models/e2b-bf16.gguf" ]; then
+name=$preset${layers:+-l$layers}
+hf=$models/$name-bf16
+[ -f "$hf/config.json" ] || "$tern" synth --preset "$preset" ${layers:+--layers $layers} --dtype bf16 --seed 1 "$hf" >&2
+if [ ! -f "$models/$name-bf16.gguf" ]; then
     PYTHONPATH=$root/bench/hf_standin:$src/gguf-py /usr/bin/python3 "$src/convert_hf_to_gguf.py" "$hf" \
-        --outtype bf16 --outfile "$models/e2b-bf16.gguf.tmp" >&2
-    mv "$models/e2b-bf16.gguf.tmp" "$models/e2b-bf16.gguf"
+        --outtype bf16 --outfile "$models/$name-bf16.gguf.tmp" >&2
+    mv "$models/$name-bf16.gguf.tmp" "$models/$name-bf16.gguf"
 fi
-for q in Q4_0 Q8_0; do
-    f=$models/e2b-${q,,}.gguf
-    [ -f "$f" ] || { "$bin/llama-quantize" "$models/e2b-bf16.gguf" "$f.tmp" "$q" >&2 && mv "$f.tmp" "$f"; }
+for fmt in $formats; do
+    f=$models/$name-$fmt.gguf
+    [ -f "$f" ] || { "$bin/llama-quantize" "$models/$name-bf16.gguf" "$f.tmp" "${fmt^^}" >&2 && mv "$f.tmp" "$f"; }
 done
 
 log=$(mktemp -d)
@@ -49,7 +56,7 @@ llama_ts() { # llama_ts N_PROMPT N_GEN FILE: avg_ts of that test in llama-bench'
         if r["n_prompt"] == int(sys.argv[1]) and r["n_gen"] == int(sys.argv[2])))' "$@"
 }
 run_llama() { # run_llama FMT ROUND
-    local f=$models/e2b-$1.gguf o=$log/llama-$1-$2
+    local f=$models/$name-$1.gguf o=$log/llama-$1-$2
     "$bin/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 1 -o json >"$o.json" 2>/dev/null
     echo "$(llama_ts 512 0 "$o.json") $(llama_ts 0 128 "$o.json")" >>"$log/llama-$1"
     "$bin/llama-batched-bench" -m "$f" -c 2048 -b 512 -ub 512 -npp 128 -ntg 128 -npl 8 -t "$threads" \
@@ -58,29 +65,31 @@ run_llama() { # run_llama FMT ROUND
 print(r["speed_tg"])' "$o.batched" >>"$log/llama-$1-batched"
 }
 run_tern() { # run_tern FMT
-    local f=$models/e2b-$1.gguf one eight
+    local f=$models/$name-$1.gguf one eight
     one=$("$tern" bench "$f" -p 512 -n 128 --threads "$threads" --json 2>/dev/null)
     echo "$(field prefill_tok_s "$one") $(field decode_tok_s "$one")" >>"$log/tern-$1"
+    echo "$(field decode_efficiency "$one") $(field bytes_per_token "$one") $(field bandwidth_gb_s "$one")" \
+        >>"$log/tern-$1-roofline"
     eight=$("$tern" bench "$f" -p 16 -n 128 --batch 8 --depth 128 --threads "$threads" --json 2>/dev/null)
     field decode_aggregate_tok_s "$eight" >>"$log/tern-$1-batched"
 }
 run_llama_kv() { # run_llama_kv TYPE: decode after $depth tokens with K and V stored as TYPE
     local o=$log/llama-kv-$1.json
-    "$bin/llama-bench" -m "$models/e2b-q4_0.gguf" -p 0 -n 64 -d "$depth" -fa on -ctk "$1" -ctv "$1" -t "$threads" \
+    "$bin/llama-bench" -m "$models/$name-q4_0.gguf" -p 0 -n 64 -d "$depth" -fa on -ctk "$1" -ctv "$1" -t "$threads" \
         -r 1 -o json >"$o" 2>/dev/null
     llama_ts 0 64 "$o" >>"$log/llama-kv-$1"
 }
 run_tern_kv() { # run_tern_kv TYPE
-    field decode_tok_s "$("$tern" bench "$models/e2b-q4_0.gguf" -p 0 -n 64 --depth "$depth" --kv "$1" \
+    field decode_tok_s "$("$tern" bench "$models/$name-q4_0.gguf" -p 0 -n 64 --depth "$depth" --kv "$1" \
         --threads "$threads" --json 2>/dev/null)" >>"$log/tern-kv-$1"
 }
 
 for r in $(seq 1 "$rounds"); do
-    for fmt in q4_0 q8_0; do
+    for fmt in $formats; do
         echo "round $r $fmt" >&2
         if [ $((r % 2)) = 1 ]; then run_llama $fmt $r; run_tern $fmt; else run_tern $fmt; run_llama $fmt $r; fi
     done
-    for kv in 16 q8_0; do
+    for kv in $([ "$depth" -gt 0 ] && echo 16 q8_0); do
         echo "round $r KV $kv at depth $depth" >&2
         lk=$([ $kv = 16 ] && echo f16 || echo $kv) tk=$([ $kv = 16 ] && echo bf16 || echo $kv)
         if [ $((r % 2)) = 1 ]; then run_llama_kv $lk; run_tern_kv $tk; else run_tern_kv $tk; run_llama_kv $lk; fi
@@ -89,11 +98,11 @@ done
 
 median() { sort -g | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 echo
-echo "tern vs llama.cpp ($(cd "$src" && git log -1 --format=%h), node-llama-cpp@3.22.1) on the same e2b-shaped GGUF files,"
+echo "tern vs llama.cpp ($(cd "$src" && git log -1 --format=%h), node-llama-cpp@3.22.1) on the same $name-shaped GGUF files,"
 echo "$threads threads, $rounds rounds alternating, medians (tok/s); $(date -u +%F)"
 printf '| %-6s | %-28s | %9s | %9s | %6s |\n' format test tern llama.cpp ratio
 printf '|--------|------------------------------|-----------|-----------|--------|\n'
-for fmt in q4_0 q8_0; do
+for fmt in $formats; do
     for col in 1 2; do
         t=$(cut -d' ' -f$col "$log/tern-$fmt" | median)
         l=$(cut -d' ' -f$col "$log/llama-$fmt" | median)
@@ -106,10 +115,19 @@ for fmt in q4_0 q8_0; do
     awk -v f="$fmt" -v t="$t" -v l="$l" 'BEGIN {
         printf "| %-6s | %-28s | %9.2f | %9.2f | %5.2fx |\n", f, "decode 8 rows after 128 (sum)", t, l, t / l }'
 done
-for kv in 16 q8_0; do
+for kv in $([ "$depth" -gt 0 ] && echo 16 q8_0); do
     lk=$([ $kv = 16 ] && echo f16 || echo $kv) tk=$([ $kv = 16 ] && echo bf16 || echo $kv)
     t=$(median <"$log/tern-kv-$tk")
     l=$(median <"$log/llama-kv-$lk")
     awk -v n="decode after $depth, KV $([ $kv = 16 ] && echo "bf16/f16" || echo q8_0)" -v t="$t" -v l="$l" 'BEGIN {
         printf "| %-6s | %-28s | %9.2f | %9.2f | %5.2fx |\n", "q4_0", n, t, l, t / l }'
+done
+echo
+echo "tern's one-row decode against the read bandwidth its own probe measured in the same runs (medians):"
+for fmt in $formats; do
+    e=$(cut -d' ' -f1 "$log/tern-$fmt-roofline" | median)
+    b=$(cut -d' ' -f2 "$log/tern-$fmt-roofline" | median)
+    w=$(cut -d' ' -f3 "$log/tern-$fmt-roofline" | median)
+    awk -v f="$fmt" -v e="$e" -v b="$b" -v w="$w" 'BEGIN {
+        printf "%s: %.3f GB of weights per token, %.1f GB/s measured, decode at %.0f%% of that bound\n", f, b / 1e9, w, e * 100 }'
 done

@@ -49,6 +49,10 @@ static void print_plan(const char *dir, const tern_fit_plan *p, tern_kv_type kt,
     if (p->other_bytes)
         printf(" (+ %s of other tensors the text path never reads)", human(p->other_bytes));
     printf("\n");
+    printf("per token:    %s of weights read by each generated token", human(p->decode_bytes));
+    if (p->experts)
+        printf(" (the dense part and %lld of %lld experts a layer)", (long long)p->experts_used, (long long)p->experts);
+    printf("\n");
     printf("kv per token: %llu bytes in full layers + %llu bytes in sliding layers (K %s, V %s); sliding "
            "layers stop growing at %lld positions (window %lld + chunk %lld)\n",
            (unsigned long long)p->cost.full_per_pos, (unsigned long long)p->cost.ring_per_pos, tern_kv_type_name(kt),

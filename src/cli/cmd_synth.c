@@ -10,9 +10,10 @@
 #include "models/synth.h"
 
 static const char *usage =
-    "usage: tern synth --preset tiny|e2b|e4b|e4b-moe-like|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
-    "                  [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] [--audio] OUT_DIR\n"
+    "usage: tern synth --preset tiny|e2b|e4b|12b|26b-a4b|31b|e4b-moe-like|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
+    "                  [--layers N] [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] [--audio] OUT_DIR\n"
     "Writes config.json, safetensors (sharded above 4 GiB), tokenizer files and the chat template.\n"
+    "--layers keeps the first N layers of the preset (a real layout at a size the machine can hold).\n"
     "--audio adds the audio tower (hidden 1024 x 12 blocks beside e2b/e4b, 128 x 2 beside tiny), its token ids\n"
     "and processor_config.json, so chat requests can carry audio.\n";
 
@@ -36,7 +37,7 @@ static const char *default_vocab(char *buf, size_t cap) {
 
 int cmd_synth(int argc, char **argv) {
     tern_opt opts[] = {{"preset", 1, 0}, {"dtype", 1, 0}, {"group", 1, 0}, {"seed", 1, 0}, {"vocab", 1, 0},
-                       {"shard-mb", 1, 0}, {"audio", 0, 0}, {"help", 0, 0}, {0, 0, 0}};
+                       {"shard-mb", 1, 0}, {"audio", 0, 0}, {"layers", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("synth", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -50,8 +51,9 @@ int cmd_synth(int argc, char **argv) {
         return 2;
     }
     tern_synth_opts so = {0};
-    int64_t group, seed, shard_mb;
+    int64_t group, seed, shard_mb, layers;
     if (tern_args_int("synth", opts, "group", 64, 8, 4096, &group) ||
+        tern_args_int("synth", opts, "layers", 0, 1, 256, &layers) ||
         tern_args_int("synth", opts, "seed", 0, 0, INT64_MAX, &seed) ||
         tern_args_int("synth", opts, "shard-mb", 4096, 1, 1 << 20, &shard_mb))
         return 2;
@@ -67,6 +69,8 @@ int cmd_synth(int argc, char **argv) {
     tern_err *err = tern_synth_parse_dtype(dt, &so.dtype);
     if (!err)
         err = tern_synth_config(tern_args_get(opts, "preset"), &config);
+    if (!err && layers)
+        err = tern_synth_cut_layers(config, layers);
     if (!err)
         err = tern_synth_write(config, &so, pos[0]);
     json_decref(config);

@@ -25,6 +25,9 @@ tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, 
     out->weights_bytes = d->weights_bytes;
     out->copy_bytes = d->copy_bytes;
     out->other_bytes = d->other_bytes;
+    out->decode_bytes = d->decode_bytes;
+    out->experts = d->experts;
+    out->experts_used = d->experts_used;
     out->window = d->sliding_window;
     out->chunk = chunk;
     out->ctx_train = d->ctx_train;

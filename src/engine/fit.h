@@ -22,6 +22,8 @@ typedef struct tern_fit_plan {
                                  * place of the blocks they replace */
     uint64_t copy_bytes;        /* copies repacked for the int8 kernels (GGUF Q4_0 / Q8_0) */
     uint64_t other_bytes;       /* tensors the text path never reads (audio/vision towers) */
+    uint64_t decode_bytes;      /* weights one generated token reads (with experts: the dense part and its top-k) */
+    int64_t experts, experts_used; /* mixture-of-experts: per layer and per token; 0 without */
     tern_kv_cost cost;          /* per-position KV costs at the chosen dtype and chunk */
     int64_t window, chunk, ctx_train;
     int64_t ctx;                /* positions per request */

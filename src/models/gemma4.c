@@ -299,19 +299,7 @@ int tern_gemma4_layout_threads(const tern_gemma4 *m) { return m->layout_threads;
 void tern_gemma4_set_profile(tern_gemma4 *m, tern_lm_profile *p) { m->prof = p; }
 
 
-uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) {
-    double total = 0;
-    for (size_t i = 0; i < m->gw->n; i++) {
-        const tern_wspec *s = &m->gw->specs[i];
-        if (s->kind == TERN_WK_NORM || s->kind == TERN_WK_SCALE || !strcmp(s->name, "embed_tokens_per_layer"))
-            continue;
-        double b = (double)tern_weight_bytes(&m->gw->w[i]);
-        if (s->kind == TERN_WK_EXPERTS)
-            b *= (double)m->c.top_k_experts / (double)m->c.num_experts;
-        total += b;
-    }
-    return (uint64_t)total;
-}
+uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) { return tern_gemma4_weights_decode_bytes(m->gw, &m->c); }
 
 tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
                                 tern_kv_type v_type, tern_kv **out) {
@@ -343,6 +331,7 @@ typedef struct fwd {
     uint8_t *want;    /* [T] TERN_WANT_* of each token */
     int failed;       /* a product ran out of scratch memory: the pass's results are not to be used */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
+    float *mw; /* MoE scratch, [T] each: router inputs / gathered tokens [H], logits [E], gate/up [2I], gelu [I], down [H] */
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
     tern_lm_profile *prof; /* the model's, or NULL */
     double t_mark;             /* profiling: when the current phase began */
@@ -671,51 +660,111 @@ static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_
     mark(F, TERN_PH_DOWN, &down);
 }
 
-/* The MoE block of one token: router over x, experts over y = pre_ff2(x); result into out [H]. */
-static void moe_token(fwd *F, const layer_weights *L, const float *x, const float *y, float *out, tern_mm_kind kind) {
+/* The experts' products for the tokens routed to expert e (their inputs gathered in X [c][H]), weighted into
+ * out: gate/up, gelu_tanh(gate) * up, down, then out[tok[j]] += w[j] * down(...)[j]. Runs of tokens of one kind
+ * take one product each, so a token is computed as its kind is wherever it sits in the batch. */
+static void expert_tokens(fwd *F, const layer_weights *L, int64_t e, const int32_t *tok, const float *w, int64_t c,
+                          float *X, float *gu, float *h, float *d, float *out) {
+    const tern_gemma4_config *cfg = &F->m->c;
+    const int64_t H = cfg->hidden_size, I = cfg->moe_intermediate_size;
+    for (int64_t j0 = 0; j0 < c;) {
+        const tern_mm_kind kind = (tern_mm_kind)F->tok_kind[tok[j0]];
+        int64_t n = 1;
+        while (j0 + n < c && F->tok_kind[tok[j0 + n]] == kind)
+            n++;
+        const float *x = X + j0 * H;
+        if (L->exp_gate_up) { /* HF: [E, 2I, H], gate rows first; a token's row is [gate | up] */
+            F->failed |= tern_matmul_rows(F->pool, L->exp_gate_up, e * 2 * I, 2 * I, x, n, gu, kind) != 0;
+            for (int64_t j = 0; j < n; j++)
+                memcpy(h + j * I, gu + j * 2 * I, (size_t)I * sizeof *h);
+            for (int64_t j = 0; j < n; j++)
+                (cfg->gelu_f16 ? tern_gelu_tanh_mul_f16 : tern_gelu_tanh_mul)(h + j * I, gu + j * 2 * I + I, I);
+        } else { /* gate into h, up into gu, both [n][I] */
+            F->failed |= tern_matmul_rows(F->pool, L->exp_gate, e * I, I, x, n, h, kind) != 0;
+            F->failed |= tern_matmul_rows(F->pool, L->exp_up, e * I, I, x, n, gu, kind) != 0;
+            (cfg->gelu_f16 ? tern_gelu_tanh_mul_f16 : tern_gelu_tanh_mul)(h, gu, n * I);
+        }
+        F->failed |= tern_matmul_rows(F->pool, L->exp_down, e * H, H, h, n, d, kind) != 0;
+        for (int64_t j = 0; j < n; j++) {
+            float *o = out + (int64_t)tok[j0 + j] * H;
+            const float wj = w[j0 + j], *dj = d + j * H;
+            for (int64_t i = 0; i < H; i++)
+                o[i] += wj * dj[i];
+        }
+        j0 += n;
+    }
+}
+
+/* The MoE block of all tokens: each token's router over x picks its top-k experts; each expert then runs once
+ * over the tokens routed to it (its weights read once per pass, not once per token), on y = pre_ff2(x) (F->xn);
+ * the weighted sums go to F->moe [T][H]. A token's experts are added in ascending order, whatever else is in the
+ * batch. */
+static void moe_block(fwd *F, const layer_weights *L) {
     const tern_gemma4_config *c = &F->m->c;
-    const int64_t H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size, K = c->top_k_experts;
-    float *r = F->tmp, *logits = F->tmp + H, *gu = F->tmp + H + E, *h = gu + 2 * I, *d = h + I;
-    tern_rmsnorm(x, NULL, H, (float)c->rms_norm_eps, r);
+    const int64_t T = F->T, H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size;
+    const int64_t K = c->top_k_experts;
+    float *r = F->mw, *logits = r + T * H, *gu = logits + T * E, *h = gu + T * 2 * I, *d = h + T * I;
+    int32_t *count = calloc((size_t)E + 1, sizeof *count), *tok = malloc((size_t)(T * K) * sizeof *tok);
+    int32_t *sel = malloc((size_t)(T * K) * sizeof *sel);
+    float *wsel = malloc((size_t)(T * K) * sizeof *wsel), *wtok = malloc((size_t)(T * K) * sizeof *wtok);
+    if (!count || !tok || !sel || !wsel || !wtok) {
+        F->failed = 1;
+        goto done;
+    }
     const float inv_sqrt_h = 1.0f / sqrtf((float)H);
-    for (int64_t i = 0; i < H; i++)
-        r[i] *= L->router_scale[i] * inv_sqrt_h;
-    F->failed |= tern_matmul(NULL, L->router, r, 1, logits, kind) != 0;
-    tern_softmax(logits, E);
-    int idx[TERN_GEMMA4_MAX_TOP_K]; /* the config refuses K above it */
-    float w[TERN_GEMMA4_MAX_TOP_K], wsum = 0;
-    for (int64_t k = 0; k < K; k++) { /* top-k by repeated selection: K is small (<= 8 in practice) */
-        int best = -1;
-        for (int64_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (int64_t j = 0; j < k; j++)
-                taken |= idx[j] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best]))
-                best = (int)e;
-        }
-        idx[k] = best;
-        w[k] = logits[best];
-        wsum += w[k];
-    }
-    memset(out, 0, (size_t)H * sizeof *out);
-    for (int64_t k = 0; k < K; k++) {
-        int e = idx[k];
-        float wk = w[k] / wsum * L->per_expert_scale[e];
-        if (L->exp_gate_up) { /* HF: [E, 2I, H], gate rows first */
-            F->failed |= tern_matmul_rows(F->pool, L->exp_gate_up, (int64_t)e * 2 * I, 2 * I, y, 1, gu, kind) != 0;
-        } else {
-            F->failed |= tern_matmul_rows(F->pool, L->exp_gate, (int64_t)e * I, I, y, 1, gu, kind) != 0;
-            F->failed |= tern_matmul_rows(F->pool, L->exp_up, (int64_t)e * I, I, y, 1, gu + I, kind) != 0;
-        }
-        for (int64_t i = 0; i < I; i++)
-            h[i] = gu[i];
-        (F->m->c.gelu_f16 ? tern_gelu_tanh_f16 : tern_gelu_tanh)(h, I);
-        for (int64_t i = 0; i < I; i++)
-            h[i] *= gu[I + i];
-        F->failed |= tern_matmul_rows(F->pool, L->exp_down, (int64_t)e * H, H, h, 1, d, kind) != 0;
+    for (int64_t t = 0; t < T; t++) {
+        float *rt = r + t * H;
+        tern_rmsnorm(F->x + t * H, NULL, H, (float)c->rms_norm_eps, rt);
         for (int64_t i = 0; i < H; i++)
-            out[i] += wk * d[i];
+            rt[i] *= L->router_scale[i] * inv_sqrt_h;
     }
+    const mm_set router = one(L->router);
+    F->failed |= mm_runs(F->pool, &router, r, NULL, &logits, F->tok_kind, T, NULL) != 0;
+    for (int64_t t = 0; t < T; t++) {
+        float *lt = logits + t * E, wsum = 0;
+        int32_t *st = sel + t * K;
+        tern_softmax(lt, E);
+        for (int64_t k = 0; k < K; k++) { /* top-k by repeated selection: K is small (<= 8 in practice) */
+            int32_t best = -1;
+            for (int64_t e = 0; e < E; e++) {
+                int taken = 0;
+                for (int64_t j = 0; j < k; j++)
+                    taken |= st[j] == e;
+                if (!taken && (best < 0 || lt[e] > lt[best]))
+                    best = (int32_t)e;
+            }
+            st[k] = best;
+            wsum += lt[best];
+        }
+        for (int64_t k = 0; k < K; k++) {
+            wsel[t * K + k] = lt[st[k]] / wsum * L->per_expert_scale[st[k]];
+            count[st[k] + 1]++;
+        }
+    }
+    /* Tokens by expert (counting sort, each expert's tokens in ascending order). */
+    for (int64_t e = 0; e < E; e++)
+        count[e + 1] += count[e];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < K; k++) {
+            const int32_t e = sel[t * K + k], at = count[e]++;
+            tok[at] = (int32_t)t;
+            wtok[at] = wsel[t * K + k];
+        }
+    memset(F->moe, 0, (size_t)(T * H) * sizeof *F->moe);
+    for (int64_t e = 0, b = 0; e < E; e++) {
+        const int64_t n = count[e] - b; /* count[e] is now expert e's end */
+        for (int64_t j = 0; j < n; j++)
+            memcpy(r + j * H, F->xn + (int64_t)tok[b + j] * H, (size_t)H * sizeof *r);
+        if (n > 0)
+            expert_tokens(F, L, e, tok + b, wtok + b, n, r, gu, h, d, F->moe);
+        b = count[e];
+    }
+done:
+    free(count);
+    free(tok);
+    free(sel);
+    free(wsel);
+    free(wtok);
 }
 
 /* The feed-forward block on F->xn (x already normed by pre_ff_norm); its output added to x, which is then
@@ -731,9 +780,9 @@ static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale,
     if (c->enable_moe_block) {
         rmsnorm_rows(F->pool, F->f, L->post_ff1_norm, T, H, eps, F->f);
         rmsnorm_rows(F->pool, F->x, L->pre_ff2_norm, T, H, eps, F->xn);
+        moe_block(F, L);
         for (int64_t t = 0; t < T; t++) {
             float *mo = F->moe + t * H;
-            moe_token(F, L, F->x + t * H, F->xn + t * H, mo, (tern_mm_kind)F->tok_kind[t]);
             tern_rmsnorm(mo, L->post_ff2_norm, H, eps, mo);
             for (int64_t i = 0; i < H; i++)
                 F->f[t * H + i] += mo[i];
@@ -862,17 +911,18 @@ static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern
 }
 
 /* The floats of each activation buffer of a forward over T tokens (whole cache lines each), in the order of
- * fwd's x, xn, q, k, v, attn, a, g, u, f, moe, pli, rope[0], rope[1], tmp; returns their sum. */
-#define WORK_BUFS 15
+ * fwd's x, xn, q, k, v, attn, a, g, u, f, moe, pli, rope[0], rope[1], mw, tmp; returns their sum. */
+#define WORK_BUFS 16
 static size_t work_floats(const tern_gemma4_config *c, int64_t T, size_t floats[WORK_BUFS]) {
     const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
     const int64_t qw = c->num_attention_heads * (c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim);
     int64_t ffn = c->intermediate_size * 2, tmpw = H + N * P;
-    if (c->enable_moe_block)
-        tmpw += H + c->num_experts + 4 * c->moe_intermediate_size + H;
+    const int64_t moe = c->enable_moe_block ? 2 * H + c->num_experts + 3 * c->moe_intermediate_size : 0;
     if (ffn < P)
         ffn = P;
-    const int64_t per_token[WORK_BUFS] = {H, H, qw, qw, qw, qw, H, ffn, ffn, H, H, N * P, c->head_dim, c->global_head_dim};
+    const int64_t per_token[WORK_BUFS] = {H, H,     qw,    qw,           qw,
+                                          qw, H,    ffn,   ffn,          H,
+                                          H,  N * P, c->head_dim, c->global_head_dim, moe};
     const size_t line = TERN_ALIGN / sizeof(float);
     size_t total = 0;
     for (int i = 0; i < WORK_BUFS; i++) {
@@ -899,8 +949,8 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
     F.tok_kind = malloc((size_t)T * sizeof *F.tok_kind);
     F.want = malloc((size_t)T);
-    float **bufs[WORK_BUFS] = {&F.x, &F.xn,  &F.q,   &F.k,       &F.v,       &F.attn, &F.a, &F.g,
-                               &F.u, &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.tmp};
+    float **bufs[WORK_BUFS] = {&F.x, &F.xn,  &F.q,   &F.k,       &F.v,       &F.attn, &F.a,  &F.g,
+                               &F.u, &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.mw, &F.tmp};
     /* The activations live in the cache's work area, zeroed each pass (the area outlives the pass, so decode
      * steps reuse its pages instead of faulting in fresh ones). */
     size_t floats[WORK_BUFS];

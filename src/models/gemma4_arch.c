@@ -69,6 +69,9 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
         d->copy_bytes = tern_gemma4_weights_copy_bytes(st->p.gw, &replaced);
         d->weights_bytes += d->copy_bytes - replaced;
     }
+    d->decode_bytes = tern_gemma4_weights_decode_bytes(st->p.gw, c);
+    d->experts = c->enable_moe_block ? c->num_experts : 0;
+    d->experts_used = c->enable_moe_block ? c->top_k_experts : 0;
     d->has_problems = st->p.gw->n_problems > 0;
     *state = st;
     return NULL;
@@ -171,6 +174,16 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
     for (int b = 1; b < TERN_QB_COUNT; b++)
         if (by_block[b] > 0)
             fprintf(out, " %s %.3f GiB", tern_qblock_name((tern_qblock)b), gib(by_block[b]));
+    fprintf(out, "\n");
+    const double per_token = (double)tern_gemma4_weights_decode_bytes(gw, c);
+    if (per_token < 1024.0 * 1024 * 1024)
+        fprintf(out, "per token:    %.1f MiB", per_token / (1024.0 * 1024));
+    else
+        fprintf(out, "per token:    %.3f GiB", gib(per_token));
+    fprintf(out, " of weights read by each generated token");
+    if (c->enable_moe_block)
+        fprintf(out, " (the dense part and %lld of %lld experts a layer)", (long long)c->top_k_experts,
+               (long long)c->num_experts);
     fprintf(out, "\n");
     long long full_b = tern_gemma4_kv_bytes_per_token(c, 2, 0), all_b = tern_gemma4_kv_bytes_per_token(c, 2, 1);
     fprintf(out, "kv cache:     %lld bytes/token in full layers + %lld bytes/token in sliding layers (bf16; sliding "

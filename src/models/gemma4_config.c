@@ -158,9 +158,6 @@ static tern_err *validate(const tern_gemma4_config *c, const char *w) {
         if (c->top_k_experts <= 0 || c->top_k_experts > c->num_experts)
             return tern_errf(TERN_EFORMAT, "%s: top_k_experts (%lld) must be in [1, num_experts = %lld]", w,
                              (long long)c->top_k_experts, (long long)c->num_experts);
-        if (c->top_k_experts > TERN_GEMMA4_MAX_TOP_K)
-            return tern_errf(TERN_EUNSUPPORTED, "%s: top_k_experts (%lld) is above the %d experts per token tern "
-                             "routes", w, (long long)c->top_k_experts, TERN_GEMMA4_MAX_TOP_K);
     }
     if (!(c->rms_norm_eps > 0) || c->final_logit_softcapping < 0)
         return tern_errf(TERN_EFORMAT, "%s: rms_norm_eps must be > 0 and final_logit_softcapping >= 0", w);
@@ -217,6 +214,7 @@ tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *c) {
                                   strcmp(json_string_value(act), "gelu_tanh"))))
         return tern_errf(TERN_EUNSUPPORTED, "%s: hidden_activation must be \"gelu_pytorch_tanh\"", where);
     TERN_TRY(tern_err_wrap(tern_json_get_bool(tc, "tern_gelu_f16_table", 0, &c->gelu_f16), "%s", where));
+    TERN_TRY(tern_err_wrap(tern_json_get_bool(tc, "tern_experts_split", 0, &c->experts_split), "%s", where));
     TERN_TRY(parse_rope(tc, c, where));
     TERN_TRY(parse_layer_types(tc, c, where));
     TERN_TRY(tern_err_wrap(parse_eos(root, c), "config.json"));

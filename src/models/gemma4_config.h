@@ -14,8 +14,6 @@
 
 #define TERN_MAX_LAYERS 256
 #define TERN_MAX_EOS 8
-/* Most experts one token is routed to (the MoE block's selection buffers). */
-#define TERN_GEMMA4_MAX_TOP_K 64
 
 typedef enum { TERN_LAYER_SLIDING = 0, TERN_LAYER_FULL = 1 } tern_layer_type;
 
@@ -48,6 +46,7 @@ typedef struct tern_gemma4_config {
     int tie_word_embeddings;
     int enable_moe_block;
     int64_t num_experts, top_k_experts, moe_intermediate_size;
+    int experts_split; /* Hugging Face layout with gate and up experts stored apart (GGUF ffn_gate_exps/ffn_up_exps) */
     double final_logit_softcapping; /* 0 = none */
     int gelu_f16; /* GELU as ggml computes it (tern_gelu_tanh_f16): set for GGUF files, whose numbers follow llama.cpp's */
     double rms_norm_eps;

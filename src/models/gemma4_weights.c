@@ -92,7 +92,7 @@ tern_err *tern_gemma4_specs(const tern_gemma4_config *c, tern_layout layout, ter
             LIN(E, H, "layers.%d.router.proj", i);
             fail |= add(&l, TERN_WK_SCALE, 0, 1, H, 0, 0, "layers.%d.router.scale", i);
             fail |= add(&l, TERN_WK_SCALE, 0, 1, E, 0, 0, "layers.%d.router.per_expert_scale", i);
-            if (layout == TERN_LAYOUT_HF) {
+            if (layout == TERN_LAYOUT_HF && !c->experts_split) {
                 fail |= add(&l, TERN_WK_EXPERTS, 0, 3, E, 2 * I, H, "layers.%d.experts.gate_up_proj", i);
                 fail |= add(&l, TERN_WK_EXPERTS, 0, 3, E, H, I, "layers.%d.experts.down_proj", i);
             } else {
@@ -119,4 +119,18 @@ tern_err *tern_gemma4_specs(const tern_gemma4_config *c, tern_layout layout, ter
     *specs = l.v;
     *n = l.n;
     return NULL;
+}
+
+uint64_t tern_gemma4_weights_decode_bytes(const tern_gemma4_weights *w, const tern_gemma4_config *c) {
+    double total = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const tern_wspec *s = &w->specs[i];
+        if (s->kind == TERN_WK_NORM || s->kind == TERN_WK_SCALE || !strcmp(s->name, "embed_tokens_per_layer"))
+            continue;
+        double b = (double)tern_weight_bytes(&w->w[i]);
+        if (s->kind == TERN_WK_EXPERTS)
+            b *= (double)c->top_k_experts / (double)c->num_experts;
+        total += b;
+    }
+    return (uint64_t)total;
 }

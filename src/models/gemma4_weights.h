@@ -105,6 +105,9 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_pro
  * products), where the int8 kernels run; *replaced = the stored blocks' bytes that then leave memory (all but the
  * tied head's, which embedding lookups read). */
 uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w, uint64_t *replaced);
+/* Bytes of weights one generated token reads: every matrix but the per-layer table's lookups (the tied head
+ * included), and of the experts only the top_k_experts / num_experts share a token is routed to. */
+uint64_t tern_gemma4_weights_decode_bytes(const tern_gemma4_weights *w, const tern_gemma4_config *c);
 /* Frees; NULL is fine. */
 void tern_gemma4_weights_free(tern_gemma4_weights *w);
 

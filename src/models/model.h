@@ -43,6 +43,8 @@ typedef struct tern_lm_desc {
     uint64_t copy_bytes;     /* copies of stored tensors repacked for the int8 kernels (GGUF Q4_0 / Q8_0), where
                               * they run */
     uint64_t other_bytes;    /* tensors the decoder never reads (audio/vision towers) */
+    uint64_t decode_bytes;   /* weights one generated token reads (with experts, the dense part and its top-k) */
+    int64_t experts, experts_used; /* mixture-of-experts: experts per layer and per token (0 without) */
     int has_problems;        /* a needed tensor is missing or mis-shaped (tern_lm_spec_report lists them) */
 } tern_lm_desc;
 

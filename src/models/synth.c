@@ -28,13 +28,16 @@ typedef struct preset {
     int pattern, double_wide, k_eq_v;
 } preset;
 
-/* Shapes from GEMMA4.md §2; "tiny" is the demo/test size with the real vocabulary;
- * "e4b-moe-like" has the 26B-A4B block structure (MoE beside a dense MLP, k_eq_v,
- * global KV heads) at a size this machine can run. */
+/* Shapes from GEMMA4.md §2 (the published configs); "tiny" is the demo/test size with the real vocabulary;
+ * "e4b-moe-like" has the 26B-A4B block structure (MoE beside a dense MLP, k_eq_v, global KV heads) at a size this
+ * machine can run whole. */
 static const preset presets[] = {
     {"tiny", 128, 512, 6, 4, 2, 2, 16, 2, 16, 0, 0, 0, 3, 1, 0},
     {"e2b", 1536, 6144, 35, 8, 1, 1, 256, 20, 512, 0, 0, 0, 5, 1, 0},
     {"e4b", 2560, 10240, 42, 8, 2, 2, 256, 18, 512, 0, 0, 0, 6, 0, 0},
+    {"12b", 3840, 15360, 48, 16, 8, 1, 0, 0, 1024, 0, 0, 0, 6, 0, 1},
+    {"26b-a4b", 2816, 2112, 30, 16, 8, 2, 0, 0, 1024, 128, 8, 704, 6, 0, 1},
+    {"31b", 5376, 21504, 60, 32, 16, 4, 0, 0, 1024, 0, 0, 0, 6, 0, 1},
     {"e4b-moe-like", 1536, 1536, 12, 8, 4, 1, 0, 0, 1024, 32, 4, 512, 6, 0, 1},
 };
 
@@ -97,9 +100,23 @@ tern_err *tern_synth_config(const char *preset_or_path, json_t **out) {
             return *out ? NULL : tern_errf(TERN_ENOMEM, "out of memory building preset");
         }
     if (!tern_is_file(preset_or_path))
-        return tern_errf(TERN_EINVAL, "unknown preset '%s' (tiny, e2b, e4b, e4b-moe-like, or a config.json path)",
-                         preset_or_path);
+        return tern_errf(TERN_EINVAL, "unknown preset '%s' (tiny, e2b, e4b, 12b, 26b-a4b, 31b, e4b-moe-like, or a "
+                         "config.json path)", preset_or_path);
     return tern_json_load_file(preset_or_path, 16u << 20, out);
+}
+
+tern_err *tern_synth_cut_layers(json_t *config, int64_t layers) {
+    json_t *tc = json_object_get(config, "text_config");
+    if (!json_is_object(tc))
+        tc = config;
+    json_t *types = json_object_get(tc, "layer_types");
+    const int64_t had = json_integer_value(json_object_get(tc, "num_hidden_layers"));
+    if (layers < 1 || (had > 0 && layers > had))
+        return tern_errf(TERN_EINVAL, "--layers %lld: the model has %lld layers", (long long)layers, (long long)had);
+    json_object_set_new(tc, "num_hidden_layers", json_integer(layers));
+    while (json_is_array(types) && (int64_t)json_array_size(types) > layers)
+        json_array_remove(types, json_array_size(types) - 1);
+    return NULL;
 }
 
 tern_err *tern_synth_parse_dtype(const char *s, tern_synth_dtype *out) {

@@ -238,6 +238,15 @@ static void test_model_path_messages(void **state) {
     assert_int_equal(tu_runf(&out, "'%s' fit '%s' 2>&1", tu_tern_bin(), tu_testdata("gguf/tiny-v4096-q4_0.gguf")), 0);
     assert_true((strstr(out, "repacked for the int8 kernels") != NULL) == (tern_isa_active() != TERN_ISA_PORTABLE));
     free(out);
+    /* A mixture-of-experts file: a generated token reads the dense part and its top-k of the experts. */
+    assert_int_equal(tu_runf(&out, "'%s' fit '%s' 2>&1", tu_tern_bin(), tu_testdata("gguf/tiny-moe-q8_0.gguf")), 0);
+    assert_non_null(strstr(out, "of weights read by each generated token (the dense part and 2 of 4 experts a layer)"));
+    free(out);
+    assert_int_equal(tu_runf(&out, "'%s' info '%s' 2>&1", tu_tern_bin(), tu_testdata("gguf/tiny-moe-q8_0.gguf")), 0);
+    assert_non_null(strstr(out, "moe:          4 experts, top 2, expert width 256"));
+    assert_non_null(strstr(out, "attention_k_eq_v"));
+    assert_non_null(strstr(out, "(the dense part and 2 of 4 experts a layer)"));
+    free(out);
     assert_int_equal(tu_runf(&out, "'%s' info '%s/nothing-here' 2>&1", tu_tern_bin(), gdir), 1);
     assert_non_null(strstr(out, "No such file or directory"));
     free(out);

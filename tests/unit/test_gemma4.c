@@ -108,55 +108,227 @@ static void test_oracle_parity(void **state) {
     }
 }
 
-/* The block-quantized GGUF files llama-quantize made of the oracle model against llama.cpp's logits for them. ggml
- * quantizes the activations of these products (Q8_0 blocks for Q4_0/Q8_0, Q8_K for the K-quants) and so does tern,
- * code for code; a code then differs only where an input upstream (attention, norms: summed in another order) sits
- * within a float rounding of a rounding boundary. Such a flip moves that position's logits by up to ~0.5 in this
- * tiny random model, which amplifies everything. So: every argmax the same, at most 2 of the 32 positions beyond
- * 0.1 (on the paths measured, 0 to 2, the rest agree to 1e-4), none beyond 1. A wrong layout or a missed
- * activation quantization moves every position by tenths to units. The same bounds hold for the tokens taken as
- * a prompt, where the SIMD paths run Q4_0 / Q8_0 through the int8 kernels' own activation steps (qpack.h). */
-static void test_gguf_quantized_parity(void **state) {
-    const tern_isa isa = tu_isa_begin(state);
+/* The 32 token ids of the oracle case (tests/data/oracle/index.json). */
+static void oracle_ids(int32_t ids[32]) {
     json_t *index;
     TU_OK(tern_json_load_file(tu_testdata("oracle/index.json"), 1 << 20, &index));
     json_t *jids = json_object_get(json_array_get(json_object_get(index, "cases"), 0), "token_ids");
-    int32_t ids[32];
+    assert_int_equal(json_array_size(jids), 32);
     for (int64_t i = 0; i < 32; i++)
         ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
     json_decref(index);
-    static const char *const cases[][2] = {{"gguf/tiny-v4096-q8_0.gguf", "oracle/tiny-v4096.q8_0gguf.logits.bin"},
-                                           {"gguf/tiny-v4096-q4_0.gguf", "gguf/tiny-v4096.q4_0gguf.logits.bin"},
-                                           {"gguf/tiny-v4096-q4_k_m.gguf", "gguf/tiny-v4096.q4_k_mgguf.logits.bin"}};
+}
+
+/* A GGUF file (tests/data/MODEL) against llama.cpp's logits for it (GOLDEN) at the oracle's 32 ids, the tokens
+ * taken as a prompt and as generated ones (both roles: ggml's block products on the portable path, the int8
+ * kernels on the SIMD paths for Q4_0 / Q8_0). Float files: every position within 0.05, as the oracle's. Block-
+ * quantized files: ggml quantizes the activations of these products (Q8_0 blocks for Q4_0/Q8_0, Q8_K for the
+ * K-quants) and so does tern, code for code; a code then differs only where an input upstream (attention, norms:
+ * summed in another order) sits within a float rounding of a rounding boundary. Such a flip moves that position's
+ * logits by up to ~0.5 in these tiny random models, which amplify everything. So: every argmax the same, at most 2
+ * of the 32 positions beyond 0.1 (on the paths measured, 0 to 2, the rest agree to 1e-4), none beyond 1. A wrong
+ * layout or a missed activation quantization moves every position by tenths to units. */
+static void expect_llama_logits(tern_isa isa, const char *model, const char *golden, int quantized) {
+    int32_t ids[32];
+    oracle_ids(ids);
     const int64_t n = 32, V = 4096;
-    for (int k = 0; k < 3; k++) {
-        tern_gemma4 *m;
-        TU_OK(tern_gemma4_load(tu_testdata(cases[k][0]), &m));
-        tern_isa_set(isa);
-        float *logits = malloc(sizeof(float) * (size_t)(n * V)), *gl = read_f32(tu_testdata(cases[k][1]), (size_t)(n * V));
-        for (int prefill = 0; prefill < 2; prefill++) { /* both roles: ggml's block products (portable), the int8 kernels (SIMD) */
-            run_kind(m, TERN_KV_F32, ids, n, logits, NULL, (uint8_t)prefill);
-            double worst = 0, typical = 0;
-            int beyond = 0;
-            for (int64_t p = 0; p < n; p++) {
-                assert_int_equal(argmax(logits + p * V, V), argmax(gl + p * V, V));
-                double d = 0;
-                for (int64_t v = 0; v < V; v++)
-                    d = fmax(d, fabs(logits[p * V + v] - gl[p * V + v]));
-                worst = fmax(worst, d);
-                beyond += d > 0.1;
-                if (d <= 0.1)
-                    typical = fmax(typical, d);
-            }
-            print_message("%s on %s as %s tokens: max |dlogit| %.4f, positions beyond 0.1: %d of 32, the others within "
-                          "%.5f\n", cases[k][0], tern_isa_name(isa), prefill ? "prompt" : "generated", worst, beyond,
-                          typical);
-            assert_true(beyond <= 2 && worst < 1.0);
+    tern_gemma4 *m;
+    TU_OK(tern_gemma4_load(tu_testdata(model), &m));
+    tern_isa_set(isa);
+    float *logits = malloc(sizeof(float) * (size_t)(n * V)), *gl = read_f32(tu_testdata(golden), (size_t)(n * V));
+    for (int prefill = 0; prefill < 2; prefill++) {
+        run_kind(m, TERN_KV_F32, ids, n, logits, NULL, (uint8_t)prefill);
+        double worst = 0, typical = 0;
+        int beyond = 0;
+        for (int64_t p = 0; p < n; p++) {
+            assert_int_equal(argmax(logits + p * V, V), argmax(gl + p * V, V));
+            double d = 0;
+            for (int64_t v = 0; v < V; v++)
+                d = fmax(d, fabs(logits[p * V + v] - gl[p * V + v]));
+            worst = fmax(worst, d);
+            beyond += d > 0.1;
+            if (d <= 0.1)
+                typical = fmax(typical, d);
         }
-        free(logits);
-        free(gl);
+        print_message("%s on %s as %s tokens: max |dlogit| %.4f, positions beyond 0.1: %d of 32, the others within "
+                      "%.5f\n", model, tern_isa_name(isa), prefill ? "prompt" : "generated", worst, beyond, typical);
+        if (quantized)
+            assert_true(beyond <= 2 && worst < 1.0);
+        else
+            assert_true(worst < 0.05);
+    }
+    free(logits);
+    free(gl);
+    tern_gemma4_free(m);
+}
+
+/* The block-quantized GGUF files llama-quantize made of the oracle model against llama.cpp's logits for them. */
+static void test_gguf_quantized_parity(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    expect_llama_logits(isa, "gguf/tiny-v4096-q8_0.gguf", "oracle/tiny-v4096.q8_0gguf.logits.bin", 1);
+    expect_llama_logits(isa, "gguf/tiny-v4096-q4_0.gguf", "gguf/tiny-v4096.q4_0gguf.logits.bin", 1);
+    expect_llama_logits(isa, "gguf/tiny-v4096-q4_k_m.gguf", "gguf/tiny-v4096.q4_k_mgguf.logits.bin", 1);
+}
+
+/* Gemma 4's larger layouts from GGUF files llama.cpp's converter wrote (scripts/gguf/moe-kev-files.sh): K=V
+ * full-attention layers with their own KV head count (tiny-kev, as the 31B), and experts beside the dense MLP
+ * (tiny-moe, as the 26B-A4B: fused gate-up experts, and the Q8_0 file again with gate and up apart), against
+ * llama.cpp's logits for each file. */
+static void test_gguf_kev_moe_parity(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    static const char *const files[] = {"kev-f32", "kev-q8_0", "kev-q4_k_m", "moe-f32", "moe-q8_0", "moe-q4_k_m",
+                                        "moe-q8_0-split"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char model[64], golden[96];
+        const char *fmt = strchr(files[i], '-') + 1;
+        snprintf(model, sizeof model, "gguf/tiny-%s.gguf", files[i]);
+        snprintf(golden, sizeof golden, "gguf/tiny-%.3s.%sgguf.logits.bin", files[i], fmt);
+        expect_llama_logits(isa, model, golden, strcmp(fmt, "f32") != 0);
+    }
+}
+
+/* The same K=V and MoE models from their float32 safetensors and from the F32 GGUF llama.cpp's converter made of
+ * them give the same logits: the GGUF reader maps every tensor and hyper-parameter to the one forward. (GGUF models
+ * take ggml's GELU table; the checkpoint is told to as well, through a copy of its config.) */
+static void test_gguf_equals_safetensors(void **state) {
+    (void)state;
+    int32_t ids[32];
+    oracle_ids(ids);
+    const int64_t n = 32, V = 4096;
+    static const char *const names[] = {"kev", "moe"};
+    for (int k = 0; k < 2; k++) {
+        char src[64], dir[4096];
+        snprintf(src, sizeof src, "gguf/tiny-%s-f32", names[k]);
+        snprintf(dir, sizeof dir, "%s", tu_tmpdir(names[k]));
+        char st_dir[4096], path[4200];
+        assert_non_null(realpath(tu_testdata(src), st_dir));
+        snprintf(path, sizeof path, "%s/config.json", st_dir);
+        json_t *cfg;
+        TU_OK(tern_json_load_file(path, 1 << 20, &cfg));
+        json_object_set_new(json_object_get(cfg, "text_config"), "tern_gelu_f16_table", json_true());
+        char *text = json_dumps(cfg, 0);
+        tu_write(dir, "config.json", text, strlen(text));
+        free(text);
+        json_decref(cfg);
+        char link[4200];
+        snprintf(link, sizeof link, "%s/model.safetensors", dir);
+        snprintf(path, sizeof path, "%s/model.safetensors", st_dir);
+        assert_int_equal(symlink(path, link), 0);
+        float *a = malloc(sizeof(float) * (size_t)(n * V)), *b = malloc(sizeof(float) * (size_t)(n * V));
+        snprintf(src, sizeof src, "gguf/tiny-%s-f32.gguf", names[k]);
+        const char *paths[2] = {dir, tu_testdata(src)};
+        float *out[2] = {a, b};
+        for (int j = 0; j < 2; j++) {
+            tern_gemma4 *m;
+            TU_OK(tern_gemma4_load(paths[j], &m));
+            run_all(m, TERN_KV_F32, ids, n, out[j], NULL);
+            tern_gemma4_free(m);
+        }
+        double d = 0;
+        for (int64_t i = 0; i < n * V; i++)
+            d = fmax(d, fabs(a[i] - b[i]));
+        print_message("tiny-%s: safetensors vs GGUF F32: max |dlogit| %.2g\n", names[k], d);
+        assert_true(d < 1e-5);
+        free(a);
+        free(b);
+    }
+}
+
+/* The experts run once per pass over the tokens routed to each: a row's logits do not depend on the rows beside it.
+ * Two prompts and a generated token in one forward give, bit for bit, what each gives alone (on every path, MoE
+ * weights float, int8-packed and in ggml blocks). */
+static void test_moe_batched_equals_solo(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    static const char *const files[] = {"gguf/tiny-moe-f32.gguf", "gguf/tiny-moe-q8_0.gguf", "gguf/tiny-moe-q4_k_m.gguf"};
+    int32_t ids[32];
+    oracle_ids(ids);
+    const int64_t V = 4096;
+    for (int f = 0; f < 3; f++) {
+        tern_gemma4 *m;
+        TU_OK(tern_gemma4_load(tu_testdata(files[f]), &m));
+        tern_isa_set(isa);
+        /* rows: 12 prompt tokens, 9 prompt tokens, and 1 generated token after a 20-token context */
+        const int64_t n_tok[3] = {12, 9, 1};
+        const uint8_t kinds[3] = {1, 1, 0};
+        const int32_t *row_ids[3] = {ids, ids + 12, ids + 21};
+        float *solo = malloc(sizeof(float) * (size_t)(22 * V)), *all = malloc(sizeof(float) * (size_t)(22 * V));
+        tern_kv *kv;
+        TU_OK(tern_gemma4_kv_create(m, 6, 64, 32, TERN_KV_F32, TERN_KV_F32, &kv));
+        int64_t ctx = 20;
+        for (int s = 2; s < 6; s += 3) { /* the generated row's context, in sequences 2 (solo) and 5 (batched) */
+            uint8_t prompt = 1;
+            tern_batch b = {.n_rows = 1, .seq = &s, .n_tok = &ctx, .ids = ids, .out = TERN_OUT_NONE,
+                            .row_prefill = &prompt};
+            TU_OK(tern_gemma4_forward(m, kv, pool, &b, NULL, NULL));
+            TU_OK(tern_batch_commit(kv, &b));
+        }
+        static const int solo_seq[3] = {0, 1, 2};
+        for (int r = 0, at = 0; r < 3; at += (int)n_tok[r], r++) {
+            tern_batch b = {.n_rows = 1, .seq = &solo_seq[r], .n_tok = &n_tok[r], .ids = row_ids[r],
+                            .out = TERN_OUT_ALL, .row_prefill = &kinds[r]};
+            TU_OK(tern_gemma4_forward(m, kv, pool, &b, solo + at * V, NULL));
+            TU_OK(tern_batch_commit(kv, &b));
+        }
+        int32_t cat[22];
+        memcpy(cat, ids, 21 * sizeof *cat);
+        cat[21] = ids[21];
+        const int seqs[3] = {3, 4, 5};
+        tern_batch b = {.n_rows = 3, .seq = seqs, .n_tok = n_tok, .ids = cat, .out = TERN_OUT_ALL, .row_prefill = kinds};
+        TU_OK(tern_gemma4_forward(m, kv, pool, &b, all, NULL));
+        TU_OK(tern_batch_commit(kv, &b));
+        assert_memory_equal(solo, all, sizeof(float) * (size_t)(22 * V));
+        free(solo);
+        free(all);
+        tern_kv_free(kv);
         tern_gemma4_free(m);
     }
+}
+
+/* tests/data/gguf/NAME with the u32 value of metadata key KEY set to v, written to a file of its own; the path. */
+static const char *gguf_with_u32(const char *name, const char *key, uint32_t v) {
+    char *buf;
+    size_t len;
+    char src[128];
+    snprintf(src, sizeof src, "gguf/%s", name);
+    TU_OK(tern_read_file(tu_testdata(src), 1 << 26, &buf, &len));
+    const uint64_t klen = strlen(key);
+    size_t at = 0;
+    for (size_t i = 0; !at && i + 8 + klen + 8 <= len; i++) /* the key as stored: u64 length, bytes, u32 type */
+        if (!memcmp(buf + i, &klen, 8) && !memcmp(buf + i + 8, key, klen))
+            at = i + 8 + klen;
+    assert_true(at > 0);
+    uint32_t type;
+    memcpy(&type, buf + at, 4);
+    assert_int_equal(type, 4); /* GGUF u32 */
+    memcpy(buf + at + 4, &v, 4);
+    const char *path = tu_write(tu_tmpdir("gguf-bad"), name, buf, len);
+    free(buf);
+    return path;
+}
+
+/* Expert metadata that disagrees with the tensors is refused naming both numbers; a file cut short inside the
+ * experts' data is refused too. */
+static void test_gguf_moe_bad_metadata(void **state) {
+    (void)state;
+    tern_gemma4 *m = NULL;
+    TU_FAILS_WITH(tern_gemma4_load(gguf_with_u32("tiny-moe-q8_0.gguf", "gemma4.expert_count", 8), &m),
+                  "gemma4.expert_count is 8 but blk.0.ffn_gate_inp.weight routes to 4 experts");
+    TU_FAILS_WITH(tern_gemma4_load(gguf_with_u32("tiny-moe-q8_0.gguf", "gemma4.expert_used_count", 5), &m),
+                  "top_k_experts (5) must be in [1, num_experts = 4]");
+    TU_FAILS_WITH(tern_gemma4_load(gguf_with_u32("tiny-moe-q8_0.gguf", "gemma4.expert_feed_forward_length", 128), &m),
+                  "expert_feed_forward_length is 128 at layer 0 but blk.0.ffn_gate_up_exps.weight holds experts 256 wide");
+    TU_FAILS_WITH(tern_gemma4_load(gguf_with_u32("tiny-moe-q8_0-split.gguf", "gemma4.expert_feed_forward_length", 64),
+                                   &m), "but blk.0.ffn_gate_exps.weight holds experts 256 wide");
+    char *buf;
+    size_t len;
+    TU_OK(tern_read_file(tu_testdata("gguf/tiny-moe-q8_0.gguf"), 1 << 26, &buf, &len));
+    const char *cut = tu_write(tu_tmpdir("gguf-cut"), "tiny-moe-cut.gguf", buf, len - len / 4);
+    free(buf);
+    tern_err *e = tern_gemma4_load(cut, &m);
+    assert_non_null(e);
+    print_message("cut file: %s\n", tern_err_msg(e));
+    tern_err_free(e);
+    assert_null(m);
 }
 
 /* A random tiny model with a window of 8: sliding, full, PLE and KV-shared layers. The PLE width 16
@@ -896,7 +1068,9 @@ static void test_bad_batches(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_oracle_parity),
-        TU_ISA_TESTS(test_gguf_quantized_parity), cmocka_unit_test(test_incremental_equals_full),
+        TU_ISA_TESTS(test_gguf_quantized_parity), TU_ISA_TESTS(test_gguf_kev_moe_parity),
+        cmocka_unit_test(test_gguf_equals_safetensors), cmocka_unit_test(test_gguf_moe_bad_metadata),
+        TU_ISA_TESTS(test_moe_batched_equals_solo), cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_long_context_solo_equals_batched), cmocka_unit_test(test_rollback),
         cmocka_unit_test(test_forward_then_commit), cmocka_unit_test(test_kv_views), cmocka_unit_test(test_embedding_rows),
         cmocka_unit_test(test_pack_cache), cmocka_unit_test(test_pack_cache_gguf), cmocka_unit_test(test_truncate_across_window),      cmocka_unit_test(test_kv_types),

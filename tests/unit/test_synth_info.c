@@ -10,6 +10,8 @@
 
 #include "core/fileio.h"
 #include "core/json_util.h"
+#include "models/gemma4_config.h"
+#include "models/synth.h"
 #include "testutil.h"
 
 static const char *small_config(const char *dir) {
@@ -51,6 +53,45 @@ static void test_tiny_preset_complete(void **state) {
     assert_int_equal(json_integer_value(json_object_get(vocab, "<turn|>")), 106);
     assert_int_equal(json_array_size(json_object_get(json_object_get(tok, "model"), "merges")), 514906);
     json_decref(tok);
+}
+
+/* The larger presets carry the published shapes (GEMMA4.md §2), and --layers keeps a layout's first layers. */
+static void test_large_presets(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int64_t hidden, layers, heads, kv, global_kv, ffn, experts, top_k, width;
+    } want[] = {{"12b", 3840, 48, 16, 8, 1, 15360, 0, 0, 0},
+                {"26b-a4b", 2816, 30, 16, 8, 2, 2112, 128, 8, 704},
+                {"31b", 5376, 60, 32, 16, 4, 21504, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        json_t *cfg;
+        tern_gemma4_config c;
+        TU_OK(tern_synth_config(want[i].name, &cfg));
+        TU_OK(tern_gemma4_config_parse(cfg, &c));
+        assert_int_equal(c.hidden_size, want[i].hidden);
+        assert_int_equal(c.num_hidden_layers, want[i].layers);
+        assert_int_equal(c.num_attention_heads, want[i].heads);
+        assert_int_equal(c.num_key_value_heads, want[i].kv);
+        assert_int_equal(c.num_global_key_value_heads, want[i].global_kv);
+        assert_true(c.attention_k_eq_v);
+        assert_int_equal(c.intermediate_size, want[i].ffn);
+        assert_int_equal(c.head_dim, 256);
+        assert_int_equal(c.global_head_dim, 512);
+        assert_int_equal(c.sliding_window, 1024);
+        assert_int_equal(c.enable_moe_block, want[i].experts > 0);
+        assert_int_equal(c.num_experts, want[i].experts);
+        assert_int_equal(c.top_k_experts, want[i].top_k);
+        assert_int_equal(c.moe_intermediate_size, want[i].width);
+        assert_int_equal(c.layer_types[5], TERN_LAYER_FULL);
+        assert_int_equal(c.layer_types[want[i].layers - 1], TERN_LAYER_FULL);
+        TU_OK(tern_synth_cut_layers(cfg, 6));
+        TU_OK(tern_gemma4_config_parse(cfg, &c));
+        assert_int_equal(c.num_hidden_layers, 6);
+        assert_int_equal(c.layer_types[4], TERN_LAYER_SLIDING);
+        TU_FAILS_WITH(tern_synth_cut_layers(cfg, 7), "--layers 7: the model has 6 layers");
+        json_decref(cfg);
+    }
 }
 
 static void test_quantized_sharded_deterministic(void **state) {
@@ -184,7 +225,7 @@ static void test_bench_json(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiny_preset_complete),
+        cmocka_unit_test(test_tiny_preset_complete), cmocka_unit_test(test_large_presets),
         cmocka_unit_test(test_quantized_sharded_deterministic),
         cmocka_unit_test(test_info_reports_problems),
         cmocka_unit_test(test_bench_json),
