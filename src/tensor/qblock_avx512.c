@@ -2,12 +2,75 @@
  * flags; called only when cpuid reports F/BW/VL/VNNI): one VPDPBUSD per 32 codes in place of AVX2's
  * VPMADDUBSW + VPMADDWD pair. */
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Signed bytes times signed bytes, four products per 32-bit lane: |w| (unsigned) times a with w's sign. */
 static inline __m256i sdot32(__m256i w, __m256i a) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
 }
 #define SDOT32(w, a) sdot32(w, a)
+
+/* Q6_K on 512-bit vectors, 64 codes an operation: the codes unsigned (0..63, the 2 high bits moved in by per-half
+ * shifts), VPMADDUBSW against the Q8_K codes less VPMADDUBSW of 32 against them (the offset), VPMADDWD by the
+ * sub-blocks' scales. Lane j of the product sums values 4j..4j+3 of the 64, so its two halves added are the
+ * reference's eight lane sums (exact integers), which then take the reference's float steps. */
+static inline float q6k_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#define DOT_Q6K512_TOKENS(NT)                                                                                         \
+    static void dot_q6k512_##NT(int64_t n, const uint8_t *w, const uint8_t *a, size_t astride, float *out) {          \
+        const __m512i m4 = _mm512_set1_epi8(0xf), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);           \
+        /* high bits of values 0-31 | 32-63 of each half-block: shifted left 4 | 2, then right 0 | 2 */             \
+        const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);                     \
+        const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);                  \
+        __m512i idx[4]; /* element i of part p: the scale of sub-block 4p + i / 8 */                                \
+        for (int p = 0; p < 4; p++)                                                                                  \
+            idx[p] = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * p)),                                           \
+                                      _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21,  \
+                                                                         20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10,  \
+                                                                         9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3));          \
+        __m256 acc[NT];                                                                                               \
+        for (int k = 0; k < NT; k++)                                                                                  \
+            acc[k] = _mm256_setzero_ps();                                                                             \
+        for (int64_t i = 0; i < n / 256; i++, w += 210, a += 292) {                                                   \
+            const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192)))); \
+            __m512i isum[NT];                                                                                         \
+            for (int k = 0; k < NT; k++)                                                                              \
+                isum[k] = _mm512_setzero_si512();                                                                     \
+            for (int h = 0; h < 2; h++) {                                                                             \
+                const __m512i l = _mm512_loadu_si512((const void *)(w + 64 * h));                                     \
+                const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h)));   \
+                for (int p = 0; p < 2; p++) {                                                                         \
+                    const __m512i lo = _mm512_and_si512(p ? _mm512_srli_epi16(l, 4) : l, m4);                         \
+                    const __m512i hi = _mm512_and_si512(p ? _mm512_srlv_epi16(hb, shr) : _mm512_sllv_epi16(hb, shl), m30); \
+                    const __m512i q = _mm512_or_si512(lo, hi);                                                        \
+                    const __m512i s16 = _mm512_permutexvar_epi16(idx[2 * h + p], sc);                                 \
+                    for (int k = 0; k < NT; k++) {                                                                    \
+                        const __m512i av = _mm512_loadu_si512((const void *)(a + k * astride + 4 + 128 * h + 64 * p)); \
+                        const __m512i t = _mm512_sub_epi16(_mm512_maddubs_epi16(q, av), _mm512_maddubs_epi16(k32, av)); \
+                        isum[k] = _mm512_add_epi32(isum[k], _mm512_madd_epi16(t, s16));                               \
+                    }                                                                                                 \
+                }                                                                                                     \
+            }                                                                                                         \
+            const float dw = _cvtsh_ss(*(const uint16_t *)(w + 208));                                                 \
+            for (int k = 0; k < NT; k++) {                                                                            \
+                float da;                                                                                             \
+                memcpy(&da, a + k * astride, 4);                                                                      \
+                const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(isum[k]), _mm512_extracti64x4_epi64(isum[k], 1)); \
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(lanes), acc[k]);                 \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (int k = 0; k < NT; k++)                                                                                  \
+            out[k] = q6k_hsum8(acc[k]);                                                                               \
+    }
+DOT_Q6K512_TOKENS(1)
+DOT_Q6K512_TOKENS(4)
+#define QB_DOT_Q6K_1 dot_q6k512_1
+#define QB_DOT_Q6K_4 dot_q6k512_4
 #define QB_TABLE tern_qblock_avx512
 #define QB_TILE tern_qblock_tile_avx512
 #define QB_TILE_FORMATS (1u << TERN_QB_Q4_0 | 1u << TERN_QB_Q8_0)
