@@ -685,6 +685,12 @@ static void expert_tokens(fwd *F, const layer_weights *L, int64_t e, const int32
             (cfg->gelu_f16 ? tern_gelu_tanh_mul_f16 : tern_gelu_tanh_mul)(h, gu, n * I);
         }
         F->failed |= tern_matmul_rows(F->pool, L->exp_down, e * H, H, h, n, d, kind) != 0;
+        if (F->prof) { /* the expert's share of the stacked matrices, read once for its run */
+            const tern_weight *ws[4] = {L->exp_gate_up, L->exp_gate, L->exp_up, L->exp_down};
+            for (int i = 0; i < 4; i++)
+                if (ws[i])
+                    F->prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(ws[i]) / (double)cfg->num_experts;
+        }
         for (int64_t j = 0; j < n; j++) {
             float *o = out + (int64_t)tok[j0 + j] * H;
             const float wj = w[j0 + j], *dj = d + j * H;
@@ -720,6 +726,8 @@ static void moe_block(fwd *F, const layer_weights *L) {
     }
     const mm_set router = one(L->router);
     F->failed |= mm_runs(F->pool, &router, r, NULL, &logits, F->tok_kind, T, NULL) != 0;
+    if (F->prof)
+        F->prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(L->router);
     for (int64_t t = 0; t < T; t++) {
         float *lt = logits + t * E, wsum = 0;
         int32_t *st = sel + t * K;
