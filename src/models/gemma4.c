@@ -331,7 +331,8 @@ typedef struct fwd {
     uint8_t *want;    /* [T] TERN_WANT_* of each token */
     int failed;       /* a product ran out of scratch memory: the pass's results are not to be used */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
-    float *mw; /* MoE scratch, [T] each: router inputs / gathered tokens [H], logits [E], gate/up [2I], gelu [I], down [H] */
+    float *mw; /* MoE scratch: router inputs [T][H], logits [T][E]; per token-expert pair [T * K]: its token's row [H],
+                * gate/up [2I], gelu [I], down [H] */
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
     tern_lm_profile *prof; /* the model's, or NULL */
     double t_mark;             /* profiling: when the current phase began */
@@ -660,60 +661,80 @@ static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_
     mark(F, TERN_PH_DOWN, &down);
 }
 
-/* The experts' products for the tokens routed to expert e (their inputs gathered in X [c][H]), weighted into
- * out: gate/up, gelu_tanh(gate) * up, down, then out[tok[j]] += w[j] * down(...)[j]. Runs of tokens of one kind
- * take one product each, so a token is computed as its kind is wherever it sits in the batch. */
-static void expert_tokens(fwd *F, const layer_weights *L, int64_t e, const int32_t *tok, const float *w, int64_t c,
-                          float *X, float *gu, float *h, float *d, float *out) {
-    const tern_gemma4_config *cfg = &F->m->c;
-    const int64_t H = cfg->hidden_size, I = cfg->moe_intermediate_size;
-    for (int64_t j0 = 0; j0 < c;) {
-        const tern_mm_kind kind = (tern_mm_kind)F->tok_kind[tok[j0]];
-        int64_t n = 1;
-        while (j0 + n < c && F->tok_kind[tok[j0 + n]] == kind)
-            n++;
-        const float *x = X + j0 * H;
-        if (L->exp_gate_up) { /* HF: [E, 2I, H], gate rows first; a token's row is [gate | up] */
-            F->failed |= tern_matmul_rows(F->pool, L->exp_gate_up, e * 2 * I, 2 * I, x, n, gu, kind) != 0;
-            for (int64_t j = 0; j < n; j++)
-                memcpy(h + j * I, gu + j * 2 * I, (size_t)I * sizeof *h);
-            for (int64_t j = 0; j < n; j++)
-                (cfg->gelu_f16 ? tern_gelu_tanh_mul_f16 : tern_gelu_tanh_mul)(h + j * I, gu + j * 2 * I + I, I);
-        } else { /* gate into h, up into gu, both [n][I] */
-            F->failed |= tern_matmul_rows(F->pool, L->exp_gate, e * I, I, x, n, h, kind) != 0;
-            F->failed |= tern_matmul_rows(F->pool, L->exp_up, e * I, I, x, n, gu, kind) != 0;
-            (cfg->gelu_f16 ? tern_gelu_tanh_mul_f16 : tern_gelu_tanh_mul)(h, gu, n * I);
+typedef struct moe_job {
+    fwd *F;
+    const layer_weights *L;
+    int64_t P;          /* token-expert pairs: T * K */
+    const int32_t *tok; /* [P] each pair's token, pairs in expert order (each expert's tokens ascending) */
+    const float *w;     /* [P] each pair's weight */
+    const int32_t *pos; /* [T][K] each token's pairs, in ascending expert order */
+    float *gu, *h, *d;  /* [P][2I] gate | up (fused) or up (split), [P][I] gelu (gate, when split), [P][H] down */
+} moe_job;
+
+/* Pairs [b, e): h = gelu_tanh(gate) * up. */
+static void moe_gelu_range(void *ctx, size_t b, size_t e, int tid) {
+    const moe_job *j = ctx;
+    const tern_gemma4_config *c = &j->F->m->c;
+    const int64_t I = c->moe_intermediate_size;
+    void (*gelu_mul)(float *, const float *, int64_t) = c->gelu_f16 ? tern_gelu_tanh_mul_f16 : tern_gelu_tanh_mul;
+    for (size_t p = b; p < e; p++) {
+        float *h = j->h + (int64_t)p * I;
+        if (j->L->exp_gate_up) { /* a pair's row is [gate | up] */
+            memcpy(h, j->gu + (int64_t)p * 2 * I, (size_t)I * sizeof *h);
+            gelu_mul(h, j->gu + (int64_t)p * 2 * I + I, I);
+        } else {
+            gelu_mul(h, j->gu + (int64_t)p * I, I);
         }
-        F->failed |= tern_matmul_rows(F->pool, L->exp_down, e * H, H, h, n, d, kind) != 0;
-        if (F->prof) { /* the expert's share of the stacked matrices, read once for its run */
-            const tern_weight *ws[4] = {L->exp_gate_up, L->exp_gate, L->exp_up, L->exp_down};
-            for (int i = 0; i < 4; i++)
-                if (ws[i])
-                    F->prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(ws[i]) / (double)cfg->num_experts;
-        }
-        for (int64_t j = 0; j < n; j++) {
-            float *o = out + (int64_t)tok[j0 + j] * H;
-            const float wj = w[j0 + j], *dj = d + j * H;
-            for (int64_t i = 0; i < H; i++)
-                o[i] += wj * dj[i];
-        }
-        j0 += n;
     }
 }
 
-/* The MoE block of all tokens: each token's router over x picks its top-k experts; each expert then runs once
- * over the tokens routed to it (its weights read once per pass, not once per token), on y = pre_ff2(x) (F->xn);
- * the weighted sums go to F->moe [T][H]. A token's experts are added in ascending order, whatever else is in the
- * batch. */
+/* Tokens [b, e): out[t] = the sum of its experts' weighted down rows, in ascending expert order. */
+static void moe_combine_range(void *ctx, size_t b, size_t e, int tid) {
+    const moe_job *j = ctx;
+    const int64_t H = j->F->m->c.hidden_size, K = j->F->m->c.top_k_experts;
+    for (size_t t = b; t < e; t++) {
+        float *o = j->F->moe + (int64_t)t * H;
+        memset(o, 0, (size_t)H * sizeof *o);
+        for (int64_t k = 0; k < K; k++) {
+            const int32_t p = j->pos[(int64_t)t * K + k];
+            const float wp = j->w[p], *dp = j->d + (int64_t)p * H;
+            for (int64_t i = 0; i < H; i++)
+                o[i] += wp * dp[i];
+        }
+    }
+}
+
+/* The slabs of one stacked expert matrix (rows_per_expert rows each): one per run of an expert's pairs of one
+ * role, reading its inputs from x (pair p's row at x + p * in) and writing y (pair p's at y + p * out). */
+static int expert_slabs(fwd *F, const moe_job *j, const int32_t *end, int64_t rows_per_expert, const float *x,
+                        int64_t in, float *y, int64_t out, tern_slab *s) {
+    int n = 0;
+    for (int64_t e = 0, b = 0; e < F->m->c.num_experts; b = end[e], e++)
+        for (int64_t p0 = b; p0 < end[e];) {
+            const uint8_t kind = F->tok_kind[j->tok[p0]];
+            int64_t p1 = p0 + 1;
+            while (p1 < end[e] && F->tok_kind[j->tok[p1]] == kind)
+                p1++;
+            s[n++] = (tern_slab){e * rows_per_expert, p1 - p0, x + p0 * in, y + p0 * out, (tern_mm_kind)kind};
+            p0 = p1;
+        }
+    return n;
+}
+
+/* The MoE block of all tokens: each token's router over x picks its top-k experts; each expert then runs once over
+ * the tokens routed to it (its rows read once per pass, not once per token), all experts' products in a few
+ * parallel regions, on y = pre_ff2(x) (F->xn); each token's weighted sum, its experts added in ascending order
+ * whatever else is in the batch, goes to F->moe [T][H]. */
 static void moe_block(fwd *F, const layer_weights *L) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->T, H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size;
-    const int64_t K = c->top_k_experts;
-    float *r = F->mw, *logits = r + T * H, *gu = logits + T * E, *h = gu + T * 2 * I, *d = h + T * I;
-    int32_t *count = calloc((size_t)E + 1, sizeof *count), *tok = malloc((size_t)(T * K) * sizeof *tok);
-    int32_t *sel = malloc((size_t)(T * K) * sizeof *sel);
-    float *wsel = malloc((size_t)(T * K) * sizeof *wsel), *wtok = malloc((size_t)(T * K) * sizeof *wtok);
-    if (!count || !tok || !sel || !wsel || !wtok) {
+    const int64_t K = c->top_k_experts, P = T * K;
+    float *r = F->mw, *logits = r + T * H, *X = logits + T * E, *gu = X + P * H, *h = gu + P * 2 * I, *d = h + P * I;
+    int32_t *end = calloc((size_t)E + 1, sizeof *end), *tok = malloc((size_t)P * sizeof *tok);
+    int32_t *sel = malloc((size_t)P * sizeof *sel), *pos = malloc((size_t)P * sizeof *pos);
+    float *wsel = malloc((size_t)P * sizeof *wsel), *wtok = malloc((size_t)P * sizeof *wtok);
+    tern_slab *slabs = malloc((size_t)P * sizeof *slabs);
+    if (!end || !tok || !sel || !pos || !wsel || !wtok || !slabs) {
         F->failed = 1;
         goto done;
     }
@@ -736,8 +757,8 @@ static void moe_block(fwd *F, const layer_weights *L) {
             int32_t best = -1;
             for (int64_t e = 0; e < E; e++) {
                 int taken = 0;
-                for (int64_t j = 0; j < k; j++)
-                    taken |= st[j] == e;
+                for (int64_t q = 0; q < k; q++)
+                    taken |= st[q] == e;
                 if (!taken && (best < 0 || lt[e] > lt[best]))
                     best = (int32_t)e;
             }
@@ -746,33 +767,58 @@ static void moe_block(fwd *F, const layer_weights *L) {
         }
         for (int64_t k = 0; k < K; k++) {
             wsel[t * K + k] = lt[st[k]] / wsum * L->per_expert_scale[st[k]];
-            count[st[k] + 1]++;
+            end[st[k] + 1]++;
         }
     }
-    /* Tokens by expert (counting sort, each expert's tokens in ascending order). */
+    /* Pairs by expert (counting sort: each expert's tokens in ascending order); each token's pairs in ascending
+     * expert order. */
     for (int64_t e = 0; e < E; e++)
-        count[e + 1] += count[e];
-    for (int64_t t = 0; t < T; t++)
+        end[e + 1] += end[e];
+    for (int64_t t = 0; t < T; t++) {
         for (int64_t k = 0; k < K; k++) {
-            const int32_t e = sel[t * K + k], at = count[e]++;
+            const int32_t e = sel[t * K + k], at = end[e]++;
             tok[at] = (int32_t)t;
             wtok[at] = wsel[t * K + k];
+            int64_t q = k; /* insertion by expert: the pair positions of one token rise with their experts */
+            for (; q > 0 && pos[t * K + q - 1] > at; q--)
+                pos[t * K + q] = pos[t * K + q - 1];
+            pos[t * K + q] = at;
         }
-    memset(F->moe, 0, (size_t)(T * H) * sizeof *F->moe);
-    for (int64_t e = 0, b = 0; e < E; e++) {
-        const int64_t n = count[e] - b; /* count[e] is now expert e's end */
-        for (int64_t j = 0; j < n; j++)
-            memcpy(r + j * H, F->xn + (int64_t)tok[b + j] * H, (size_t)H * sizeof *r);
-        if (n > 0)
-            expert_tokens(F, L, e, tok + b, wtok + b, n, r, gu, h, d, F->moe);
-        b = count[e];
+    }
+    /* end[e] is now expert e's end. Each pair's input: the token's row, gathered. */
+    for (int64_t p = 0; p < P; p++)
+        memcpy(X + p * H, F->xn + (int64_t)tok[p] * H, (size_t)H * sizeof *X);
+    moe_job j = {F, L, P, tok, wtok, pos, gu, h, d};
+    if (L->exp_gate_up) {
+        const int n = expert_slabs(F, &j, end, 2 * I, X, H, gu, 2 * I, slabs);
+        F->failed |= tern_matmul_slabs(F->pool, L->exp_gate_up, 2 * I, slabs, n) != 0;
+    } else {
+        int n = expert_slabs(F, &j, end, I, X, H, h, I, slabs);
+        F->failed |= tern_matmul_slabs(F->pool, L->exp_gate, I, slabs, n) != 0;
+        n = expert_slabs(F, &j, end, I, X, H, gu, I, slabs);
+        F->failed |= tern_matmul_slabs(F->pool, L->exp_up, I, slabs, n) != 0;
+    }
+    tern_pool_parallel_for(F->pool, (size_t)P, 1, moe_gelu_range, &j);
+    const int n = expert_slabs(F, &j, end, H, h, I, d, H, slabs);
+    F->failed |= tern_matmul_slabs(F->pool, L->exp_down, H, slabs, n) != 0;
+    tern_pool_parallel_for(F->pool, (size_t)T, 1, moe_combine_range, &j);
+    if (F->prof) { /* each routed expert's share of the stacked matrices, read once a pass */
+        int64_t used = 0;
+        for (int64_t e = 0, b = 0; e < E; b = end[e], e++)
+            used += end[e] > b;
+        const tern_weight *ws[4] = {L->exp_gate_up, L->exp_gate, L->exp_up, L->exp_down};
+        for (int i = 0; i < 4; i++)
+            if (ws[i])
+                F->prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(ws[i]) * (double)used / (double)E;
     }
 done:
-    free(count);
+    free(end);
     free(tok);
     free(sel);
+    free(pos);
     free(wsel);
     free(wtok);
+    free(slabs);
 }
 
 /* The feed-forward block on F->xn (x already normed by pre_ff_norm); its output added to x, which is then
@@ -925,7 +971,8 @@ static size_t work_floats(const tern_gemma4_config *c, int64_t T, size_t floats[
     const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
     const int64_t qw = c->num_attention_heads * (c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim);
     int64_t ffn = c->intermediate_size * 2, tmpw = H + N * P;
-    const int64_t moe = c->enable_moe_block ? 2 * H + c->num_experts + 3 * c->moe_intermediate_size : 0;
+    const int64_t moe = c->enable_moe_block ? H + c->num_experts + c->top_k_experts * (2 * H + 3 * c->moe_intermediate_size)
+                                            : 0;
     if (ffn < P)
         ffn = P;
     const int64_t per_token[WORK_BUFS] = {H, H,     qw,    qw,           qw,

@@ -109,6 +109,28 @@ int tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_
     return j.failed ? -1 : 0;
 }
 
+int tern_matmul_slabs(tern_pool *pool, const tern_weight *w, int64_t n_out, const tern_slab *s, int n) {
+    const tern_kernel_table *k = tern_kernels();
+    int failed = 0;
+    for (int i0 = 0; i0 < n; i0 += TERN_QMM_MAX_SLABS) {
+        const int m = n - i0 < TERN_QMM_MAX_SLABS ? n - i0 : TERN_QMM_MAX_SLABS;
+        int rc = 0;
+        if (k->qmm && qmm_takes(w)) {
+            tern_qmm_part parts[TERN_QMM_MAX_SLABS];
+            for (int i = 0; i < m; i++)
+                parts[i] = (tern_qmm_part){w, s[i0 + i].row0, n_out, s[i0 + i].x, s[i0 + i].T, s[i0 + i].y};
+            rc = tern_qmm_run_parts(pool, k->qmm, parts, m);
+        }
+        if (rc < 0)
+            return -1;
+        for (int i = 0; !rc && i < m; i++) {
+            const tern_slab *t = &s[i0 + i];
+            failed |= tern_matmul_rows(pool, w, t->row0, n_out, t->x, t->T, t->y, t->kind) != 0;
+        }
+    }
+    return failed ? -1 : 0;
+}
+
 int tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind) {
     return tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y, kind);
 }

@@ -23,6 +23,18 @@ void tern_weight_row(const tern_weight *w, int64_t row, float *out);
  * return 0, or -1 when scratch memory ran out (Y is then incomplete: the caller reports an error). */
 int tern_matmul_rows(tern_pool *pool, const tern_weight *w, int64_t row0, int64_t n_out, const float *x, int64_t T,
                       float *y, tern_mm_kind kind);
+/* One slab of a stacked weight with its own tokens: rows [row0, row0 + n_out) against x [T][in] into y [T][n_out],
+ * the tokens of one role. */
+typedef struct tern_slab {
+    int64_t row0, T;
+    const float *x;
+    float *y;
+    tern_mm_kind kind;
+} tern_slab;
+/* tern_matmul_rows of each of n slabs of w (n_out rows each) — the experts of a mixture, each over the tokens
+ * routed to it — in as few parallel regions as the kernels allow (the int8 kernels: two per 64 slabs). Results
+ * as tern_matmul_rows gives them slab by slab; 0, or -1 when scratch memory ran out. */
+int tern_matmul_slabs(tern_pool *pool, const tern_weight *w, int64_t n_out, const tern_slab *s, int n);
 /* Y = X W^T over all rows of a 2-D weight: X [T][in], Y [T][out]. */
 int tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T, float *y, tern_mm_kind kind);
 

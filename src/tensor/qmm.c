@@ -7,7 +7,7 @@
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 
-#define QMM_MAX_PARTS 4
+#define QMM_MAX_PARTS TERN_QMM_MAX_SLABS
 /* Bytes of a thread's run requested before it starts when several tokens share the pass: their kernels
  * prefetch ahead of themselves, so without it the start of every run would wait on memory. (Single-token passes
  * leave the stream to the hardware prefetchers.) */
@@ -25,9 +25,12 @@ typedef struct qmm_job {
     float *y[QMM_MAX_PARTS];
     int64_t row0[QMM_MAX_PARTS], n_out[QMM_MAX_PARTS];
     int64_t start[QMM_MAX_PARTS + 1]; /* first virtual block of each part */
-    tern_qact *a;   /* filled in the first region, read in the second */
-    const float *x;
-    float *gated;     /* x itself when the input is gelu_tanh(x) * mul, formed before quantizing; else NULL */
+    tern_qact *a[QMM_MAX_PARTS];      /* each part's activation codes (parts reading one input share them) */
+    tern_qact *acts;                  /* the n_acts distinct ones: filled in the first region, read in the second */
+    const float **xs;                 /* [n_acts] their inputs */
+    int64_t *fill_start;              /* [n_acts + 1] first quantization unit (group) of each */
+    int n_acts;
+    float *gated;     /* the one input itself when it is gelu_tanh(x) * mul, formed before quantizing; else NULL */
     const float *mul;
     size_t threads;
     const tern_weight *const *next; /* the group multiplied next (its packed copies), or NULL */
@@ -54,7 +57,7 @@ static void request_blocks(const tern_qpack *pk, int64_t blk, size_t bytes) {
 static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     const tern_weight *w = j->w[p];
     const tern_qpack *pk = w->qpack;
-    const tern_qact *a = j->a;
+    const tern_qact *a = j->a[p];
     const int64_t n_out = j->n_out[p];
     const tern_qpack_form f = tern_qpack_form_of(w);
     const size_t gb = tern_qpack_group_bytes(f.bits, f.group, f.sdtype), bb = tern_qpack_block_bytes(w);
@@ -118,59 +121,114 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
         prefetch_next(j, tid);
 }
 
+/* Quantization units [b, e): the groups of the distinct inputs laid end to end. */
 static void fill_range(void *ctx, size_t b, size_t e, int tid) {
     const qmm_job *j = ctx;
     (void)tid;
-    if (j->gated) { /* units [b, e) are the contiguous floats [b * group, e * group) */
-        const size_t G = (size_t)j->a->group;
-        tern_gelu_tanh_mul(j->gated + b * G, j->mul + b * G, (int64_t)((e - b) * G));
+    for (int i = 0; i < j->n_acts; i++) {
+        const int64_t lo = (int64_t)b > j->fill_start[i] ? (int64_t)b : j->fill_start[i];
+        const int64_t hi = (int64_t)e < j->fill_start[i + 1] ? (int64_t)e : j->fill_start[i + 1];
+        if (lo >= hi)
+            continue;
+        tern_qact *a = &j->acts[i];
+        const int64_t u0 = lo - j->fill_start[i], u1 = hi - j->fill_start[i];
+        if (j->gated) { /* units [u0, u1) are the contiguous floats [u0 * group, u1 * group) */
+            const size_t G = (size_t)a->group;
+            tern_gelu_tanh_mul(j->gated + (size_t)u0 * G, j->mul + (size_t)u0 * G, (int64_t)((size_t)(u1 - u0) * G));
+        }
+        (a->ggml_steps ? j->k->fill_ggml : j->k->fill)(a, j->xs[i], u0, u1);
     }
-    (j->a->ggml_steps ? j->k->fill_ggml : j->k->fill)(j->a, j->x, (int64_t)b, (int64_t)e);
 }
 
-static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
-               const int64_t *n_outs, int n, const float *x, float *gated, const float *mul, int64_t T,
-               float *const *ys, const tern_weight *const *next, int n_next) {
+/* The parts (at most QMM_MAX_PARTS, alike in width, group and origin) in one quantization region and one product
+ * region; parts reading the same input (x and T) share its codes. */
+static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *parts, int n, float *gated,
+               const float *mul, const tern_weight *const *next, int n_next) {
     if (n < 1 || n > QMM_MAX_PARTS)
         return 0;
-    const tern_weight *w0 = ws[0];
+    const tern_weight *w0 = parts[0].w;
     const int64_t in = tern_weight_cols(w0);
-    qmm_job j = {.k = k, .n = n, .x = x, .gated = gated, .mul = mul, .threads = (size_t)tern_pool_size(pool),
+    qmm_job j = {.k = k, .n = n, .gated = gated, .mul = mul, .threads = (size_t)tern_pool_size(pool),
                  .next = next, .n_next = next ? n_next : 0};
     const int group = tern_qpack_form_of(w0).group, ggml = w0->fmt == TERN_WF_QBLOCK;
     for (int p = 0; p < n; p++) {
-        if (!tern_qpack_supported(ws[p]) || tern_qpack_form_of(ws[p]).group != group || tern_weight_cols(ws[p]) != in ||
-            (ws[p]->fmt == TERN_WF_QBLOCK) != ggml)
+        const tern_weight *w = parts[p].w;
+        if (!tern_qpack_supported(w) || tern_qpack_form_of(w).group != group || tern_weight_cols(w) != in ||
+            (w->fmt == TERN_WF_QBLOCK) != ggml)
             return 0;
-        j.w[p] = ws[p];
-        j.y[p] = ys[p];
-        j.row0[p] = row0s[p];
-        j.n_out[p] = n_outs[p];
-        j.start[p + 1] = j.start[p] + (n_outs[p] + 15) / 16;
+        j.w[p] = w;
+        j.y[p] = parts[p].y;
+        j.row0[p] = parts[p].row0;
+        j.n_out[p] = parts[p].n_out;
+        j.start[p + 1] = j.start[p] + (parts[p].n_out + 15) / 16;
     }
-    tern_qact a;
-    if (!tern_qact_alloc(&a, T, in, group))
-        return -1;
-    /* Weights from ggml blocks meet the activation codes llama.cpp gives them. */
-    a.ggml_steps = ggml;
-    j.a = &a;
-    /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
-     * a narrow product): then the calling thread does it alone. */
-    const size_t groups = (size_t)(T * (in / group)), per = (groups + j.threads - 1) / j.threads;
-    tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
-    tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
-    tern_qact_free(&a);
-    return j.failed ? -1 : 1;
+    /* The distinct inputs: a part shares the codes of an earlier part with its input. */
+    int slot[QMM_MAX_PARTS];
+    j.acts = calloc((size_t)n, sizeof *j.acts);
+    j.xs = malloc((size_t)n * sizeof *j.xs);
+    j.fill_start = malloc((size_t)(n + 1) * sizeof *j.fill_start);
+    int ok = j.acts && j.xs && j.fill_start;
+    for (int p = 0; ok && p < n; p++) {
+        slot[p] = -1;
+        for (int q = 0; q < p && slot[p] < 0; q++)
+            if (parts[q].x == parts[p].x && parts[q].T == parts[p].T)
+                slot[p] = slot[q];
+        if (slot[p] >= 0)
+            continue;
+        slot[p] = j.n_acts;
+        if (!tern_qact_alloc(&j.acts[j.n_acts], parts[p].T, in, group)) {
+            ok = 0;
+            break;
+        }
+        j.acts[j.n_acts].ggml_steps = ggml; /* weights from ggml blocks meet the activation codes llama.cpp gives them */
+        j.xs[j.n_acts++] = parts[p].x;
+    }
+    int rc = -1;
+    if (ok) {
+        for (int p = 0; p < n; p++)
+            j.a[p] = &j.acts[slot[p]];
+        j.fill_start[0] = 0;
+        for (int i = 0; i < j.n_acts; i++)
+            j.fill_start[i + 1] = j.fill_start[i] + j.acts[i].T * (in / group);
+        /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
+         * a narrow product): then the calling thread does it alone. */
+        const size_t groups = (size_t)j.fill_start[j.n_acts], per = (groups + j.threads - 1) / j.threads;
+        tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
+        tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
+        rc = j.failed ? -1 : 1;
+    }
+    for (int i = 0; j.acts && i < j.n_acts; i++)
+        tern_qact_free(&j.acts[i]);
+    free(j.acts);
+    free(j.xs);
+    free(j.fill_start);
+    return rc;
+}
+
+/* The parts of a call whose matrices share one input. */
+static int run_shared(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                      const int64_t *n_outs, int n, const float *x, float *gated, const float *mul, int64_t T,
+                      float *const *ys, const tern_weight *const *next, int n_next) {
+    tern_qmm_part parts[4];
+    if (n < 1 || n > 4)
+        return 0;
+    for (int p = 0; p < n; p++)
+        parts[p] = (tern_qmm_part){ws[p], row0s[p], n_outs[p], x, T, ys[p]};
+    return run(pool, k, parts, n, gated, mul, next, n_next);
+}
+
+int tern_qmm_run_parts(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *parts, int n) {
+    return run(pool, k, parts, n, NULL, NULL, NULL, 0);
 }
 
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next) {
-    return run(pool, k, ws, row0s, n_outs, n, x, NULL, NULL, T, ys, next, n_next);
+    return run_shared(pool, k, ws, row0s, n_outs, n, x, NULL, NULL, T, ys, next, n_next);
 }
 
 int tern_qmm_run_gelu(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                       const int64_t *n_outs, int n, float *x, const float *mul, int64_t T, float *const *ys,
                       const tern_weight *const *next, int n_next) {
-    return run(pool, k, ws, row0s, n_outs, n, x, x, mul, T, ys, next, n_next);
+    return run_shared(pool, k, ws, row0s, n_outs, n, x, x, mul, T, ys, next, n_next);
 }

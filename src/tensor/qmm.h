@@ -34,6 +34,23 @@ typedef struct tern_qmm_kernels {
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next);
+/* Most parts of one tern_qmm_run_parts call. */
+#define TERN_QMM_MAX_SLABS 64
+
+/* One part of a product: rows [row0, row0 + n_out) of w against its own input x [T][in], into y [T][n_out]. */
+typedef struct tern_qmm_part {
+    const tern_weight *w;
+    int64_t row0, n_out;
+    const float *x;
+    int64_t T;
+    float *y;
+} tern_qmm_part;
+
+/* Up to TERN_QMM_MAX_SLABS parts of one width, group and origin, each with its own input (the slabs of a stacked
+ * weight each expert of a mixture runs over its own tokens), in one quantization region and one product region;
+ * parts with the same input share its codes. Each part's results are tern_qmm_run's for it alone. Returns as
+ * tern_qmm_run does. */
+int tern_qmm_run_parts(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *parts, int n);
 /* tern_qmm_run over the input gelu_tanh(x) * mul (both [T][in]), formed in x by the quantization pass itself
  * (no pass of its own); x is left unchanged when it returns 0. */
 int tern_qmm_run_gelu(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,

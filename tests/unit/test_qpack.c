@@ -430,6 +430,40 @@ static void test_qblock_form(void **state) {
     tern_pool_destroy(pool);
 }
 
+/* The slabs of a stacked weight, each over its own tokens (as a mixture's experts run), in the regions
+ * tern_matmul_slabs makes of them — more than one region's worth of slabs, some reading one shared input, packed
+ * and not — give each slab what tern_matmul_rows gives it alone, bit for bit. */
+static void test_slabs(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    const int64_t E = 70, rows = 32, in = 128, Tmax = 5;
+    qweight o = make_q(E * rows, in, 4, 32, TERN_DT_BF16);
+    float *x = malloc(sizeof(float) * (size_t)(E * Tmax * in)), *y = malloc(sizeof(float) * (size_t)(E * Tmax * rows));
+    float *want = malloc(sizeof(float) * (size_t)(Tmax * rows));
+    for (int64_t i = 0; i < E * Tmax * in; i++)
+        x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    tern_slab s[70];
+    for (int64_t e = 0; e < E; e++) /* every third expert reads the first one's input */
+        s[e] = (tern_slab){e * rows, e % 3 ? 1 + e % Tmax : 2, e % 3 ? x + e * Tmax * in : x, y + e * Tmax * rows,
+                           (tern_mm_kind)(e % 2)};
+    for (int packed = 0; packed < 2; packed++) {
+        if (packed) {
+            TU_OK(tern_qpack_create(&o.w, NULL, &o.pk));
+            o.w.qpack = o.pk;
+        }
+        tern_isa_set(isa);
+        assert_int_equal(tern_matmul_slabs(pool, &o.w, rows, s, (int)E), 0);
+        for (int64_t e = 0; e < E; e++) {
+            assert_int_equal(tern_matmul_rows(pool, &o.w, s[e].row0, rows, s[e].x, s[e].T, want, s[e].kind), 0);
+            assert_memory_equal(s[e].y, want, sizeof(float) * (size_t)(s[e].T * rows));
+        }
+    }
+    free(x), free(y), free(want);
+    free_q(&o);
+    tern_pool_destroy(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
@@ -437,6 +471,7 @@ int main(void) {
         TU_SIMD_TESTS(test_step_edges),
         TU_SIMD_TESTS(simd_matches_reference),
         TU_ISA_TESTS(test_qblock_form),
+        TU_ISA_TESTS(test_slabs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
