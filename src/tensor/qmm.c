@@ -1,6 +1,7 @@
 /* qmm.c — work split of the int8 product (see qmm.h). */
 #include "tensor/qmm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "core/alloc.h"
@@ -27,8 +28,8 @@ typedef struct qmm_job {
     int64_t start[QMM_MAX_PARTS + 1]; /* first virtual block of each part */
     tern_qact *a[QMM_MAX_PARTS];      /* each part's activation codes (parts reading one input share them) */
     tern_qact *acts;                  /* the n_acts distinct ones: filled in the first region, read in the second */
-    const float **xs;                 /* [n_acts] their inputs */
-    int64_t *fill_start;              /* [n_acts + 1] first quantization unit (group) of each */
+    const float *const *xs;           /* [n_acts] their inputs */
+    const int64_t *fill_start;        /* [n_acts + 1] first quantization unit (group) of each */
     int n_acts;
     float *gated;     /* the one input itself when it is gelu_tanh(x) * mul, formed before quantizing; else NULL */
     const float *mul;
@@ -140,6 +141,49 @@ static void fill_range(void *ctx, size_t b, size_t e, int tid) {
     }
 }
 
+/* The activation codes' memory, kept by each calling thread and grown as needed: a forward pass makes hundreds of
+ * products, and fresh pages for each (a prompt's codes are megabytes, allocated from and returned to the system)
+ * were faulted in and zeroed by the kernel every time. Freed when the thread ends. */
+typedef struct act_arena {
+    void *p;
+    size_t cap;
+} act_arena;
+static pthread_key_t arena_key;
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+static int arena_ok;
+
+static void arena_free(void *v) {
+    act_arena *a = v;
+    tern_aligned_free(a->p);
+    free(a);
+}
+
+static void arena_init(void) { arena_ok = pthread_key_create(&arena_key, arena_free) == 0; }
+
+static void *arena_get(size_t bytes) {
+    pthread_once(&arena_once, arena_init);
+    if (!arena_ok)
+        return NULL;
+    act_arena *a = pthread_getspecific(arena_key);
+    if (!a) {
+        if (!(a = calloc(1, sizeof *a)))
+            return NULL;
+        if (pthread_setspecific(arena_key, a)) {
+            free(a);
+            return NULL;
+        }
+    }
+    if (a->cap < bytes) {
+        void *p = tern_aligned_alloc(bytes + bytes / 4, TERN_ALIGN);
+        if (!p)
+            return NULL;
+        tern_aligned_free(a->p);
+        a->p = p;
+        a->cap = bytes + bytes / 4;
+    }
+    return a->p;
+}
+
 /* The parts (at most QMM_MAX_PARTS, alike in width, group and origin) in one quantization region and one product
  * region; parts reading the same input (x and T) share its codes. */
 static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *parts, int n, float *gated,
@@ -164,11 +208,15 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
     }
     /* The distinct inputs: a part shares the codes of an earlier part with its input. */
     int slot[QMM_MAX_PARTS];
-    j.acts = calloc((size_t)n, sizeof *j.acts);
-    j.xs = malloc((size_t)n * sizeof *j.xs);
-    j.fill_start = malloc((size_t)(n + 1) * sizeof *j.fill_start);
-    int ok = j.acts && j.xs && j.fill_start;
-    for (int p = 0; ok && p < n; p++) {
+    tern_qact acts[QMM_MAX_PARTS];
+    const float *xs[QMM_MAX_PARTS];
+    int64_t fill_start[QMM_MAX_PARTS + 1];
+    int64_t act_T[QMM_MAX_PARTS];
+    size_t off[QMM_MAX_PARTS + 1] = {0};
+    j.acts = acts;
+    j.xs = xs;
+    j.fill_start = fill_start;
+    for (int p = 0; p < n; p++) {
         slot[p] = -1;
         for (int q = 0; q < p && slot[p] < 0; q++)
             if (parts[q].x == parts[p].x && parts[q].T == parts[p].T)
@@ -176,32 +224,30 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
         if (slot[p] >= 0)
             continue;
         slot[p] = j.n_acts;
-        if (!tern_qact_alloc(&j.acts[j.n_acts], parts[p].T, in, group)) {
-            ok = 0;
-            break;
-        }
-        j.acts[j.n_acts].ggml_steps = ggml; /* weights from ggml blocks meet the activation codes llama.cpp gives them */
-        j.xs[j.n_acts++] = parts[p].x;
+        off[j.n_acts + 1] = off[j.n_acts] + tern_qact_bytes(parts[p].T, in, group);
+        act_T[j.n_acts] = parts[p].T;
+        xs[j.n_acts++] = parts[p].x;
+    }
+    uint8_t *mem = arena_get(off[j.n_acts]);
+    const int ok = mem != NULL;
+    for (int i = 0; ok && i < j.n_acts; i++) {
+        tern_qact_place(&acts[i], act_T[i], in, group, mem + off[i]);
+        acts[i].ggml_steps = ggml; /* weights from ggml blocks meet the activation codes llama.cpp gives them */
     }
     int rc = -1;
     if (ok) {
         for (int p = 0; p < n; p++)
             j.a[p] = &j.acts[slot[p]];
-        j.fill_start[0] = 0;
+        fill_start[0] = 0;
         for (int i = 0; i < j.n_acts; i++)
-            j.fill_start[i + 1] = j.fill_start[i] + j.acts[i].T * (in / group);
+            fill_start[i + 1] = fill_start[i] + acts[i].T * (in / group);
         /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
          * a narrow product): then the calling thread does it alone. */
-        const size_t groups = (size_t)j.fill_start[j.n_acts], per = (groups + j.threads - 1) / j.threads;
+        const size_t groups = (size_t)fill_start[j.n_acts], per = (groups + j.threads - 1) / j.threads;
         tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
         tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
         rc = j.failed ? -1 : 1;
     }
-    for (int i = 0; j.acts && i < j.n_acts; i++)
-        tern_qact_free(&j.acts[i]);
-    free(j.acts);
-    free(j.xs);
-    free(j.fill_start);
     return rc;
 }
 

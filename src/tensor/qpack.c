@@ -220,6 +220,33 @@ void tern_qpack_free(tern_qpack *p) {
     free(p);
 }
 
+/* Bytes of each array of a tern_qact, whole cache lines: the codes (with 64 bytes past them, as the kernels may
+ * read), then five of one 32-bit value per group. */
+static size_t qact_codes_bytes(int64_t T, int64_t in) { return ((size_t)(T * in) + 64 + 63) / 64 * 64; }
+static size_t qact_group_bytes(int64_t T, int64_t in, int group) {
+    return ((size_t)(T * (in / group)) * 4 + 63) / 64 * 64;
+}
+
+size_t tern_qact_bytes(int64_t T, int64_t in, int group) {
+    return qact_codes_bytes(T, in) + 5 * qact_group_bytes(T, in, group);
+}
+
+void tern_qact_place(tern_qact *a, int64_t T, int64_t in, int group, void *mem) {
+    memset(a, 0, sizeof *a);
+    a->T = T;
+    a->in = in;
+    a->group = group;
+    uint8_t *p = mem;
+    const size_t gb = qact_group_bytes(T, in, group);
+    a->q = (int8_t *)p;
+    p += qact_codes_bytes(T, in);
+    a->xs = (float *)p;
+    a->xsum = (float *)(p + gb);
+    a->exp_bits = (int32_t *)(p + 2 * gb);
+    a->half_mask = (int32_t *)(p + 3 * gb);
+    a->isum = (int32_t *)(p + 4 * gb);
+}
+
 int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group) {
     const int64_t ng = in / group;
     memset(a, 0, sizeof *a);

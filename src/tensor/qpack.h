@@ -191,6 +191,10 @@ void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk);
 int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group);
 void tern_qact_fill_ref(tern_qact *a, const float *x);
 void tern_qact_free(tern_qact *a);
+/* Bytes of the arrays of a tern_qact of T tokens (64-byte aligned within), and a tern_qact laid out in such
+ * memory (64-byte aligned, the caller's: nothing to free). */
+size_t tern_qact_bytes(int64_t T, int64_t in, int group);
+void tern_qact_place(tern_qact *a, int64_t T, int64_t in, int group, void *mem);
 
 /* The portable definition: y[t][o] for rows [row0, row0 + n_out) of w (unpacked, in its form) and all tokens of
  * a. */
