@@ -113,8 +113,11 @@ static tern_err *per_layer(const tern_gguf *g, const char *key, uint32_t layers,
     if (!e) {
         if (a.count != layers)
             return tern_errf(TERN_EFORMAT, "%s: %llu values for %u layers", key, (unsigned long long)a.count, layers);
-        for (uint32_t i = 0; i < layers; i++)
+        for (uint32_t i = 0; i < layers; i++) {
             TERN_TRY(tern_gguf_array_i64(&a, i, &out[i]));
+            if (out[i] < 0 || out[i] > INT32_MAX) /* counts and widths, each a u32 where stored once */
+                return tern_errf(TERN_EFORMAT, "%s[%u]: %lld is not a count", key, i, (long long)out[i]);
+        }
         return NULL;
     }
     if (e->code != TERN_EFORMAT)
@@ -318,7 +321,7 @@ static tern_err *config_of(const tern_gguf *g, json_t **out) {
     if (!e)
         e = moe_of(g, layers, hidden, &moe);
     /* A double-wide MLP shows as KV-shared layers with twice the others' width. */
-    const int double_wide = shared > 0 && shared < layers && ff[layers - 1] == 2 * ff[0];
+    const int double_wide = !e && shared > 0 && shared < layers && ff[layers - 1] == 2 * ff[0];
     if (!e) {
         json_object_set_new(text, "model_type", json_string("gemma4_text"));
         json_object_set_new(text, "vocab_size", json_integer(vocab));
