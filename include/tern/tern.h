@@ -169,6 +169,10 @@ typedef struct tern_prompt_embeds {
                         * prompts whose spans agree in key, place and length */
 } tern_prompt_embeds;
 
+/* How an embedding request pools its prompt's final (normed) hidden states: their mean, the last token's, or the
+ * first token's (CLS-style). */
+typedef enum tern_pooling { TERN_POOL_MEAN = 0, TERN_POOL_LAST, TERN_POOL_CLS } tern_pooling;
+
 typedef struct tern_request {
     /* The prompt: token ids, or text to tokenize (exactly one of the two). */
     const int32_t *prompt_ids;
@@ -205,6 +209,11 @@ typedef struct tern_request {
     /* Soft-token spans (prompt_ids only): in prompt order, inside the prompt, not overlapping. */
     const tern_prompt_embeds *embeds;
     int n_embeds;
+    /* Embedding: 1 = run the prompt only, generating nothing (sampling, stops, grammar, prediction and max_tokens
+     * are not read), and deliver its hidden states pooled by `pooling` in the DONE event's `embedding`. The prefix
+     * cache is not read (every position's state is computed), only filled. */
+    int embed;
+    tern_pooling pooling;
 } tern_request;
 
 #define TERN_MAX_STOP_STRINGS 16
@@ -262,6 +271,9 @@ typedef struct tern_event {
     int32_t stop_token;       /* the id that stopped generation (STOP by token), else -1 */
     int stop_string;          /* index into stop_strings (STOP by string), else -1 */
     const char *error;        /* FINISH_ERROR: message */
+    const float *embedding;   /* embedding requests (STOP): [n_embedding] the pooled final hidden state, not
+                               * normalized; NULL otherwise */
+    int64_t n_embedding;
     tern_usage usage;
     tern_timings timings;
 } tern_event;

@@ -55,4 +55,11 @@ tern_err *tern_chat_tokenize(const tern_model *m, const char *text, size_t len, 
  * messages, tool_use blocks assistant tool_calls, thinking blocks reasoning_content. */
 tern_err *tern_chat_from_anthropic(const json_t *req, json_t **messages, json_t **tools);
 
+/* Appends an OpenAI Responses `input` (a string or a list of message / function_call / function_call_output /
+ * reasoning items) to `messages` as OpenAI-style chat messages (chat_responses.c says how each item maps). */
+tern_err *tern_chat_from_responses_input(const json_t *input, json_t *messages);
+/* Responses function tools [{type: "function", name, description, parameters, strict}] as chat tools in *tools
+ * (NULL for none); a hosted tool type is TERN_EUNSUPPORTED naming it. */
+tern_err *tern_chat_tools_from_responses(const json_t *tools_in, json_t **tools);
+
 #endif

@@ -22,9 +22,10 @@ static const char *usage =
     "usage: tern serve [-m] MODEL_DIR [--host 127.0.0.1] [--port 8080] [-np 4] [-c N] [--api-key KEY]\n"
     "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
     "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1] [--audio-windows 1]\n"
-    "                  [--mmproj FILE] [--kv T | -ctk T -ctv T]\n"
+    "                  [--mmproj FILE] [--kv T | -ctk T -ctv T] [--responses-store 1000]\n"
+    "                  [--pooling mean|last|cls]\n"
     "Serves the model over HTTP: OpenAI /v1/chat/completions (text and audio), /v1/completions,\n"
-    "/v1/audio/transcriptions, /v1/models; Anthropic\n"
+    "/v1/responses, /v1/embeddings, /v1/audio/transcriptions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md).\n"
     "  --host       address to bind (default 127.0.0.1, loopback only)\n"
     "  --port       TCP port; 0 picks a free one (the ready line says which); checked before the model loads\n"
@@ -39,7 +40,10 @@ static const char *usage =
     "  --mmproj FILE  the audio tower as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf; a folder of GGUF\n"
     "               files is searched for one)\n"
     "  --audio-windows N  a clip longer than 30 s: encode up to N 30 s windows, each its own run of soft tokens\n"
-    "               (default 1: the first 30 s, as the reference does)\n";
+    "               (default 1: the first 30 s, as the reference does)\n"
+    "  --responses-store N  /v1/responses kept in memory for previous_response_id and GET (oldest dropped first,\n"
+    "               64 MiB at most; 0 keeps none)\n"
+    "  --pooling    how /v1/embeddings pools the final hidden states: mean (default), last token, or cls (first)\n";
 
 static int wait_signal(const sigset_t *set, int timeout_ms) {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
@@ -51,7 +55,7 @@ int cmd_serve(int argc, char **argv) {
     tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
-                       {"audio-windows", 1, 0}, {"mmproj", 1, 0},
+                       {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"responses-store", 1, 0}, {"pooling", 1, 0},
                        TERN_DRAFT_OPTS, TERN_KV_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
@@ -63,7 +67,7 @@ int cmd_serve(int argc, char **argv) {
         fputs(TERN_KV_USAGE, stdout);
         return 0;
     }
-    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows;
+    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows, store;
     if (np != 1 || tern_args_int("serve", opts, "port", 8080, 0, 65535, &port) ||
         tern_args_int("serve", opts, "parallel", 4, 1, 256, &parallel) ||
         tern_args_int("serve", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
@@ -71,8 +75,14 @@ int cmd_serve(int argc, char **argv) {
         tern_args_int("serve", opts, "timeout", 600, 1, 7 * 24 * 3600, &timeout) ||
         tern_args_int("serve", opts, "max-body", 16 << 20, 1024, (int64_t)1 << 34, &max_body) ||
         tern_args_int("serve", opts, "threads", 0, 0, 1024, &threads) ||
-        tern_args_int("serve", opts, "audio-windows", 1, 1, 64, &windows)) {
+        tern_args_int("serve", opts, "audio-windows", 1, 1, 64, &windows) ||
+        tern_args_int("serve", opts, "responses-store", 1000, 0, 1 << 20, &store)) {
         fputs(usage, stderr);
+        return 2;
+    }
+    const char *pooling = tern_args_get(opts, "pooling") ? tern_args_get(opts, "pooling") : "mean";
+    if (strcmp(pooling, "mean") && strcmp(pooling, "last") && strcmp(pooling, "cls")) {
+        fprintf(stderr, "tern serve: --pooling must be mean, last or cls, got '%s'\n", pooling);
         return 2;
     }
     tern_engine_opts eo;
@@ -118,6 +128,8 @@ int cmd_serve(int argc, char **argv) {
         sc.timeout_s = (int)timeout;
         sc.max_body = (uint64_t)max_body;
         sc.audio_windows = (int)windows;
+        sc.responses_store = (int)store;
+        sc.pooling = !strcmp(pooling, "last") ? TERN_POOL_LAST : !strcmp(pooling, "cls") ? TERN_POOL_CLS : TERN_POOL_MEAN;
         sc.max_connections = (int)(parallel + max_queue + 64);
         err = tern_server_start(NULL, NULL, &sc, &server);
     }

@@ -11,6 +11,7 @@ struct ev_node {
     ev_node *next;
     tern_event ev; /* pointers below point into this node */
     char *text, *error;
+    float *embedding;
     int32_t top_ids[TERN_MAX_TOP_LOGPROBS];
     float top[TERN_MAX_TOP_LOGPROBS];
 };
@@ -49,6 +50,7 @@ static void node_free(ev_node *n) {
         return;
     free(n->text);
     free(n->error);
+    free(n->embedding);
     free(n);
 }
 
@@ -82,6 +84,14 @@ static ev_node *copy_event(const tern_event *ev) {
     n->text[ev->text_len] = 0;
     n->ev.text = n->text;
     n->ev.error = n->error;
+    if (ev->embedding && ev->n_embedding > 0) {
+        if (!(n->embedding = malloc((size_t)ev->n_embedding * sizeof *n->embedding))) {
+            node_free(n);
+            return NULL;
+        }
+        memcpy(n->embedding, ev->embedding, (size_t)ev->n_embedding * sizeof *n->embedding);
+    }
+    n->ev.embedding = n->embedding;
     int k = ev->n_top < 0 ? 0 : ev->n_top > TERN_MAX_TOP_LOGPROBS ? TERN_MAX_TOP_LOGPROBS : ev->n_top;
     if (k) {
         memcpy(n->top_ids, ev->top_ids, (size_t)k * sizeof *n->top_ids);
@@ -109,6 +119,8 @@ int channel_emit(channel *ch, const tern_event *ev) {
             n->ev.text_len = 0;
             n->ev.n_top = 0;
             n->ev.error = oom;
+            n->ev.embedding = NULL;
+            n->ev.n_embedding = 0;
         }
     }
     int lost = !n;

@@ -138,6 +138,7 @@ static void engine_free(tern_engine *e) {
         free(w->keys);
         free(w->gmask);
         free(w->final);
+        free(w->pooled);
     }
     free(e->rows);
     for (int k = 0; k < TERN_DRAFT_KINDS; k++)
@@ -200,8 +201,10 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         e->b_emb = malloc((size_t)e->o.step_tokens * sizeof *e->b_emb);
         e->b_prefill = malloc((size_t)P);
         e->ready = malloc((size_t)P * sizeof *e->ready);
+        e->hidden = malloc(((size_t)e->o.step_tokens + (size_t)P * (size_t)(e->o.draft_max + 1)) *
+                           (size_t)e->desc->hidden * sizeof *e->hidden);
         if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want || !e->b_emb ||
-            !e->b_prefill || !e->ready)
+            !e->b_prefill || !e->ready || !e->hidden)
             err = tern_errf(TERN_ENOMEM, "out of memory for %d rows", P);
     }
     for (int k = 0; k < TERN_DRAFT_KINDS; k++)
@@ -214,13 +217,12 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         if (!err && e->o.draft_model)
             err = tern_draft_open(e->o.draft_model, (tern_draft_head)e->o.draft_head, m, e->kv, P, e->o.ctx, e->pool,
                                   &dm);
-        if (dm) {
+        if (dm)
             e->sources[dm->kind] = dm;
-            if (dm->needs_hidden && !(e->hidden = malloc((size_t)P * (size_t)(e->o.draft_max + 1) *
-                                                         (size_t)e->desc->hidden * sizeof *e->hidden)))
-                err = tern_errf(TERN_ENOMEM, "out of memory");
-        }
     }
+    int needs_hidden = 0;
+    for (int k = 0; k < TERN_DRAFT_KINDS; k++)
+        needs_hidden |= e->sources[k] && e->sources[k]->needs_hidden;
     for (int r = 0; !err && r < P; r++) {
         eng_row *w = &e->rows[r];
         w->seq = r;
@@ -229,9 +231,9 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         w->lp = calloc((size_t)K + 1, sizeof *w->lp);
         w->draft = malloc(((size_t)K + 1) * sizeof *w->draft);
         w->chosen_toks = malloc(((size_t)K + 1) * sizeof *w->chosen_toks);
-        if (e->hidden)
+        if (needs_hidden)
             w->h = calloc((size_t)e->desc->hidden, sizeof *w->h);
-        if (!err && (!w->lp || !w->draft || !w->chosen_toks || (e->hidden && !w->h)))
+        if (!err && (!w->lp || !w->draft || !w->chosen_toks || (needs_hidden && !w->h)))
             err = tern_errf(TERN_ENOMEM, "out of memory");
         if (!err && e->pc)
             err = tern_pc_cursor_new(e->pc, &w->cursor);

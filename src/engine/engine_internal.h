@@ -113,6 +113,8 @@ typedef struct eng_request {
     int32_t *prediction;    /* predicted output (drafted from), or NULL */
     int64_t n_prediction;
     int draft_max;          /* resolved: 0 = no speculation */
+    int embed;              /* an embedding request: the prompt only, its hidden states pooled */
+    tern_pooling pooling;
     channel *ch;
     double t_submit, t_admit, t_first;
     struct eng_request *next; /* wait queue */
@@ -162,6 +164,7 @@ typedef struct eng_row {
     float rate_plain, rate_draft; /* running tokens per second of step time, without and with drafts */
     float acc_len;          /* running mean of drafted tokens kept per verify step */
     int64_t drafted, accepted, pred_accepted, pred_rejected;
+    float *pooled;           /* [hidden] embedding rows: the pooled hidden state so far (made at the first) */
 } eng_row;
 
 struct tern_engine {
@@ -180,7 +183,8 @@ struct tern_engine {
                                         * drafting is found slower than plain decoding (engine thread only) */
     eng_row *rows;         /* [parallel] */
     float *logits;         /* [parallel * (draft_max + 1)][vocab] */
-    float *hidden;         /* [parallel * (draft_max + 1)][hidden] when a source needs hidden states, else NULL */
+    float *hidden;         /* [step_tokens + parallel * (draft_max + 1)][hidden]: the hidden states a step's tokens
+                            * ask for (draft sources reading them, embedding rows) */
     int *b_seq, *b_row;    /* batch scratch [parallel] */
     int64_t *b_ntok;
     int32_t *b_ids;        /* [step_tokens] */

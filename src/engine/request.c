@@ -235,6 +235,19 @@ static tern_err *take_prediction(tern_engine *e, const tern_request *r, eng_requ
 /* Rejects a prompt that can never run; clamps max_tokens; fixes the reservation. */
 static tern_err *fit(tern_engine *e, const tern_request *r, eng_request *q) {
     const int64_t ctx = e->o.ctx, n = q->n_prompt;
+    if (q->embed) { /* the prompt alone */
+        if (n > ctx)
+            return tern_errf(TERN_EINVAL, "the input has %lld tokens but a request may hold %lld; shorten it or raise "
+                                          "--ctx",
+                             (long long)n, (long long)ctx);
+        q->reserve = tern_kv_cost_bytes(&e->cost, n);
+        if (q->reserve > e->budget.total)
+            return tern_errf(TERN_EINVAL, "the input has %lld tokens, which need %.1f MiB of KV cache, but the KV "
+                                          "budget is %.1f MiB; shorten it or raise the budget",
+                             (long long)n, mib(q->reserve), mib(e->budget.total));
+        q->max_tokens = 0;
+        return NULL;
+    }
     if (r->max_tokens < 0)
         return tern_errf(TERN_EINVAL, "max_tokens must be >= 0 (0 = as many as fit), got %lld", (long long)r->max_tokens);
     if (n + 1 > ctx)
@@ -265,9 +278,25 @@ tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out
         return tern_errf(TERN_ENOMEM, "out of memory");
     q->ignore_eos = r->ignore_eos;
     q->render_special = r->render_special;
+    q->embed = r->embed != 0;
+    q->pooling = r->pooling;
+    if (q->embed && (r->pooling < TERN_POOL_MEAN || r->pooling > TERN_POOL_CLS)) {
+        request_free(q);
+        return tern_errf(TERN_EINVAL, "pooling must be mean, last or cls, got %d", (int)r->pooling);
+    }
     tern_err *err = take_prompt(e, r, q);
     if (!err)
         err = take_embeds(e, r, q);
+    if (!err && q->embed) { /* nothing is generated: only the prompt and its soft tokens are read */
+        q->sp = tern_chain_defaults();
+        err = fit(e, r, q);
+        if (err) {
+            request_free(q);
+            return err;
+        }
+        *out = q;
+        return NULL;
+    }
     if (!err && r->grammar)
         err = constraint_acquire(e, r->grammar, r->grammar_len, r->grammar_special, &q->grammar);
     if (!err)

@@ -124,6 +124,10 @@ static void finish_row(tern_engine *e, eng_row *w, tern_finish finish, int32_t s
     ev.stop_token = stop_token;
     ev.stop_string = stop_string;
     ev.error = error;
+    if (q->embed && finish == TERN_FINISH_STOP) {
+        ev.embedding = w->pooled;
+        ev.n_embedding = e->desc->hidden;
+    }
     if (w->cursor)
         tern_pc_cursor_end(w->cursor);
     if (w->src)
@@ -200,7 +204,13 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     /* Plain steps first: the speed drafting has to beat (more of them while this source has lately been slower
      * than plain decoding on this machine). */
     w->rest = w->src && e->draft_pause[w->src->kind] > 8 ? e->draft_pause[w->src->kind] : 2;
-    if (e->pc) {
+    if (q->embed) { /* every position's hidden state is pooled, so none comes from the cache */
+        if (!w->pooled && !(w->pooled = malloc((size_t)e->desc->hidden * sizeof *w->pooled)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+        memset(w->pooled, 0, (size_t)e->desc->hidden * sizeof *w->pooled);
+        if (e->pc)
+            tern_pc_cursor_begin(w->cursor, NULL, 0);
+    } else if (e->pc) {
         /* At least the last prompt token must run through the model: its logits choose the first token. */
         const tern_pc_node *tail = NULL;
         int64_t got = tern_prefix_cache_match(e->pc, q->keys ? q->keys : q->prompt, q->n_prompt - 1, &tail);
@@ -222,6 +232,20 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */
+
+/* An embedding row's hidden states of this step (from its hout) into its pooled state: summed for the mean, the one
+ * state otherwise. */
+static void pool_hidden(tern_engine *e, eng_row *w, int n) {
+    const int64_t H = e->desc->hidden;
+    for (int k = 0; k < n; k++) {
+        const float *h = e->hidden + (size_t)(w->hout + k) * (size_t)H;
+        if (w->req->pooling == TERN_POOL_MEAN)
+            for (int64_t d = 0; d < H; d++)
+                w->pooled[d] += h[d];
+        else
+            memcpy(w->pooled, h, (size_t)H * sizeof *h);
+    }
+}
 
 typedef struct sample_job {
     tern_engine *e;
@@ -507,10 +531,17 @@ static void step(tern_engine *e) {
             e->b_emb[T + t] = row >= 0 ? q->emb + (size_t)row * (size_t)e->desc->hidden : NULL;
             soft |= row >= 0;
         }
-        /* Only a chunk that completes the prompt needs logits: its last token's choose the first token. */
-        memset(e->b_want + T, 0, (size_t)cnt);
-        if (w->n_past + cnt == w->n_toks)
+        /* Only a chunk that completes the prompt needs logits: its last token's choose the first token. An
+         * embedding row wants the hidden states its pooling reads instead. */
+        memset(e->b_want + T, q->embed && q->pooling == TERN_POOL_MEAN ? TERN_WANT_HIDDEN : 0, (size_t)cnt);
+        if (q->embed) {
+            if (q->pooling == TERN_POOL_LAST && w->n_past + cnt == w->n_toks)
+                e->b_want[T + cnt - 1] = TERN_WANT_HIDDEN;
+            if (q->pooling == TERN_POOL_CLS && w->n_past == 0)
+                e->b_want[T] = TERN_WANT_HIDDEN;
+        } else if (w->n_past + cnt == w->n_toks) {
             e->b_want[T + cnt - 1] = TERN_WANT_LOGITS | (w->src && w->src->needs_hidden ? TERN_WANT_HIDDEN : 0);
+        }
         T += cnt;
         n++;
     }
@@ -549,6 +580,17 @@ static void step(tern_engine *e) {
         }
         if (wants)
             e->ready[e->n_ready++] = e->b_row[i];
+        if (w->req->embed)
+            pool_hidden(e, w, hiddens);
+    }
+    for (int i = 0; i < n; i++) { /* embedding rows whose prompt has run are done */
+        eng_row *w = &e->rows[e->b_row[i]];
+        if (w->req && w->req->embed && w->n_past == w->n_toks) {
+            if (w->req->pooling == TERN_POOL_MEAN)
+                for (int64_t d = 0; d < e->desc->hidden; d++)
+                    w->pooled[d] /= (float)w->n_toks;
+            finish_row(e, w, TERN_FINISH_STOP, -1, -1, NULL);
+        }
     }
     sample_job job = {e};
     if (e->n_ready > 1)

@@ -35,6 +35,7 @@ void tern_server_config_default(tern_server_config *c) {
     c->timeout_s = 600;
     c->max_connections = 256;
     c->listen_fd = -1;
+    c->responses_store = 1000;
 }
 
 /* ---- ids ------------------------------------------------------------------------------------------ */
@@ -380,6 +381,9 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     tern_err *err = NULL;
     if (!s->host || !s->model_id || (c->api_key && !s->api_key))
         err = tern_errf(TERN_ENOMEM, "out of memory");
+    if (!err)
+        err = srv_resp_store_new(c->responses_store > 0 ? c->responses_store : 0, SRV_RESPONSES_STORE_BYTES,
+                                 &s->responses);
 
     int fd = c->listen_fd;
     if (!err && fd < 0)
@@ -463,5 +467,6 @@ void tern_server_stop(tern_server *s) {
     pthread_rwlock_destroy(&s->engine_lock);
     tern_pool_destroy(s->audio_pool);
     pthread_mutex_destroy(&s->audio_mu);
+    srv_resp_store_free(s->responses);
     free(s);
 }

@@ -4,10 +4,25 @@
 
 #include "server/server_internal.h"
 
+/* The generation and embedding endpoints this model answers (an extension, as vLLM's and LiteLLM's model cards
+ * carry one): chat-based ones need a chat template, transcription an audio tower. */
+static json_t *endpoints_json(tern_server *s) {
+    json_t *a = json_array();
+    int chat = s->chat && s->chat->tpl;
+    const char *all[] = {chat ? "/v1/chat/completions" : NULL, "/v1/completions", chat ? "/v1/responses" : NULL,
+                         "/v1/embeddings", chat ? "/v1/messages" : NULL,
+                         s->info.audio ? "/v1/audio/transcriptions" : NULL};
+    for (size_t i = 0; a && i < sizeof all / sizeof *all; i++)
+        if (all[i])
+            json_array_append_new(a, json_string(all[i]));
+    return a;
+}
+
 static json_t *model_json(tern_server *s) {
-    return json_pack("{s:s,s:s,s:I,s:s,s:{s:I,s:I,s:I}}", "id", s->model_id, "object", "model", "created",
-                     (json_int_t)s->created, "owned_by", "tern", "meta", "n_ctx", (json_int_t)s->ctx, "n_vocab",
-                     (json_int_t)s->info.vocab_size, "n_ctx_train", (json_int_t)s->info.ctx_train);
+    return json_pack("{s:s,s:s,s:I,s:s,s:o,s:{s:I,s:I,s:I}}", "id", s->model_id, "object", "model", "created",
+                     (json_int_t)s->created, "owned_by", "tern", "endpoints", endpoints_json(s), "meta", "n_ctx",
+                     (json_int_t)s->ctx, "n_vocab", (json_int_t)s->info.vocab_size, "n_ctx_train",
+                     (json_int_t)s->info.ctx_train);
 }
 
 int srv_handle_models(srv_req *r, json_t *body) {

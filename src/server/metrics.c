@@ -13,9 +13,9 @@ static const double TTFT_BUCKETS[SRV_HIST_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 
 static const double TPOT_BUCKETS[SRV_HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
                                                       0.1,   0.15,   0.2,   0.3,  0.5,  1,    2.5,  5};
 
-static const char *ROUTE_NAMES[SRV_N_ROUTES] = {"chat_completions", "completions", "messages",
-                                               "count_tokens",     "models",      "health",
-                                               "metrics",          "audio_transcriptions", "other"};
+static const char *ROUTE_NAMES[SRV_N_ROUTES] = {
+    "chat_completions", "completions", "responses", "embeddings", "messages", "count_tokens", "models", "health",
+    "metrics",          "audio_transcriptions", "other"};
 static const char *FINISH_NAMES[5] = {"none", "stop", "length", "cancelled", "error"};
 
 const char *srv_route_name(int route) {

@@ -209,10 +209,7 @@ json_t *srv_chat_response(void *run) {
 
 /* ---- the request ---------------------------------------------------------------------------------- */
 
-/* tool_choice: "none" hides the tools; "required" forces a call of one of them and a named function a call of that
- * one (by a grammar: *forced is then 1), which is then the only tool shown. *tools_out is a new reference or NULL;
- * *parse_tools says whether to parse calls. */
-static tern_err *resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools, int *forced) {
+tern_err *srv_resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools, int *forced) {
     const json_t *tools = json_object_get(body, "tools");
     const json_t *choice = json_object_get(body, "tool_choice");
     const json_t *ptc = json_object_get(body, "parallel_tool_calls");
@@ -312,7 +309,7 @@ int srv_handle_chat(srv_req *r, json_t *body) {
     if (!err)
         err = check_unsupported(body);
     if (!err)
-        err = resolve_tools(body, &tools, &parse_tools, &forced);
+        err = srv_resolve_tools(body, &tools, &parse_tools, &forced);
     if (!err) { /* a forced tool call, else the response format's grammar (or llama.cpp's `grammar`) */
         char *gbnf = NULL;
         err = forced ? srv_tool_call_grammar(tools, NULL, &gbnf) : srv_response_grammar(body, &gbnf);

@@ -1,12 +1,13 @@
 /* routes.c — the route table: which handler answers which method and path. A known path asked with another
  * method is a 405 that lists the allowed ones; anything else is a 404. HEAD is answered like GET. */
+#include <stdio.h>
 #include <string.h>
 
 #include "server/server_internal.h"
 
 typedef struct route {
     const char *method;
-    const char *path; /* exact, or a prefix when it ends with '/' */
+    const char *path; /* exact; a prefix and one more segment when it ends with '/'; any tail when it ends with '*' */
     srv_handler handler;
     int id;
     srv_api api;
@@ -15,6 +16,10 @@ typedef struct route {
 static const route ROUTES[] = {
     {"POST", "/v1/chat/completions", srv_handle_chat, SRV_ROUTE_CHAT, API_OPENAI},
     {"POST", "/v1/completions", srv_handle_completions, SRV_ROUTE_COMPLETIONS, API_OPENAI},
+    {"POST", "/v1/embeddings", srv_handle_embeddings, SRV_ROUTE_EMBEDDINGS, API_OPENAI},
+    {"POST", "/v1/responses", srv_handle_responses, SRV_ROUTE_RESPONSES, API_OPENAI},
+    {"GET", "/v1/responses/*", srv_handle_response_get, SRV_ROUTE_RESPONSES, API_OPENAI},
+    {"DELETE", "/v1/responses/*", srv_handle_response_delete, SRV_ROUTE_RESPONSES, API_OPENAI},
     {"POST", "/v1/audio/transcriptions", srv_handle_transcriptions, SRV_ROUTE_TRANSCRIPTIONS, API_OPENAI},
     {"POST", "/v1/messages", srv_handle_messages, SRV_ROUTE_MESSAGES, API_ANTHROPIC},
     {"POST", "/v1/messages/count_tokens", srv_handle_count_tokens, SRV_ROUTE_COUNT_TOKENS, API_ANTHROPIC},
@@ -26,6 +31,8 @@ static const route ROUTES[] = {
 
 static int path_matches(const route *r, const char *url) {
     size_t n = strlen(r->path);
+    if (r->path[n - 1] == '*')
+        return strncmp(url, r->path, n - 1) == 0 && url[n - 1] != 0;
     if (r->path[n - 1] == '/')
         return strncmp(url, r->path, n) == 0 && url[n] != 0 && !strchr(url + n, '/');
     return strcmp(url, r->path) == 0;
@@ -46,9 +53,18 @@ int srv_route(const char *method, const char *url, srv_handler *h, int *route_id
         }
     }
     if (found) {
+        static __thread char methods[64];
+        methods[0] = 0;
+        for (size_t i = 0; i < sizeof ROUTES / sizeof *ROUTES; i++)
+            if (path_matches(&ROUTES[i], url)) {
+                int get = strcmp(ROUTES[i].method, "GET") == 0;
+                size_t len = strlen(methods);
+                snprintf(methods + len, sizeof methods - len, "%s%s", len ? ", " : "",
+                         get ? "GET, HEAD" : ROUTES[i].method);
+            }
         *route_id = found->id;
         *api = found->api;
-        *allow = strcmp(found->method, "GET") == 0 ? "GET, HEAD" : found->method;
+        *allow = methods;
         return 405;
     }
     *api = strncmp(url, "/v1/messages", 12) == 0 ? API_ANTHROPIC : API_OPENAI;

@@ -1,5 +1,5 @@
 /* server.h — the HTTP server over a loaded model and a running engine: OpenAI (/v1/chat/completions,
- * /v1/completions, /v1/models), Anthropic (/v1/messages), /health and /metrics. `tern serve` is a thin shell
+ * /v1/completions, /v1/responses, /v1/embeddings, /v1/models), Anthropic (/v1/messages), /health and /metrics. `tern serve` is a thin shell
  * around this; docs/api.md lists every endpoint and field.
  *
  * Threads: libmicrohttpd runs one thread per connection (bounded by max_connections); a request's thread
@@ -27,6 +27,9 @@ typedef struct tern_server_config {
                            * host:port when starting */
     const char *model_dir; /* names the model (when model_id is NULL) for a server started before it loads */
     int audio_windows;     /* a clip longer than 30 s: encode up to this many 30 s windows; default 1 (truncate) */
+    int responses_store;   /* /v1/responses kept for previous_response_id and GET (oldest dropped first, and past
+                            * 64 MiB); default 1000, 0 keeps none */
+    tern_pooling pooling;  /* /v1/embeddings: how the final hidden states pool; default mean */
 } tern_server_config;
 
 typedef struct tern_server tern_server;

@@ -5,6 +5,9 @@
  *   params.c             request validation: field types and ranges, sampling, stops, logit bias
  *   openai_chat.c        POST /v1/chat/completions
  *   openai_completions.c POST /v1/completions
+ *   openai_embeddings.c  POST /v1/embeddings
+ *   openai_responses.c   POST /v1/responses, GET / DELETE /v1/responses/{id}, GET .../{id}/input_items
+ *   responses_store.c    the responses kept for previous_response_id
  *   anthropic.c          POST /v1/messages, /v1/messages/count_tokens
  *   info.c               GET /health, /v1/models
  *   metrics.c            GET /metrics (Prometheus text) and the counters behind it
@@ -51,7 +54,7 @@ typedef struct srv_hist {
     uint64_t n;
 } srv_hist;
 
-enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_MESSAGES, SRV_ROUTE_COUNT_TOKENS, SRV_ROUTE_MODELS,
+enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_RESPONSES, SRV_ROUTE_EMBEDDINGS, SRV_ROUTE_MESSAGES, SRV_ROUTE_COUNT_TOKENS, SRV_ROUTE_MODELS,
        SRV_ROUTE_HEALTH, SRV_ROUTE_METRICS, SRV_ROUTE_TRANSCRIPTIONS, SRV_ROUTE_OTHER, SRV_N_ROUTES };
 
 typedef struct srv_metrics {
@@ -76,6 +79,29 @@ char *srv_metrics_render(srv_metrics *m, tern_engine *e, size_t *len);
 /* The route label for metrics. */
 const char *srv_route_name(int route);
 
+/* ---- stored responses (responses_store.c) -------------------------------------------------------- */
+
+typedef struct srv_resp_store srv_resp_store;
+
+/* The byte cap of the responses store (its JSON text). */
+#define SRV_RESPONSES_STORE_BYTES ((size_t)64 << 20)
+
+/* A store of at most max_count responses and max_bytes bytes; max_count 0 keeps nothing. */
+tern_err *srv_resp_store_new(int max_count, size_t max_bytes, srv_resp_store **out);
+/* Frees every entry; NULL is fine. */
+void srv_resp_store_free(srv_resp_store *st);
+/* 1 if the store keeps anything. */
+int srv_resp_store_enabled(const srv_resp_store *st);
+/* Keeps copies of a response, its input items and the conversation it ends (chat messages), dropping the oldest
+ * entries past the caps. 0, or -1 when it was not kept (store off, larger than the byte cap, out of memory). */
+int srv_resp_store_put(srv_resp_store *st, const char *id, const json_t *response, const json_t *input_items,
+                       const json_t *messages);
+/* Copies of what is kept under id (any out pointer may be NULL): 1, 0 when unknown or dropped, -1 out of memory. */
+int srv_resp_store_get(srv_resp_store *st, const char *id, json_t **response, json_t **input_items,
+                       json_t **messages);
+/* Forgets id: 1 if it was kept. */
+int srv_resp_store_delete(srv_resp_store *st, const char *id);
+
 /* ---- the server -------------------------------------------------------------------------------- */
 
 struct tern_server {
@@ -98,6 +124,7 @@ struct tern_server {
     long created; /* unix time the server started */
     pthread_mutex_t audio_mu; /* one clip encoding at a time, on audio_pool (made at the first audio request) */
     tern_pool *audio_pool;
+    srv_resp_store *responses; /* --responses-store */
     srv_metrics metrics;
 };
 
@@ -150,6 +177,11 @@ int srv_route(const char *method, const char *url, srv_handler *h, int *route, s
 int srv_handle_chat(srv_req *r, json_t *body);
 int srv_handle_completions(srv_req *r, json_t *body);
 int srv_handle_messages(srv_req *r, json_t *body);
+int srv_handle_responses(srv_req *r, json_t *body);
+int srv_handle_embeddings(srv_req *r, json_t *body);
+/* GET /v1/responses/{id}, GET /v1/responses/{id}/input_items, DELETE /v1/responses/{id}. */
+int srv_handle_response_get(srv_req *r, json_t *body);
+int srv_handle_response_delete(srv_req *r, json_t *body);
 /* POST /v1/audio/transcriptions (openai_audio.c): the body is multipart/form-data, read from r->body (the JSON
  * argument is NULL). */
 int srv_handle_transcriptions(srv_req *r, json_t *unused);
@@ -217,6 +249,22 @@ void srv_messages_start(void *run, sbuf *out);
 /* The non-streaming message body, after on_done ran. */
 json_t *srv_messages_response(void *run);
 
+/* A /v1/responses body read into chat terms (messages with the instructions first, tools, tool_choice, the text
+ * format's grammar checked, sampling fields): what the handler renders and validates next. Errors name the field. */
+tern_err *srv_responses_chat_body(tern_server *s, const json_t *body, json_t **chat);
+/* A /v1/embeddings body: its inputs as a list (each a string or a token-id array), encoding_format and dimensions
+ * (1..hidden). Errors name the field. */
+tern_err *srv_embeddings_read(const json_t *body, int64_t vocab, int64_t hidden, json_t **inputs, int *base64,
+                              int64_t *dims);
+
+/* A Responses reply in the making (openai_responses.c), not stored; NULL on OOM. Freed by its ops' free_ctx. */
+void *srv_responses_run_new(tern_server *s, int streaming, int parse_tools);
+const srv_gen_ops *srv_responses_ops(void);
+/* response.created and response.in_progress, the first events of a stream. */
+void srv_responses_start(void *run, sbuf *out);
+/* The response object (borrowed), complete after on_done ran. */
+json_t *srv_responses_response(void *run);
+
 /* ---- request validation (params.c) ------------------------------------------------------------- */
 
 typedef struct srv_params {
@@ -264,6 +312,10 @@ json_t *srv_json_logprob(float lp);
 
 /* ---- shared by the generation endpoints -------------------------------------------------------- */
 
+/* OpenAI tool_choice over a chat body's tools: "none" hides the tools; "required" forces a call of one of them and a
+ * named function a call of that one (by a grammar: *forced is then 1), which is then the only tool shown.
+ * *tools_out is a new reference or NULL; *parse_tools says whether to parse calls. */
+tern_err *srv_resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools, int *forced);
 /* Renders and tokenizes a chat for this model. messages/tools in OpenAI form. */
 tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
                           int add_generation_prompt, int32_t **ids, size_t *n);

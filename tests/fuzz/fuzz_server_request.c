@@ -1,6 +1,6 @@
 /* fuzz_server_request.c — request bodies through everything the server does to them before the engine sees a
- * request: JSON parsing, field validation for the three APIs (chat, completions, Anthropic messages), chat
- * message normalization (OpenAI and Anthropic forms) and tool validation; and the same bytes as model output
+ * request: JSON parsing, field validation for the APIs (chat, completions, Anthropic messages, Responses,
+ * embeddings), chat message normalization (OpenAI, Anthropic and Responses forms) and tool validation; and the same bytes as model output
  * through the Gemma 4 reply splitter (in three pieces) and tool-call reader, and the lossy UTF-8 string maker. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,6 +40,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_decref(msgs);
         json_decref(tools);
         tern_err_free(tern_chat_validate_tools(json_object_get(body, "tools")));
+        /* the Responses body in chat terms, and the checks the chat path runs on it next */
+        static tern_server srv = {.model_id = "m"};
+        json_t *chat = NULL;
+        tern_err_free(srv_responses_chat_body(&srv, body, &chat));
+        if (chat) {
+            srv_params p;
+            tern_err_free(srv_params_parse(chat, PARAMS_CHAT, 262144, &p));
+            srv_params_free(&p);
+            json_t *shown = NULL;
+            int parse = 0, forced = 0;
+            tern_err_free(srv_resolve_tools(chat, &shown, &parse, &forced));
+            json_decref(shown);
+            json_decref(chat);
+        }
+        json_t *inputs = NULL;
+        int b64;
+        int64_t dims;
+        tern_err_free(srv_embeddings_read(body, 262144, 64, &inputs, &b64, &dims));
+        json_decref(inputs);
         json_decref(body);
     }
 

@@ -1,5 +1,5 @@
-// replay_sdk.mjs — serves replies recorded by test_server_replies (chat.sse, chat.json, messages.sse,
-// messages.json in DIR) over a loopback HTTP server and reads them with the official `openai` and
+// replay_sdk.mjs — serves replies recorded by test_server_replies (chat, messages and responses, .sse and .json, in
+// DIR) over a loopback HTTP server and reads them with the official `openai` and
 // `@anthropic-ai/sdk` clients, whose own stream accumulators must rebuild the tool call, the text and the
 // thinking exactly as tern meant them.
 //   node replay_sdk.mjs DIR
@@ -15,7 +15,7 @@ const { OpenAI } = require("openai");
 const { Anthropic } = require("@anthropic-ai/sdk");
 
 const dir = process.argv[2];
-const files = Object.fromEntries(["chat.sse", "chat.json", "messages.sse", "messages.json"].map((f) => [f, readFileSync(join(dir, f))]));
+const files = Object.fromEntries(["chat.sse", "chat.json", "messages.sse", "messages.json", "responses.sse", "responses.json"].map((f) => [f, readFileSync(join(dir, f))]));
 let checks = 0;
 const check = (cond, what) => {
 	assert.ok(cond, what);
@@ -27,7 +27,8 @@ const server = createServer((req, res) => {
 	req.on("data", (d) => (body += d));
 	req.on("end", () => {
 		const stream = JSON.parse(body).stream === true;
-		const name = (req.url.startsWith("/v1/messages") ? "messages" : "chat") + (stream ? ".sse" : ".json");
+		const kind = req.url.startsWith("/v1/messages") ? "messages" : req.url.startsWith("/v1/responses") ? "responses" : "chat";
+		const name = kind + (stream ? ".sse" : ".json");
 		res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json" });
 		res.end(files[name]);
 	});
@@ -53,6 +54,18 @@ try {
 	assert.deepEqual(JSON.parse(plain.choices[0].message.tool_calls[0].function.arguments), { city: "Paris", days: 3 });
 	checks++;
 	check(plain.choices[0].message.reasoning_content === "Let me check.", "non-stream: reasoning_content");
+
+	// Responses: the stream helper's accumulator and the plain reply
+	const rreq = { model: "m", input: "Weather in Paris?", tools: [{ type: "function", name: "get_weather", parameters: { type: "object" } }] };
+	const fr = await openai.responses.stream(rreq).finalResponse();
+	check(fr.output.map((o) => o.type).join(",") === "reasoning,message,function_call", `responses stream: items ${fr.output.map((o) => o.type)}`);
+	check(fr.output[0].content[0].text === "Let me check.", "responses stream: reasoning text");
+	check(fr.output_text === "Checking the weather.", `responses stream: output_text ${JSON.stringify(fr.output_text)}`);
+	check(fr.output[2].name === "get_weather" && fr.output[2].call_id.startsWith("call_"), "responses stream: function_call");
+	assert.deepEqual(JSON.parse(fr.output[2].arguments), { city: "Paris", days: 3 });
+	checks++;
+	const pr = await openai.responses.create(rreq);
+	check(pr.output_text === "Checking the weather." && pr.output[2].arguments === fr.output[2].arguments, "responses: plain reply");
 
 	const anthropic = new Anthropic({ baseURL: base, apiKey: "unused", maxRetries: 0 });
 	const areq = { model: "m", max_tokens: 50, messages: [{ role: "user", content: "Weather in Paris?" }] };

@@ -69,6 +69,7 @@ typedef struct result {
     char text[16384];
     size_t text_len;
     tern_event done; /* pointers cleared */
+    float emb[1024];  /* the DONE event's embedding (its first n_embedding values) */
     int finished;
     int bad_order; /* an event came out of order (checked on the test thread: callbacks must not assert) */
 } result;
@@ -91,6 +92,9 @@ static void take(result *r, const tern_event *ev) {
         r->n++;
     } else {
         r->done = *ev;
+        if (ev->embedding && ev->n_embedding > 0 && ev->n_embedding <= 1024)
+            memcpy(r->emb, ev->embedding, (size_t)ev->n_embedding * sizeof(float));
+        r->done.embedding = NULL;
         r->done.text = NULL;
         r->done.error = NULL;
         r->done.top_ids = NULL;
@@ -652,6 +656,108 @@ static void test_soft_token_spans(void **state) {
     free(pad_rows), free(A), free(B);
 }
 
+/* Every final (normed) hidden state of a prompt, straight from the model: one forward over the whole prompt. */
+static void ref_hidden(const int32_t *prompt, int64_t n, float *hidden) {
+    tern_gemma4 *g;
+    tern_pool *pool;
+    tern_kv *kv;
+    TU_OK(tern_gemma4_load(model_dir, &g));
+    TU_OK(tern_pool_create(1, &pool));
+    TU_OK(tern_gemma4_kv_create(g, 1, n, n, TERN_KV_BF16, TERN_KV_BF16, &kv));
+    uint8_t *want = malloc((size_t)n);
+    memset(want, TERN_WANT_HIDDEN, (size_t)n);
+    int seq = 0;
+    tern_batch b = {.n_rows = 1, .seq = &seq, .n_tok = &n, .ids = prompt, .want = want};
+    TU_OK(tern_gemma4_forward(g, kv, pool, &b, NULL, hidden));
+    free(want);
+    tern_kv_free(kv);
+    tern_pool_destroy(pool);
+    tern_gemma4_free(g);
+}
+
+static void assert_close(const float *a, const float *b, int64_t n, float tol, const char *what) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= tol * (1.0f + fabsf(b[i]))))
+            fail_msg("%s: [%lld] %g vs %g", what, (long long)i, (double)a[i], (double)b[i]);
+}
+
+/* Embedding requests: the prompt's hidden states pooled (mean, last, first) as the model computes them in one
+ * forward, though the engine runs the prompt in chunks; the same vector beside a generating row as alone, and again
+ * after the prompt went into the prefix cache (which embedding rows never read); nothing generated; an input beyond
+ * the context refused. */
+static void test_embeddings(void **state) {
+    tern_model_info info;
+    tern_model_get_info(model, &info);
+    const int64_t H = info.hidden_size, N = 70;
+    assert_true(H <= 1024);
+    int32_t P[161];
+    fill_ids(P, 161, 33);
+    float *ref = malloc((size_t)(N * H) * sizeof(float)), *mean = calloc((size_t)H, sizeof(float));
+    ref_hidden(P, N, ref);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t d = 0; d < H; d++)
+            mean[d] += ref[t * H + d];
+    for (int64_t d = 0; d < H; d++)
+        mean[d] /= (float)N;
+    tern_engine *e = make_engine(2, 160, 0, 32 << 20, 16, 40, 8);
+    static result solo, beside, again, gen, last, first;
+    memset(&solo, 0, sizeof solo), memset(&beside, 0, sizeof beside), memset(&again, 0, sizeof again);
+    memset(&gen, 0, sizeof gen), memset(&last, 0, sizeof last), memset(&first, 0, sizeof first);
+    tern_request r = greedy_request(P, (size_t)N, 0);
+    r.embed = 1;
+    tern_stream *s = submit(e, &r);
+    drain(s, &solo);
+    tern_stream_free(s);
+    assert_int_equal(solo.n, 0);
+    assert_int_equal(solo.done.finish, TERN_FINISH_STOP);
+    assert_int_equal(solo.done.n_embedding, H);
+    assert_int_equal(solo.done.usage.prompt_tokens, N);
+    assert_int_equal(solo.done.usage.completion_tokens, 0);
+    assert_close(solo.emb, mean, H, 1e-5f, "mean pooling");
+    /* beside a generating row that prefills at the same time */
+    tern_request g = greedy_request(P + 3, 50, 20);
+    tern_stream *sg = submit(e, &g);
+    s = submit(e, &r);
+    drain(s, &beside);
+    drain(sg, &gen);
+    tern_stream_free(s);
+    tern_stream_free(sg);
+    assert_int_equal(gen.n, 20);
+    assert_memory_equal(beside.emb, solo.emb, (size_t)H * sizeof(float));
+    s = submit(e, &r); /* its prompt is cached now: not read */
+    drain(s, &again);
+    tern_stream_free(s);
+    assert_int_equal(again.done.usage.cached_tokens, 0);
+    assert_memory_equal(again.emb, solo.emb, (size_t)H * sizeof(float));
+    r.pooling = TERN_POOL_LAST;
+    s = submit(e, &r);
+    drain(s, &last);
+    tern_stream_free(s);
+    assert_close(last.emb, ref + (N - 1) * H, H, 1e-5f, "last pooling");
+    r.pooling = TERN_POOL_CLS;
+    s = submit(e, &r);
+    drain(s, &first);
+    tern_stream_free(s);
+    assert_close(first.emb, ref, H, 1e-5f, "cls pooling");
+    /* the prompt alone must fit: the whole context is fine, one more is not */
+    tern_request full = greedy_request(P, 160, 0);
+    full.embed = 1;
+    s = submit(e, &full);
+    static result whole;
+    memset(&whole, 0, sizeof whole);
+    drain(s, &whole);
+    tern_stream_free(s);
+    assert_int_equal(whole.done.finish, TERN_FINISH_STOP);
+    full.n_prompt_ids = 161;
+    tern_stream *none = NULL;
+    TU_FAILS_WITH(tern_engine_submit(e, &full, NULL, NULL, &none, NULL), "but a request may hold 160");
+    full.n_prompt_ids = 10, full.pooling = (tern_pooling)7;
+    TU_FAILS_WITH(tern_engine_submit(e, &full, NULL, NULL, &none, NULL), "pooling must be");
+    tern_engine_destroy(e);
+    free(ref);
+    free(mean);
+}
+
 /* Constrained decoding: every reply follows its grammar (greedy, seeded sampling, beside an unconstrained row whose
  * reply is what it is alone), ends where the grammar is complete, or says "length" when max_tokens cuts it; a
  * grammar that does not compile is refused at submit. */
@@ -1119,7 +1225,7 @@ int main(void) {
         cmocka_unit_test(test_grammar_constrained), cmocka_unit_test(test_cancel_frees_memory),
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
-        cmocka_unit_test(test_kv_cache_types),
+        cmocka_unit_test(test_kv_cache_types),      cmocka_unit_test(test_embeddings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,8 @@
-/* test_server_replies.c — how the chat and Anthropic endpoints turn a model's events into replies, driven with
+/* test_server_replies.c — how the chat, Responses and Anthropic endpoints turn a model's events into replies, driven with
  * scripted events (no engine: the demo model's random weights never write tool calls): Gemma 4 thinking,
  * content and tool-call markup split across tokens the way a real model emits them become reasoning_content /
- * content / tool_calls (OpenAI) and thinking / text / tool_use blocks (Anthropic), streaming and not, with the
+ * content / tool_calls (OpenAI chat), reasoning / message / function_call items (Responses) and thinking / text /
+ * tool_use blocks (Anthropic), streaming and not, with the
  * right finish and stop reasons and failure frames. The streams produced are then replayed over HTTP to the
  * official `openai` and `@anthropic-ai/sdk` clients (tests/server/replay_sdk.mjs), whose own accumulators must
  * rebuild the same tool calls. */
@@ -248,6 +249,95 @@ static void test_messages_non_stream(void **state) {
     free_server(s);
 }
 
+/* Responses: the same reply as output items — reasoning, message, function_call in the order written — and as the
+ * Responses event stream, each event named as its data's type and numbered from 0. */
+static void test_responses_stream(void **state) {
+    tern_server *s = fake_server();
+    const srv_gen_ops *ops = srv_responses_ops();
+    void *c = srv_responses_run_new(s, 1, 1);
+    sbuf out = {0};
+    srv_responses_start(c, &out);
+    replay(ops, c, N_PIECES, TERN_FINISH_STOP, -1, &out);
+    json_t *events;
+    json_t *data = ts_sse(out.p, &events);
+    size_t n = json_array_size(data);
+    assert_int_equal(json_array_size(events), n);
+    static const char *const want[] = {
+        "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+        "response.reasoning_text.delta", "response.reasoning_text.delta", "response.reasoning_text.done",
+        "response.content_part.done", "response.output_item.done", "response.output_item.added",
+        "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
+        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+        "response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done", "response.completed"};
+    assert_int_equal(n, sizeof want / sizeof *want);
+    for (size_t i = 0; i < n; i++) {
+        json_t *d = json_array_get(data, i);
+        assert_string_equal(json_string_value(json_array_get(events, i)), want[i]);
+        assert_string_equal(ts_str(d, "type"), want[i]);
+        assert_int_equal(ts_int(d, "sequence_number"), (long long)i);
+    }
+    assert_string_equal(ts_str(data, "6.text"), "Let me check.");
+    assert_string_equal(ts_str(data, "13.text"), "Checking the weather.");
+    assert_int_equal(ts_int(data, "13.output_index"), 1);
+    assert_string_equal(ts_str(data, "18.arguments"), "{\"city\":\"Paris\",\"days\":3}");
+    assert_string_equal(ts_str(data, "20.response.output_text"), "Checking the weather.");
+    assert_int_equal(ts_int(data, "20.response.usage.input_tokens_details.cached_tokens"), 10);
+    assert_true(ts_int(data, "20.response.usage.output_tokens_details.reasoning_tokens") >= 2);
+    save("responses.sse", out.p, out.len);
+    json_decref(data);
+    json_decref(events);
+    sbuf_free(&out);
+    ops->free_ctx(c);
+    free_server(s);
+}
+
+static void test_responses_non_stream(void **state) {
+    tern_server *s = fake_server();
+    const srv_gen_ops *ops = srv_responses_ops();
+    void *c = srv_responses_run_new(s, 0, 1);
+    replay(ops, c, N_PIECES, TERN_FINISH_STOP, -1, NULL);
+    json_t *v = srv_responses_response(c);
+    assert_string_equal(ts_str(v, "status"), "completed");
+    assert_string_equal(ts_str(v, "output.0.type"), "reasoning");
+    assert_string_equal(ts_str(v, "output.0.content.0.text"), "Let me check.");
+    assert_string_equal(ts_str(v, "output.1.type"), "message");
+    assert_string_equal(ts_str(v, "output.1.content.0.text"), "Checking the weather.");
+    assert_string_equal(ts_str(v, "output.2.type"), "function_call");
+    assert_string_equal(ts_str(v, "output.2.name"), "get_weather");
+    assert_true(!strncmp(ts_str(v, "output.2.call_id"), "call_", 5));
+    assert_string_equal(ts_str(v, "output.2.arguments"), "{\"city\":\"Paris\",\"days\":3}");
+    assert_int_equal(ts_int(v, "usage.total_tokens"), 30 + N_PIECES + 1);
+    char *text = json_dumps(v, JSON_COMPACT);
+    save("responses.json", text, strlen(text));
+    free(text);
+    ops->free_ctx(c);
+    /* Cut off inside the reasoning: incomplete, the reasoning item kept, no message. */
+    c = srv_responses_run_new(s, 0, 1);
+    replay(ops, c, 3, TERN_FINISH_LENGTH, -1, NULL);
+    v = srv_responses_response(c);
+    assert_string_equal(ts_str(v, "status"), "incomplete");
+    assert_string_equal(ts_str(v, "incomplete_details.reason"), "max_output_tokens");
+    assert_string_equal(ts_str(v, "output.0.content.0.text"), "Let me ");
+    assert_int_equal(json_array_size(ts_get(v, "output")), 1);
+    assert_string_equal(ts_str(v, "output_text"), "");
+    ops->free_ctx(c);
+    /* A failure mid-stream: an error event, then response.failed. */
+    sbuf out = {0};
+    c = srv_responses_run_new(s, 1, 1);
+    ops->on_fail(c, 503, "the server is shutting down", &out);
+    json_t *events, *data = ts_sse(out.p, &events);
+    assert_string_equal(json_string_value(json_array_get(events, 0)), "error");
+    assert_string_equal(ts_str(data, "0.message"), "the server is shutting down");
+    assert_string_equal(json_string_value(json_array_get(events, 1)), "response.failed");
+    assert_string_equal(ts_str(data, "1.response.status"), "failed");
+    json_decref(data);
+    json_decref(events);
+    sbuf_free(&out);
+    ops->free_ctx(c);
+    free_server(s);
+}
+
 /* The official clients read the replies recorded above (served by replay_sdk.mjs). */
 static void test_sdk_replay(void **state) {
     char *out = NULL;
@@ -266,7 +356,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_stream),           cmocka_unit_test(test_chat_non_stream),
         cmocka_unit_test(test_stream_failure_frames), cmocka_unit_test(test_messages_stream),
-        cmocka_unit_test(test_messages_non_stream),   cmocka_unit_test(test_sdk_replay),
+        cmocka_unit_test(test_messages_non_stream),   cmocka_unit_test(test_responses_stream),
+        cmocka_unit_test(test_responses_non_stream),  cmocka_unit_test(test_sdk_replay),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

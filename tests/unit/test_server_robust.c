@@ -1,5 +1,6 @@
 /* test_server_robust.c — the server under hostile or unlucky clients and at shutdown: a client that hangs up
- * mid-stream or before a non-streaming reply (its request is cancelled and its row freed), slow-loris clients
+ * mid-stream or before a non-streaming reply, on every generation route and in an embeddings batch (its requests are
+ * cancelled and their rows freed), slow-loris clients
  * that stall in the headers or the body (dropped after --timeout), a client reading one byte at a time (gets
  * every byte), garbage instead of HTTP, concurrent requests batched together giving the same greedy text as
  * alone, and SIGTERM: a drain that lets a running stream finish and refuses new connections, and a second
@@ -7,6 +8,7 @@
  * leaks). */
 #include <pthread.h>
 
+#include "core/sbuf.h"
 #include "server_util.h"
 
 static const char LONG_STREAM[] =
@@ -22,6 +24,19 @@ static int open_post(int port, const char *path, const char *body, int close_con
     int fd = ts_connect(port);
     assert_true(fd >= 0);
     ts_send(fd, req, (size_t)k);
+    return fd;
+}
+
+/* open_post for a body of any size. */
+static int open_post_big(int port, const char *path, const char *body) {
+    char head[512];
+    int k = snprintf(head, sizeof head,
+                     "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n", path,
+                     strlen(body));
+    int fd = ts_connect(port);
+    assert_true(fd >= 0);
+    ts_send(fd, head, (size_t)k);
+    ts_send(fd, body, strlen(body));
     return fd;
 }
 
@@ -62,6 +77,28 @@ static void test_disconnects(void **state) {
     assert_true(ts_read_until(fd, "content_block_delta", buf, sizeof buf));
     close(fd);
     assert_true(ts_wait_metric(S.port, "tern_client_disconnects_total", 3) >= 3);
+    wait_idle(S.port);
+    /* a Responses stream */
+    fd = open_post(S.port, "/v1/responses", "{\"input\":\"go\",\"max_output_tokens\":100000,\"stream\":true}", 0);
+    assert_true(ts_read_until(fd, "response.output_text.delta", buf, sizeof buf));
+    close(fd);
+    assert_true(ts_wait_metric(S.port, "tern_client_disconnects_total", 4) >= 4);
+    wait_idle(S.port);
+    /* an embeddings batch far longer than the rows: the inputs still running and those not started are dropped */
+    sbuf big = {0};
+    sbuf_adds(&big, "{\"input\":[");
+    for (int i = 0; i < 200; i++) {
+        sbuf_adds(&big, i ? ",\"" : "\"");
+        for (int w = 0; w < 1000; w++)
+            sbuf_adds(&big, "word ");
+        sbuf_adds(&big, "\"");
+    }
+    sbuf_adds(&big, "]}");
+    fd = open_post_big(S.port, "/v1/embeddings", big.p);
+    sbuf_free(&big);
+    assert_true(ts_wait_metric(S.port, "tern_active_rows", 1) >= 1);
+    close(fd);
+    assert_true(ts_wait_metric(S.port, "tern_client_disconnects_total", 5) >= 5);
     wait_idle(S.port);
     ts_stop(&S);
 }
