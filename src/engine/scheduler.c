@@ -128,8 +128,10 @@ static void finish_row(tern_engine *e, eng_row *w, tern_finish finish, int32_t s
         ev.embedding = w->pooled;
         ev.n_embedding = e->desc->hidden;
     }
-    if (w->cursor)
+    if (w->cursor) { /* the last fed token's position too (a row that ends is not captured after its step) */
+        tern_pc_cursor_capture(w->cursor, e->kv, w->seq, w->keys ? w->keys : w->toks, w->n_past);
         tern_pc_cursor_end(w->cursor);
+    }
     if (w->src)
         w->src->vt->row_end(w->src, w->seq);
     w->src = NULL;
@@ -215,7 +217,7 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
         const tern_pc_node *tail = NULL;
         int64_t got = tern_prefix_cache_match(e->pc, q->keys ? q->keys : q->prompt, q->n_prompt - 1, &tail);
         if (got) {
-            TERN_TRY(tern_prefix_cache_restore(e->pc, tail, e->kv, w->seq));
+            TERN_TRY(tern_prefix_cache_restore(e->pc, tail, got, e->kv, w->seq));
             w->n_past = w->cached = got;
         }
         tern_pc_cursor_begin(w->cursor, tail, got);

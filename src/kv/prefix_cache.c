@@ -5,14 +5,16 @@
 #include <string.h>
 
 struct tern_pc_node {
-    tern_pc_node *parent;      /* NULL for a first block */
+    tern_pc_node *parent;      /* NULL for a first block; always a whole block */
     tern_pc_node *hnext;       /* next in the hash bucket */
     tern_pc_node *prev, *next; /* list of all nodes (eviction scan) */
+    tern_pc_node *child, *sibling; /* the blocks that follow this one (whole and partial), and the next of those */
     uint64_t hash;
-    int64_t depth;             /* blocks from the root: this block covers [(depth-1)*block, depth*block) */
+    int64_t depth;             /* blocks from the root: this block covers [(depth-1)*block, (depth-1)*block + len) */
+    int64_t len;               /* tokens held: the block size, or fewer for a partial block (always a leaf) */
     int n_children, pins;
     uint64_t stamp;            /* last use (a lookup through it, or its commit) */
-    int32_t *ids;              /* [block] */
+    int32_t *ids;              /* [block], the first len meaningful */
     unsigned char *data;       /* block_bytes: per layer [block] positions of K then V bytes */
 };
 
@@ -26,6 +28,7 @@ struct tern_prefix_cache {
     tern_pc_node **buckets;
     size_t n_buckets;
     tern_pc_node *all;
+    tern_pc_node *roots; /* first blocks (the root's children) */
     uint64_t clock;
     tern_prefix_cache_stats st;
 };
@@ -36,6 +39,7 @@ struct tern_pc_cursor {
     int active;
     int64_t pos;            /* next position to capture */
     unsigned char *pending; /* block_bytes, the block being filled */
+    int32_t *pending_ids;   /* [block] its tokens */
 };
 
 static uint64_t hash_block(const tern_pc_node *parent, const int32_t *ids, int64_t n) {
@@ -107,12 +111,41 @@ int64_t tern_prefix_cache_block(const tern_prefix_cache *pc) { return pc->block;
 
 void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_stats *out) { *out = pc->st; }
 
+/* The whole block after `parent` spelling ids[0, block), or NULL. */
 static tern_pc_node *find_child(const tern_prefix_cache *pc, const tern_pc_node *parent, const int32_t *ids,
                                 uint64_t h) {
     for (tern_pc_node *n = pc->buckets[h & (pc->n_buckets - 1)]; n; n = n->hnext)
-        if (n->hash == h && n->parent == parent && !memcmp(n->ids, ids, (size_t)pc->block * sizeof *ids))
+        if (n->hash == h && n->parent == parent && n->len == pc->block &&
+            !memcmp(n->ids, ids, (size_t)pc->block * sizeof *ids))
             return n;
     return NULL;
+}
+
+static tern_pc_node **children_of(tern_prefix_cache *pc, tern_pc_node *parent) {
+    return parent ? &parent->child : &pc->roots;
+}
+
+/* Tokens a[0, n) and b[0, n) have in common from the start. */
+static int64_t common_prefix(const int32_t *a, const int32_t *b, int64_t n) {
+    int64_t k = 0;
+    while (k < n && a[k] == b[k])
+        k++;
+    return k;
+}
+
+/* The block after `parent` sharing the longest start with ids[0, n) (n <= block), and how many tokens it shares. */
+static tern_pc_node *best_child(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids, int64_t n,
+                                int64_t *shared) {
+    tern_pc_node *best = NULL;
+    *shared = 0;
+    for (tern_pc_node *c = *children_of(pc, parent); c; c = c->sibling) {
+        int64_t k = common_prefix(c->ids, ids, c->len < n ? c->len : n);
+        if (k > *shared) {
+            *shared = k;
+            best = c;
+        }
+    }
+    return best;
 }
 
 int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail) {
@@ -131,6 +164,14 @@ int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64
         cur = c;
         got += pc->block;
     }
+    /* then to the token: the start of whichever following block (whole or partial) agrees longest */
+    int64_t k;
+    tern_pc_node *part = got < n ? best_child(pc, cur, ids + got, n - got < pc->block ? n - got : pc->block, &k) : NULL;
+    if (part) {
+        part->stamp = stamp;
+        cur = part;
+        got += k;
+    }
     if (got) {
         pc->st.hits++;
         pc->st.hit_tokens += (uint64_t)got;
@@ -139,9 +180,14 @@ int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64
     return got;
 }
 
-tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, tern_kv *kv, int seq) {
+tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, int64_t n_tokens,
+                                    tern_kv *kv, int seq) {
     if (!tail)
         return NULL;
+    const int64_t start = (tail->depth - 1) * pc->block;
+    if (n_tokens <= start || n_tokens > start + tail->len)
+        return tern_errf(TERN_EINVAL, "prefix cache: %lld tokens do not end in the matched block [%lld, %lld]",
+                         (long long)n_tokens, (long long)start + 1, (long long)(start + tail->len));
     if (tern_kv_n_layers(kv) != pc->n_layers || tern_kv_k_type(kv) != pc->k_type || tern_kv_v_type(kv) != pc->v_type)
         return tern_errf(TERN_EINVAL, "prefix cache: the KV cache has a different shape than the cached blocks");
     for (int l = 0; l < pc->n_layers; l++)
@@ -149,18 +195,18 @@ tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_n
             return tern_errf(TERN_EINVAL, "prefix cache: layer %d rows differ from the cached blocks", l);
     if (seq < 0 || seq >= tern_kv_n_seq(kv) || tern_kv_len(kv, seq) != 0)
         return tern_errf(TERN_EINVAL, "prefix cache: sequence %d is not empty", seq);
-    const int64_t B = tail->depth * pc->block, blk = pc->block;
+    const int64_t B = n_tokens, blk = pc->block;
     if (B > tern_kv_ctx(kv))
         return tern_errf(TERN_EINVAL, "prefix cache: %lld cached tokens exceed the context of %lld", (long long)B,
                          (long long)tern_kv_ctx(kv));
     for (const tern_pc_node *n = tail; n; n = n->parent) {
-        int64_t p0 = (n->depth - 1) * blk;
+        int64_t p0 = (n->depth - 1) * blk, end = p0 + blk < B ? blk : B - p0;
         for (int l = 0; l < pc->n_layers; l++) {
             int64_t slots = tern_kv_slots(kv, l), first = B > slots ? B - slots : 0; /* what a ring still holds */
-            if (p0 + blk <= first)
+            if (p0 + end <= first)
                 continue;
             const unsigned char *rows = n->data + pc->off[l];
-            for (int64_t i = first > p0 ? first - p0 : 0; i < blk; i++)
+            for (int64_t i = first > p0 ? first - p0 : 0; i < end; i++)
                 tern_kv_import_pos(kv, l, seq, p0 + i, rows + (size_t)i * pc->row[l]);
         }
     }
@@ -180,6 +226,10 @@ static void unlink_node(tern_prefix_cache *pc, tern_pc_node *n) {
         pc->all = n->next;
     if (n->next)
         n->next->prev = n->prev;
+    tern_pc_node **cp = children_of(pc, n->parent);
+    while (*cp != n)
+        cp = &(*cp)->sibling;
+    *cp = n->sibling;
     if (n->parent)
         n->parent->n_children--;
     pc->st.bytes -= pc->block_bytes;
@@ -227,45 +277,91 @@ static void unpin(tern_pc_node *n) {
         n->pins--;
 }
 
-/* The cursor's pending block (tokens ids[block]) is complete: find or insert it, and move on. */
-static void commit(tern_pc_cursor *c, const int32_t *ids) {
+/* Partial blocks after `parent` whose tokens all begin ids[0, len) say nothing more than a block holding those: they
+ * go (unless `keep` or pinned). */
+static void drop_covered(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids, int64_t len,
+                         const tern_pc_node *keep) {
+    for (tern_pc_node *c = *children_of(pc, parent), *next; c; c = next) {
+        next = c->sibling;
+        if (c != keep && c->len < len && !c->pins && !c->n_children && common_prefix(c->ids, ids, c->len) == c->len) {
+            unlink_node(pc, c);
+            node_free(c);
+        }
+    }
+}
+
+/* Inserts the cursor's pending block (its first len tokens) after its parent; NULL when there is no room. */
+static tern_pc_node *insert(tern_pc_cursor *c, int64_t len, uint64_t h) {
     tern_prefix_cache *pc = c->pc;
+    tern_pc_node *n = NULL;
+    while (pc->st.bytes + pc->block_bytes > pc->cap)
+        if (!evict_one(pc))
+            break;
+    if (pc->st.bytes + pc->block_bytes > pc->cap || !(n = calloc(1, sizeof *n)) ||
+        !(n->ids = malloc((size_t)pc->block * sizeof *n->ids))) {
+        free(n);
+        return NULL;
+    }
+    memcpy(n->ids, c->pending_ids, (size_t)len * sizeof *n->ids);
+    n->len = len;
+    n->data = c->pending;
+    c->pending = NULL;
+    n->parent = c->parent;
+    n->depth = c->parent ? c->parent->depth + 1 : 1;
+    n->hash = h;
+    n->hnext = pc->buckets[h & (pc->n_buckets - 1)];
+    pc->buckets[h & (pc->n_buckets - 1)] = n;
+    n->next = pc->all;
+    if (pc->all)
+        pc->all->prev = n;
+    pc->all = n;
+    tern_pc_node **kids = children_of(pc, n->parent);
+    n->sibling = *kids;
+    *kids = n;
+    if (n->parent)
+        n->parent->n_children++;
+    pc->st.bytes += pc->block_bytes;
+    pc->st.blocks++;
+    pc->st.inserted++;
+    if (pc->st.blocks > 2 * pc->n_buckets)
+        grow_buckets(pc);
+    return n;
+}
+
+static void stop(tern_pc_cursor *c, int keep_partial);
+
+/* The cursor's pending block is complete: find or insert it, and move on. */
+static void commit(tern_pc_cursor *c) {
+    tern_prefix_cache *pc = c->pc;
+    const int32_t *ids = c->pending_ids;
     uint64_t h = hash_block(c->parent, ids, pc->block);
     tern_pc_node *n = find_child(pc, c->parent, ids, h);
-    if (!n) {
-        while (pc->st.bytes + pc->block_bytes > pc->cap)
-            if (!evict_one(pc))
-                break;
-        if (pc->st.bytes + pc->block_bytes > pc->cap || !(n = calloc(1, sizeof *n)) ||
-            !(n->ids = malloc((size_t)pc->block * sizeof *n->ids))) {
-            free(n);
-            tern_pc_cursor_end(c); /* no room: this sequence stops adding blocks */
-            return;
-        }
-        memcpy(n->ids, ids, (size_t)pc->block * sizeof *ids);
-        n->data = c->pending;
-        c->pending = NULL;
-        n->parent = c->parent;
-        n->depth = c->parent ? c->parent->depth + 1 : 1;
-        n->hash = h;
-        n->hnext = pc->buckets[h & (pc->n_buckets - 1)];
-        pc->buckets[h & (pc->n_buckets - 1)] = n;
-        n->next = pc->all;
-        if (pc->all)
-            pc->all->prev = n;
-        pc->all = n;
-        if (n->parent)
-            n->parent->n_children++;
-        pc->st.bytes += pc->block_bytes;
-        pc->st.blocks++;
-        pc->st.inserted++;
-        if (pc->st.blocks > 2 * pc->n_buckets)
-            grow_buckets(pc);
+    if (!n && !(n = insert(c, pc->block, h))) {
+        stop(c, 0); /* no room: this sequence stops adding blocks */
+        return;
     }
+    drop_covered(pc, c->parent, ids, pc->block, n);
     n->stamp = ++pc->clock;
     pin(n);
     unpin(c->parent);
     c->parent = n;
+}
+
+/* A capture ends inside a block: its first len tokens are kept as a partial block, unless a block after the same
+ * parent already starts with them. */
+static void commit_partial(tern_pc_cursor *c, int64_t len) {
+    tern_prefix_cache *pc = c->pc;
+    int64_t shared;
+    tern_pc_node *have = best_child(pc, c->parent, c->pending_ids, len, &shared);
+    if (have && shared == len) {
+        have->stamp = ++pc->clock;
+        return;
+    }
+    tern_pc_node *n = insert(c, len, hash_block(c->parent, c->pending_ids, len) ^ (uint64_t)len);
+    if (n) {
+        n->stamp = ++pc->clock;
+        drop_covered(pc, c->parent, n->ids, len, n);
+    }
 }
 
 /* ---- cursors ---------------------------------------------------------------------------------- */
@@ -283,15 +379,36 @@ void tern_pc_cursor_free(tern_pc_cursor *c) {
         return;
     tern_pc_cursor_end(c);
     free(c->pending);
+    free(c->pending_ids);
     free(c);
+}
+
+/* Room for the pending block; 0, or -1 when out of memory. */
+static int reserve_pending(tern_pc_cursor *c) {
+    if (!c->pending && !(c->pending = malloc((size_t)c->pc->block_bytes)))
+        return -1;
+    if (!c->pending_ids && !(c->pending_ids = malloc((size_t)c->pc->block * sizeof *c->pending_ids)))
+        return -1;
+    return 0;
 }
 
 void tern_pc_cursor_begin(tern_pc_cursor *c, const tern_pc_node *tail, int64_t pos) {
     tern_pc_cursor_end(c);
     tern_prefix_cache *pc = c->pc;
-    if (pc->cap < pc->block_bytes || pos != (tail ? tail->depth * pc->block : 0))
+    const int64_t start = tail ? (tail->depth - 1) * pc->block : 0, k = pos - start;
+    if (pc->cap < pc->block_bytes || (tail ? k < 1 || k > tail->len : pos != 0))
         return;
-    c->parent = (tern_pc_node *)tail; /* the cache owns its nodes; cursors only pin them */
+    /* the cache owns its nodes; cursors only pin the whole block they extend */
+    tern_pc_node *parent = (tern_pc_node *)tail;
+    if (tail && k < pc->block) { /* resumed inside a block: its first k positions are the pending block's */
+        if (reserve_pending(c))
+            return;
+        for (int l = 0; l < pc->n_layers; l++)
+            memcpy(c->pending + pc->off[l], tail->data + pc->off[l], (size_t)k * pc->row[l]);
+        memcpy(c->pending_ids, tail->ids, (size_t)k * sizeof *c->pending_ids);
+        parent = tail->parent;
+    }
+    c->parent = parent;
     pin(c->parent);
     c->pos = pos;
     c->active = 1;
@@ -303,8 +420,8 @@ void tern_pc_cursor_capture(tern_pc_cursor *c, const tern_kv *kv, int seq, const
     if (len > kv_len)
         len = kv_len;
     while (c->active && c->pos < len) {
-        if (!c->pending && !(c->pending = malloc((size_t)pc->block_bytes))) {
-            tern_pc_cursor_end(c);
+        if (reserve_pending(c)) {
+            stop(c, 0);
             return;
         }
         int64_t p = c->pos, i = p % blk;
@@ -315,17 +432,23 @@ void tern_pc_cursor_capture(tern_pc_cursor *c, const tern_kv *kv, int seq, const
             }
             tern_kv_export_pos(kv, l, seq, p, c->pending + pc->off[l] + (size_t)i * pc->row[l]);
         }
+        c->pending_ids[i] = ids[p];
         c->pos++;
         if (c->pos % blk == 0)
-            commit(c, ids + c->pos - blk);
+            commit(c);
     }
 }
 
-void tern_pc_cursor_end(tern_pc_cursor *c) {
-    if (!c)
-        return;
+static void stop(tern_pc_cursor *c, int keep_partial) {
+    if (c->active && keep_partial && c->pos % c->pc->block && c->pending)
+        commit_partial(c, c->pos % c->pc->block);
     unpin(c->parent);
     c->parent = NULL;
     c->active = 0;
     c->pos = 0;
+}
+
+void tern_pc_cursor_end(tern_pc_cursor *c) {
+    if (c)
+        stop(c, 1);
 }

@@ -3,8 +3,8 @@
  * Design. The cache is a tree of fixed-size blocks of `block` tokens: a block is identified by
  * its parent block and its own token ids (so a block stands for the whole prefix up to its end),
  * and holds the K and V bytes of its positions for EVERY cache-owning layer — full and sliding
- * alike — copied out of a sequence as the positions are written. Resuming a new prompt at a
- * block boundary B then needs nothing else:
+ * alike — copied out of a sequence as the positions are written. Resuming a new prompt after
+ * B tokens — a chain of whole blocks and the start of one more — then needs nothing else:
  *   - full layers get positions [0, B) from the chain of blocks;
  *   - ring (sliding) layers get the last min(B, slots) positions, exactly what a ring that had
  *     computed the prefix itself would still hold (older positions would already be overwritten).
@@ -16,7 +16,11 @@
  * sequence's committed length and tokens, and the cursor copies the new positions into its
  * pending block while they are certainly still in the ring, committing the block into the tree
  * when it fills (a block already in the tree is just touched). Generated tokens are captured too,
- * so a follow-up turn that repeats the conversation so far hits the cache.
+ * so a follow-up turn that repeats the conversation so far hits the cache. When a capture ends
+ * inside a block, the positions it has are kept as a partial block (a leaf that never gets
+ * children; it goes once a block after the same parent covers its tokens), so reuse is to the
+ * token: a prompt shorter than a block, or one that parts from an earlier prompt mid-block, still
+ * finds every token it shares.
  *
  * Memory: committed blocks count against a byte cap; when a new block would exceed it, the least
  * recently used leaf that no cursor is extending is evicted (leaves only, so every cached block
@@ -54,25 +58,29 @@ void tern_prefix_cache_free(tern_prefix_cache *pc);
 int64_t tern_prefix_cache_block(const tern_prefix_cache *pc);
 /* Current counters. */
 void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_stats *out);
-/* The longest chain of cached blocks spelling ids[0, n): returns the tokens it covers (a multiple of
- * the block size, <= n) and its last block in *tail (NULL when nothing matched). Marks the chain used. */
+/* The longest cached prefix of ids[0, n), to the token: a chain of whole blocks, then the start of whichever block
+ * after it (whole or partial) agrees longest. Returns the tokens matched (<= n) and the block they end in, in *tail
+ * (NULL when nothing matched). Marks the chain used. */
 int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail);
-/* Writes the chain ending at `tail` into sequence `seq` of kv (which must have the cache's shape and
- * length 0) and sets the sequence's length to the chain's token count. */
-tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, tern_kv *kv, int seq);
+/* Writes the first n_tokens positions of the chain ending at `tail` (what match returned with it) into sequence
+ * `seq` of kv (which must have the cache's shape and length 0) and sets the sequence's length to n_tokens. */
+tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, int64_t n_tokens,
+                                    tern_kv *kv, int seq);
 
 /* A cursor with room for one pending block. */
 tern_err *tern_pc_cursor_new(tern_prefix_cache *pc, tern_pc_cursor **out);
 /* Ends any capture and frees; NULL is fine. */
 void tern_pc_cursor_free(tern_pc_cursor *c);
-/* Starts capturing a sequence whose first `pos` positions are the chain ending at `tail` (pos 0 and
- * tail NULL for a cold start). The tail is pinned (kept from eviction) until the capture ends. */
+/* Starts capturing a sequence whose first `pos` positions are the chain ending at `tail` (what match and restore
+ * used; pos 0 and tail NULL for a cold start). The whole block it extends is pinned (kept from eviction) until the
+ * capture ends. */
 void tern_pc_cursor_begin(tern_pc_cursor *c, const tern_pc_node *tail, int64_t pos);
 /* Copies positions [captured, len) of `seq` (ids[0, len) are its tokens) and commits every block that
  * fills. Call after each forward with the committed length; the positions must still be held by the
  * rings, which is always true right after the forward that wrote them. */
 void tern_pc_cursor_capture(tern_pc_cursor *c, const tern_kv *kv, int seq, const int32_t *ids, int64_t len);
-/* Stops capturing: unpins the chain and drops the partial block. */
+/* Stops capturing: keeps the positions of an unfinished block as a partial block (so a later prompt sharing them is
+ * matched to the token) and unpins the chain. */
 void tern_pc_cursor_end(tern_pc_cursor *c);
 
 #endif

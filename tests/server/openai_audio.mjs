@@ -1,5 +1,5 @@
 // openai_audio.mjs — audio through a running `tern serve` with the official `openai` npm client: chat requests with
-// `input_audio` and data-URI `audio_url` parts, streaming, the prefix cache across clips, and
+// `input_audio` and data-URI `audio_url` parts (and input_audio in a /v1/responses input), streaming, the prefix cache across clips, and
 // `audio.transcriptions.create` (json and text). The model is synthetic (random weights, the real Gemma 4 vocabulary
 // and chat template, an audio tower): checks compare the server with itself and with exact token counts.
 //   node openai_audio.mjs http://127.0.0.1:PORT MODEL_ID CLIP.wav
@@ -56,10 +56,11 @@ const r2 = await client.chat.completions.create(ask([{ type: "audio_url", audio_
 check(r2.choices[0].message.content === r1.choices[0].message.content, "audio_url data URI = input_audio");
 check(r2.usage.prompt_tokens_details.cached_tokens >= 64, `the same clip again hits the prefix cache (${r2.usage.prompt_tokens_details.cached_tokens})`);
 
-// a different clip of the same length shares no cached position with it (the clip starts inside the first block)
+// a different clip of the same length shares only the few positions before the clip (the turn's opening)
 const r3 = await client.chat.completions.create(ask([audioPart(otherB64), text]));
 check(r3.usage.prompt_tokens === r1.usage.prompt_tokens, "same length, same prompt size");
-check(r3.usage.prompt_tokens_details.cached_tokens === 0, `a different clip shares nothing (${r3.usage.prompt_tokens_details.cached_tokens})`);
+const c3 = r3.usage.prompt_tokens_details.cached_tokens;
+check(c3 > 0 && c3 < 16, `a different clip shares only what comes before it (${c3})`);
 
 // streaming gives the non-streamed text
 let streamed = "";
@@ -70,6 +71,15 @@ check(streamed === r1.choices[0].message.content, "streamed audio chat = non-str
 // two clips in one message, in document order
 const r4 = await client.chat.completions.create(ask([audioPart(b64), { type: "text", text: "and" }, audioPart(otherB64), text]));
 check(r4.usage.prompt_tokens > r1.usage.prompt_tokens + SOFT, "two clips: both spliced in");
+
+// the Responses API takes the same part in an input message: the same prompt and greedy reply as chat
+const rr = await client.responses.create({
+	model: modelId,
+	input: [{ role: "user", content: [audioPart(b64), { type: "input_text", text: text.text }] }],
+	max_output_tokens: 6,
+	temperature: 0,
+});
+check(rr.usage.input_tokens === r1.usage.prompt_tokens && rr.output_text === r1.choices[0].message.content, "responses with input_audio = chat");
 
 // transcriptions: json (text + usage) and text
 const t1 = await client.audio.transcriptions.create({ file: await toFile(wav, "short.wav"), model: modelId });

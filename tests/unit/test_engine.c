@@ -1,7 +1,7 @@
 /* test_engine.c — the serving engine end to end on a small synthetic model (vocabulary 512, sliding
  * window 8): batched greedy equals solo greedy for 8 requests of different lengths joining at
- * different times; seeded sampling reproduces inside any batch; prefix-cache hits give the same
- * tokens and logprobs as cold prefills and count cached_tokens; cancelling frees the row and the
+ * different times; seeded sampling reproduces inside any batch; prefix-cache hits, to the token, give the
+ * same tokens and logprobs as cold prefills and count cached_tokens; cancelling frees the row and the
  * budget; admission rejects, clamps and overloads as specified; stop strings split across tokens
  * and stop ids end generation; text prompts, callbacks and shutdown.
  *
@@ -523,19 +523,21 @@ static void test_prefix_cache_hits(void **state) {
     drain(s, &a);
     tern_stream_free(s);
     assert_int_equal(a.done.usage.cached_tokens, 0);
-    /* The same prompt: 64 of its 70 tokens come from the cache; same tokens, same logprobs. */
+    /* The same prompt: 69 of its 70 tokens come from the cache (the last one runs: its logits choose the first
+     * token); same tokens, same logprobs. */
     s = submit(e, &r);
     drain(s, &b);
     tern_stream_free(s);
-    assert_int_equal(b.done.usage.cached_tokens, 64);
+    assert_int_equal(b.done.usage.cached_tokens, 69);
     assert_int_equal(b.n, 20);
     assert_memory_equal(a.toks, b.toks, 20 * sizeof(int32_t));
     assert_memory_equal(a.lp, b.lp, 20 * sizeof(float));
     assert_memory_equal(a.top0, b.top0, 20 * sizeof(int32_t));
-    /* A prompt sharing 50 tokens: 48 cached (whole blocks), and it matches a cold engine exactly. */
+    /* A prompt sharing 37 tokens: exactly 37 cached (2 whole blocks and 5 tokens of the next), and it matches a cold
+     * engine exactly. */
     int32_t C[60];
-    memcpy(C, P, 50 * sizeof *C);
-    fill_ids(C + 50, 10, 78);
+    memcpy(C, P, 37 * sizeof *C);
+    fill_ids(C + 37, 23, 78);
     tern_request rc = greedy_request(C, 60, 15);
     rc.top_logprobs = 5;
     s = submit(e, &rc);
@@ -544,12 +546,12 @@ static void test_prefix_cache_hits(void **state) {
     s = submit(cold, &rc);
     drain(s, &c_cold);
     tern_stream_free(s);
-    assert_int_equal(c.done.usage.cached_tokens, 48);
+    assert_int_equal(c.done.usage.cached_tokens, 37);
     assert_int_equal(c_cold.done.usage.cached_tokens, 0);
     assert_memory_equal(c.toks, c_cold.toks, 15 * sizeof(int32_t));
     assert_memory_equal(c.lp, c_cold.lp, 15 * sizeof(float));
     /* A follow-up turn (prompt + answer + more): generated tokens were cached too, so the hit goes
-     * past the first prompt (70 prompt + 19 fed answer tokens = 89 positions: 5 blocks). */
+     * past the first prompt (70 prompt + 19 fed answer tokens = 89 positions: 5 blocks and a partial one). */
     memcpy(P + 70, a.toks, 20 * sizeof *P);
     fill_ids(P + 90, 6, 79);
     tern_request rd = greedy_request(P, 96, 10);
@@ -560,12 +562,12 @@ static void test_prefix_cache_hits(void **state) {
     s = submit(cold, &rd);
     drain(s, &d_cold);
     tern_stream_free(s);
-    assert_int_equal(d.done.usage.cached_tokens, 80);
+    assert_int_equal(d.done.usage.cached_tokens, 89);
     assert_memory_equal(d.toks, d_cold.toks, 10 * sizeof(int32_t));
     assert_memory_equal(d.lp, d_cold.lp, 10 * sizeof(float));
     tern_metrics m;
     tern_engine_metrics(e, &m);
-    assert_int_equal(m.cached_tokens, 64 + 48 + 80);
+    assert_int_equal(m.cached_tokens, 69 + 37 + 89);
     assert_int_equal(m.prefix_hits, 3);
     assert_true(m.prefix_cache_blocks > 0 && m.prefix_cache_bytes > 0);
     assert_true(m.prefix_cache_bytes <= m.prefix_cache_cap_bytes);
@@ -613,7 +615,7 @@ static void test_soft_token_spans(void **state) {
     tern_stream_free(s);
     assert_memory_equal(plain.toks, padded.toks, 12 * sizeof(int32_t));
     assert_memory_equal(plain.lp, padded.lp, 12 * sizeof(float));
-    /* Clip A, twice: the second run reuses every whole block (64 of 70 positions), with the same output. */
+    /* Clip A, twice: the second run reuses all but the last position (69 of 70), with the same output. */
     span = (tern_prompt_embeds){.pos = at, .n = N, .rows = A, .key = 0xA};
     s = submit(e, &r);
     drain(s, &a);
@@ -622,11 +624,11 @@ static void test_soft_token_spans(void **state) {
     drain(s, &a2);
     tern_stream_free(s);
     assert_int_equal(a.done.usage.cached_tokens, 0);
-    assert_int_equal(a2.done.usage.cached_tokens, 64);
+    assert_int_equal(a2.done.usage.cached_tokens, 69);
     assert_memory_equal(a.toks, a2.toks, 12 * sizeof(int32_t));
     assert_memory_equal(a.lp, a2.lp, 12 * sizeof(float));
-    /* Clip B, same length and place: only the text block before it may be shared (positions 0-15 hold soft
-     * tokens too, so nothing is), and the output is a cold engine's. */
+    /* Clip B, same length and place: only the 10 text positions before it are shared, and the output is a cold
+     * engine's. */
     span = (tern_prompt_embeds){.pos = at, .n = N, .rows = B, .key = 0xB};
     s = submit(e, &r);
     drain(s, &b);
@@ -634,7 +636,7 @@ static void test_soft_token_spans(void **state) {
     s = submit(cold, &r);
     drain(s, &b_cold);
     tern_stream_free(s);
-    assert_int_equal(b.done.usage.cached_tokens, 0);
+    assert_int_equal(b.done.usage.cached_tokens, 10);
     assert_memory_equal(b.toks, b_cold.toks, 12 * sizeof(int32_t));
     assert_memory_equal(b.lp, b_cold.lp, 12 * sizeof(float));
     assert_true(memcmp(a.lp, b.lp, 12 * sizeof(float)) != 0); /* the rows were really fed */

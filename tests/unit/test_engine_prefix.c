@@ -138,7 +138,7 @@ static void test_prefix_hit_same_logits(void **state) {
     memcpy(B, A, 83 * sizeof *B); /* B shares 83 tokens with A, then goes its own way */
     fill_ids(B + 83, 20, 12);
     float *a_last = malloc((size_t)V * sizeof(float)), *hot = malloc((size_t)V * sizeof(float)),
-          *cold = malloc((size_t)V * sizeof(float));
+          *cold = malloc((size_t)V * sizeof(float)), *b_last = malloc((size_t)V * sizeof(float));
 
     /* Cold A through sequence 0, captured block by block. */
     tern_pc_cursor_begin(cur, NULL, 0);
@@ -146,17 +146,21 @@ static void test_prefix_hit_same_logits(void **state) {
     tern_pc_cursor_end(cur);
     tern_prefix_cache_stats st;
     tern_prefix_cache_stats_get(pc, &st);
-    assert_int_equal(st.blocks, 6); /* 96 of 100 tokens in whole blocks */
+    assert_int_equal(st.blocks, 7); /* 96 of 100 tokens in whole blocks, the last 4 in a partial one */
     assert_int_equal(st.block_bytes, 16 * tern_gemma4_kv_bytes_per_token(tern_gemma4_config_of(model), 2, 1));
 
-    /* B hits the 5 blocks it shares (80 tokens), far beyond the sliding window of 8. */
+    /* B reuses exactly the 83 tokens it shares (5 whole blocks and 3 of the next), far beyond the sliding window
+     * of 8, and its capture goes on from inside that block. */
     const tern_pc_node *tail;
-    assert_int_equal(tern_prefix_cache_match(pc, B, 102, &tail), 80);
-    TU_OK(tern_prefix_cache_restore(pc, tail, kv, 1));
-    assert_int_equal(tern_kv_len(kv, 1), 80);
-    prefill(kv, 1, B + 80, 23, chunk, hot, NULL, NULL);
+    assert_int_equal(tern_prefix_cache_match(pc, B, 102, &tail), 83);
+    TU_OK(tern_prefix_cache_restore(pc, tail, 83, kv, 1));
+    assert_int_equal(tern_kv_len(kv, 1), 83);
+    tern_pc_cursor_begin(cur, tail, 83);
+    prefill(kv, 1, B + 83, 20, chunk, hot, cur, B);
+    tern_pc_cursor_end(cur);
     prefill(kv, 2, B, 103, chunk, cold, NULL, NULL);
     assert_memory_equal(hot, cold, (size_t)V * sizeof(float)); /* the same logits, bit for bit */
+    memcpy(b_last, cold, (size_t)V * sizeof(float));
     /* ...and the two sequences keep agreeing while decoding. */
     for (int step = 0; step < 12; step++) {
         int32_t ta = tern_argmax(hot, V), tb = tern_argmax(cold, V);
@@ -166,26 +170,38 @@ static void test_prefix_hit_same_logits(void **state) {
         assert_memory_equal(hot, cold, (size_t)V * sizeof(float));
     }
 
-    /* A again: 96 cached, the last 4 computed: the logits A had. */
+    /* A again: 99 cached (the last 3 of them from its partial block), the last computed: the logits A had. */
     tern_kv_release(kv, 3);
-    assert_int_equal(tern_prefix_cache_match(pc, A, 99, &tail), 96);
-    TU_OK(tern_prefix_cache_restore(pc, tail, kv, 3));
-    prefill(kv, 3, A + 96, 4, chunk, hot, NULL, NULL);
+    assert_int_equal(tern_prefix_cache_match(pc, A, 99, &tail), 99);
+    TU_OK(tern_prefix_cache_restore(pc, tail, 99, kv, 3));
+    prefill(kv, 3, A + 99, 1, chunk, hot, NULL, NULL);
     assert_memory_equal(hot, a_last, (size_t)V * sizeof(float));
+    /* B's own blocks were captured from where its reuse began: all of B is found again (its last 7 tokens a partial
+     * block of its own beside A's). */
+    assert_int_equal(tern_prefix_cache_match(pc, B, 103, &tail), 103);
+    /* A block after a mid-block resume holds what a cold capture would: B's blocks restored give B's logits. */
+    tern_kv_release(kv, 3);
+    assert_int_equal(tern_prefix_cache_match(pc, B, 102, &tail), 102);
+    TU_OK(tern_prefix_cache_restore(pc, tail, 102, kv, 3));
+    prefill(kv, 3, B + 102, 1, chunk, hot, NULL, NULL);
+    assert_memory_equal(hot, b_last, (size_t)V * sizeof(float));
     /* Matching never exceeds what was asked for, and a miss is a miss. */
-    assert_int_equal(tern_prefix_cache_match(pc, A, 31, &tail), 16);
+    assert_int_equal(tern_prefix_cache_match(pc, A, 31, &tail), 31);
     int32_t other[40];
     fill_ids(other, 40, 99);
     assert_int_equal(tern_prefix_cache_match(pc, other, 40, &tail), 0);
     assert_null(tail);
-    TU_FAILS_WITH(tern_prefix_cache_restore(pc, (tern_prefix_cache_match(pc, A, 40, &tail), tail), kv, 3),
-                  "not empty");
+    int64_t got = tern_prefix_cache_match(pc, A, 40, &tail);
+    TU_FAILS_WITH(tern_prefix_cache_restore(pc, tail, got, kv, 3), "not empty");
+    tern_kv_release(kv, 3);
+    TU_FAILS_WITH(tern_prefix_cache_restore(pc, tail, got + 20, kv, 3), "do not end in the matched block");
     tern_prefix_cache_stats_get(pc, &st);
     assert_true(st.hits >= 3);
     tern_pc_cursor_free(cur);
     tern_prefix_cache_free(pc);
     tern_kv_free(kv);
     free(a_last);
+    free(b_last);
     free(hot);
     free(cold);
 }
@@ -234,7 +250,7 @@ static void test_prefix_lru(void **state) {
 
     /* Restored values are the captured ones: full layer from position 0, ring only its last slots. */
     tern_kv_release(kv, 1);
-    TU_OK(tern_prefix_cache_restore(pc, tail, kv, 1));
+    TU_OK(tern_prefix_cache_restore(pc, tail, 12, kv, 1));
     float out[8];
     tern_kv_read(kv, 1, 1, 0, 0, out);
     assert_float_equal(out[0], 200.0f, 0);
