@@ -111,6 +111,9 @@ typedef struct tern_engine_opts {
     uint64_t kv_budget_bytes;  /* KV memory for all rows; 0 = parallel x ctx, capped by free memory */
     int64_t prefix_cache_bytes; /* prefix cache cap; < 0 = default (half the budget, within free memory), 0 = off */
     int prefix_block;          /* tokens per prefix-cache block; default 64 */
+    const char *prefix_disk_dir; /* the prompt cache's disk tier (--cache-disk): blocks the prefix cache takes in are
+                                  * also kept there, and found again after a restart; NULL = off */
+    uint64_t prefix_disk_bytes;  /* its size cap; 0 = 10 GiB */
     int max_queue;             /* requests waiting for a row before submit says TERN_EOVERLOAD; default 64 */
     int threads;               /* kernel threads; 0 = the model's (tern_model_opts.threads) */
     int prefill_chunk;         /* most prompt tokens one row feeds per step; default 256 */
@@ -327,6 +330,9 @@ typedef struct tern_metrics {
     uint64_t prompt_tokens, cached_tokens, tokens_generated;
     uint64_t steps, step_rows;     /* forwards run, and rows summed over them (mean batch = step_rows / steps) */
     uint64_t prefix_lookups, prefix_hits, prefix_evictions;
+    uint64_t prefix_hit_tokens, prefix_disk_hit_tokens; /* tokens reused, and of them those read back from disk */
+    uint64_t prefix_disk_bytes, prefix_disk_cap_bytes, prefix_disk_files, prefix_disk_writes, prefix_disk_dropped,
+        prefix_disk_removed_bad;
     uint64_t draft_tokens[4], draft_accepted[4]; /* by source: n-gram, prediction, assistant, draft model */
     uint64_t draft_failures;                     /* draft source errors (those rows decoded plainly) */
 } tern_metrics;

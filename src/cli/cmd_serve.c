@@ -23,7 +23,7 @@ static const char *usage =
     "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
     "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1] [--audio-windows 1]\n"
     "                  [--mmproj FILE] [--kv T | -ctk T -ctv T] [--responses-store 1000]\n"
-    "                  [--pooling mean|last|cls]\n"
+    "                  [--pooling mean|last|cls] [--cache-disk DIR [--cache-disk-size GB]]\n"
     "Serves the model over HTTP: OpenAI /v1/chat/completions (text and audio), /v1/completions,\n"
     "/v1/responses, /v1/embeddings, /v1/audio/transcriptions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md).\n"
@@ -43,7 +43,10 @@ static const char *usage =
     "               (default 1: the first 30 s, as the reference does)\n"
     "  --responses-store N  /v1/responses kept in memory for previous_response_id and GET (oldest dropped first,\n"
     "               64 MiB at most; 0 keeps none)\n"
-    "  --pooling    how /v1/embeddings pools the final hidden states: mean (default), last token, or cls (first)\n";
+    "  --pooling    how /v1/embeddings pools the final hidden states: mean (default), last token, or cls (first)\n"
+    "  --cache-disk DIR  keep the prompt cache's K/V on disk too (written in the background): a restart, or a prompt\n"
+    "               the memory tier has let go, finds its prefix again instead of recomputing it\n"
+    "  --cache-disk-size GB  the disk tier's cap (default 10; least recently used files go first)\n";
 
 static int wait_signal(const sigset_t *set, int timeout_ms) {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
@@ -56,6 +59,7 @@ int cmd_serve(int argc, char **argv) {
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
                        {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"responses-store", 1, 0}, {"pooling", 1, 0},
+                       {"cache-disk", 1, 0}, {"cache-disk-size", 1, 0},
                        TERN_DRAFT_OPTS, TERN_KV_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
@@ -67,7 +71,7 @@ int cmd_serve(int argc, char **argv) {
         fputs(TERN_KV_USAGE, stdout);
         return 0;
     }
-    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows, store;
+    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows, store, disk_gb;
     if (np != 1 || tern_args_int("serve", opts, "port", 8080, 0, 65535, &port) ||
         tern_args_int("serve", opts, "parallel", 4, 1, 256, &parallel) ||
         tern_args_int("serve", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
@@ -76,7 +80,8 @@ int cmd_serve(int argc, char **argv) {
         tern_args_int("serve", opts, "max-body", 16 << 20, 1024, (int64_t)1 << 34, &max_body) ||
         tern_args_int("serve", opts, "threads", 0, 0, 1024, &threads) ||
         tern_args_int("serve", opts, "audio-windows", 1, 1, 64, &windows) ||
-        tern_args_int("serve", opts, "responses-store", 1000, 0, 1 << 20, &store)) {
+        tern_args_int("serve", opts, "responses-store", 1000, 0, 1 << 20, &store) ||
+        tern_args_int("serve", opts, "cache-disk-size", 10, 1, 1 << 20, &disk_gb)) {
         fputs(usage, stderr);
         return 2;
     }
@@ -143,6 +148,8 @@ int cmd_serve(int argc, char **argv) {
         eo.ctx = ctx;
         eo.max_queue = (int)max_queue;
         eo.threads = (int)threads;
+        eo.prefix_disk_dir = tern_args_get(opts, "cache-disk");
+        eo.prefix_disk_bytes = (uint64_t)disk_gb << 30;
         err = tern_engine_create(model, &eo, &engine);
     }
     if (err) {

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/timeutil.h"
 #include "engine/engine_internal.h"
+#include "models/pack_cache.h"
 #include "engine/fit.h"
 
 void tern_engine_opts_default(tern_engine_opts *o) {
@@ -189,6 +190,15 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         tern_kv_cost_from_kv(e->kv, &e->cost); /* the allocated rings are what admission must count */
         if (pc_cap >= 1)
             err = tern_prefix_cache_create(e->kv, e->o.prefix_block, pc_cap, &e->pc);
+    }
+    if (!err && e->o.prefix_disk_dir) {
+        tern_model_info info;
+        tern_model_get_info(m, &info);
+        if (!e->pc)
+            err = tern_errf(TERN_EINVAL, "the prompt cache's disk tier needs its memory tier: the prefix cache is off");
+        else
+            err = tern_prefix_cache_open_disk(e->pc, e->o.prefix_disk_dir, tern_model_source_key(info.dir),
+                                              e->o.prefix_disk_bytes ? e->o.prefix_disk_bytes : (uint64_t)10 << 30);
     }
     if (!err) {
         e->rows = calloc((size_t)P, sizeof *e->rows);

@@ -619,6 +619,14 @@ static void step(tern_engine *e) {
         e->m.prefix_lookups = st.lookups;
         e->m.prefix_hits = st.hits;
         e->m.prefix_evictions = st.evicted;
+        e->m.prefix_hit_tokens = st.hit_tokens;
+        e->m.prefix_disk_hit_tokens = st.disk_hit_tokens;
+        e->m.prefix_disk_bytes = st.disk_bytes;
+        e->m.prefix_disk_cap_bytes = st.disk_cap;
+        e->m.prefix_disk_files = st.disk_files;
+        e->m.prefix_disk_writes = st.disk_writes;
+        e->m.prefix_disk_dropped = st.disk_dropped;
+        e->m.prefix_disk_removed_bad = st.disk_removed_bad;
     }
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < e->n_ready; i++) {

@@ -4,12 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+#include "kv/prefix_disk.h"
+
 struct tern_pc_node {
     tern_pc_node *parent;      /* NULL for a first block; always a whole block */
     tern_pc_node *hnext;       /* next in the hash bucket */
     tern_pc_node *prev, *next; /* list of all nodes (eviction scan) */
     tern_pc_node *child, *sibling; /* the blocks that follow this one (whole and partial), and the next of those */
     uint64_t hash;
+    uint64_t chain;            /* names the whole prefix up to this block's end (the disk tier's key for it) */
     int64_t depth;             /* blocks from the root: this block covers [(depth-1)*block, (depth-1)*block + len) */
     int64_t len;               /* tokens held: the block size, or fewer for a partial block (always a leaf) */
     int n_children, pins;
@@ -29,6 +33,7 @@ struct tern_prefix_cache {
     size_t n_buckets;
     tern_pc_node *all;
     tern_pc_node *roots; /* first blocks (the root's children) */
+    tern_pc_disk *disk;  /* the disk tier, or NULL */
     uint64_t clock;
     tern_prefix_cache_stats st;
 };
@@ -101,15 +106,44 @@ void tern_prefix_cache_free(tern_prefix_cache *pc) {
         next = n->next;
         node_free(n);
     }
+    tern_pc_disk_close(pc->disk);
     free(pc->buckets);
     free(pc->row);
     free(pc->off);
     free(pc);
 }
 
+tern_err *tern_prefix_cache_open_disk(tern_prefix_cache *pc, const char *dir, uint64_t model_key, uint64_t cap_bytes) {
+    /* what a block's bytes mean: the model, and the layout of its layers' K and V */
+    uint64_t key = tern_mix64(model_key ^ 0x707265666978ull) ^ (uint64_t)pc->block * 0x9e3779b97f4a7c15ull;
+    key = tern_mix64(key ^ ((uint64_t)pc->k_type << 8 | (uint64_t)pc->v_type) ^ (uint64_t)pc->n_layers << 16);
+    for (int l = 0; l < pc->n_layers; l++)
+        key = tern_mix64(key ^ (uint64_t)pc->row[l]);
+    tern_pc_disk_close(pc->disk);
+    pc->disk = NULL;
+    return tern_pc_disk_open(dir, key, pc->block, pc->block_bytes, cap_bytes, &pc->disk);
+}
+
+void tern_prefix_cache_flush(tern_prefix_cache *pc) {
+    if (pc->disk)
+        tern_pc_disk_flush(pc->disk);
+}
+
 int64_t tern_prefix_cache_block(const tern_prefix_cache *pc) { return pc->block; }
 
-void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_stats *out) { *out = pc->st; }
+void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_stats *out) {
+    *out = pc->st;
+    if (pc->disk) {
+        tern_pc_disk_stats d;
+        tern_pc_disk_stats_get(pc->disk, &d);
+        out->disk_bytes = d.bytes;
+        out->disk_files = d.files;
+        out->disk_cap = d.cap;
+        out->disk_writes = d.writes;
+        out->disk_dropped = d.dropped;
+        out->disk_removed_bad = d.removed_bad;
+    }
+}
 
 /* The whole block after `parent` spelling ids[0, block), or NULL. */
 static tern_pc_node *find_child(const tern_prefix_cache *pc, const tern_pc_node *parent, const int32_t *ids,
@@ -146,38 +180,6 @@ static tern_pc_node *best_child(tern_prefix_cache *pc, tern_pc_node *parent, con
         }
     }
     return best;
-}
-
-int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail) {
-    *tail = NULL;
-    pc->st.lookups++;
-    if (!pc->all)
-        return 0;
-    uint64_t stamp = ++pc->clock;
-    tern_pc_node *cur = NULL;
-    int64_t got = 0;
-    while (got + pc->block <= n) {
-        tern_pc_node *c = find_child(pc, cur, ids + got, hash_block(cur, ids + got, pc->block));
-        if (!c)
-            break;
-        c->stamp = stamp;
-        cur = c;
-        got += pc->block;
-    }
-    /* then to the token: the start of whichever following block (whole or partial) agrees longest */
-    int64_t k;
-    tern_pc_node *part = got < n ? best_child(pc, cur, ids + got, n - got < pc->block ? n - got : pc->block, &k) : NULL;
-    if (part) {
-        part->stamp = stamp;
-        cur = part;
-        got += k;
-    }
-    if (got) {
-        pc->st.hits++;
-        pc->st.hit_tokens += (uint64_t)got;
-    }
-    *tail = cur;
-    return got;
 }
 
 tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, int64_t n_tokens,
@@ -290,24 +292,35 @@ static void drop_covered(tern_prefix_cache *pc, tern_pc_node *parent, const int3
     }
 }
 
-/* Inserts the cursor's pending block (its first len tokens) after its parent; NULL when there is no room. */
-static tern_pc_node *insert(tern_pc_cursor *c, int64_t len, uint64_t h) {
-    tern_prefix_cache *pc = c->pc;
+static uint64_t node_hash(const tern_prefix_cache *pc, const tern_pc_node *parent, const int32_t *ids, int64_t len) {
+    return len == pc->block ? hash_block(parent, ids, len) : hash_block(parent, ids, len) ^ (uint64_t)len;
+}
+
+/* Inserts a block of ids[0, len) with K/V bytes *data (taken: *data becomes NULL) after parent; NULL when there is
+ * no room. A block that did not come from the disk tier is queued for it. */
+static tern_pc_node *insert(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids, int64_t len,
+                            unsigned char **data, int from_disk) {
     tern_pc_node *n = NULL;
+    pin(parent); /* room is made by evicting leaves: not the one this block extends */
     while (pc->st.bytes + pc->block_bytes > pc->cap)
         if (!evict_one(pc))
             break;
+    unpin(parent);
     if (pc->st.bytes + pc->block_bytes > pc->cap || !(n = calloc(1, sizeof *n)) ||
         !(n->ids = malloc((size_t)pc->block * sizeof *n->ids))) {
         free(n);
         return NULL;
     }
-    memcpy(n->ids, c->pending_ids, (size_t)len * sizeof *n->ids);
+    const uint64_t h = node_hash(pc, parent, ids, len);
+    memcpy(n->ids, ids, (size_t)len * sizeof *n->ids);
     n->len = len;
-    n->data = c->pending;
-    c->pending = NULL;
-    n->parent = c->parent;
-    n->depth = c->parent ? c->parent->depth + 1 : 1;
+    n->data = *data;
+    *data = NULL;
+    n->parent = parent;
+    n->chain = tern_pc_disk_chain(parent ? parent->chain : 0, ids, len);
+    if (pc->disk && !from_disk)
+        tern_pc_disk_put(pc->disk, parent ? parent->chain : 0, n->chain, ids, len, n->data);
+    n->depth = parent ? parent->depth + 1 : 1;
     n->hash = h;
     n->hnext = pc->buckets[h & (pc->n_buckets - 1)];
     pc->buckets[h & (pc->n_buckets - 1)] = n;
@@ -328,6 +341,94 @@ static tern_pc_node *insert(tern_pc_cursor *c, int64_t len, uint64_t h) {
     return n;
 }
 
+/* The whole block after `parent` spelling ids[0, block) from the disk tier, into memory; NULL when it has none. */
+static tern_pc_node *adopt_block(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids) {
+    unsigned char *data = malloc((size_t)pc->block_bytes);
+    tern_pc_node *n = NULL;
+    if (data && tern_pc_disk_get_block(pc->disk, parent ? parent->chain : 0, ids, data))
+        n = insert(pc, parent, ids, pc->block, &data, 1);
+    free(data);
+    return n;
+}
+
+/* The disk tier's block after `parent` agreeing with ids[0, n) for more than `beat` tokens, into memory (how many
+ * in *shared); NULL when it has none. */
+static tern_pc_node *adopt_best(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids, int64_t n,
+                                int64_t beat, int64_t *shared) {
+    unsigned char *data = malloc((size_t)pc->block_bytes);
+    int32_t *bids = malloc((size_t)pc->block * sizeof *bids);
+    int64_t len = 0;
+    tern_pc_node *got = NULL;
+    *shared = 0;
+    if (data && bids && beat < n) {
+        int64_t k = tern_pc_disk_get_best(pc->disk, parent ? parent->chain : 0, ids, n, bids, &len, data);
+        tern_pc_node *have = NULL;
+        for (tern_pc_node *c = k > beat ? *children_of(pc, parent) : NULL; c && !have; c = c->sibling)
+            if (c->len == len && !memcmp(c->ids, bids, (size_t)len * sizeof *bids))
+                have = c;
+        if (have) /* already in memory after all */
+            got = have;
+        else if (k > beat)
+            got = insert(pc, parent, bids, len, &data, 1);
+        if (got)
+            *shared = k;
+    }
+    free(data);
+    free(bids);
+    return got;
+}
+
+int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail) {
+    *tail = NULL;
+    pc->st.lookups++;
+    if (!pc->all && !pc->disk)
+        return 0;
+    uint64_t stamp = ++pc->clock;
+    tern_pc_node *cur = NULL;
+    int64_t got = 0;
+    while (got + pc->block <= n) {
+        tern_pc_node *c = find_child(pc, cur, ids + got, hash_block(cur, ids + got, pc->block));
+        if (!c)
+            break;
+        c->stamp = stamp;
+        cur = c;
+        got += pc->block;
+    }
+    int64_t from_disk = 0;
+    while (pc->disk && got + pc->block <= n) { /* whole blocks the memory tier no longer (or never) held */
+        tern_pc_node *c = adopt_block(pc, cur, ids + got);
+        if (!c)
+            break;
+        c->stamp = stamp;
+        cur = c;
+        got += pc->block;
+        from_disk += pc->block;
+    }
+    /* then to the token: the start of whichever following block (whole or partial, in memory or on disk) agrees
+     * longest */
+    const int64_t rest = n - got < pc->block ? n - got : pc->block;
+    int64_t k = 0, kd = 0;
+    tern_pc_node *part = got < n ? best_child(pc, cur, ids + got, rest, &k) : NULL;
+    tern_pc_node *dpart = got < n && pc->disk ? adopt_best(pc, cur, ids + got, rest, k, &kd) : NULL;
+    if (dpart) {
+        part = dpart;
+        k = kd;
+        from_disk += kd;
+    }
+    if (part) {
+        part->stamp = stamp;
+        cur = part;
+        got += k;
+    }
+    if (got) {
+        pc->st.hits++;
+        pc->st.hit_tokens += (uint64_t)got;
+        pc->st.disk_hit_tokens += (uint64_t)from_disk;
+    }
+    *tail = cur;
+    return got;
+}
+
 static void stop(tern_pc_cursor *c, int keep_partial);
 
 /* The cursor's pending block is complete: find or insert it, and move on. */
@@ -336,7 +437,7 @@ static void commit(tern_pc_cursor *c) {
     const int32_t *ids = c->pending_ids;
     uint64_t h = hash_block(c->parent, ids, pc->block);
     tern_pc_node *n = find_child(pc, c->parent, ids, h);
-    if (!n && !(n = insert(c, pc->block, h))) {
+    if (!n && !(n = insert(pc, c->parent, ids, pc->block, &c->pending, 0))) {
         stop(c, 0); /* no room: this sequence stops adding blocks */
         return;
     }
@@ -357,7 +458,7 @@ static void commit_partial(tern_pc_cursor *c, int64_t len) {
         have->stamp = ++pc->clock;
         return;
     }
-    tern_pc_node *n = insert(c, len, hash_block(c->parent, c->pending_ids, len) ^ (uint64_t)len);
+    tern_pc_node *n = insert(pc, c->parent, c->pending_ids, len, &c->pending, 0);
     if (n) {
         n->stamp = ++pc->clock;
         drop_covered(pc, c->parent, n->ids, len, n);

@@ -47,19 +47,30 @@ typedef struct tern_prefix_cache_stats {
     uint64_t blocks;      /* committed blocks */
     uint64_t lookups, hits, hit_tokens; /* matches asked for; with >= 1 block; tokens matched */
     uint64_t inserted, evicted;
+    /* the disk tier (0 without one) */
+    uint64_t disk_hit_tokens;            /* of hit_tokens, those read back from disk */
+    uint64_t disk_bytes, disk_files, disk_cap;
+    uint64_t disk_writes, disk_dropped;  /* blocks written; writes dropped (queue full, disk error) */
+    uint64_t disk_removed_bad;           /* files found unsound and removed */
 } tern_prefix_cache_stats;
 
 /* A cache for sequences of `kv`'s shape (layers, row sizes, K and V types), blocks of `block` tokens, at most
  * cap_bytes of committed blocks. A cap below one block gives a cache that never holds anything. */
 tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t cap_bytes, tern_prefix_cache **out);
-/* Frees the cache; every cursor must have been freed first. NULL is fine. */
+/* Adds the disk tier (prefix_disk.h) in dir, at most cap_bytes, for the model model_key names: every block the cache
+ * takes in is also written there (in the background), and a lookup continues there where memory ends. */
+tern_err *tern_prefix_cache_open_disk(tern_prefix_cache *pc, const char *dir, uint64_t model_key, uint64_t cap_bytes);
+/* Waits until the disk tier has written what it was given (no-op without one). */
+void tern_prefix_cache_flush(tern_prefix_cache *pc);
+/* Frees the cache (writing what the disk tier still has queued); every cursor must have been freed first. NULL is
+ * fine. */
 void tern_prefix_cache_free(tern_prefix_cache *pc);
 /* Tokens per block. */
 int64_t tern_prefix_cache_block(const tern_prefix_cache *pc);
 /* Current counters. */
 void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_stats *out);
 /* The longest cached prefix of ids[0, n), to the token: a chain of whole blocks, then the start of whichever block
- * after it (whole or partial) agrees longest. Returns the tokens matched (<= n) and the block they end in, in *tail
+ * after it (whole or partial) agrees longest — in memory, then on the disk tier (blocks read back join memory). Returns the tokens matched (<= n) and the block they end in, in *tail
  * (NULL when nothing matched). Marks the chain used. */
 int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail);
 /* Writes the first n_tokens positions of the chain ending at `tail` (what match returned with it) into sequence

@@ -55,13 +55,10 @@ static void add_file_key(void *ctx, const char *name, const char *path) {
     *(uint64_t *)ctx += tern_hash64(f, sizeof f, tern_hash64(name, n, 2));
 }
 
-char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key) {
-    *source_key = 0;
-    char *dir = tern_cache_dir(), real[4096];
-    if (!dir || !realpath(model_path, real)) {
-        free(dir);
-        return NULL;
-    }
+uint64_t tern_model_source_key(const char *model_path) {
+    char real[4096];
+    if (!realpath(model_path, real))
+        return 0;
     /* The checkpoint as it is now: every weight and config file's name, size, modification time and head (the
      * one file, when the model is a GGUF file). */
     uint64_t key = tern_hash64(real, strlen(real), 1);
@@ -72,7 +69,17 @@ char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source
     } else {
         tern_err_free(tern_dir_files(real, add_file_key, &key));
     }
-    *source_key = key;
+    return key;
+}
+
+char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key) {
+    *source_key = 0;
+    char *dir = tern_cache_dir(), real[4096];
+    if (!dir || !realpath(model_path, real)) {
+        free(dir);
+        return NULL;
+    }
+    *source_key = tern_model_source_key(real);
     char name[64];
     snprintf(name, sizeof name, "%016llx-t%d.pack", (unsigned long long)tern_hash64(real, strlen(real), 3), threads);
     char *path = tern_path_join(dir, name);

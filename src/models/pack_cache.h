@@ -18,6 +18,9 @@
  * version is rebuilt. */
 #define TERN_PACK_CACHE_VERSION 2
 
+/* A key for a model folder (or GGUF file) as its files are now: their names, sizes, modification times and heads; 0
+ * when the path does not resolve. What caches of things computed from the model (packed weights, prompt K/V) key by. */
+uint64_t tern_model_source_key(const char *model_path);
 /* The cache file for a model folder (or a GGUF model file) and thread layout (malloc'd), or NULL when caching is off
  * or no folder can be named; *source_key identifies the checkpoint's files as they are now. */
 char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key);

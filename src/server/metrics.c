@@ -156,6 +156,23 @@ char *srv_metrics_render(srv_metrics *m, tern_engine *e, size_t *len) {
                (double)em.prefix_hits);
         scalar(&b, "tern_prefix_cache_evictions_total", "counter", "Prefix cache blocks evicted.",
                (double)em.prefix_evictions);
+        head(&b, "tern_prefix_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prefix cache, by tier.");
+        sbuf_printf(&b, "tern_prefix_cache_hit_tokens_total{tier=\"memory\"} %llu\n",
+                    (unsigned long long)(em.prefix_hit_tokens - em.prefix_disk_hit_tokens));
+        sbuf_printf(&b, "tern_prefix_cache_hit_tokens_total{tier=\"disk\"} %llu\n",
+                    (unsigned long long)em.prefix_disk_hit_tokens);
+        head(&b, "tern_prefix_cache_tier_bytes", "gauge", "Bytes the prefix cache holds, by tier.");
+        sbuf_printf(&b, "tern_prefix_cache_tier_bytes{tier=\"memory\"} %llu\n",
+                    (unsigned long long)em.prefix_cache_bytes);
+        sbuf_printf(&b, "tern_prefix_cache_tier_bytes{tier=\"disk\"} %llu\n", (unsigned long long)em.prefix_disk_bytes);
+        scalar(&b, "tern_prefix_cache_disk_capacity_bytes", "gauge", "The disk tier's size cap (0: no disk tier).",
+               (double)em.prefix_disk_cap_bytes);
+        scalar(&b, "tern_prefix_cache_disk_writes_total", "counter", "Blocks written to the disk tier.",
+               (double)em.prefix_disk_writes);
+        scalar(&b, "tern_prefix_cache_disk_dropped_total", "counter",
+               "Blocks not written to the disk tier (write queue full, disk error).", (double)em.prefix_disk_dropped);
+        scalar(&b, "tern_prefix_cache_disk_removed_total", "counter",
+               "Disk-tier files found truncated, corrupt or foreign, and removed.", (double)em.prefix_disk_removed_bad);
         static const char *const SOURCES[4] = {"ngram", "prediction", "assistant", "draft_model"};
         head(&b, "tern_draft_tokens_total", "counter", "Speculative decoding: tokens drafted and verified, by source.");
         for (int k = 0; k < 4; k++)

@@ -575,6 +575,55 @@ static void test_prefix_cache_hits(void **state) {
     tern_engine_destroy(cold);
 }
 
+/* The prompt cache's disk tier: an engine destroyed and made again over the same folder ("a restart") finds the
+ * earlier prompt's K/V there, to the token, with the tokens and logprobs of a cold run; an engine of another KV type
+ * does not read them (its blocks mean something else). */
+static void test_prompt_cache_restart(void **state) {
+    const char *dir = tu_tmpdir("engine-prompt-disk");
+    int32_t P[90];
+    fill_ids(P, 90, 81);
+    static result a, b, cold_r, f16;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b), memset(&cold_r, 0, sizeof cold_r), memset(&f16, 0, sizeof f16);
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.parallel = 2, o.ctx = 160, o.prefix_cache_bytes = 32 << 20, o.prefix_block = 16, o.prefill_chunk = 16;
+    o.step_tokens = 40, o.threads = 2, o.prefix_disk_dir = dir;
+    tern_engine *e;
+    TU_OK(tern_engine_create(model, &o, &e));
+    tern_request r = greedy_request(P, 70, 12);
+    r.top_logprobs = 3;
+    tern_stream *s = submit(e, &r);
+    drain(s, &a);
+    tern_stream_free(s);
+    tern_engine_destroy(e); /* writes what the tier still has queued */
+    TU_OK(tern_engine_create(model, &o, &e));
+    tern_request r2 = greedy_request(P, 90, 12); /* the first prompt and 20 more tokens */
+    r2.top_logprobs = 3;
+    s = submit(e, &r2);
+    drain(s, &b);
+    tern_stream_free(s);
+    tern_metrics m;
+    tern_engine_metrics(e, &m);
+    tern_engine_destroy(e);
+    assert_int_equal(b.done.usage.cached_tokens, 70); /* the whole first prompt, read back from disk */
+    assert_int_equal(m.prefix_disk_hit_tokens, 70);
+    assert_true(m.prefix_disk_files > 0 && m.prefix_disk_bytes > 0);
+    tern_engine *cold = make_engine(2, 160, 0, 0, 16, 40, 8);
+    s = submit(cold, &r2);
+    drain(s, &cold_r);
+    tern_stream_free(s);
+    tern_engine_destroy(cold);
+    assert_memory_equal(b.toks, cold_r.toks, 12 * sizeof(int32_t));
+    assert_memory_equal(b.lp, cold_r.lp, 12 * sizeof(float));
+    o.cache_type_k = o.cache_type_v = "f16";
+    TU_OK(tern_engine_create(model, &o, &e));
+    s = submit(e, &r2);
+    drain(s, &f16);
+    tern_stream_free(s);
+    tern_engine_destroy(e);
+    assert_int_equal(f16.done.usage.cached_tokens, 0);
+}
+
 /* ---- cancellation ------------------------------------------------------------------------------- */
 
 /* Soft-token spans (audio clips): rows fed in place of their positions' embeddings. Rows equal to the pad
@@ -1228,6 +1277,7 @@ int main(void) {
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
         cmocka_unit_test(test_kv_cache_types),      cmocka_unit_test(test_embeddings),
+        cmocka_unit_test(test_prompt_cache_restart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

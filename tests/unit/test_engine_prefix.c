@@ -289,6 +289,280 @@ static void test_prefix_lru(void **state) {
     tern_kv_free(kv);
 }
 
+/* ---- the disk tier ---------------------------------------------------------------------------------------- */
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void ts_sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+#include "kv/prefix_disk.h"
+
+/* The files of the disk tier's one key folder under dir (paths into out, count returned). */
+static int tier_files(const char *dir, char out[][4400], int max) {
+    DIR *top = opendir(dir);
+    assert_non_null(top);
+    struct dirent *de;
+    char sub[4200] = "";
+    while ((de = readdir(top)))
+        if (de->d_name[0] != '.')
+            snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+    closedir(top);
+    int n = 0;
+    DIR *d = opendir(sub);
+    if (!d)
+        return 0;
+    while ((de = readdir(d)) && n < max)
+        if (de->d_name[0] != '.')
+            snprintf(out[n++], 4400, "%s/%s", sub, de->d_name);
+    closedir(d);
+    return n;
+}
+
+/* A prompt's K/V survives the cache (a restart): a new cache over the same folder finds all of it, and the logits
+ * after it are a cold prefill's, bit for bit; blocks the memory tier evicted come back from disk. */
+static void test_prefix_disk_restart(void **state) {
+    const int64_t blk = 16, chunk = 16;
+    const char *dir = tu_tmpdir("prefix-disk");
+    tern_kv *kv;
+    TU_OK(tern_gemma4_kv_create(model, 2, 160, chunk, TERN_KV_BF16, TERN_KV_BF16, &kv));
+    tern_prefix_cache *pc;
+    TU_OK(tern_prefix_cache_create(kv, blk, 64u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 42, 64u << 20));
+    tern_pc_cursor *cur;
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    int32_t A[100];
+    fill_ids(A, 100, 21);
+    float *a_last = malloc((size_t)V * sizeof(float)), *hot = malloc((size_t)V * sizeof(float));
+    tern_pc_cursor_begin(cur, NULL, 0);
+    prefill(kv, 0, A, 100, chunk, a_last, cur, A);
+    tern_pc_cursor_end(cur);
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_free(pc); /* writes what is queued */
+    char files[16][4400];
+    assert_int_equal(tier_files(dir, files, 16), 7); /* 6 whole blocks and the partial one */
+
+    /* "restart": a new cache, nothing in memory; a lookup reads all 99 tokens back */
+    TU_OK(tern_prefix_cache_create(kv, blk, 64u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 42, 64u << 20));
+    const tern_pc_node *tail;
+    assert_int_equal(tern_prefix_cache_match(pc, A, 99, &tail), 99);
+    tern_prefix_cache_stats st;
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_hit_tokens, 99);
+    assert_int_equal(st.disk_files, 7);
+    TU_OK(tern_prefix_cache_restore(pc, tail, 99, kv, 1));
+    prefill(kv, 1, A + 99, 1, chunk, hot, NULL, NULL);
+    assert_memory_equal(hot, a_last, (size_t)V * sizeof(float));
+    /* now in memory: the next lookup reads nothing from disk */
+    assert_int_equal(tern_prefix_cache_match(pc, A, 99, &tail), 99);
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_hit_tokens, 99);
+    tern_prefix_cache_free(pc);
+    /* another model (key) never sees these files */
+    TU_OK(tern_prefix_cache_create(kv, blk, 64u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 43, 64u << 20));
+    assert_int_equal(tern_prefix_cache_match(pc, A, 99, &tail), 0);
+    tern_prefix_cache_free(pc);
+
+    /* a memory tier of 3 blocks: B's prompt pushes A's out, and A's come back from disk */
+    TU_OK(tern_prefix_cache_create(kv, blk, 3 * st.block_bytes, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 44, 64u << 20));
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    int32_t B[40];
+    fill_ids(B, 40, 22);
+    for (int k = 0; k < 2; k++) {
+        tern_kv_release(kv, 1);
+        tern_pc_cursor_begin(cur, NULL, 0);
+        prefill(kv, 1, k ? B : A, 40, chunk, NULL, cur, k ? B : A);
+        tern_pc_cursor_end(cur);
+    }
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_flush(pc);
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_true(st.evicted >= 3);
+    assert_int_equal(st.disk_files, 6);
+    assert_int_equal(tern_prefix_cache_match(pc, A, 40, &tail), 40);
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_hit_tokens, 40);
+    tern_prefix_cache_free(pc);
+    tern_kv_free(kv);
+    free(a_last);
+    free(hot);
+}
+
+/* Every kind of unsound file is removed, never used: truncated, a flipped byte in the K/V, another key's header, a
+ * name that does not match the content, garbage, a temporary left by a dead writer; the size cap holds. */
+static void test_prefix_disk_corruption(void **state) {
+    tern_kv_layer_desc d[2] = {{1, 8, 1}, {1, 8, 0}};
+    tern_kv *kv;
+    TU_OK(tern_kv_create(d, 2, 2, 64, 4, 4, TERN_KV_F32, TERN_KV_F32, &kv));
+    const char *dir = tu_tmpdir("prefix-disk-bad");
+    tern_prefix_cache *pc;
+    TU_OK(tern_prefix_cache_create(kv, 4, 1u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 7, 1u << 20));
+    tern_pc_cursor *cur;
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    int32_t X[24];
+    for (int i = 0; i < 24; i++)
+        X[i] = 100 + i;
+    tern_pc_cursor_begin(cur, NULL, 0);
+    write_positions(kv, 0, 24, 100, cur, X); /* 6 blocks */
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_free(pc);
+    char f[16][4400];
+    int n = tier_files(dir, f, 16);
+    assert_int_equal(n, 6);
+    /* find the files of blocks 2..6 by their ids (the header's token count, then the ids) */
+    char *by_block[6] = {0};
+    for (int i = 0; i < n; i++) {
+        FILE *fp = fopen(f[i], "rb");
+        unsigned char head[64];
+        int32_t first;
+        assert_int_equal(fread(head, 1, 64, fp), 64);
+        assert_int_equal(fread(&first, 4, 1, fp), 1);
+        fclose(fp);
+        by_block[(first - 100) / 4] = f[i];
+    }
+    assert_int_equal(truncate(by_block[5], 100), 0); /* truncated */
+    FILE *fp = fopen(by_block[4], "r+b");           /* a flipped byte in its K/V */
+    fseek(fp, -3, SEEK_END);
+    int c = fgetc(fp);
+    fseek(fp, -3, SEEK_END);
+    fputc(c ^ 0x40, fp);
+    fclose(fp);
+    fp = fopen(by_block[3], "r+b"); /* another key in its header */
+    fseek(fp, 16, SEEK_SET);
+    fputc(0x55, fp);
+    fclose(fp);
+    char moved[4500], garbage[4500], tmp[4500];
+    snprintf(moved, sizeof moved, "%s", by_block[2]); /* a name that does not match its content */
+    char *slash = strrchr(moved, '/');
+    snprintf(slash + 1, 30, "0123456789abcdef.kvb");
+    assert_int_equal(rename(by_block[2], moved), 0);
+    snprintf(garbage, sizeof garbage, "%.*s/fedcba9876543210.kvb", (int)(slash - moved), moved);
+    fp = fopen(garbage, "wb");
+    fputs("not a block", fp);
+    fclose(fp);
+    snprintf(tmp, sizeof tmp, "%.*s/0000000000000001.999999999.tmp", (int)(slash - moved), moved);
+    fp = fopen(tmp, "wb");
+    fputs("half", fp);
+    fclose(fp);
+
+    TU_OK(tern_prefix_cache_create(kv, 4, 1u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 7, 1u << 20));
+    tern_prefix_cache_stats st;
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_removed_bad, 4); /* truncated, foreign key, wrong name, garbage: seen at the scan */
+    assert_int_equal(st.disk_files, 3);       /* blocks 1, 2 and the flipped 5 (its checksum is read with it) */
+    const tern_pc_node *tail;
+    assert_int_equal(tern_prefix_cache_match(pc, X, 24, &tail), 8); /* blocks 1 and 2; block 3's name was wrong */
+    assert_int_equal(tern_prefix_cache_match(pc, X, 24, &tail), 8);
+    tern_kv_release(kv, 1);
+    TU_OK(tern_prefix_cache_restore(pc, tail, 8, kv, 1));
+    float out[8];
+    tern_kv_read(kv, 1, 1, 7, 0, out);
+    assert_float_equal(out[0], 107.0f, 0);
+    tern_prefix_cache_free(pc);
+    assert_int_equal(access(tmp, F_OK), -1);
+    assert_int_equal(tier_files(dir, f, 16), 3);
+
+    /* the flipped byte is caught when the block is read: blocks 3, 4 and 6 written again, 5 left as it was */
+    tern_kv_release(kv, 0);
+    TU_OK(tern_prefix_cache_create(kv, 4, 1u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 7, 1u << 20));
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    tern_pc_cursor_begin(cur, NULL, 0);
+    write_positions(kv, 0, 24, 100, cur, X);
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_free(pc);
+    assert_int_equal(tier_files(dir, f, 16), 6);
+    TU_OK(tern_prefix_cache_create(kv, 4, 1u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 7, 1u << 20));
+    assert_int_equal(tern_prefix_cache_match(pc, X, 24, &tail), 16);
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_removed_bad, 1);
+    tern_prefix_cache_free(pc);
+    n = tier_files(dir, f, 16);
+    assert_int_equal(n, 5);
+
+    /* the size cap: room for 3 files keeps the 3 most recent */
+    struct stat sb;
+    assert_int_equal(stat(f[0], &sb), 0);
+    TU_OK(tern_prefix_cache_create(kv, 4, 1u << 20, &pc));
+    TU_OK(tern_prefix_cache_open_disk(pc, dir, 7, 3 * (uint64_t)sb.st_size + 10));
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_files, 3);
+    assert_true(st.disk_bytes <= st.disk_cap);
+    tern_prefix_cache_free(pc);
+    assert_int_equal(tier_files(dir, f, 16), 3);
+    tern_kv_free(kv);
+}
+
+/* A writer killed at any moment (kill -9 while it writes block after block) leaves only whole files: the next open
+ * finds nothing unsound, and the temporaries of the dead writer are gone. */
+static void test_prefix_disk_killed_writer(void **state) {
+    const char *dir = tu_tmpdir("prefix-disk-kill");
+    for (int round = 0; round < 3; round++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            tern_kv_layer_desc d[2] = {{1, 64, 1}, {1, 64, 0}};
+            tern_kv *kv;
+            tern_prefix_cache *pc;
+            tern_pc_cursor *cur;
+            if (tern_kv_create(d, 2, 1, 4096, 4, 4, TERN_KV_F32, TERN_KV_F32, &kv) ||
+                tern_prefix_cache_create(kv, 4, 1u << 30, &pc) || tern_prefix_cache_open_disk(pc, dir, 9, 1u << 30) ||
+                tern_pc_cursor_new(pc, &cur))
+                _exit(3);
+            int32_t ids[4096];
+            for (int s = 0;; s++) { /* until killed */
+                for (int i = 0; i < 4096; i++)
+                    ids[i] = 7 + (i * 31 + s * 17) % 1000;
+                tern_kv_release(kv, 0);
+                tern_pc_cursor_begin(cur, NULL, 0);
+                for (int64_t p = 0; p < 4096; p++) {
+                    float k[64] = {(float)p}, v[64] = {(float)-p};
+                    for (int l = 0; l < 2; l++)
+                        tern_kv_write(kv, l, 0, p, k, v);
+                    tern_kv_set_len(kv, 0, p + 1);
+                    tern_pc_cursor_capture(cur, kv, 0, ids, p + 1);
+                }
+                tern_pc_cursor_end(cur);
+            }
+        }
+        ts_sleep_ms(150 + 100 * round);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        assert_true(WIFSIGNALED(status));
+        tern_kv_layer_desc d[2] = {{1, 64, 1}, {1, 64, 0}};
+        tern_kv *kv;
+        TU_OK(tern_kv_create(d, 2, 1, 4096, 4, 4, TERN_KV_F32, TERN_KV_F32, &kv));
+        tern_prefix_cache *pc;
+        TU_OK(tern_prefix_cache_create(kv, 4, 1u << 30, &pc));
+        TU_OK(tern_prefix_cache_open_disk(pc, dir, 9, 1u << 30));
+        tern_prefix_cache_stats st;
+        tern_prefix_cache_stats_get(pc, &st);
+        assert_int_equal(st.disk_removed_bad, 0);
+        assert_true(st.disk_files > 0);
+        tern_prefix_cache_free(pc);
+        tern_kv_free(kv);
+        char (*files)[4400] = malloc(4096 * sizeof *files);
+        int n = tier_files(dir, files, 4096);
+        for (int i = 0; i < n; i++)
+            assert_null(strstr(files[i], ".tmp"));
+        free(files);
+    }
+}
+
 static void test_kv_cost(void **state) {
     tern_kv_cost c = {.full_per_pos = 100, .ring_per_pos = 10, .ring_slots = 50};
     assert_int_equal(tern_kv_cost_bytes(&c, 0), 0);
@@ -377,6 +651,9 @@ int main(void) {
         cmocka_unit_test(test_kv_copy_export_release),
         cmocka_unit_test(test_prefix_hit_same_logits),
         cmocka_unit_test(test_prefix_lru),
+        cmocka_unit_test(test_prefix_disk_restart),
+        cmocka_unit_test(test_prefix_disk_corruption),
+        cmocka_unit_test(test_prefix_disk_killed_writer),
         cmocka_unit_test(test_kv_cost),
         cmocka_unit_test(test_fit),
     };

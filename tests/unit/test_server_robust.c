@@ -278,6 +278,34 @@ static int wait_log(const ts_server *s, const char *needle) {
     return 0;
 }
 
+/* A restart loses no cached prompt: with --cache-disk, the same conversation after a restart reads its prefix back
+ * from the folder (cached_tokens, /metrics by tier) and gets the same greedy reply. */
+static void test_prompt_cache_survives_restart(void **state) {
+    char args[4400];
+    snprintf(args, sizeof args, "--cache-disk '%s'", tu_tmpdir("serve-prompt-cache"));
+    const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"You are a careful assistant. Answer in one short "
+                       "sentence, plainly, without lists or markup, and say when you do not know.\"},{\"role\":\"user\","
+                       "\"content\":\"What is the capital of France?\"}],\"max_tokens\":8,\"temperature\":0}";
+    ts_server S;
+    ts_start(&S, args);
+    ts_resp a;
+    ts_post(S.port, "/v1/chat/completions", body, &a);
+    assert_int_equal(a.status, 200);
+    ts_stop(&S);
+    ts_start(&S, args);
+    ts_resp b;
+    ts_post(S.port, "/v1/chat/completions", body, &b);
+    assert_int_equal(b.status, 200);
+    long long prompt = ts_int(b.json, "usage.prompt_tokens"), cached = ts_int(b.json, "usage.prompt_tokens_details.cached_tokens");
+    assert_int_equal(cached, prompt - 1);
+    assert_string_equal(ts_str(b.json, "choices.0.message.content"), ts_str(a.json, "choices.0.message.content"));
+    assert_true(ts_metric(S.port, "tern_prefix_cache_hit_tokens_total{tier=\"disk\"}") >= (double)cached);
+    assert_true(ts_metric(S.port, "tern_prefix_cache_tier_bytes{tier=\"disk\"}") > 0);
+    ts_resp_free(&a);
+    ts_resp_free(&b);
+    ts_stop(&S);
+}
+
 static void test_sigterm_drains(void **state) {
     ts_server S;
     ts_start(&S, "");
@@ -335,7 +363,8 @@ int main(void) {
         cmocka_unit_test(test_disconnects),         cmocka_unit_test(test_slow_clients),
         cmocka_unit_test(test_garbage),             cmocka_unit_test(test_port_in_use),
         cmocka_unit_test(test_concurrent_equals_solo),
-        cmocka_unit_test(test_sigterm_drains),      cmocka_unit_test(test_second_signal_stops_now),
+        cmocka_unit_test(test_prompt_cache_survives_restart), cmocka_unit_test(test_sigterm_drains),
+        cmocka_unit_test(test_second_signal_stops_now),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
