@@ -113,6 +113,7 @@ typedef struct eng_request {
     int32_t *prediction;    /* predicted output (drafted from), or NULL */
     int64_t n_prediction;
     int draft_max;          /* resolved: 0 = no speculation */
+    tern_pc_prefetch *prefetch; /* its cached prefix read from the prompt cache's disk tier at submit, or NULL */
     int embed;              /* an embedding request: the prompt only, its hidden states pooled */
     tern_pooling pooling;
     channel *ch;

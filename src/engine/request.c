@@ -12,6 +12,7 @@ void request_free(eng_request *r) {
     if (!r)
         return;
     free(r->prompt);
+    tern_pc_prefetch_free(r->prefetch);
     constraint_release(r->grammar);
     free(r->emb);
     free(r->emb_at);
@@ -316,6 +317,10 @@ tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out
         request_free(q);
         return err;
     }
+    /* The disk reads a prompt's cached prefix needs happen here, on the submitting thread, while the engine thread
+     * goes on with its rows; the engine takes the blocks when the request starts. */
+    if (e->pc)
+        q->prefetch = tern_prefix_cache_prefetch(e->pc, q->keys ? q->keys : q->prompt, q->n_prompt - 1);
     *out = q;
     return NULL;
 }

@@ -215,7 +215,10 @@ static tern_err *start_row(tern_engine *e, eng_row *w) {
     } else if (e->pc) {
         /* At least the last prompt token must run through the model: its logits choose the first token. */
         const tern_pc_node *tail = NULL;
-        int64_t got = tern_prefix_cache_match(e->pc, q->keys ? q->keys : q->prompt, q->n_prompt - 1, &tail);
+        int64_t got = tern_prefix_cache_match_prefetched(e->pc, q->keys ? q->keys : q->prompt, q->n_prompt - 1,
+                                                         q->prefetch, &tail);
+        tern_pc_prefetch_free(q->prefetch);
+        q->prefetch = NULL;
         if (got) {
             TERN_TRY(tern_prefix_cache_restore(e->pc, tail, got, e->kv, w->seq));
             w->n_past = w->cached = got;

@@ -141,6 +141,7 @@ void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_
         out->disk_cap = d.cap;
         out->disk_writes = d.writes;
         out->disk_dropped = d.dropped;
+        out->disk_reads = d.reads;
         out->disk_removed_bad = d.removed_bad;
     }
 }
@@ -218,6 +219,8 @@ tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_n
 /* ---- eviction and insertion ------------------------------------------------------------------ */
 
 static void unlink_node(tern_prefix_cache *pc, tern_pc_node *n) {
+    if (pc->disk)
+        tern_pc_disk_resident(pc->disk, n->chain, 0);
     tern_pc_node **pp = &pc->buckets[n->hash & (pc->n_buckets - 1)];
     while (*pp != n)
         pp = &(*pp)->hnext;
@@ -320,6 +323,8 @@ static tern_pc_node *insert(tern_prefix_cache *pc, tern_pc_node *parent, const i
     n->chain = tern_pc_disk_chain(parent ? parent->chain : 0, ids, len);
     if (pc->disk && !from_disk)
         tern_pc_disk_put(pc->disk, parent ? parent->chain : 0, n->chain, ids, len, n->data);
+    if (pc->disk)
+        tern_pc_disk_resident(pc->disk, n->chain, 1);
     n->depth = parent ? parent->depth + 1 : 1;
     n->hash = h;
     n->hnext = pc->buckets[h & (pc->n_buckets - 1)];
@@ -341,27 +346,138 @@ static tern_pc_node *insert(tern_prefix_cache *pc, tern_pc_node *parent, const i
     return n;
 }
 
-/* The whole block after `parent` spelling ids[0, block) from the disk tier, into memory; NULL when it has none. */
-static tern_pc_node *adopt_block(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids) {
+/* ---- prefetching from the disk tier ----------------------------------------------------------------------- */
+
+typedef struct prefetched {
+    uint64_t parent, chain;
+    int64_t len, shared; /* its tokens; for the partial one, how many agree with the prompt */
+    int32_t *ids;
+    unsigned char *data; /* taken by a match that uses it */
+} prefetched;
+
+struct tern_pc_prefetch {
+    prefetched *b;
+    int n;
+};
+
+void tern_pc_prefetch_free(tern_pc_prefetch *p) {
+    if (!p)
+        return;
+    for (int i = 0; i < p->n; i++) {
+        free(p->b[i].ids);
+        free(p->b[i].data);
+    }
+    free(p->b);
+    free(p);
+}
+
+tern_pc_prefetch *tern_prefix_cache_prefetch(const tern_prefix_cache *pc, const int32_t *ids, int64_t n) {
+    if (!pc->disk || n < 1)
+        return NULL;
+    const int64_t blk = pc->block;
+    tern_pc_prefetch *p = calloc(1, sizeof *p);
+    if (!p || !(p->b = calloc((size_t)(n / blk + 1), sizeof *p->b))) {
+        free(p);
+        return NULL;
+    }
+    uint64_t parent = 0;
+    int64_t got = 0;
+    for (; got + blk <= n; got += blk) { /* whole blocks: those memory holds are not read */
+        uint64_t chain = tern_pc_disk_chain(parent, ids + got, blk);
+        if (!tern_pc_disk_is_resident(pc->disk, chain)) {
+            prefetched *e = &p->b[p->n];
+            e->data = malloc((size_t)pc->block_bytes);
+            e->ids = malloc((size_t)blk * sizeof *e->ids);
+            if (!e->data || !e->ids || !tern_pc_disk_get_block(pc->disk, parent, ids + got, e->data))
+                break;
+            memcpy(e->ids, ids + got, (size_t)blk * sizeof *ids);
+            e->parent = parent, e->chain = chain, e->len = e->shared = blk;
+            p->n++;
+        }
+        parent = chain;
+    }
+    const int64_t rest = n - got < blk ? n - got : blk;
+    prefetched *e = &p->b[p->n];
+    if (rest > 0 && !e->data && !e->ids) {
+        e->data = malloc((size_t)pc->block_bytes);
+        e->ids = malloc((size_t)blk * sizeof *e->ids);
+    }
+    if (rest > 0 && e->data && e->ids &&
+        (e->shared = tern_pc_disk_get_best(pc->disk, parent, ids + got, rest, e->ids, &e->len, e->data)) > 0) {
+        e->parent = parent;
+        e->chain = tern_pc_disk_chain(parent, e->ids, e->len);
+        p->n++;
+    }
+    if (p->n < n / blk + 1) { /* an entry begun but not filled */
+        free(p->b[p->n].ids);
+        free(p->b[p->n].data);
+        p->b[p->n].ids = NULL;
+        p->b[p->n].data = NULL;
+    }
+    if (!p->n) {
+        tern_pc_prefetch_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* The prefetched whole block with chain hash `chain`, still holding its data, or NULL. */
+static prefetched *prefetched_block(tern_pc_prefetch *p, uint64_t chain, int64_t block) {
+    for (int i = 0; p && i < p->n; i++)
+        if (p->b[i].data && p->b[i].chain == chain && p->b[i].len == block)
+            return &p->b[i];
+    return NULL;
+}
+
+/* The whole block after `parent` spelling ids[0, block) from the disk tier (or what was prefetched of it), into
+ * memory; NULL when it has none. */
+static tern_pc_node *adopt_block(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids,
+                                 tern_pc_prefetch *pf) {
+    const uint64_t pchain = parent ? parent->chain : 0;
+    prefetched *e = prefetched_block(pf, tern_pc_disk_chain(pchain, ids, pc->block), pc->block);
+    if (e)
+        return insert(pc, parent, ids, pc->block, &e->data, 1);
     unsigned char *data = malloc((size_t)pc->block_bytes);
     tern_pc_node *n = NULL;
-    if (data && tern_pc_disk_get_block(pc->disk, parent ? parent->chain : 0, ids, data))
+    if (data && tern_pc_disk_get_block(pc->disk, pchain, ids, data))
         n = insert(pc, parent, ids, pc->block, &data, 1);
     free(data);
     return n;
 }
 
-/* The disk tier's block after `parent` agreeing with ids[0, n) for more than `beat` tokens, into memory (how many
- * in *shared); NULL when it has none. */
+/* The disk tier's block after `parent` agreeing with ids[0, n) for more than `beat` tokens (or what was prefetched
+ * of it), into memory (how many in *shared); NULL when it has none. */
 static tern_pc_node *adopt_best(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids, int64_t n,
-                                int64_t beat, int64_t *shared) {
-    unsigned char *data = malloc((size_t)pc->block_bytes);
+                                int64_t beat, int64_t *shared, tern_pc_prefetch *pf) {
+    unsigned char *data = NULL;
     int32_t *bids = malloc((size_t)pc->block * sizeof *bids);
-    int64_t len = 0;
+    int64_t len = 0, k = 0;
     tern_pc_node *got = NULL;
     *shared = 0;
+    const uint64_t pchain = parent ? parent->chain : 0;
+    prefetched *e = NULL;
+    for (int i = 0; pf && i < pf->n && !e; i++) /* the prefetched block after parent agreeing longest */
+        if (pf->b[i].data && pf->b[i].parent == pchain) {
+            int64_t m = pf->b[i].len < n ? pf->b[i].len : n, j = 0;
+            while (j < m && pf->b[i].ids[j] == ids[j])
+                j++;
+            if (j > beat && j > k) {
+                e = &pf->b[i];
+                k = j;
+            }
+        }
+    if (e && bids) {
+        memcpy(bids, e->ids, (size_t)e->len * sizeof *bids);
+        len = e->len;
+        data = e->data;
+        e->data = NULL;
+    } else {
+        k = 0;
+        data = malloc((size_t)pc->block_bytes);
+    }
     if (data && bids && beat < n) {
-        int64_t k = tern_pc_disk_get_best(pc->disk, parent ? parent->chain : 0, ids, n, bids, &len, data);
+        if (!e)
+            k = tern_pc_disk_get_best(pc->disk, pchain, ids, n, bids, &len, data);
         tern_pc_node *have = NULL;
         for (tern_pc_node *c = k > beat ? *children_of(pc, parent) : NULL; c && !have; c = c->sibling)
             if (c->len == len && !memcmp(c->ids, bids, (size_t)len * sizeof *bids))
@@ -379,6 +495,11 @@ static tern_pc_node *adopt_best(tern_prefix_cache *pc, tern_pc_node *parent, con
 }
 
 int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail) {
+    return tern_prefix_cache_match_prefetched(pc, ids, n, NULL, tail);
+}
+
+int64_t tern_prefix_cache_match_prefetched(tern_prefix_cache *pc, const int32_t *ids, int64_t n, tern_pc_prefetch *pf,
+                                           const tern_pc_node **tail) {
     *tail = NULL;
     pc->st.lookups++;
     if (!pc->all && !pc->disk)
@@ -396,7 +517,7 @@ int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64
     }
     int64_t from_disk = 0;
     while (pc->disk && got + pc->block <= n) { /* whole blocks the memory tier no longer (or never) held */
-        tern_pc_node *c = adopt_block(pc, cur, ids + got);
+        tern_pc_node *c = adopt_block(pc, cur, ids + got, pf);
         if (!c)
             break;
         c->stamp = stamp;
@@ -409,7 +530,7 @@ int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64
     const int64_t rest = n - got < pc->block ? n - got : pc->block;
     int64_t k = 0, kd = 0;
     tern_pc_node *part = got < n ? best_child(pc, cur, ids + got, rest, &k) : NULL;
-    tern_pc_node *dpart = got < n && pc->disk ? adopt_best(pc, cur, ids + got, rest, k, &kd) : NULL;
+    tern_pc_node *dpart = got < n && pc->disk ? adopt_best(pc, cur, ids + got, rest, k, &kd, pf) : NULL;
     if (dpart) {
         part = dpart;
         k = kd;

@@ -51,6 +51,7 @@ typedef struct tern_prefix_cache_stats {
     uint64_t disk_hit_tokens;            /* of hit_tokens, those read back from disk */
     uint64_t disk_bytes, disk_files, disk_cap;
     uint64_t disk_writes, disk_dropped;  /* blocks written; writes dropped (queue full, disk error) */
+    uint64_t disk_reads;                 /* blocks read back (by a match or a prefetch) */
     uint64_t disk_removed_bad;           /* files found unsound and removed */
 } tern_prefix_cache_stats;
 
@@ -73,6 +74,15 @@ void tern_prefix_cache_stats_get(const tern_prefix_cache *pc, tern_prefix_cache_
  * after it (whole or partial) agrees longest — in memory, then on the disk tier (blocks read back join memory). Returns the tokens matched (<= n) and the block they end in, in *tail
  * (NULL when nothing matched). Marks the chain used. */
 int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail);
+/* Blocks of ids[0, n)'s cached prefix read from the disk tier ahead of a match, on any thread (only the tier, which
+ * has its own lock, is touched): those the memory tier does not hold, so that the match that follows (on the engine
+ * thread) takes them without reading the disk. NULL when there is nothing to read or no disk tier. */
+typedef struct tern_pc_prefetch tern_pc_prefetch;
+tern_pc_prefetch *tern_prefix_cache_prefetch(const tern_prefix_cache *pc, const int32_t *ids, int64_t n);
+void tern_pc_prefetch_free(tern_pc_prefetch *p);
+/* tern_prefix_cache_match taking what pf read (may be NULL) before reading the disk itself. */
+int64_t tern_prefix_cache_match_prefetched(tern_prefix_cache *pc, const int32_t *ids, int64_t n, tern_pc_prefetch *pf,
+                                           const tern_pc_node **tail);
 /* Writes the first n_tokens positions of the chain ending at `tail` (what match returned with it) into sequence
  * `seq` of kv (which must have the cache's shape and length 0) and sets the sequence's length to n_tokens. */
 tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, int64_t n_tokens,

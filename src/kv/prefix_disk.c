@@ -52,6 +52,8 @@ struct tern_pc_disk {
     pthread_cond_t cv, idle;
     dentry *chain_b[N_BUCKETS], *parent_b[N_BUCKETS];
     dentry *all;
+    uint64_t *resident;     /* open-addressing set of the chains the memory tier holds (0 = empty slot) */
+    size_t n_resident, cap_resident;
     job *q_head, *q_tail;
     uint64_t queued_bytes;
     int writing, stopping;
@@ -377,6 +379,7 @@ void tern_pc_disk_close(tern_pc_disk *d) {
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     pthread_cond_destroy(&d->idle);
+    free(d->resident);
     free(d->dir);
     free(d);
 }
@@ -473,6 +476,62 @@ int64_t tern_pc_disk_get_best(tern_pc_disk *d, uint64_t parent, const int32_t *i
     }
     pthread_mutex_unlock(&d->mu);
     return best && load(d, chain, data) ? best : 0;
+}
+
+/* ---- the memory tier's blocks (a set of chain hashes; 0 stands for 1, as 0 marks an empty slot) ----------- */
+
+static size_t slot_of(const uint64_t *t, size_t cap, uint64_t c) {
+    size_t i = (size_t)tern_mix64(c) & (cap - 1);
+    while (t[i] && t[i] != c)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static void set_grow(tern_pc_disk *d) {
+    size_t cap = d->cap_resident ? 2 * d->cap_resident : 1024;
+    uint64_t *t = calloc(cap, sizeof *t);
+    if (!t)
+        return;
+    for (size_t i = 0; i < d->cap_resident; i++)
+        if (d->resident[i])
+            t[slot_of(t, cap, d->resident[i])] = d->resident[i];
+    free(d->resident);
+    d->resident = t;
+    d->cap_resident = cap;
+}
+
+void tern_pc_disk_resident(tern_pc_disk *d, uint64_t chain, int on) {
+    const uint64_t c = chain ? chain : 1;
+    pthread_mutex_lock(&d->mu);
+    if (on) {
+        if (2 * (d->n_resident + 1) > d->cap_resident)
+            set_grow(d);
+        if (d->cap_resident) {
+            size_t i = slot_of(d->resident, d->cap_resident, c);
+            d->n_resident += !d->resident[i];
+            d->resident[i] = c;
+        }
+    } else if (d->cap_resident) {
+        size_t i = slot_of(d->resident, d->cap_resident, c);
+        if (d->resident[i]) { /* remove, then put back the run after it (linear probing) */
+            d->resident[i] = 0;
+            d->n_resident--;
+            for (size_t j = (i + 1) & (d->cap_resident - 1); d->resident[j]; j = (j + 1) & (d->cap_resident - 1)) {
+                uint64_t v = d->resident[j];
+                d->resident[j] = 0;
+                d->resident[slot_of(d->resident, d->cap_resident, v)] = v;
+            }
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+int tern_pc_disk_is_resident(tern_pc_disk *d, uint64_t chain) {
+    const uint64_t c = chain ? chain : 1;
+    pthread_mutex_lock(&d->mu);
+    int on = d->cap_resident && d->resident[slot_of(d->resident, d->cap_resident, c)] == c;
+    pthread_mutex_unlock(&d->mu);
+    return on;
 }
 
 void tern_pc_disk_flush(tern_pc_disk *d) {

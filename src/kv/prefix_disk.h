@@ -48,6 +48,10 @@ int tern_pc_disk_get_block(tern_pc_disk *d, uint64_t parent, const int32_t *ids,
  * shares (0: none) with its ids in out_ids (block), its token count in *len and its bytes in data. */
 int64_t tern_pc_disk_get_best(tern_pc_disk *d, uint64_t parent, const int32_t *ids, int64_t n, int32_t *out_ids,
                               int64_t *len, void *data);
+/* The memory tier holds (on 1) or no longer holds (on 0) the block `chain`: what a prefetch need not read. */
+void tern_pc_disk_resident(tern_pc_disk *d, uint64_t chain, int on);
+/* 1 if the memory tier said it holds `chain`. */
+int tern_pc_disk_is_resident(tern_pc_disk *d, uint64_t chain);
 /* Waits until every queued write is done (tests, shutdown). */
 void tern_pc_disk_flush(tern_pc_disk *d);
 void tern_pc_disk_stats_get(tern_pc_disk *d, tern_pc_disk_stats *out);

@@ -349,14 +349,23 @@ static void test_prefix_disk_restart(void **state) {
     char files[16][4400];
     assert_int_equal(tier_files(dir, files, 16), 7); /* 6 whole blocks and the partial one */
 
-    /* "restart": a new cache, nothing in memory; a lookup reads all 99 tokens back */
+    /* "restart": a new cache, nothing in memory; a lookup reads all 99 tokens back — read ahead by a prefetch (as a
+     * submitting thread does), so the match itself reads nothing */
     TU_OK(tern_prefix_cache_create(kv, blk, 64u << 20, &pc));
     TU_OK(tern_prefix_cache_open_disk(pc, dir, 42, 64u << 20));
     const tern_pc_node *tail;
-    assert_int_equal(tern_prefix_cache_match(pc, A, 99, &tail), 99);
+    tern_pc_prefetch *pf = tern_prefix_cache_prefetch(pc, A, 99);
+    assert_non_null(pf);
     tern_prefix_cache_stats st;
     tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_reads, 7);
+    assert_int_equal(tern_prefix_cache_match_prefetched(pc, A, 99, pf, &tail), 99);
+    tern_pc_prefetch_free(pf);
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.disk_reads, 7);
     assert_int_equal(st.disk_hit_tokens, 99);
+    /* and a prefetch reads nothing the memory tier holds */
+    assert_null(tern_prefix_cache_prefetch(pc, A, 96));
     assert_int_equal(st.disk_files, 7);
     TU_OK(tern_prefix_cache_restore(pc, tail, 99, kv, 1));
     prefill(kv, 1, A + 99, 1, chunk, hot, NULL, NULL);
