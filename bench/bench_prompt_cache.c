@@ -6,8 +6,9 @@
  *   disk      after a restart: a new engine over the same --cache-disk folder, the folder's files dropped from the
  *             page cache first (posix_fadvise), so the first turn reads the prefix from the disk itself
  *
- * Every cached turn's first token is checked against the cold run's (greedy), so the figures are of the same output.
- * Medians over the turns (cold: over its fewer turns, each a full prefill).
+ * The turns after the restart are new (only the system part can come from the cache). The first --cold-turns of each
+ * phase also run cold, and the cached runs' first tokens must be theirs (greedy), so the figures are of the same
+ * output. Medians over the turns (cold: over its fewer turns, each a full prefill).
  *
  * usage: bench_prompt_cache MODEL_DIR DISK_DIR [--system 2000] [--turns 50] [--cold-turns 3] [--threads 2] [--json]
  *   build/bench_prompt_cache models/e2b-q4 /tmp/tern-prompt-cache --threads 2 */
@@ -111,7 +112,7 @@ static tern_engine *engine(tern_model *m, int threads, int64_t ctx, int cache, c
     o.parallel = 1;
     o.ctx = ctx;
     o.threads = threads;
-    o.prefix_cache_bytes = cache ? -1 : 0;
+    o.prefix_cache_bytes = cache ? (int64_t)1 << 30 : 0; /* room for the whole prefix whatever the context */
     o.prefix_disk_dir = disk;
     tern_engine *e;
     tern_err *err = tern_engine_create(m, &o, &e);
@@ -157,33 +158,38 @@ int main(int argc, char **argv) {
     tern_model_info info;
     tern_model_get_info(m, &info);
     const int64_t ctx = system + 64;
-    static double cold[MAX_TURNS], mem[MAX_TURNS], after[MAX_TURNS];
-    static int32_t first[MAX_TURNS];
+    static double cold[2 * MAX_TURNS], mem[MAX_TURNS], after[MAX_TURNS];
+    static int32_t first[2 * MAX_TURNS];
     int64_t n, cached, disk_cached = 0;
     int32_t tok;
     int mismatches = 0;
 
+    /* Turn ids: 0..turns-1 run with the prefix in memory, turns..2*turns-1 after the restart (their own tokens new, so
+     * only the system part can come from the cache), WARM puts the prefix in memory first. Cold runs: the first
+     * cold_turns of each phase, whose first tokens the cached runs must repeat. */
+    const int WARM = 100000;
     tern_engine *e = engine(m, threads, ctx, 0, NULL);
-    for (int t = 0; t < cold_turns; t++) {
-        int32_t *p = make_prompt(system, t, info.vocab_size, &n);
-        if (turn(e, p, n, &first[t], &cold[t], &cached))
-            return 1;
-        free(p);
-        fprintf(stderr, "cold turn %d: %.3f s\n", t, cold[t]);
-    }
+    int n_cold = 0;
+    for (int ph = 0; ph < 2; ph++)
+        for (int t = 0; t < cold_turns; t++, n_cold++) {
+            int32_t *p = make_prompt(system, ph * turns + t, info.vocab_size, &n);
+            if (turn(e, p, n, &first[n_cold], &cold[n_cold], &cached))
+                return 1;
+            free(p);
+            fprintf(stderr, "cold turn %d: %.3f s\n", ph * turns + t, cold[n_cold]);
+        }
     tern_engine_destroy(e);
 
-    /* the memory tier: turn 0 puts the prefix there (not counted), then every turn finds it */
     e = engine(m, threads, ctx, 1, disk);
-    for (int t = 0; t <= turns; t++) {
-        int32_t *p = make_prompt(system, t % turns, info.vocab_size, &n);
+    for (int t = -1; t < turns; t++) {
+        int32_t *p = make_prompt(system, t < 0 ? WARM : t, info.vocab_size, &n);
         double s;
         if (turn(e, p, n, &tok, &s, &cached))
             return 1;
         free(p);
-        if (t > 0) {
-            mem[t - 1] = s;
-            mismatches += (t - 1 < cold_turns && tok != first[t - 1]) || cached < system;
+        if (t >= 0) {
+            mem[t] = s;
+            mismatches += (t < cold_turns && tok != first[t]) || cached < system;
         }
     }
     tern_engine_destroy(e); /* writes what the disk tier has queued */
@@ -192,13 +198,13 @@ int main(int argc, char **argv) {
     drop_cached(disk);
     e = engine(m, threads, ctx, 1, disk);
     for (int t = 0; t < turns; t++) {
-        int32_t *p = make_prompt(system, t, info.vocab_size, &n);
+        int32_t *p = make_prompt(system, turns + t, info.vocab_size, &n);
         if (turn(e, p, n, &tok, &after[t], &cached))
             return 1;
         free(p);
         if (t == 0)
             disk_cached = cached;
-        mismatches += (t < cold_turns && tok != first[t]) || cached < system;
+        mismatches += (t < cold_turns && tok != first[cold_turns + t]) || cached < system;
     }
     tern_metrics met;
     tern_engine_metrics(e, &met);
@@ -206,7 +212,7 @@ int main(int argc, char **argv) {
     tern_model_free(m);
 
     const double from_disk = after[0];
-    double c = median(cold, cold_turns), mm = median(mem, turns), am = median(after, turns);
+    double c = median(cold, n_cold), mm = median(mem, turns), am = median(after, turns);
     if (json)
         printf("{\"system_tokens\":%lld,\"turns\":%d,\"cold_ttft_s\":%.4f,\"memory_ttft_s\":%.4f,"
                "\"disk_first_ttft_s\":%.4f,\"after_restart_ttft_s\":%.4f,\"disk_cached_tokens\":%lld,"
@@ -215,7 +221,7 @@ int main(int argc, char **argv) {
                (unsigned long long)met.prefix_disk_hit_tokens, (unsigned long long)met.prefix_disk_bytes, mismatches);
     else {
         printf("system prompt %lld tokens, %d turns of 24 more (threads %d)\n", (long long)system, turns, threads);
-        printf("  cold (no cache), median of %d: %8.3f s\n", cold_turns, c);
+        printf("  cold (no cache), median of %d: %8.3f s\n", n_cold, c);
         printf("  prefix in memory, median:       %8.3f s  (%.1f%% of cold)\n", mm, 100.0 * mm / c);
         printf("  after a restart, first turn:    %8.3f s  (%.1f%% of cold; %lld tokens read from disk)\n", from_disk,
                100.0 * from_disk / c, (long long)disk_cached);
