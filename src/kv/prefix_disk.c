@@ -399,6 +399,10 @@ void tern_pc_disk_put(tern_pc_disk *d, uint64_t parent, uint64_t chain, const in
         j->ids = malloc((size_t)len * sizeof *ids);
         j->data = malloc(d->block_bytes);
     }
+    if (j && j->ids && j->data) { /* copied before taking the lock: the writer and prefetches never wait on it */
+        memcpy(j->ids, ids, (size_t)len * sizeof *ids);
+        memcpy(j->data, data, d->block_bytes);
+    }
     pthread_mutex_lock(&d->mu);
     if (!j || !j->ids || !j->data) {
         d->queued_bytes -= d->block_bytes;
@@ -407,8 +411,6 @@ void tern_pc_disk_put(tern_pc_disk *d, uint64_t parent, uint64_t chain, const in
         job_free(j);
         return;
     }
-    memcpy(j->ids, ids, (size_t)len * sizeof *ids);
-    memcpy(j->data, data, d->block_bytes);
     j->parent = parent;
     j->chain = chain;
     j->len = len;
