@@ -61,10 +61,10 @@ struct tern_pc_disk {
     tern_pc_disk_stats st;
 };
 
-/* 0 when all n bytes were read (or written). */
-static int read_all(int fd, void *buf, size_t n) {
+/* 0 when all n bytes were read (writing: written). */
+static int io_all(int fd, void *buf, size_t n, int writing) {
     for (unsigned char *p = buf; n;) {
-        ssize_t k = read(fd, p, n);
+        ssize_t k = writing ? write(fd, p, n) : read(fd, p, n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -74,17 +74,8 @@ static int read_all(int fd, void *buf, size_t n) {
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-    for (const unsigned char *p = buf; n;) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k, n -= (size_t)k;
-    }
-    return 0;
-}
+static int read_all(int fd, void *buf, size_t n) { return io_all(fd, buf, n, 0); }
+static int write_all(int fd, const void *buf, size_t n) { return io_all(fd, (void *)buf, n, 1); }
 
 static uint64_t now_ns(void) {
     struct timespec t;
