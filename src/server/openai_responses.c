@@ -567,11 +567,13 @@ static tern_err *read_request(tern_server *s, const json_t *b, json_t *prior, re
             json_object_set_new(r, "text", text_echo) ||
             json_object_set_new(r, "tool_choice", choice ? json_incref(json_object_get(b, "tool_choice"))
                                                          : json_string("auto")) ||
-            json_object_set_new(r, "tools", json_incref(json_object_get(b, "tools") ?: json_array())) ||
+            json_object_set_new(r, "tools", is_set(json_object_get(b, "tools"))
+                                                ? json_incref(json_object_get(b, "tools")) : json_array()) ||
             json_object_set_new(r, "top_p", is_set(top_p) ? json_incref((json_t *)top_p) : json_real(1.0)) ||
             json_object_set_new(r, "truncation", json_string("disabled")) || json_object_set_new(r, "usage", json_null()) ||
             json_object_set_new(r, "user", json_incref(json_object_get(b, "user") ?: json_null())) ||
-            json_object_set_new(r, "metadata", json_incref(json_object_get(b, "metadata") ?: json_object())))
+            json_object_set_new(r, "metadata", is_set(json_object_get(b, "metadata"))
+                                                   ? json_incref(json_object_get(b, "metadata")) : json_object()))
             err = oom();
         reasoning_echo = text_echo = NULL; /* taken by the object */
     }
