@@ -19,7 +19,8 @@ struct tern_pc_node {
     int n_children, pins;
     uint64_t stamp;            /* last use (a lookup through it, or its commit) */
     int32_t *ids;              /* [block], the first len meaningful */
-    unsigned char *data;       /* block_bytes: per layer [block] positions of K then V bytes */
+    unsigned char *data;       /* per layer [len] positions of K then V bytes (a whole block: block_bytes) */
+    uint64_t bytes;            /* of data: len positions of every layer */
 };
 
 struct tern_prefix_cache {
@@ -29,6 +30,8 @@ struct tern_prefix_cache {
     tern_kv_type k_type, v_type;
     size_t *row; /* [n_layers] bytes of K and V per position */
     size_t *off; /* [n_layers] offset of the layer's K in a block's data */
+    size_t *pos_off; /* [n_layers] the same for a block of one position (a block of len: len x this) */
+    uint64_t pos_bytes; /* one position of every layer */
     tern_pc_node **buckets;
     size_t n_buckets;
     tern_pc_node *all;
@@ -66,10 +69,11 @@ tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t ca
     if (pc) {
         pc->row = calloc((size_t)(n ? n : 1), sizeof *pc->row);
         pc->off = calloc((size_t)(n ? n : 1), sizeof *pc->off);
+        pc->pos_off = calloc((size_t)(n ? n : 1), sizeof *pc->pos_off);
         pc->n_buckets = 256;
         pc->buckets = calloc(pc->n_buckets, sizeof *pc->buckets);
     }
-    if (!pc || !pc->row || !pc->off || !pc->buckets) {
+    if (!pc || !pc->row || !pc->off || !pc->pos_off || !pc->buckets) {
         tern_prefix_cache_free(pc);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
@@ -82,7 +86,9 @@ tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t ca
     for (int l = 0; l < n; l++) {
         pc->row[l] = tern_kv_pos_bytes(kv, l);
         pc->off[l] = (size_t)bytes;
+        pc->pos_off[l] = (size_t)pc->pos_bytes;
         bytes += (uint64_t)block * pc->row[l];
+        pc->pos_bytes += pc->row[l];
     }
     pc->block_bytes = bytes ? bytes : 1;
     pc->st.cap = cap_bytes;
@@ -110,6 +116,7 @@ void tern_prefix_cache_free(tern_prefix_cache *pc) {
     free(pc->buckets);
     free(pc->row);
     free(pc->off);
+    free(pc->pos_off);
     free(pc);
 }
 
@@ -208,7 +215,7 @@ tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_n
             int64_t slots = tern_kv_slots(kv, l), first = B > slots ? B - slots : 0; /* what a ring still holds */
             if (p0 + end <= first)
                 continue;
-            const unsigned char *rows = n->data + pc->off[l];
+            const unsigned char *rows = n->data + (size_t)n->len * pc->pos_off[l];
             for (int64_t i = first > p0 ? first - p0 : 0; i < end; i++)
                 tern_kv_import_pos(kv, l, seq, p0 + i, rows + (size_t)i * pc->row[l]);
         }
@@ -237,7 +244,7 @@ static void unlink_node(tern_prefix_cache *pc, tern_pc_node *n) {
     *cp = n->sibling;
     if (n->parent)
         n->parent->n_children--;
-    pc->st.bytes -= pc->block_bytes;
+    pc->st.bytes -= n->bytes;
     pc->st.blocks--;
 }
 
@@ -304,25 +311,38 @@ static uint64_t node_hash(const tern_prefix_cache *pc, const tern_pc_node *paren
 static tern_pc_node *insert(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids, int64_t len,
                             unsigned char **data, int from_disk) {
     tern_pc_node *n = NULL;
+    const uint64_t bytes = len == pc->block ? pc->block_bytes : (uint64_t)len * pc->pos_bytes;
     pin(parent); /* room is made by evicting leaves: not the one this block extends */
-    while (pc->st.bytes + pc->block_bytes > pc->cap)
+    while (pc->st.bytes + bytes > pc->cap)
         if (!evict_one(pc))
             break;
     unpin(parent);
-    if (pc->st.bytes + pc->block_bytes > pc->cap || !(n = calloc(1, sizeof *n)) ||
-        !(n->ids = malloc((size_t)pc->block * sizeof *n->ids))) {
+    unsigned char *compact = NULL; /* a partial block keeps only its positions */
+    if (pc->st.bytes + bytes > pc->cap || !(n = calloc(1, sizeof *n)) ||
+        !(n->ids = malloc((size_t)pc->block * sizeof *n->ids)) ||
+        (len < pc->block && !(compact = malloc((size_t)bytes)))) {
+        if (n)
+            free(n->ids);
         free(n);
         return NULL;
     }
     const uint64_t h = node_hash(pc, parent, ids, len);
     memcpy(n->ids, ids, (size_t)len * sizeof *n->ids);
     n->len = len;
-    n->data = *data;
-    *data = NULL;
     n->parent = parent;
     n->chain = tern_pc_disk_chain(parent ? parent->chain : 0, ids, len);
-    if (pc->disk && !from_disk)
-        tern_pc_disk_put(pc->disk, parent ? parent->chain : 0, n->chain, ids, len, n->data);
+    if (pc->disk && !from_disk) /* the disk keeps every block in the whole-block layout */
+        tern_pc_disk_put(pc->disk, parent ? parent->chain : 0, n->chain, ids, len, *data);
+    if (compact) {
+        for (int l = 0; l < pc->n_layers; l++)
+            memcpy(compact + (size_t)len * pc->pos_off[l], *data + pc->off[l], (size_t)len * pc->row[l]);
+        free(*data);
+        n->data = compact;
+    } else {
+        n->data = *data;
+    }
+    *data = NULL;
+    n->bytes = bytes;
     if (pc->disk)
         tern_pc_disk_resident(pc->disk, n->chain, 1);
     n->depth = parent ? parent->depth + 1 : 1;
@@ -338,7 +358,7 @@ static tern_pc_node *insert(tern_prefix_cache *pc, tern_pc_node *parent, const i
     *kids = n;
     if (n->parent)
         n->parent->n_children++;
-    pc->st.bytes += pc->block_bytes;
+    pc->st.bytes += bytes;
     pc->st.blocks++;
     pc->st.inserted++;
     if (pc->st.blocks > 2 * pc->n_buckets)
@@ -626,7 +646,7 @@ void tern_pc_cursor_begin(tern_pc_cursor *c, const tern_pc_node *tail, int64_t p
         if (reserve_pending(c))
             return;
         for (int l = 0; l < pc->n_layers; l++)
-            memcpy(c->pending + pc->off[l], tail->data + pc->off[l], (size_t)k * pc->row[l]);
+            memcpy(c->pending + pc->off[l], tail->data + (size_t)tail->len * pc->pos_off[l], (size_t)k * pc->row[l]);
         memcpy(c->pending_ids, tail->ids, (size_t)k * sizeof *c->pending_ids);
         parent = tail->parent;
     }

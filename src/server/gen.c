@@ -17,7 +17,7 @@
 
 /* The peer closed its end (or the socket failed): nothing we send will arrive. A client that pipelines its next
  * request has bytes waiting, which is not EOF. */
-static int client_gone(int fd) {
+int srv_client_gone(int fd) {
     if (fd < 0)
         return 0;
     char c;
@@ -107,7 +107,7 @@ static int next_event(srv_gen *g, tern_event *ev, unsigned *since_check) {
         if (k == 1 && ++*since_check < EVENTS_PER_CLIENT_CHECK)
             return 1;
         *since_check = 0;
-        if (client_gone(g->fd)) {
+        if (srv_client_gone(g->fd)) {
             g->gone = 1;
             srv_metrics_disconnect(&g->srv->metrics);
             tern_stream_cancel(g->stream);

@@ -218,6 +218,14 @@ int srv_handle_embeddings(srv_req *r, json_t *body) {
         }
         if (status)
             break;
+        /* each input is one event, too few for the run to look at the client: look here, between inputs */
+        if (srv_client_gone(gens[i]->fd)) {
+            srv_metrics_disconnect(&s->metrics); /* once for the request, not per input it drops */
+            for (size_t j = i; j < started; j++)
+                gens[j]->gone = 1;
+            rc = 0;
+            break;
+        }
         int k = srv_gen_run(gens[i]);
         if (k < 0)
             rc = 0; /* MHD_NO: the client is gone */

@@ -232,6 +232,8 @@ int srv_gen_run(srv_gen *g);
 long srv_gen_read(srv_gen *g, char *buf, size_t max);
 /* Cancels (if unfinished) and frees. NULL is fine. */
 void srv_gen_free(srv_gen *g);
+/* 1 if the peer of socket fd closed its end (or the socket failed); a pipelined next request is not that. */
+int srv_client_gone(int fd);
 
 /* ---- endpoint reply shaping, also driven directly by tests (events replayed without an engine) ---- */
 
