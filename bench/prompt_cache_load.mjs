@@ -2,7 +2,9 @@
 // requests (streaming or not) whose system prompt is one of a few shared ones and whose user turn is its own, some
 // continuing their own earlier conversation; then the server's /metrics say how many lookups hit and how many
 // prompt tokens came from the cache.
-//   node bench/prompt_cache_load.mjs http://127.0.0.1:PORT [--clients 64] [--seconds 60] [--max-tokens 16]
+//   node bench/prompt_cache_load.mjs http://127.0.0.1:PORT [--clients 64] [--seconds 60 | --requests N] [--max-tokens 16]
+//     [--temperature 0.7] [--short]   (--requests with --temperature 0: the same requests in every run, to compare
+//     builds; --short: system prompts of a few words)
 // Prints one JSON line: requests, errors (non-200), lookups, hits, hit rate, prompt and cached tokens.
 
 const args = process.argv.slice(2);
@@ -12,6 +14,7 @@ const opt = (name, dflt) => {
 	return i >= 0 ? Number(args[i + 1]) : dflt;
 };
 const clients = opt("--clients", 64), seconds = opt("--seconds", 60), maxTokens = opt("--max-tokens", 16);
+const perClient = opt("--requests", 0), temperature = opt("--temperature", 0.7); // --requests N: N each, no time limit
 
 const SYSTEMS = [
 	"You are a careful assistant for a small library. Answer questions about borrowing books, opening hours and " +
@@ -23,6 +26,9 @@ const SYSTEMS = [
 	"You are the help desk of a hardware store. Say which aisle holds an item, what it is used for, and one safety " +
 		"tip when it matters. Be brief and concrete.",
 ];
+// --short: system prompts of a few words (whole prompts shorter than a 64-token block)
+const SHORT = ["Be brief.", "Answer plainly.", "You are a helpful tutor.", "Reply in one sentence."];
+if (args.includes("--short")) SYSTEMS.splice(0, SYSTEMS.length, ...SHORT);
 const WORDS = ["lamb", "shepherd", "harvest", "lantern", "anchor", "orchard", "whisper", "granite", "meadow", "ladder"];
 
 async function metric(name) {
@@ -35,7 +41,7 @@ async function chat(messages, stream) {
 	const r = await fetch(`${base}/v1/chat/completions`, {
 		method: "POST",
 		headers: { "Content-Type": "application/json" },
-		body: JSON.stringify({ messages, max_tokens: maxTokens, temperature: 0.7, stream }),
+		body: JSON.stringify({ messages, max_tokens: maxTokens, temperature, stream }),
 	});
 	if (r.status !== 200) {
 		await r.text();
@@ -62,7 +68,7 @@ async function client(k) {
 		return seed % n;
 	};
 	let convo = null;
-	while (Date.now() < end) {
+	for (let sent = 0; perClient ? sent < perClient : Date.now() < end; sent++) {
 		if (!convo || rand(3) === 0) convo = [{ role: "system", content: SYSTEMS[rand(SYSTEMS.length)] }];
 		convo.push({ role: "user", content: `Client ${k}: what does "${WORDS[rand(WORDS.length)]}" mean, and how is it used?` });
 		const r = await chat(convo, rand(2) === 0);
@@ -81,4 +87,4 @@ const lookups = (await metric("tern_prefix_cache_lookups_total")) - before.looku
 const hits = (await metric("tern_prefix_cache_hits_total")) - before.hits;
 const prompt = (await metric("tern_prompt_tokens_total")) - before.prompt;
 const cached = (await metric("tern_prompt_tokens_cached_total")) - before.cached;
-console.log(JSON.stringify({ clients, seconds, requests, errors, lookups, hits, hit_rate: lookups ? hits / lookups : 0, prompt_tokens: prompt, cached_tokens: cached, cached_share: prompt ? cached / prompt : 0 }));
+console.log(JSON.stringify({ clients, seconds: perClient ? null : seconds, per_client: perClient || null, requests, errors, lookups, hits, hit_rate: lookups ? hits / lookups : 0, prompt_tokens: prompt, cached_tokens: cached, cached_share: prompt ? cached / prompt : 0 }));
