@@ -1,7 +1,8 @@
 /* scheduler.c — the engine thread: one loop of
  *
  *   admit    queued requests take free rows while the KV budget holds their whole reservation
- *            (first come, first served: the head waits rather than being overtaken);
+ *            (first come, first served: the head waits rather than being overtaken — except, for at
+ *            most a second of its wait, by a request whose prompt is mostly cached and that fits);
  *   start    a new row restores the longest cached prefix of its prompt (prefix_cache.h);
  *   step     one forward over every active row: each decoding row feeds its last token, then
  *            prefilling rows (first admitted first) feed prompt chunks of up to prefill_chunk
@@ -689,18 +690,49 @@ static void take_cancelled(tern_engine *e, eng_request **dropped) {
 }
 
 /* Under mu: moves queue heads into free rows while their reservations fit. */
+/* How long the head of the queue lets cached requests behind it go first while its reservation does not fit. */
+#define ADMIT_PATIENCE_S 1.0
+#define ADMIT_LOOKAHEAD 8
+
+/* Under mu: the request to admit into a free row, unlinked from the queue (its reservation taken), or NULL. First
+ * come, first served; but while memory is short (the head's reservation does not fit) and the head has waited less
+ * than ADMIT_PATIENCE_S, one of the next few whose prompt is mostly in the prefix cache (a short prefill: its row soon
+ * decodes) and whose reservation fits goes first. After that patience nobody overtakes the head, so the memory it
+ * waits for is left to free. */
+static eng_request *next_to_admit(tern_engine *e, double now) {
+    eng_request **pp = &e->q_head, *prev = NULL;
+    if (!tern_budget_reserve(&e->budget, e->q_head->reserve)) {
+        if (!e->pc || now - e->q_head->t_submit >= ADMIT_PATIENCE_S)
+            return NULL;
+        prev = e->q_head;
+        int k = 1;
+        for (eng_request *q = prev->next; q && k < ADMIT_LOOKAHEAD; prev = q, q = q->next, k++) {
+            int64_t n = q->n_prompt - 1,
+                    cached = q->embed ? 0 : tern_prefix_cache_peek(e->pc, q->keys ? q->keys : q->prompt, n) +
+                                             tern_pc_prefetch_tokens(q->prefetch);
+            if (2 * cached >= n && n > 0 && tern_budget_reserve(&e->budget, q->reserve))
+                break;
+        }
+        if (!prev->next || k == ADMIT_LOOKAHEAD)
+            return NULL;
+        pp = &prev->next;
+    }
+    eng_request *q = *pp;
+    *pp = q->next;
+    if (e->q_tail == q)
+        e->q_tail = pp == &e->q_head ? NULL : prev;
+    return q;
+}
+
 static void admit(tern_engine *e) {
     double now = tern_now_s();
     while (e->q_head) {
         int r = 0;
         while (r < e->o.parallel && e->rows[r].phase != ROW_FREE)
             r++;
-        if (r == e->o.parallel || !tern_budget_reserve(&e->budget, e->q_head->reserve))
+        eng_request *q = r == e->o.parallel ? NULL : next_to_admit(e, now);
+        if (!q)
             return;
-        eng_request *q = e->q_head;
-        e->q_head = q->next;
-        if (!e->q_head)
-            e->q_tail = NULL;
         e->q_len--;
         q->next = NULL;
         q->t_admit = now;

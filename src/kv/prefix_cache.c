@@ -514,6 +514,29 @@ static tern_pc_node *adopt_best(tern_prefix_cache *pc, tern_pc_node *parent, con
     return got;
 }
 
+int64_t tern_prefix_cache_peek(const tern_prefix_cache *pc, const int32_t *ids, int64_t n) {
+    const tern_pc_node *cur = NULL;
+    int64_t got = 0, k = 0;
+    while (got + pc->block <= n) {
+        const tern_pc_node *c = find_child(pc, cur, ids + got, hash_block(cur, ids + got, pc->block));
+        if (!c)
+            break;
+        cur = c;
+        got += pc->block;
+    }
+    if (got < n)
+        best_child((tern_prefix_cache *)pc, (tern_pc_node *)cur, ids + got, n - got < pc->block ? n - got : pc->block,
+                   &k);
+    return got + k;
+}
+
+int64_t tern_pc_prefetch_tokens(const tern_pc_prefetch *p) {
+    int64_t t = 0;
+    for (int i = 0; p && i < p->n; i++)
+        t += p->b[i].shared;
+    return t;
+}
+
 int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64_t n, const tern_pc_node **tail) {
     return tern_prefix_cache_match_prefetched(pc, ids, n, NULL, tail);
 }

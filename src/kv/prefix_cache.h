@@ -80,6 +80,11 @@ int64_t tern_prefix_cache_match(tern_prefix_cache *pc, const int32_t *ids, int64
 typedef struct tern_pc_prefetch tern_pc_prefetch;
 tern_pc_prefetch *tern_prefix_cache_prefetch(const tern_prefix_cache *pc, const int32_t *ids, int64_t n);
 void tern_pc_prefetch_free(tern_pc_prefetch *p);
+/* How many tokens of ids[0, n) the memory tier holds, as match would find them, touching nothing (no use marks, no
+ * counts, no disk). */
+int64_t tern_prefix_cache_peek(const tern_prefix_cache *pc, const int32_t *ids, int64_t n);
+/* Tokens a prefetch read (beyond those the memory tier held when it ran). */
+int64_t tern_pc_prefetch_tokens(const tern_pc_prefetch *p);
 /* tern_prefix_cache_match taking what pf read (may be NULL) before reading the disk itself. */
 int64_t tern_prefix_cache_match_prefetched(tern_prefix_cache *pc, const int32_t *ids, int64_t n, tern_pc_prefetch *pf,
                                            const tern_pc_node **tail);

@@ -59,6 +59,8 @@ static int teardown(void **state) {
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
+static void ts_sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
+
 typedef struct result {
     int32_t toks[1024];
     float lp[1024];
@@ -622,6 +624,54 @@ static void test_prompt_cache_restart(void **state) {
     tern_stream_free(s);
     tern_engine_destroy(e);
     assert_int_equal(f16.done.usage.cached_tokens, 0);
+}
+
+/* While memory is short (the head's reservation does not fit), a request behind it whose prompt is mostly cached goes
+ * first — but not once the head has waited a second: then it keeps its place. */
+static void test_admission_prefers_cached(void **state) {
+    tern_model_info mi;
+    tern_model_get_info(model, &mi);
+    const int chunk = 16;
+    tern_kv_cost cost = {mi.kv_full_bytes_per_token, mi.kv_sliding_bytes_per_token, mi.sliding_window + chunk};
+    const uint64_t big = tern_kv_cost_bytes(&cost, 60), small = tern_kv_cost_bytes(&cost, 38);
+    tern_engine *e = make_engine(2, 128, big + small + (big - small) / 2, 32 << 20, chunk, 64, 8);
+    int32_t C[40], A[10], B[20], D[36];
+    fill_ids(C, 40, 41), fill_ids(A, 10, 42), fill_ids(B, 20, 43);
+    memcpy(D, C, 35 * sizeof *D);
+    D[35] = 77;
+    static result warm;
+    memset(&warm, 0, sizeof warm);
+    tern_request rw = greedy_request(C, 40, 1);
+    tern_stream *s = submit(e, &rw);
+    drain(s, &warm);
+    tern_stream_free(s);
+    for (int late = 0; late < 2; late++) {
+        static result rb, rd;
+        memset(&rb, 0, sizeof rb), memset(&rd, 0, sizeof rd);
+        gate ga;
+        gate_init(&ga, 0); /* the engine holds still after A's first token */
+        tern_request ra = greedy_request(A, 10, 50), rqb = greedy_request(B, 20, 40), rqd = greedy_request(D, 36, 2);
+        TU_OK(tern_engine_submit(e, &ra, gate_cb, &ga, NULL, NULL));
+        gate_wait_paused(&ga);
+        tern_stream *sb = submit(e, &rqb); /* waits: A's reservation and B's do not fit together */
+        if (late)
+            ts_sleep_ms(1200);
+        tern_stream *sd = submit(e, &rqd); /* fits beside A, and 35 of its 36 tokens are cached */
+        gate_open(&ga);
+        drain(sd, &rd);
+        drain(sb, &rb);
+        gate_wait_done(&ga);
+        tern_stream_free(sb);
+        tern_stream_free(sd);
+        gate_destroy(&ga);
+        assert_int_equal(rd.done.usage.cached_tokens, 35);
+        assert_true(rb.done.time_s > ga.r.done.time_s); /* B always waits for A's memory */
+        if (late) /* the head waited a second: D keeps its place behind it, admitted only once A has finished */
+            assert_true(rd.done.time_s > ga.r.done.time_s);
+        else
+            assert_true(rd.done.time_s < ga.r.done.time_s); /* D went first, beside A */
+    }
+    tern_engine_destroy(e);
 }
 
 /* ---- cancellation ------------------------------------------------------------------------------- */
@@ -1277,7 +1327,7 @@ int main(void) {
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
         cmocka_unit_test(test_kv_cache_types),      cmocka_unit_test(test_embeddings),
-        cmocka_unit_test(test_prompt_cache_restart),
+        cmocka_unit_test(test_prompt_cache_restart), cmocka_unit_test(test_admission_prefers_cached),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
