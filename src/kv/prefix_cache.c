@@ -37,6 +37,7 @@ struct tern_prefix_cache {
     tern_pc_node *all;
     tern_pc_node *roots; /* first blocks (the root's children) */
     tern_pc_disk *disk;  /* the disk tier, or NULL */
+    tern_pc_cursor *cursors; /* every cursor: a running sequence's unfinished block is matched too */
     uint64_t clock;
     tern_prefix_cache_stats st;
 };
@@ -48,6 +49,7 @@ struct tern_pc_cursor {
     int64_t pos;            /* next position to capture */
     unsigned char *pending; /* block_bytes, the block being filled */
     int32_t *pending_ids;   /* [block] its tokens */
+    tern_pc_cursor *next;   /* the cache's cursors */
 };
 
 static uint64_t hash_block(const tern_pc_node *parent, const int32_t *ids, int64_t n) {
@@ -514,6 +516,34 @@ static tern_pc_node *adopt_best(tern_prefix_cache *pc, tern_pc_node *parent, con
     return got;
 }
 
+/* A running sequence's unfinished block after `parent` agreeing with ids[0, n) for more than `beat` tokens: its
+ * positions so far become a partial block (a copy; the sequence goes on filling its own), NULL when none does. */
+static tern_pc_node *adopt_running(tern_prefix_cache *pc, tern_pc_node *parent, const int32_t *ids, int64_t n,
+                                   int64_t beat, int64_t *shared) {
+    tern_pc_cursor *best = NULL;
+    int64_t k = beat;
+    for (tern_pc_cursor *c = pc->cursors; c; c = c->next) {
+        int64_t have = c->pos % pc->block;
+        if (!c->active || c->parent != parent || !have || !c->pending)
+            continue;
+        int64_t j = common_prefix(c->pending_ids, ids, have < n ? have : n);
+        if (j > k) {
+            k = j;
+            best = c;
+        }
+    }
+    unsigned char *copy = best ? malloc((size_t)pc->block_bytes) : NULL;
+    if (!copy)
+        return NULL;
+    const int64_t have = best->pos % pc->block;
+    for (int l = 0; l < pc->n_layers; l++)
+        memcpy(copy + pc->off[l], best->pending + pc->off[l], (size_t)have * pc->row[l]);
+    tern_pc_node *node = insert(pc, parent, best->pending_ids, have, &copy, 0);
+    free(copy);
+    *shared = node ? k : 0;
+    return node;
+}
+
 int64_t tern_prefix_cache_peek(const tern_prefix_cache *pc, const int32_t *ids, int64_t n) {
     const tern_pc_node *cur = NULL;
     int64_t got = 0, k = 0;
@@ -573,6 +603,11 @@ int64_t tern_prefix_cache_match_prefetched(tern_prefix_cache *pc, const int32_t 
     const int64_t rest = n - got < pc->block ? n - got : pc->block;
     int64_t k = 0, kd = 0;
     tern_pc_node *part = got < n ? best_child(pc, cur, ids + got, rest, &k) : NULL;
+    tern_pc_node *live = got < n ? adopt_running(pc, cur, ids + got, rest, k, &kd) : NULL;
+    if (live) {
+        part = live;
+        k = kd;
+    }
     tern_pc_node *dpart = got < n && pc->disk ? adopt_best(pc, cur, ids + got, rest, k, &kd, pf) : NULL;
     if (dpart) {
         part = dpart;
@@ -636,6 +671,8 @@ tern_err *tern_pc_cursor_new(tern_prefix_cache *pc, tern_pc_cursor **out) {
     if (!*out)
         return tern_errf(TERN_ENOMEM, "out of memory");
     (*out)->pc = pc;
+    (*out)->next = pc->cursors;
+    pc->cursors = *out;
     return NULL;
 }
 
@@ -643,6 +680,11 @@ void tern_pc_cursor_free(tern_pc_cursor *c) {
     if (!c)
         return;
     tern_pc_cursor_end(c);
+    for (tern_pc_cursor **pp = &c->pc->cursors; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
     free(c->pending);
     free(c->pending_ids);
     free(c);

@@ -20,7 +20,8 @@
  * inside a block, the positions it has are kept as a partial block (a leaf that never gets
  * children; it goes once a block after the same parent covers its tokens), so reuse is to the
  * token: a prompt shorter than a block, or one that parts from an earlier prompt mid-block, still
- * finds every token it shares.
+ * finds every token it shares — and a sequence still running is matched by its unfinished block
+ * too (its positions so far are copied into a partial block when a lookup needs them).
  *
  * Memory: committed blocks count against a byte cap; when a new block would exceed it, the least
  * recently used leaf that no cursor is extending is evicted (leaves only, so every cached block

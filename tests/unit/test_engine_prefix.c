@@ -289,6 +289,42 @@ static void test_prefix_lru(void **state) {
     tern_kv_free(kv);
 }
 
+/* A sequence still running is matched to the token too: its unfinished block's positions so far (copied; the
+ * sequence goes on filling its own). */
+static void test_prefix_running(void **state) {
+    tern_kv_layer_desc d[2] = {{1, 8, 1}, {1, 8, 0}};
+    tern_kv *kv;
+    TU_OK(tern_kv_create(d, 2, 2, 64, 4, 4, TERN_KV_F32, TERN_KV_F32, &kv));
+    tern_prefix_cache *pc;
+    TU_OK(tern_prefix_cache_create(kv, 4, 1u << 20, &pc));
+    tern_pc_cursor *cur;
+    TU_OK(tern_pc_cursor_new(pc, &cur));
+    int32_t X[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    tern_pc_cursor_begin(cur, NULL, 0);
+    write_positions(kv, 0, 10, 100, cur, X); /* 2 whole blocks and 2 positions of the third, still running */
+    const tern_pc_node *tail;
+    assert_int_equal(tern_prefix_cache_match(pc, X, 12, &tail), 10);
+    TU_OK(tern_prefix_cache_restore(pc, tail, 10, kv, 1));
+    float out[8];
+    tern_kv_read(kv, 1, 1, 9, 1, out);
+    assert_float_equal(out[0], -109.0f, 0);
+    /* the running sequence goes on: its block fills and replaces the copy */
+    for (int64_t p = 10; p < 12; p++) {
+        float k[8] = {100.0f + (float)p}, v[8] = {-100.0f - (float)p};
+        for (int l = 0; l < 2; l++)
+            tern_kv_write(kv, l, 0, p, k, v);
+        TU_OK(tern_kv_set_len(kv, 0, p + 1));
+        tern_pc_cursor_capture(cur, kv, 0, X, p + 1);
+    }
+    tern_prefix_cache_stats st;
+    tern_prefix_cache_stats_get(pc, &st);
+    assert_int_equal(st.blocks, 3);
+    assert_int_equal(tern_prefix_cache_match(pc, X, 12, &tail), 12);
+    tern_pc_cursor_free(cur);
+    tern_prefix_cache_free(pc);
+    tern_kv_free(kv);
+}
+
 /* ---- the disk tier ---------------------------------------------------------------------------------------- */
 
 #include <dirent.h>
@@ -660,6 +696,7 @@ int main(void) {
         cmocka_unit_test(test_kv_copy_export_release),
         cmocka_unit_test(test_prefix_hit_same_logits),
         cmocka_unit_test(test_prefix_lru),
+        cmocka_unit_test(test_prefix_running),
         cmocka_unit_test(test_prefix_disk_restart),
         cmocka_unit_test(test_prefix_disk_corruption),
         cmocka_unit_test(test_prefix_disk_killed_writer),
