@@ -626,6 +626,79 @@ static void test_prompt_cache_restart(void **state) {
     assert_int_equal(f16.done.usage.cached_tokens, 0);
 }
 
+/* The disk tier under concurrent use: four threads submit prompts that share a prefix (their prefetches read the tier
+ * while the engine thread takes blocks in, evicts from a memory tier of a few blocks and queues writes for the writer
+ * thread); every reply is the one a cold engine gives. */
+typedef struct disk_client {
+    tern_engine *e;
+    int id;
+    int32_t toks[6][8];
+} disk_client;
+
+static void disk_prompt(int id, int j, int32_t *p) {
+    fill_ids(p, 60, 91); /* the shared 48 */
+    fill_ids(p + 48, 12, (uint32_t)(1000 + id * 10 + j));
+}
+
+static void *disk_client_main(void *arg) {
+    disk_client *c = arg;
+    for (int j = 0; j < 6; j++) {
+        int32_t p[60];
+        disk_prompt(c->id, j, p);
+        tern_request r = greedy_request(p, 60, 8);
+        tern_stream *s;
+        tern_err *err = tern_engine_submit(c->e, &r, NULL, NULL, &s, NULL);
+        if (err) {
+            tern_err_free(err);
+            continue;
+        }
+        tern_event ev;
+        int n = 0;
+        while (tern_stream_next(s, &ev, WAIT_MS) == 1)
+            if (ev.kind == TERN_EV_TOKEN && n < 8)
+                c->toks[j][n++] = ev.token;
+        tern_stream_free(s);
+    }
+    return NULL;
+}
+
+static void test_prompt_cache_disk_concurrent(void **state) {
+    const char *dir = tu_tmpdir("engine-disk-concurrent");
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.parallel = 2, o.ctx = 128, o.prefix_block = 16, o.prefill_chunk = 16, o.step_tokens = 40, o.threads = 2;
+    o.prefix_disk_dir = dir;
+    tern_model_info mi;
+    tern_model_get_info(model, &mi);
+    o.prefix_cache_bytes = (int64_t)(6 * 16 * (mi.kv_full_bytes_per_token + mi.kv_sliding_bytes_per_token));
+    static disk_client cl[4];
+    for (int round = 0; round < 2; round++) { /* the second round starts from the files the first left */
+        tern_engine *e;
+        TU_OK(tern_engine_create(model, &o, &e));
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            memset(&cl[i], 0, sizeof cl[i]);
+            cl[i].e = e, cl[i].id = i;
+            assert_int_equal(pthread_create(&th[i], NULL, disk_client_main, &cl[i]), 0);
+        }
+        for (int i = 0; i < 4; i++)
+            pthread_join(th[i], NULL);
+        tern_metrics m;
+        tern_engine_metrics(e, &m);
+        tern_engine_destroy(e);
+        assert_true(m.prefix_hit_tokens > 0);
+        if (round)
+            assert_true(m.prefix_disk_hit_tokens > 0);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 6; j++) {
+                int32_t p[60], ref[8];
+                disk_prompt(i, j, p);
+                ref_greedy(p, 60, 8, ref);
+                assert_memory_equal(cl[i].toks[j], ref, sizeof ref);
+            }
+    }
+}
+
 /* While memory is short (the head's reservation does not fit), a request behind it whose prompt is mostly cached goes
  * first — but not once the head has waited a second: then it keeps its place. */
 static void test_admission_prefers_cached(void **state) {
@@ -1328,6 +1401,7 @@ int main(void) {
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
         cmocka_unit_test(test_kv_cache_types),      cmocka_unit_test(test_embeddings),
         cmocka_unit_test(test_prompt_cache_restart), cmocka_unit_test(test_admission_prefers_cached),
+        cmocka_unit_test(test_prompt_cache_disk_concurrent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
