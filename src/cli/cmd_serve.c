@@ -11,7 +11,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/fileio.h"
 #include "core/log.h"
+#include "core/sbuf.h"
 #include "core/timeutil.h"
 #include "cli/draft_args.h"
 #include "cli/kv_args.h"
@@ -24,6 +26,7 @@ static const char *usage =
     "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1] [--audio-windows 1]\n"
     "                  [--mmproj FILE] [--kv T | -ctk T -ctv T] [--responses-store 1000]\n"
     "                  [--pooling mean|last|cls] [--cache-disk DIR [--cache-disk-size GB]]\n"
+    "                  [--api-key-file F] [--metrics-public] [--ssl-cert-file F --ssl-key-file F]\n"
     "Serves the model over HTTP: OpenAI /v1/chat/completions (text and audio), /v1/completions,\n"
     "/v1/responses, /v1/embeddings, /v1/audio/transcriptions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md).\n"
@@ -33,6 +36,9 @@ static const char *usage =
     "  -c, --ctx    positions per request, prompt + reply (default min(trained, 8192))\n"
     "  -t, --threads  kernel threads (default: one per core)\n"
     "  --api-key    require 'Authorization: Bearer KEY' (or x-api-key); also read from TERN_API_KEY\n"
+    "  --api-key-file F  more keys, one a line ('#' starts a comment); any one admits\n"
+    "  --metrics-public  /metrics answers without a key\n"
+    "  --ssl-cert-file F --ssl-key-file F  serve HTTPS with this certificate (chain) and private key (PEM)\n"
     "  --max-queue  requests waiting for a row before new ones get 429\n"
     "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
     "  --max-body   largest request body in bytes (413 beyond)\n"
@@ -54,12 +60,61 @@ static int wait_signal(const sigset_t *set, int timeout_ms) {
     return sig > 0 ? sig : 0;
 }
 
+/* The API keys (--api-key or TERN_API_KEY, and the lines of --api-key-file), newline-separated, or NULL for none; the
+ * TLS certificate and key as PEM text, or NULL. 0, or -1 after saying what is wrong. */
+static int read_secrets(const tern_opt *opts, char **keys, char **cert, char **key) {
+    const char *one = tern_args_get(opts, "api-key"), *file = tern_args_get(opts, "api-key-file");
+    if (!one)
+        one = getenv("TERN_API_KEY");
+    sbuf b = {0};
+    if (one && *one)
+        sbuf_adds(&b, one);
+    tern_err *err = NULL;
+    if (file) {
+        char *text = NULL;
+        size_t len = 0;
+        if (!(err = tern_read_file(file, 1 << 20, &text, &len))) {
+            for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+                while (*line == ' ' || *line == '\t')
+                    line++;
+                size_t n = strcspn(line, "#");
+                while (n && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
+                    n--;
+                if (n && (b.len ? sbuf_adds(&b, "\n") : 0) == 0)
+                    sbuf_add(&b, line, n);
+            }
+            free(text);
+            if (!b.len)
+                err = tern_errf(TERN_EINVAL, "--api-key-file %s holds no key", file);
+        }
+    }
+    const char *cf = tern_args_get(opts, "ssl-cert-file"), *kf = tern_args_get(opts, "ssl-key-file");
+    size_t len;
+    if (!err && !cf != !kf)
+        err = tern_errf(TERN_EINVAL, "HTTPS needs both --ssl-cert-file and --ssl-key-file");
+    if (!err && cf && !(err = tern_read_file(cf, 1 << 20, cert, &len)))
+        err = tern_read_file(kf, 1 << 20, key, &len);
+    if (!err && b.oom)
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    if (err) {
+        fprintf(stderr, "tern serve: %s\n", tern_err_msg(err));
+        tern_err_free(err);
+        sbuf_free(&b);
+        return -1;
+    }
+    *keys = b.len ? b.p : NULL;
+    if (!b.len)
+        sbuf_free(&b);
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
                        {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"responses-store", 1, 0}, {"pooling", 1, 0},
-                       {"cache-disk", 1, 0}, {"cache-disk-size", 1, 0},
+                       {"cache-disk", 1, 0}, {"cache-disk-size", 1, 0}, {"api-key-file", 1, 0},
+                       {"metrics-public", 0, 0}, {"ssl-cert-file", 1, 0}, {"ssl-key-file", 1, 0},
                        TERN_DRAFT_OPTS, TERN_KV_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
@@ -97,11 +152,11 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     eo.cache_type_k = tern_kv_type_name(kt);
     eo.cache_type_v = tern_kv_type_name(vt);
-    const char *api_key = tern_args_get(opts, "api-key");
-    if (!api_key)
-        api_key = getenv("TERN_API_KEY");
-    if (api_key && !*api_key)
-        api_key = NULL;
+    char *api_key = NULL, *cert = NULL, *cert_key = NULL;
+    if (read_secrets(opts, &api_key, &cert, &cert_key)) {
+        free(api_key), free(cert), free(cert_key);
+        return 2;
+    }
 
     /* Signals are taken synchronously by this thread; every thread started from here inherits the mask. */
     sigset_t set;
@@ -128,6 +183,9 @@ int cmd_serve(int argc, char **argv) {
         sc.listen_fd = listen_fd;
         listen_fd = -1; /* the server owns it now */
         sc.api_key = api_key;
+        sc.metrics_public = tern_args_get(opts, "metrics-public") != NULL;
+        sc.tls_cert_pem = cert;
+        sc.tls_key_pem = cert_key;
         sc.model_id = tern_args_get(opts, "alias");
         sc.model_dir = pos[0];
         sc.timeout_s = (int)timeout;
@@ -160,6 +218,7 @@ int cmd_serve(int argc, char **argv) {
         tern_server_stop(server);
         tern_engine_destroy(engine);
         tern_model_free(model);
+        free(api_key), free(cert), free(cert_key);
         return 1;
     }
     tern_server_attach(server, model, engine);
@@ -169,9 +228,10 @@ int cmd_serve(int argc, char **argv) {
     tern_model_info info;
     tern_model_get_info(model, &info);
     int v6 = strchr(host, ':') != NULL;
-    printf("tern: serving %s at http://%s%s%s:%d (parallel %d, %d threads, ctx %lld, KV budget %.1f MiB, weights "
+    printf("tern: serving %s at %s://%s%s%s:%d (parallel %d, %d threads, ctx %lld, KV budget %.1f MiB, weights "
            "%.1f MiB%s)\n",
-           tern_server_model_id(server), v6 ? "[" : "", host, v6 ? "]" : "", tern_server_port(server), em.parallel,
+           tern_server_model_id(server), cert ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "",
+           tern_server_port(server), em.parallel,
            em.threads, (long long)em.ctx, (double)em.kv_budget_bytes / (1 << 20), (double)info.weights_bytes / (1 << 20),
            api_key ? ", API key required" : "");
     fflush(stdout);
@@ -197,6 +257,7 @@ int cmd_serve(int argc, char **argv) {
         wait_signal(&set, 10);
     tern_server_stop(server);
     tern_model_free(model);
+    free(api_key), free(cert), free(cert_key);
     fprintf(stderr, "tern serve: stopped\n");
     return 0;
 }

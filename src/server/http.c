@@ -157,20 +157,38 @@ static int key_matches(const char *given, const char *want) {
     return diff == 0;
 }
 
+/* 1 if `given` is one of the newline-separated keys in `keys`; every key is compared in full, so the time says
+ * nothing of which one (or how much of one) matched. */
+static int any_key_matches(const char *given, const char *keys) {
+    int ok = 0;
+    char one[1024];
+    for (const char *p = keys; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n && n < sizeof one) {
+            memcpy(one, p, n);
+            one[n] = 0;
+            ok |= key_matches(given, one);
+        }
+        p += n + (nl != NULL);
+    }
+    return ok;
+}
+
 static int authorized(srv_req *r) {
     const char *want = r->srv->api_key;
     if (!want || !*want)
         return 1;
     const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    int ok = 0;
     if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
         const char *k = auth + 7;
         while (*k == ' ')
             k++;
-        if (key_matches(k, want))
-            return 1;
+        ok |= any_key_matches(k, want);
     }
     const char *x = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
-    return x && key_matches(x, want);
+    return ok | (x && any_key_matches(x, want));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -212,7 +230,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
             return (enum MHD_Result)queue(r, 405, resp);
         }
-        if (r->route != SRV_ROUTE_HEALTH && !authorized(r))
+        if (r->route != SRV_ROUTE_HEALTH && !(r->route == SRV_ROUTE_METRICS && s->cfg.metrics_public) && !authorized(r))
             return (enum MHD_Result)srv_reply_error(
                 r, 401, "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
         if (atomic_load(&s->loading) && r->route != SRV_ROUTE_METRICS) {
@@ -391,13 +409,28 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     if (!err) {
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                          MHD_USE_ERROR_LOG | MHD_USE_ITC;
-        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
-                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                                     s, MHD_OPTION_END);
-        if (!s->daemon)
-            err = tern_errf(TERN_EIO, "cannot serve on %s:%d", s->cfg.host, c->port);
+        const int tls = c->tls_cert_pem && c->tls_key_pem;
+        if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            err = tern_errf(TERN_EUNSUPPORTED, "this build's libmicrohttpd has no TLS support: serve plain HTTP behind a "
+                                               "TLS proxy instead");
+        else if (tls) /* the certificate and key go in as options only with TLS on */
+            s->daemon = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET,
+                                         (MHD_socket)fd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
+                                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                         mhd_log, s, MHD_OPTION_HTTPS_MEM_CERT, c->tls_cert_pem,
+                                         MHD_OPTION_HTTPS_MEM_KEY, c->tls_key_pem, MHD_OPTION_END);
+        else
+            s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
+                                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                         mhd_log, s, MHD_OPTION_END);
+        if (!err && !s->daemon)
+            err = tls ? tern_errf(TERN_EINVAL, "cannot serve HTTPS on %s:%d: the certificate or private key was refused "
+                                               "(PEM files of a matching pair?)",
+                                  s->cfg.host, c->port)
+                      : tern_errf(TERN_EIO, "cannot serve on %s:%d", s->cfg.host, c->port);
     }
     if (!err) {
         struct sockaddr_storage ss;

@@ -18,7 +18,10 @@
 typedef struct tern_server_config {
     const char *host;     /* address to bind; default "127.0.0.1" */
     int port;             /* 0 = any free port (tern_server_port tells which) */
-    const char *api_key;  /* NULL: no authentication */
+    const char *api_key;  /* NULL: no authentication; several keys are separated by newlines (any one admits) */
+    int metrics_public;   /* 1: /metrics answers without a key (for a scraper inside a trusted network) */
+    const char *tls_cert_pem, *tls_key_pem; /* both set: serve HTTPS with this certificate (chain) and private key, PEM
+                                             * text */
     const char *model_id; /* the id /v1/models reports and responses echo; NULL = the model directory's name */
     uint64_t max_body;    /* bytes of request body; default 16 MiB */
     int timeout_s;        /* idle connection timeout and the longest a request may run; default 600 */

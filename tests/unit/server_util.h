@@ -64,7 +64,7 @@ TS_FN void ts_start_model(ts_server *s, const char *model, const char *args) {
     snprintf(s->log, sizeof s->log, "%s/serve-%d.log", logdir, n++);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
-    char cmd[16384];
+    char cmd[40000];
     snprintf(cmd, sizeof cmd, "exec '%s' serve '%s' --port 0 %s 2>'%s'", tu_tern_bin(), model, args ? args : "",
              s->log);
     pid_t pid = fork();
@@ -93,7 +93,7 @@ TS_FN void ts_start_model(ts_server *s, const char *model, const char *args) {
         s->ready[len] = 0;
     }
     close(fds[0]);
-    const char *at = strstr(s->ready, "http://127.0.0.1:");
+    const char *at = strstr(s->ready, "://127.0.0.1:"); /* http or https */
     if (!at) {
         char *log = NULL;
         char c2[8192];
@@ -105,7 +105,7 @@ TS_FN void ts_start_model(ts_server *s, const char *model, const char *args) {
         waitpid(pid, NULL, 0);
         fail();
     }
-    s->port = atoi(at + strlen("http://127.0.0.1:"));
+    s->port = atoi(at + strlen("://127.0.0.1:"));
     assert_true(s->port > 0);
 }
 

@@ -131,7 +131,7 @@ static void test_store_bound(void **state) {
         json_decref(v);
     }
     for (int i = 0; i < 4; i++) {
-        char path[200];
+        char path[512];
         snprintf(path, sizeof path, "/v1/responses/%s", ids[i]);
         ts_resp r;
         ts_http(S.port, "GET", path, NULL, NULL, &r);
