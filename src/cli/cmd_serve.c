@@ -41,6 +41,8 @@ static const char *usage =
     "  --ssl-cert-file F --ssl-key-file F  serve HTTPS with this certificate (chain) and private key (PEM)\n"
     "  --max-queue  requests waiting for a row before new ones get 429\n"
     "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
+    "  --drain-timeout S  on SIGTERM/SIGINT: new requests get 503 with Retry-After while those in flight finish,\n"
+    "               for up to S seconds (default: --timeout); a second signal stops at once\n"
     "  --max-body   largest request body in bytes (413 beyond)\n"
     "  --alias      the model id clients see (default: the directory's name)\n"
     "  --mmproj FILE  the audio tower as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf; a folder of GGUF\n"
@@ -115,6 +117,7 @@ int cmd_serve(int argc, char **argv) {
                        {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"responses-store", 1, 0}, {"pooling", 1, 0},
                        {"cache-disk", 1, 0}, {"cache-disk-size", 1, 0}, {"api-key-file", 1, 0},
                        {"metrics-public", 0, 0}, {"ssl-cert-file", 1, 0}, {"ssl-key-file", 1, 0},
+                       {"drain-timeout", 1, 0},
                        TERN_DRAFT_OPTS, TERN_KV_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
@@ -126,7 +129,7 @@ int cmd_serve(int argc, char **argv) {
         fputs(TERN_KV_USAGE, stdout);
         return 0;
     }
-    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows, store, disk_gb;
+    int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows, store, disk_gb, drain_timeout;
     if (np != 1 || tern_args_int("serve", opts, "port", 8080, 0, 65535, &port) ||
         tern_args_int("serve", opts, "parallel", 4, 1, 256, &parallel) ||
         tern_args_int("serve", opts, "ctx", 0, 0, 1 << 24, &ctx) ||
@@ -136,7 +139,8 @@ int cmd_serve(int argc, char **argv) {
         tern_args_int("serve", opts, "threads", 0, 0, 1024, &threads) ||
         tern_args_int("serve", opts, "audio-windows", 1, 1, 64, &windows) ||
         tern_args_int("serve", opts, "responses-store", 1000, 0, 1 << 20, &store) ||
-        tern_args_int("serve", opts, "cache-disk-size", 10, 1, 1 << 20, &disk_gb)) {
+        tern_args_int("serve", opts, "cache-disk-size", 10, 1, 1 << 20, &disk_gb) ||
+        tern_args_int("serve", opts, "drain-timeout", timeout, 0, 7 * 24 * 3600, &drain_timeout)) {
         fputs(usage, stderr);
         return 2;
     }
@@ -239,16 +243,19 @@ int cmd_serve(int argc, char **argv) {
     int sig;
     while (!(sig = wait_signal(&set, 1000)))
         ;
-    tern_server_quiesce(server); /* stop accepting before saying so: a client told "draining" finds the port closed */
+    /* Drain: new requests hear 503 with Retry-After (the port stays open, so a load balancer learns why), the ones in
+     * flight finish, up to --drain-timeout; then the port closes. */
+    tern_server_drain(server);
     int n = tern_server_inflight(server);
     fprintf(stderr, "tern serve: %s: draining %d request%s (up to %lld s; signal again to stop now)\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", n, n == 1 ? "" : "s", (long long)timeout);
-    double deadline = tern_now_s() + (double)timeout;
+            sig == SIGINT ? "SIGINT" : "SIGTERM", n, n == 1 ? "" : "s", (long long)drain_timeout);
+    double deadline = tern_now_s() + (double)drain_timeout;
     while (tern_server_inflight(server) > 0 && tern_now_s() < deadline)
         if (wait_signal(&set, 100)) {
             fprintf(stderr, "tern serve: stopping now\n");
             break;
         }
+    tern_server_quiesce(server);
     tern_server_detach_engine(server);
     tern_engine_destroy(engine); /* unfinished requests end as cancelled; their streams close */
     /* Give each connection a moment to send its final frames (the error frame, [DONE]) before the HTTP

@@ -45,7 +45,8 @@ tern_err *srv_gen_start(srv_req *r, const tern_request *req, int streaming, cons
     tern_err *err = NULL;
     pthread_rwlock_rdlock(&s->engine_lock);
     if (!s->engine || atomic_load(&s->draining))
-        err = tern_errf(TERN_ECANCELLED, "the server is shutting down and takes no new requests");
+        err = tern_errf(TERN_ECANCELLED, "the server is shutting down (draining) and takes no new requests: retry on "
+                                         "another replica or after it restarts");
     else
         err = tern_engine_submit(s->engine, req, NULL, NULL, &g->stream, NULL);
     pthread_rwlock_unlock(&s->engine_lock);

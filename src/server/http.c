@@ -233,7 +233,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (r->route != SRV_ROUTE_HEALTH && !(r->route == SRV_ROUTE_METRICS && s->cfg.metrics_public) && !authorized(r))
             return (enum MHD_Result)srv_reply_error(
                 r, 401, "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
-        if (atomic_load(&s->loading) && r->route != SRV_ROUTE_METRICS) {
+        if (atomic_load(&s->loading) && r->route != SRV_ROUTE_METRICS && strcmp(url, "/health/live")) {
             if (r->route != SRV_ROUTE_HEALTH)
                 return (enum MHD_Result)srv_reply_error(r, 503, "the model is still loading; retry in a few seconds");
             json_t *v = json_pack("{s:s,s:s,s:s}", "status", "loading", "version", tern_version(), "model",
@@ -466,6 +466,8 @@ void tern_server_attach(tern_server *s, tern_model *m, tern_engine *e) {
 int tern_server_port(const tern_server *s) { return s->port; }
 
 const char *tern_server_model_id(const tern_server *s) { return s->model_id; }
+
+void tern_server_drain(tern_server *s) { atomic_store(&s->draining, 1); }
 
 void tern_server_quiesce(tern_server *s) {
     atomic_store(&s->draining, 1);

@@ -1,4 +1,5 @@
-/* info.c — the small GET endpoints: /health, /v1/models, /v1/models/{id} and /metrics. */
+/* info.c — the small GET endpoints: /health (/health/ready, /health/live), /v1/models, /v1/models/{id} and
+ * /metrics. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,8 +59,17 @@ int srv_handle_health(srv_req *r, json_t *body) {
     json_t *v = up ? json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "status", "ok", "version", tern_version(), "model",
                                s->model_id, "queue_depth", m.queue_depth, "active_rows", m.active_rows, "parallel",
                                m.parallel)
-                   : json_pack("{s:s,s:s}", "status", "shutting_down", "version", tern_version());
+                   : json_pack("{s:s,s:s,s:i}", "status", "draining", "version", tern_version(), "inflight",
+                               atomic_load(&s->inflight));
     int rc = srv_reply_json(r, up ? 200 : 503, v);
+    json_decref(v);
+    return rc;
+}
+
+int srv_handle_live(srv_req *r, json_t *body) {
+    (void)body;
+    json_t *v = json_pack("{s:s,s:s}", "status", "alive", "version", tern_version());
+    int rc = srv_reply_json(r, 200, v);
     json_decref(v);
     return rc;
 }

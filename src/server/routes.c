@@ -26,6 +26,8 @@ static const route ROUTES[] = {
     {"GET", "/v1/models", srv_handle_models, SRV_ROUTE_MODELS, API_OPENAI},
     {"GET", "/v1/models/", srv_handle_model, SRV_ROUTE_MODELS, API_OPENAI},
     {"GET", "/health", srv_handle_health, SRV_ROUTE_HEALTH, API_OPENAI},
+    {"GET", "/health/live", srv_handle_live, SRV_ROUTE_HEALTH, API_OPENAI},
+    {"GET", "/health/ready", srv_handle_health, SRV_ROUTE_HEALTH, API_OPENAI},
     {"GET", "/metrics", srv_handle_metrics, SRV_ROUTE_METRICS, API_OPENAI},
 };
 

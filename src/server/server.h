@@ -53,7 +53,11 @@ void tern_server_attach(tern_server *s, tern_model *m, tern_engine *e);
 int tern_server_port(const tern_server *s);
 /* The model id responses carry. */
 const char *tern_server_model_id(const tern_server *s);
-/* Stops accepting connections and new generation requests (503); in-flight requests continue. */
+/* Starts draining: new generation requests get 503 with Retry-After (the listening socket stays open, so a client or
+ * a load balancer hears why), /health and /health/ready say "draining" (503), /health/live still 200; in-flight
+ * requests continue. */
+void tern_server_drain(tern_server *s);
+/* Drains and stops accepting connections at all (the listening socket closes); in-flight requests continue. */
 void tern_server_quiesce(tern_server *s);
 /* Generation requests still being answered. */
 int tern_server_inflight(tern_server *s);

@@ -188,7 +188,10 @@ int srv_handle_transcriptions(srv_req *r, json_t *unused);
 int srv_handle_count_tokens(srv_req *r, json_t *body);
 int srv_handle_models(srv_req *r, json_t *body);
 int srv_handle_model(srv_req *r, json_t *body);
+/* GET /health and /health/ready: 200 while serving, 503 loading / draining (readiness). */
 int srv_handle_health(srv_req *r, json_t *body);
+/* GET /health/live: 200 while the process answers at all (liveness). */
+int srv_handle_live(srv_req *r, json_t *body);
 int srv_handle_metrics(srv_req *r, json_t *body);
 
 /* ---- one generation (gen.c) -------------------------------------------------------------------- */

@@ -3,7 +3,7 @@
  * cancelled and their rows freed), slow-loris clients
  * that stall in the headers or the body (dropped after --timeout), a client reading one byte at a time (gets
  * every byte), garbage instead of HTTP, concurrent requests batched together giving the same greedy text as
- * alone, and SIGTERM: a drain that lets a running stream finish and refuses new connections, and a second
+ * alone, and SIGTERM: a drain that lets 16 streams finish while new requests get 503 and the probes say so, and a second
  * signal that ends running streams with an error frame; a port already taken is an error, not a shared socket. Every exit must be clean (status 0; under ASan, no
  * leaks). */
 #include <pthread.h>
@@ -306,28 +306,46 @@ static void test_prompt_cache_survives_restart(void **state) {
     ts_stop(&S);
 }
 
+/* SIGTERM drains: 16 streams in flight (4 decoding, 12 queued) all run to their end; meanwhile the port still
+ * answers, new generation requests with 503 and Retry-After, /health and /health/ready with "draining", /health/live
+ * with 200; then the process exits 0. */
 static void test_sigterm_drains(void **state) {
     ts_server S;
-    ts_start(&S, "");
+    ts_start(&S, "--parallel 4");
     char buf[65536];
-    int fd = open_post(S.port, "/v1/chat/completions",
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":400,\"ignore_eos\":true,"
-                       "\"stream\":true}",
-                       1);
-    assert_true(ts_read_until(fd, "data: ", buf, sizeof buf));
+    int fds[16];
+    for (int i = 0; i < 16; i++)
+        fds[i] = open_post(S.port, "/v1/chat/completions",
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":300,"
+                           "\"ignore_eos\":true,\"stream\":true}",
+                           1);
+    assert_true(ts_read_until(fds[0], "data: ", buf, sizeof buf));
+    assert_true(ts_wait_metric(S.port, "tern_queue_depth", 12) >= 12);
     kill(S.pid, SIGTERM);
-    assert_true(wait_log(&S, "draining 1 request"));
-    /* no new connections while draining */
-    int late = ts_connect(S.port);
-    assert_true(late < 0);
-    /* the running stream still finishes */
-    size_t n;
-    char *rest = ts_read_all(fd, &n);
-    close(fd);
-    assert_non_null(strstr(rest, "\"finish_reason\":\"length\""));
-    assert_non_null(strstr(rest, "data: [DONE]"));
-    free(rest);
+    assert_true(wait_log(&S, "draining 16 requests"));
+    ts_resp r;
+    ts_post(S.port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"late\"}]}", &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strcasestr(r.head, "retry-after:"));
+    assert_non_null(strstr(r.body, "draining"));
+    ts_resp_free(&r);
+    static const char *const probes[][2] = {{"/health", "503"}, {"/health/ready", "503"}, {"/health/live", "200"}};
+    for (int i = 0; i < 3; i++) {
+        ts_http(S.port, "GET", probes[i][0], NULL, NULL, &r);
+        assert_int_equal(r.status, atoi(probes[i][1]));
+        assert_string_equal(ts_str(r.json, "status"), i < 2 ? "draining" : "alive");
+        ts_resp_free(&r);
+    }
+    for (int i = 0; i < 16; i++) { /* every stream still finishes */
+        size_t n;
+        char *rest = ts_read_all(fds[i], &n);
+        close(fds[i]);
+        assert_non_null(strstr(rest, "\"finish_reason\":\"length\""));
+        assert_non_null(strstr(rest, "data: [DONE]"));
+        free(rest);
+    }
     assert_int_equal(ts_signal_wait(&S, 0), 0);
+    assert_true(ts_connect(S.port) < 0); /* and then the port is closed */
 }
 
 static void test_second_signal_stops_now(void **state) {
