@@ -316,7 +316,7 @@ static void test_sigterm_drains(void **state) {
     int fds[16];
     for (int i = 0; i < 16; i++)
         fds[i] = open_post(S.port, "/v1/chat/completions",
-                           "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":300,"
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1500,"
                            "\"ignore_eos\":true,\"stream\":true}",
                            1);
     assert_true(ts_read_until(fds[0], "data: ", buf, sizeof buf));
