@@ -41,7 +41,7 @@ static void emb_free(void *ctx) { (void)ctx; } /* slots belong to the handler */
 
 static const srv_gen_ops EMB_OPS = {emb_token, emb_done, emb_fail, emb_free};
 
-/* One input as token ids (*ids NULL: text, tokenized by the engine with the model's BOS). */
+/* Checks one input: a non-empty string, or a non-empty list of token ids inside the vocabulary. */
 static tern_err *check_input(const json_t *v, size_t i, int64_t vocab, int list) {
     char where[32];
     snprintf(where, sizeof where, list ? "input[%zu]" : "input", i);
