@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/mapping_faults.h"
 #include "tensor/cpu.h"
 #include "tern/tern.h"
 
@@ -59,6 +60,7 @@ int main(int argc, char **argv) {
                tern_isa_name(tern_isa_detect()));
         return 0;
     }
+    cli_report_mapping_faults();
     for (size_t i = 0; i < N_VERBS; i++)
         if (!strcmp(a, verbs[i].name))
             return verbs[i].fn(argc - 1, argv + 1);

@@ -1,5 +1,6 @@
 /* fileio.c — whole-file reads, memory maps, paths. */
 #include "core/fileio.h"
+#include "core/mapped_files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +41,7 @@ tern_err *tern_mmap_open(const char *path, tern_mmap *out) {
         return tern_errf(TERN_EIO, "%s: cannot mmap: %s", path, strerror(e));
     out->data = p;
     out->size = (size_t)st.st_size;
+    tern_mapped_files_add(p, out->size, path);
     return NULL;
 }
 
@@ -64,8 +66,10 @@ void tern_mmap_prefault(const void *p, size_t len) {
 }
 
 void tern_mmap_close(tern_mmap *m) {
-    if (m->data)
+    if (m->data) {
+        tern_mapped_files_remove(m->data);
         munmap((void *)m->data, m->size);
+    }
     m->data = NULL;
     m->size = 0;
 }

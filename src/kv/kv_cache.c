@@ -78,7 +78,7 @@ tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_s
     kv->layers = calloc((size_t)(n_layers ? n_layers : 1), sizeof *kv->layers);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
     kv->written = calloc((size_t)n_seq, sizeof *kv->written);
-    if (!kv->layers || !kv->len) {
+    if (!kv->layers || !kv->len || !kv->written) {
         tern_kv_free(kv);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }

@@ -16,6 +16,7 @@
 #include "core/cache_dir.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/mapped_files.h"
 #include "core/log.h"
 #include "tensor/checksum.h"
 
@@ -107,12 +108,15 @@ const uint8_t *tern_pack_cache_map(const char *path, uint64_t key, size_t bytes)
         return NULL;
     }
     tern_cache_used(path);
+    tern_mapped_files_add(base, HEADER_BYTES + bytes, path);
     return base + HEADER_BYTES;
 }
 
 void tern_pack_cache_unmap(const uint8_t *data, size_t bytes) {
-    if (data)
+    if (data) {
+        tern_mapped_files_remove(data - HEADER_BYTES);
         munmap((void *)(data - HEADER_BYTES), HEADER_BYTES + bytes);
+    }
 }
 
 uint8_t *tern_pack_cache_begin(const char *path, size_t bytes, tern_pack_cache_out *o) {
@@ -160,8 +164,10 @@ tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key) {
     if (rename(o->tmp, o->path)) {
         e = tern_errf(TERN_EIO, "%s: cannot write the packed-weights cache: %s", o->path, strerror(errno));
         unlink(o->tmp);
-    } else
+    } else {
+        tern_mapped_files_add(base, HEADER_BYTES + o->bytes, o->path);
         tern_cache_prune(o->path, TERN_CACHE_MAX_AGE_DAYS);
+    }
     free(o->tmp);
     free(o->path);
     o->tmp = o->path = NULL;

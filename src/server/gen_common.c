@@ -75,7 +75,12 @@ json_t *srv_token_logprob_json(tern_server *s, const tern_event *ev) {
     json_t *top = json_array();
     for (int k = 0; top && k < ev->n_top; k++)
         json_array_append_new(top, token_entry(s, ev->top_ids[k], ev->top_logprobs[k]));
-    if (!v || !top || json_object_set_new(v, "top_logprobs", top)) {
+    if (!v || !top) {
+        json_decref(v);
+        json_decref(top);
+        return NULL;
+    }
+    if (json_object_set_new(v, "top_logprobs", top)) { /* takes top even when it fails */
         json_decref(v);
         return NULL;
     }
