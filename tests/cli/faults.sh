@@ -77,6 +77,11 @@ serve() { # serve NAME MODEL ARGS...: starts a server, sets $url; its pid is in 
     done
     url=$(sed -n 's|.*at \(http://[0-9.]*:[0-9]*\).*|\1|p' "$dir/$name.out" | head -1)
 }
+kill_server() { # kill_server NAME: kill -9 of server NAME, reaped
+    kill -9 "$(cat "$dir/$1.pid")"
+    wait "$(cat "$dir/$1.pid")" 2>/dev/null || true
+    rm "$dir/$1.pid"
+}
 ask() { # ask URL N: the greedy reply to prompt N (a long shared prefix: several prompt-cache blocks)
     curl -s --max-time 60 "$1/v1/completions" -H 'content-type: application/json' -d "{\"prompt\": \"$(
         seq 1 150 | tr '\n' ' ') question $2\", \"max_tokens\": 8, \"temperature\": 0}"
@@ -85,20 +90,17 @@ text() { sed -n 's/.*"text":"\([^"]*\)".*/\1/p'; }
 serve plain "$dir/q4"
 want=$(ask "$url" 1 | text)
 [ -n "$want" ] || fail "no reply from the plain server"
-kill -9 "$(cat "$dir/plain.pid")"
-rm "$dir/plain.pid"
+kill_server plain
 for k in 1 2 3 4 5 6; do
     serve tier "$dir/q4" --cache-disk "$dir/tier"
     for n in 1 2 3 4; do ask "$url" $n >/dev/null & done
     sleep "0.$((k * 15))"
-    kill -9 "$(cat "$dir/tier.pid")"
-    wait 2>/dev/null || true
-    rm "$dir/tier.pid"
+    kill_server tier
+    wait 2>/dev/null || true # the requests cut off with it
     serve tier "$dir/q4" --cache-disk "$dir/tier"
     got=$(ask "$url" 1 | text)
     [ "$got" = "$want" ] || fail "prompt-cache disk tier after kill -9 #$k: '$got' (want '$want')"
-    kill -9 "$(cat "$dir/tier.pid")"
-    rm "$dir/tier.pid"
+    kill_server tier
 done
 [ "$(find "$dir/tier" -type f | wc -l)" -gt 0 ] || fail "the disk tier was never written: nothing was tested"
 echo "ok: kill -9 at 6 moments of a server writing its disk tier, each restart answers as a server without one"
@@ -119,8 +121,7 @@ ask "$url" 1 >/dev/null
 cp "$dir/bf16-b/model.safetensors" "$dir/new.safetensors"
 mv "$dir/new.safetensors" "$dir/bf16-b/model.safetensors" # replaced by rename: the old bytes stay mapped
 ask "$url" 2 | grep -q '"text"' || fail "a model file replaced by rename stopped the server"
-kill -9 "$(cat "$dir/swap.pid")"
-rm "$dir/swap.pid"
+kill_server swap
 serve cut "$dir/bf16-b"
 ask "$url" 1 >/dev/null
 : >"$dir/bf16-b/model.safetensors" # truncated in place

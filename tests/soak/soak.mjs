@@ -38,7 +38,7 @@ const failures = [];
 const fail = (kind, msg) => {
 	if (failures.length < 200) failures.push(`${kind}: ${msg}`);
 };
-const counts = {}; // kind -> {ok, overloaded, expected4xx, failed}
+const counts = {}; // kind -> {ok, overloaded, failed}
 const count = (kind, what) => {
 	counts[kind] ??= { ok: 0, overloaded: 0, failed: 0 };
 	counts[kind][what]++;
@@ -46,7 +46,7 @@ const count = (kind, what) => {
 let status5xx = 0;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const rand = (n) => Math.floor(Math.random() * n);
-const model = await (async () => (await (await fetch(`${base}/v1/models`)).json()).data[0].id)();
+const model = (await (await fetch(`${base}/v1/models`)).json()).data[0].id;
 
 // ---- samples ----
 const samples = [];
@@ -100,8 +100,7 @@ async function readEvents(res, { slow = false, stopAfter = 0, abort } = {}) {
 				.filter((l) => l.startsWith("data:"))
 				.map((l) => l.slice(5).trimStart())
 				.join("\n");
-			const name = (block.split("\n").find((l) => l.startsWith("event:")) || "").slice(6).trim();
-			if (data) events.push({ name, data });
+			if (data) events.push({ data });
 		}
 		if (stopAfter && events.length >= stopAfter) {
 			abort.abort();
@@ -109,7 +108,7 @@ async function readEvents(res, { slow = false, stopAfter = 0, abort } = {}) {
 		}
 		if (slow) await sleep(100 + rand(200));
 	}
-	if (buf.trim()) events.push({ name: "", data: buf.trim(), trailing: true });
+	if (buf.trim()) events.push({ data: buf.trim() }); // an unterminated last event still counts
 	return events;
 }
 async function expectStatus(kind, res, want) {
@@ -143,7 +142,7 @@ const greedyChat = (i, extra = {}) => ({
 });
 const reference = { chat: [], anthropic: [] };
 
-function chatStreamText(kind, events) {
+function chatStreamText(events) {
 	const done = events.filter((e) => e.data === "[DONE]").length;
 	if (done !== 1 || events[events.length - 1].data !== "[DONE]") throw new Error(`[DONE] ${done} times or not last`);
 	let text = "", finishes = 0, id = null;
@@ -196,7 +195,7 @@ const KINDS = {
 		const i = rand(PROMPTS.length);
 		const res = await post("/v1/chat/completions", greedyChat(i, { stream: true }));
 		if (!(await expectStatus(kind, res, 200))) return;
-		const text = chatStreamText(kind, await readEvents(res, { slow }));
+		const text = chatStreamText(await readEvents(res, { slow }));
 		if (text !== reference.chat[i]) return fail(kind, `streamed text differs from alone: ${JSON.stringify(text)}`);
 		count(kind, "ok");
 	},

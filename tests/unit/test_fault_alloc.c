@@ -9,22 +9,17 @@
  * number keeps the choice the same when the engine's and the server's threads interleave differently.
  *
  * Under the sanitizers the replacement would fight their allocator, so there the test says "skipped". */
-#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "server/server.h"
-#include "testutil.h"
+#include "server_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TERN_FAULT_SKIP 1
@@ -195,24 +190,28 @@ static int load(void *ctx) {
     return 0;
 }
 
-static tern_err *engine(tern_engine **out) {
+/* A small engine over the_model, or NULL when it could not be made (the error is dropped: a refused allocation). */
+static tern_engine *engine(void) {
     tern_engine_opts o;
     tern_engine_opts_default(&o);
     o.parallel = 2;
     o.ctx = 256;
     o.threads = 2;
-    return tern_engine_create(the_model, &o, out);
+    tern_engine *e = NULL;
+    tern_err *err = tern_engine_create(the_model, &o, &e);
+    if (err) {
+        assert_non_null(tern_err_msg(err));
+        tern_err_free(err);
+    }
+    return e;
 }
 
 /* One text request with stop strings, logprobs and a grammar, read to its DONE event. */
 static int request(void *ctx) {
     (void)ctx;
-    tern_engine *e = NULL;
-    tern_err *err = engine(&e);
-    if (err) {
-        tern_err_free(err);
+    tern_engine *e = engine();
+    if (!e)
         return 1;
-    }
     tern_request r;
     tern_request_default(&r);
     static const char prompt[] = "<start_of_turn>user\nWhat does harbor mean?<end_of_turn>\n<start_of_turn>model\n";
@@ -229,7 +228,8 @@ static int request(void *ctx) {
     r.grammar_len = sizeof grammar - 1;
     tern_stream *s = NULL;
     int status = 0;
-    if ((err = tern_engine_submit(e, &r, NULL, NULL, &s, NULL))) {
+    tern_err *err = tern_engine_submit(e, &r, NULL, NULL, &s, NULL);
+    if (err) {
         assert_non_null(tern_err_msg(err));
         tern_err_free(err);
         status = 1;
@@ -249,54 +249,42 @@ static int request(void *ctx) {
     return status;
 }
 
-/* Sends one HTTP request and reads the answer to its end; returns the status code (0: no answer). */
-static int http(int port, const char *body, int stream) {
-    char req[2048];
-    snprintf(req, sizeof req,
-             "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-             "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
-             strlen(body), body);
-    (void)stream;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+/* POSTs a chat request on a connection of its own and reads the answer to its end, allocating nothing on this side
+ * (an allocation here could be the one refused); returns the status code (0: the connection closed unanswered). */
+static int post_chat(int port, const char *body) {
+    char req[2048], head[64], sink[4096];
+    const int len = snprintf(req, sizeof req,
+                             "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                             strlen(body), body);
+    const int fd = ts_connect(port);
     if (fd < 0)
         return 0;
-    struct timeval tv = {.tv_sec = 20};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int code = 0;
-    if (!connect(fd, (struct sockaddr *)&a, sizeof a) && write(fd, req, strlen(req)) == (ssize_t)strlen(req)) {
-        char buf[4096];
-        ssize_t n, at = 0;
-        while ((n = read(fd, buf + (at < 64 ? at : 64), sizeof buf - 65)) > 0)
-            if (at < 64)
-                at += n;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            fail_msg("the server hung with an allocation refused");
-        buf[at < 64 ? at : 64] = 0;
-        if (!strncmp(buf, "HTTP/1.1 ", 9))
-            code = atoi(buf + 9);
+    ts_send(fd, req, (size_t)len);
+    ts_read_until(fd, "\r\n", head, sizeof head);
+    ssize_t n;
+    while ((n = recv(fd, sink, sizeof sink, 0)) > 0) {
     }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        fail_msg("the server hung with an allocation refused");
     close(fd);
-    return code;
+    return strncmp(head, "HTTP/1.1 ", 9) ? 0 : atoi(head + 9);
 }
 
 /* A server over a fresh engine answering a chat request, streamed and not, then stopped. */
 static int server(void *ctx) {
     (void)ctx;
-    tern_engine *e = NULL;
-    tern_err *err = engine(&e);
-    if (err) {
-        tern_err_free(err);
+    tern_engine *e = engine();
+    if (!e)
         return 1;
-    }
     tern_server_config c;
     tern_server_config_default(&c);
     c.port = 0;
     c.max_connections = 8;
     c.timeout_s = 30;
     tern_server *srv = NULL;
-    if ((err = tern_server_start(the_model, e, &c, &srv))) {
+    tern_err *err = tern_server_start(the_model, e, &c, &srv);
+    if (err) {
         assert_non_null(tern_err_msg(err));
         tern_err_free(err);
         tern_engine_destroy(e);
@@ -310,7 +298,7 @@ static int server(void *ctx) {
         "\"response_format\":{\"type\":\"json_object\"}}"};
     int status = 0;
     for (int k = 0; k < 2; k++) {
-        const int code = http(tern_server_port(srv), bodies[k], k);
+        const int code = post_chat(tern_server_port(srv), bodies[k]);
         if (code != 200) {
             /* 0: the connection closed unanswered — what libmicrohttpd does when it, or the first allocation
              * of a request, finds no memory to answer with; the next request must still be served. */
@@ -330,14 +318,12 @@ static int server(void *ctx) {
 /* Runs fn once recording its allocation sites, then once per site with that site refused. */
 static void each_site(const char *name, scenario_fn fn, void *ctx) {
     atomic_store(&n_sites, 0);
-    const long before_rec = atomic_load(&live);
     atomic_store(&recording, 1);
     assert_int_equal(fn(ctx), 0); /* nothing refused: it must succeed */
     atomic_store(&recording, 0);
     /* Lazily made state that stays (the cached compiled grammar, the tokenizer's tables) is made by this first
      * run; every later run must end where this one did. */
     const long base = atomic_load(&live);
-    (void)before_rec;
     int n = atomic_load(&n_sites);
     if (n > MAX_SITES)
         n = MAX_SITES;
