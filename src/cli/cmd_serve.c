@@ -26,10 +26,10 @@ static const char *usage =
     "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1] [--audio-windows 1]\n"
     "                  [--mmproj FILE] [--kv T | -ctk T -ctv T] [--responses-store 1000]\n"
     "                  [--pooling mean|last|cls] [--cache-disk DIR [--cache-disk-size GB]]\n"
-    "                  [--api-key-file F] [--metrics-public] [--ssl-cert-file F --ssl-key-file F]\n"
+    "                  [--api-key-file F] [--metrics-public] [--ssl-cert-file F --ssl-key-file F] [--no-webui]\n"
     "Serves the model over HTTP: OpenAI /v1/chat/completions (text and audio), /v1/completions,\n"
     "/v1/responses, /v1/embeddings, /v1/audio/transcriptions, /v1/models; Anthropic\n"
-    "/v1/messages; /health; /metrics (see docs/api.md).\n"
+    "/v1/messages; /health; /metrics (see docs/api.md); a chat page for the browser at /.\n"
     "  --host       address to bind (default 127.0.0.1, loopback only)\n"
     "  --port       TCP port; 0 picks a free one (the ready line says which); checked before the model loads\n"
     "  -np, --parallel  requests decoded together in one batch (default 4)\n"
@@ -38,6 +38,7 @@ static const char *usage =
     "  --api-key    require 'Authorization: Bearer KEY' (or x-api-key); also read from TERN_API_KEY\n"
     "  --api-key-file F  more keys, one a line ('#' starts a comment); any one admits\n"
     "  --metrics-public  /metrics answers without a key\n"
+    "  --no-webui   no chat page at / (the API is unchanged)\n"
     "  --ssl-cert-file F --ssl-key-file F  serve HTTPS with this certificate (chain) and private key (PEM)\n"
     "  --max-queue  requests waiting for a row before new ones get 429\n"
     "  --timeout    seconds a connection may idle, and a request may run, before it is cut off\n"
@@ -117,7 +118,7 @@ int cmd_serve(int argc, char **argv) {
                        {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"responses-store", 1, 0}, {"pooling", 1, 0},
                        {"cache-disk", 1, 0}, {"cache-disk-size", 1, 0}, {"api-key-file", 1, 0},
                        {"metrics-public", 0, 0}, {"ssl-cert-file", 1, 0}, {"ssl-key-file", 1, 0},
-                       {"drain-timeout", 1, 0},
+                       {"drain-timeout", 1, 0}, {"no-webui", 0, 0},
                        TERN_DRAFT_OPTS, TERN_KV_OPTS,    {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("serve", argc, argv, opts, pos, 1);
@@ -177,7 +178,7 @@ int cmd_serve(int argc, char **argv) {
     const char *host = tern_args_get(opts, "host") ? tern_args_get(opts, "host") : "127.0.0.1";
     /* The address first: a port in use is known in a moment, not after the model has loaded; and the server
      * answers while it loads (/health says "loading", requests get 503 with Retry-After). */
-    int listen_fd = -1;
+    int listen_fd = -1, no_webui = tern_args_get(opts, "no-webui") != NULL;
     tern_err *err = tern_server_listen(host, (int)port, &listen_fd);
     if (!err) {
         tern_server_config sc;
@@ -188,6 +189,7 @@ int cmd_serve(int argc, char **argv) {
         listen_fd = -1; /* the server owns it now */
         sc.api_key = api_key;
         sc.metrics_public = tern_args_get(opts, "metrics-public") != NULL;
+        sc.no_webui = no_webui;
         sc.tls_cert_pem = cert;
         sc.tls_key_pem = cert_key;
         sc.model_id = tern_args_get(opts, "alias");
@@ -238,6 +240,11 @@ int cmd_serve(int argc, char **argv) {
            tern_server_port(server), em.parallel,
            em.threads, (long long)em.ctx, (double)em.kv_budget_bytes / (1 << 20), (double)info.weights_bytes / (1 << 20),
            api_key ? ", API key required" : "");
+    if (!no_webui) { /* a wildcard address is reached at localhost from this machine */
+        int any = !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
+        printf("tern: chat in the browser at %s://%s%s%s:%d/\n", cert ? "https" : "http", v6 && !any ? "[" : "",
+               any ? "localhost" : host, v6 && !any ? "]" : "", tern_server_port(server));
+    }
     fflush(stdout);
 
     int sig;

@@ -80,6 +80,17 @@ int srv_reply_text(srv_req *r, int status, const char *ctype, const char *text, 
     return queue(r, status, resp);
 }
 
+int srv_reply_static(srv_req *r, const char *ctype, const void *data, size_t len, const char *const (*headers)[2],
+                     size_t n_headers) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    for (size_t i = 0; i < n_headers; i++)
+        MHD_add_response_header(resp, headers[i][0], headers[i][1]);
+    return queue(r, 200, resp);
+}
+
 int srv_reply_json(srv_req *r, int status, const json_t *v) {
     sbuf b = {0};
     if (!v || sbuf_json(&b, v)) {
@@ -230,10 +241,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
             return (enum MHD_Result)queue(r, 405, resp);
         }
-        if (r->route != SRV_ROUTE_HEALTH && !(r->route == SRV_ROUTE_METRICS && s->cfg.metrics_public) && !authorized(r))
+        /* The page carries no data and asks for the key itself; what it fetches needs the key. */
+        if (r->route != SRV_ROUTE_HEALTH && r->route != SRV_ROUTE_WEBUI &&
+            !(r->route == SRV_ROUTE_METRICS && s->cfg.metrics_public) && !authorized(r))
             return (enum MHD_Result)srv_reply_error(
                 r, 401, "missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
-        if (atomic_load(&s->loading) && r->route != SRV_ROUTE_METRICS && strcmp(url, "/health/live")) {
+        if (atomic_load(&s->loading) && r->route != SRV_ROUTE_METRICS && r->route != SRV_ROUTE_WEBUI &&
+            strcmp(url, "/health/live")) {
             if (r->route != SRV_ROUTE_HEALTH)
                 return (enum MHD_Result)srv_reply_error(r, 503, "the model is still loading; retry in a few seconds");
             json_t *v = json_pack("{s:s,s:s,s:s}", "status", "loading", "version", tern_version(), "model",

@@ -15,7 +15,7 @@ static const double TPOT_BUCKETS[SRV_HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01
 
 static const char *ROUTE_NAMES[SRV_N_ROUTES] = {
     "chat_completions", "completions", "responses", "embeddings", "messages", "count_tokens", "models", "health",
-    "metrics",          "audio_transcriptions", "other"};
+    "metrics",          "audio_transcriptions", "webui", "other"};
 static const char *FINISH_NAMES[5] = {"none", "stop", "length", "cancelled", "error"};
 
 const char *srv_route_name(int route) {

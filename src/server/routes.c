@@ -7,7 +7,7 @@
 
 typedef struct route {
     const char *method;
-    const char *path; /* exact; a prefix and one more segment when it ends with '/'; any tail when it ends with '*' */
+    const char *path; /* exact; a prefix and one more segment when it ends with '/' (but "/" is exact); any tail when it ends with '*' */
     srv_handler handler;
     int id;
     srv_api api;
@@ -29,13 +29,14 @@ static const route ROUTES[] = {
     {"GET", "/health/live", srv_handle_live, SRV_ROUTE_HEALTH, API_OPENAI},
     {"GET", "/health/ready", srv_handle_health, SRV_ROUTE_HEALTH, API_OPENAI},
     {"GET", "/metrics", srv_handle_metrics, SRV_ROUTE_METRICS, API_OPENAI},
+    {"GET", "/", srv_handle_webui, SRV_ROUTE_WEBUI, API_OPENAI},
 };
 
 static int path_matches(const route *r, const char *url) {
     size_t n = strlen(r->path);
     if (r->path[n - 1] == '*')
         return strncmp(url, r->path, n - 1) == 0 && url[n - 1] != 0;
-    if (r->path[n - 1] == '/')
+    if (n > 1 && r->path[n - 1] == '/')
         return strncmp(url, r->path, n) == 0 && url[n] != 0 && !strchr(url + n, '/');
     return strcmp(url, r->path) == 0;
 }

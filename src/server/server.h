@@ -1,5 +1,5 @@
 /* server.h — the HTTP server over a loaded model and a running engine: OpenAI (/v1/chat/completions,
- * /v1/completions, /v1/responses, /v1/embeddings, /v1/models), Anthropic (/v1/messages), /health and /metrics. `tern serve` is a thin shell
+ * /v1/completions, /v1/responses, /v1/embeddings, /v1/models), Anthropic (/v1/messages), /health, /metrics and the chat page at /. `tern serve` is a thin shell
  * around this; docs/api.md lists every endpoint and field.
  *
  * Threads: libmicrohttpd runs one thread per connection (bounded by max_connections); a request's thread
@@ -33,6 +33,7 @@ typedef struct tern_server_config {
     int responses_store;   /* /v1/responses kept for previous_response_id and GET (oldest dropped first, and past
                             * 64 MiB); default 1000, 0 keeps none */
     tern_pooling pooling;  /* /v1/embeddings: how the final hidden states pool; default mean */
+    int no_webui;          /* 1: GET / answers 404 instead of the chat page */
 } tern_server_config;
 
 typedef struct tern_server tern_server;

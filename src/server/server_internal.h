@@ -12,6 +12,7 @@
  *   info.c               GET /health, /v1/models
  *   metrics.c            GET /metrics (Prometheus text) and the counters behind it
  *   errors.c             error bodies in OpenAI and Anthropic shape
+ *   webui.c              GET /: the chat page compiled into the binary
  */
 #ifndef TERN_SERVER_SERVER_INTERNAL_H
 #define TERN_SERVER_SERVER_INTERNAL_H
@@ -55,7 +56,7 @@ typedef struct srv_hist {
 } srv_hist;
 
 enum { SRV_ROUTE_CHAT, SRV_ROUTE_COMPLETIONS, SRV_ROUTE_RESPONSES, SRV_ROUTE_EMBEDDINGS, SRV_ROUTE_MESSAGES, SRV_ROUTE_COUNT_TOKENS, SRV_ROUTE_MODELS,
-       SRV_ROUTE_HEALTH, SRV_ROUTE_METRICS, SRV_ROUTE_TRANSCRIPTIONS, SRV_ROUTE_OTHER, SRV_N_ROUTES };
+       SRV_ROUTE_HEALTH, SRV_ROUTE_METRICS, SRV_ROUTE_TRANSCRIPTIONS, SRV_ROUTE_WEBUI, SRV_ROUTE_OTHER, SRV_N_ROUTES };
 
 typedef struct srv_metrics {
     pthread_mutex_t mu;
@@ -151,6 +152,9 @@ typedef struct srv_req {
     double t_start;
 } srv_req;
 
+/* Queues a 200 reply of bytes that outlive the server (compiled in), with extra headers {name, value}. */
+int srv_reply_static(srv_req *r, const char *ctype, const void *data, size_t len, const char *const (*headers)[2],
+                     size_t n_headers);
 /* Queues a JSON reply (does not take v). Returns an MHD_Result. */
 int srv_reply_json(srv_req *r, int status, const json_t *v);
 /* Queues a reply with the given content type. */
@@ -193,6 +197,8 @@ int srv_handle_health(srv_req *r, json_t *body);
 /* GET /health/live: 200 while the process answers at all (liveness). */
 int srv_handle_live(srv_req *r, json_t *body);
 int srv_handle_metrics(srv_req *r, json_t *body);
+/* GET /: the chat page (webui.c); 404 with --no-webui. */
+int srv_handle_webui(srv_req *r, json_t *body);
 
 /* ---- one generation (gen.c) -------------------------------------------------------------------- */
 

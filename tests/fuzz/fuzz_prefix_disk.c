@@ -41,7 +41,8 @@ static uint64_t u64_at(const uint8_t *p) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char root[128], sub[256], path[512];
-    snprintf(root, sizeof root, "/tmp/tern-fuzz-prefix-disk.%ld", (long)getpid());
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%.64s/tern-fuzz-prefix-disk.%ld", tmp && *tmp ? tmp : "/tmp", (long)getpid());
     remove_tree(root);
     uint64_t key = size >= 24 ? u64_at(data + 16) : 1, chain = size >= 40 ? u64_at(data + 32) : 2;
     snprintf(sub, sizeof sub, "%s/%016llx", root, (unsigned long long)key);
