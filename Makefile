@@ -41,7 +41,8 @@ demo: build
 # Serves the demo model with its assistant drafter (OpenAI + Anthropic API, docs/api.md); Ctrl-C drains and stops.
 # Real checkpoints are served the same way: build/tern serve /path/to/gemma-4-e2b-it
 run: demo
-	@printf '\nOnce the server says it is serving, try (the demo knows word meanings and Bible verses):\n'
+	@printf '\nOnce the server says it is serving, open http://$(HOST):$(PORT)/ in a browser to chat, or try\n'
+	@printf '(the demo knows word meanings and Bible verses):\n'
 	@printf '  curl -s http://$(HOST):$(PORT)/v1/chat/completions -H "Content-Type: application/json" \\\n'
 	@printf '    -d '"'"'{"messages":[{"role":"user","content":"What does harbor mean?"}],"max_tokens":64}'"'"'\n\n'
 	$(BUILD)/tern serve $(DEMO) --draft-model $(DEMO)-assistant --host $(HOST) --port $(PORT)

@@ -12,6 +12,7 @@
 #include "cli/draft_args.h"
 #include "cli/kv_args.h"
 #include "cli/commands.h"
+#include "cli/model_ref.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
 #include "models/model.h"
@@ -101,6 +102,8 @@ int cmd_bench(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
+    if (np >= 1 && cli_resolve_model("bench", opts, pos))
+        return 1;
     int64_t P, N, B, D, threads;
     tern_kv_type kt, vt;
     if (np != 1 || tern_args_int("bench", opts, "p", 512, 0, 1 << 20, &P) ||

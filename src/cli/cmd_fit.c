@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_ref.h"
 #include "cli/kv_args.h"
 #include "formats/checkpoint_dir.h"
 #include "loader/audio_input.h"
@@ -83,6 +84,8 @@ int cmd_fit(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
+    if (np >= 1 && cli_resolve_model("fit", opts, pos))
+        return 1;
     int64_t ctx, parallel, chunk, step;
     tern_kv_type kt, vt;
     const char *budget_s = tern_args_get(opts, "budget");

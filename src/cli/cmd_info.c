@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_ref.h"
 #include "models/model.h"
 
 int cmd_info(int argc, char **argv) {
@@ -18,6 +19,8 @@ int cmd_info(int argc, char **argv) {
               help ? stdout : stderr);
         return help ? 0 : 2;
     }
+    if (cli_resolve_model("info", opts, pos))
+        return 1;
     tern_lm_spec *spec = NULL;
     tern_err *err = tern_lm_spec_load(pos[0], &spec);
     if (err) {

@@ -16,6 +16,7 @@
 #include "cli/draft_args.h"
 #include "cli/kv_args.h"
 #include "cli/commands.h"
+#include "cli/model_ref.h"
 #include "cli/ids.h"
 #include "core/sbuf.h"
 #include "loader/loader.h"
@@ -225,6 +226,8 @@ int cmd_run(int argc, char **argv) {
         fputs(TERN_KV_USAGE, stdout);
         return 0;
     }
+    if (np >= 1 && cli_resolve_model("run", opts, pos))
+        return 1;
     const char *ids_s = tern_args_get(opts, "ids"), *prompt = tern_args_get(opts, "prompt");
     const char *raw = tern_args_get(opts, "raw");
     if (np == 2 && prompt) {

@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_ref.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/sbuf.h"
@@ -130,6 +131,8 @@ int cmd_serve(int argc, char **argv) {
         fputs(TERN_KV_USAGE, stdout);
         return 0;
     }
+    if (np >= 1 && cli_resolve_model("serve", opts, pos))
+        return 1;
     int64_t port, parallel, ctx, max_queue, timeout, max_body, threads, windows, store, disk_gb, drain_timeout;
     if (np != 1 || tern_args_int("serve", opts, "port", 8080, 0, 65535, &port) ||
         tern_args_int("serve", opts, "parallel", 4, 1, 256, &parallel) ||

@@ -18,5 +18,8 @@ int cmd_fit(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_spec_trace(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
 
 #endif

@@ -28,11 +28,15 @@ static const struct {
     {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},
     {"audio-embed", cmd_audio_embed, "MODEL_DIR FILE [--out F.bin]  a clip through the model's audio tower"},
     {"audio-features", cmd_audio_features, "FILE [--out F.bin]  log-mel features, frame and soft-token counts"},
+    {"get", cmd_get, "ORG/NAME[@REV][:TAG]  download a model from the Hugging Face hub into its cache"},
+    {"ls", cmd_ls, "                     the models in the Hugging Face cache"},
+    {"rm", cmd_rm, "ORG/NAME             delete a model from the cache"},
 };
 #define N_VERBS (sizeof verbs / sizeof verbs[0])
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: tern VERB [args]        (MODEL: a checkpoint folder with config.json and *.safetensors)\n\n"
+    fprintf(f, "usage: tern VERB [args]        (MODEL: a checkpoint folder with config.json and *.safetensors, a GGUF\n"
+               "                               file, or a Hugging Face name ORG/NAME[@REV][:TAG], fetched if needed)\n\n"
                "verbs:\n");
     for (size_t i = 0; i < N_VERBS; i++)
         fprintf(f, "  %-15s %s\n", verbs[i].name, verbs[i].help);

@@ -53,6 +53,8 @@ printf 'target\texecutions\tseconds\texec_per_s\tcorpus_files\tadded\tcrashes\n'
 # Inputs the sanitizers must not cut short: leaks are reported, huge allocations are refused by the parsers.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:malloc_limit_mb=4096}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# The library's info lines (one per prompt-cache folder opened, say) would fill the logs and slow the run.
+export TERN_LOG="${TERN_LOG:-error}"
 # Targets that write files (fuzz_prefix_disk) write them under TMPDIR: memory, not the disk.
 [ -d /dev/shm ] && export TMPDIR="${TMPDIR:-/dev/shm}"
 found=0

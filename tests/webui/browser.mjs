@@ -1,8 +1,10 @@
 // browser.mjs — the chat page in a real browser (Debian's chromium, headless, driven by puppeteer-core) against a
 // running `tern serve` that requires an API key:
-//   node tests/webui/browser.mjs --url http://127.0.0.1:PORT --key KEY --pid SERVER_PID [--chromium /usr/bin/chromium]
+//   node tests/webui/browser.mjs --url http://127.0.0.1:PORT --key KEY --pid SERVER_PID --wav CLIP.wav
+//                                [--chromium /usr/bin/chromium]
 // Checks, in order: the page asks for the key and then shows the model's name and context; a message gets a reply
-// streamed piece by piece (seen in the page as a growing text) with tokens/s and prompt-cache figures; a reply
+// streamed piece by piece (seen in the page as a growing text) with tokens/s and prompt-cache figures; an audio
+// clip attached to a message is sent as input_audio and answered; a reply
 // whose text is markup (forced by a JSON-schema constraint added to the page's request) is shown as text and runs
 // nothing; Stop ends a long reply; New chat starts empty and the old chat survives a reload; a 400 from the server
 // is shown plainly; and when the server goes away (SIGKILL to --pid) the page says so. Exit 0 when all pass.
@@ -33,9 +35,10 @@ page.on("dialog", (d) => { pageErrors.push("dialog: " + d.message()); d.dismiss(
 
 // Extra fields merged into the page's next /v1/chat/completions body (the test's hand on the request; the page
 // itself sends only what a user set).
-let extra = null;
+let extra = null, lastBody = null;
 await page.setRequestInterception(true);
 page.on("request", (req) => {
+  if (req.method() === "POST" && req.url().endsWith("/v1/chat/completions")) lastBody = JSON.parse(req.postData());
   if (extra && req.method() === "POST" && req.url().endsWith("/v1/chat/completions")) {
     const body = Object.assign(JSON.parse(req.postData()), extra);
     return req.continue({ postData: JSON.stringify(body) });
@@ -88,12 +91,30 @@ try {
   const final = snaps[snaps.length - 1] || "";
   const growing = snaps.slice(0, -1).filter((s) => s.length < final.length).length;
   check(growing >= 4, "the reply appears piece by piece while it streams", `${snaps.length} distinct texts seen`);
+  const roles = lastBody.messages.map((m) => m.role).join(",");
+  check(roles === "user", "the request carries the conversation, ending with the user's turn", roles);
   const stats = await page.$$eval("#log .msg.assistant .stats", (es) => es.map((e) => e.textContent));
   const last = stats[stats.length - 1] || "";
   check(/400 tokens/.test(last) && /tok\/s/.test(last) && /from the prompt cache/.test(last),
     "tokens/s and prompt-cache figures under the reply", last);
 
+  // 2b. An audio clip attached to a message goes out as an input_audio part and gets a reply.
+  extra = null;
+  await setField("max_tokens", 8);
+  const [input] = await page.$$("#audiofile");
+  await input.uploadFile(args.wav);
+  await page.waitForFunction(() => document.getElementById("attachment").textContent.includes(".wav"), { timeout: 5000 });
+  await sendAndWait("What is said in this clip?");
+  const parts = lastBody.messages[lastBody.messages.length - 1].content;
+  const audioPart = Array.isArray(parts) && parts.find((p) => p.type === "input_audio");
+  const audioReply = await page.$$eval("#log .msg.assistant .body", (es) => es[es.length - 1].textContent);
+  check(audioPart && audioPart.input_audio.format === "wav" && audioPart.input_audio.data.length > 1000 &&
+        audioReply.length > 0 && (await errors()).length === 0,
+    "an attached clip is sent as input_audio and answered",
+    `${audioPart ? audioPart.input_audio.data.length : 0} base64 bytes ${(await errors()).join(" ")}`);
+
   // 3. Markup from the model is text: force the reply with a constraint and look for what it would do as HTML.
+  await setField("max_tokens", 200);
   const evil = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"><b>bold?</b>';
   extra = { response_format: { type: "json_schema", json_schema: { name: "x", schema: { const: evil } } } };
   await sendAndWait("Now write some HTML.");
@@ -136,7 +157,7 @@ try {
     "conversations survive a reload (kept in the browser)", JSON.stringify(afterReload));
   await page.click("#chats li:nth-child(2) span");
   const oldMsgs = await page.$$eval("#log .msg", (es) => es.length);
-  check(oldMsgs === 6, "an older chat opens with its messages", String(oldMsgs));
+  check(oldMsgs === 8, "an older chat opens with its messages", String(oldMsgs));
   await page.click("#newchat");
 
   // 6. A 4xx from the server is shown plainly.

@@ -31,7 +31,8 @@ serve() {
 serve "$scratch/model" --api-key webui-test-key
 grep -q "chat in the browser at $url/" "$scratch/out" || { echo "run.sh: the banner does not give the page's URL" >&2; exit 1; }
 rc=0
-HOME=$scratch node "$root/tests/webui/browser.mjs" --url "$url" --key webui-test-key --pid $pid --chromium "$chromium" || rc=1
+HOME=$scratch node "$root/tests/webui/browser.mjs" --url "$url" --key webui-test-key --pid $pid \
+    --wav "$root/tests/data/audio/short.wav" --chromium "$chromium" || rc=1
 wait $pid 2>/dev/null || true # browser.mjs killed it (the "server went away" check)
 pid=
 
