@@ -1,6 +1,7 @@
 #!/bin/sh
 # hub_get.sh — `tern get / ls / rm` and models by name, against a local stand-in of the Hugging Face hub
-# (tests/hub/hub_standin.mjs): a fresh download in the cache layout (checked by @huggingface/hub's own cache scanner),
+# (tests/hub/hub_standin.mjs): a fresh download in the cache layout (checked by @huggingface/hub's own cache scanner,
+# and a cache that library downloads read by tern),
 # resume after a cut connection and after kill -9, a checksum mismatch refused, offline mode, unknown repository and
 # revision, a gated model and HF_TOKEN, GGUF tags with their mmproj, a full disk, and `tern info|serve ORG/NAME`.
 #   tests/cli/hub_get.sh TERN_BIN
@@ -68,6 +69,21 @@ check "@huggingface/hub's cache scanner reads the layout (model, 1 revision, ref
 before=$(file_requests)
 "$tern" get test/tiny >/dev/null 2>&1
 check "a second get downloads nothing it has" '[ "$(file_requests)" = "$before" ]'
+
+# The other way round: a cache written by another implementation (@huggingface/hub's downloadFileToCacheDir, from
+# the same stand-in) is read by tern, offline.
+node -e '
+const { createRequire } = require("node:module");
+const req = createRequire(process.argv[1] + "/tests/oracles/package.json");
+const { downloadFileToCacheDir } = req("@huggingface/hub");
+(async () => {
+  for (const path of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"])
+    await downloadFileToCacheDir({ repo: "test/tiny", path, revision: process.argv[3], hubUrl: process.argv[2],
+                                   cacheDir: process.argv[4] });
+})().catch((e) => { console.error(e); process.exit(1); });' "$root" "$hub" "$commit" "$s/hf-js/hub" >/dev/null 2>"$s/js.err" ||
+    { cat "$s/js.err"; bad "@huggingface/hub downloads from the stand-in"; }
+check "a cache written by @huggingface/hub is read by tern (HF_HUB_OFFLINE=1 tern info test/tiny@COMMIT)" \
+    'HF_HOME=$s/hf-js HF_HUB_OFFLINE=1 "$tern" info "test/tiny@$commit" 2>&1 | head -1 | grep -q "hf-js/hub/models--test--tiny/snapshots/$commit"'
 
 # 2. Offline: the cache alone; names resolve for the verbs.
 info=$(HF_HUB_OFFLINE=1 "$tern" info test/tiny 2>&1 | head -1)

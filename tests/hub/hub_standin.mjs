@@ -7,7 +7,7 @@
 // RevisionNotFound; a repository whose name contains "gated" needs "Authorization: Bearer hf_test_token".
 // Faults for the tests, set by POST /_control {"cut": {"file": P, "after": N, "times": K}, "corrupt": [P],
 // "slow": {"file": P, "bytesPerSec": B}} (each replaces the last; {} clears); GET /_log lists every request seen
-// (method, url, range).
+// (method, url, range). POST /api/models/ORG/NAME/paths-info/REV answers @huggingface/hub's downloader.
 import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
@@ -52,18 +52,19 @@ function authorized(req, id) {
 function sendFile(req, res, rel, f, headers) {
   let bytes = fs.readFileSync(f.abs);
   if ((control.corrupt || []).includes(rel)) { bytes = Buffer.from(bytes); bytes[bytes.length >> 1] ^= 0x5a; }
-  let start = 0;
-  const m = /^bytes=(\d+)-$/.exec(req.headers.range || "");
+  let start = 0, end = bytes.length - 1;
+  const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || "");
   if (m) {
     start = Number(m[1]);
-    if (start >= bytes.length) {
+    if (m[2] !== "") end = Math.min(end, Number(m[2]));
+    if (start >= bytes.length || start > end) {
       res.writeHead(416, { "Content-Range": `bytes */${bytes.length}` });
       return res.end();
     }
-    res.writeHead(206, { ...headers, "Content-Length": bytes.length - start, "Accept-Ranges": "bytes",
-                         "Content-Range": `bytes ${start}-${bytes.length - 1}/${bytes.length}` });
+    res.writeHead(206, { ...headers, "Content-Length": end - start + 1, "Accept-Ranges": "bytes",
+                         "Content-Range": `bytes ${start}-${end}/${bytes.length}` });
   } else res.writeHead(200, { ...headers, "Content-Length": bytes.length, "Accept-Ranges": "bytes" });
-  const body = bytes.subarray(start);
+  const body = bytes.subarray(start, end + 1);
   const cut = control.cut && control.cut.file === rel && control.cut.times > 0 ? control.cut : null;
   if (cut) {
     cut.times--;
@@ -106,6 +107,25 @@ const server = http.createServer((req, res) => {
       : { rfilename: p, size: f.size, blobId: f.etag });
     res.writeHead(200, { "Content-Type": "application/json" });
     return res.end(JSON.stringify({ _id: "x", id, modelId: id, sha: r.commit, siblings }));
+  }
+  // What @huggingface/hub's downloadFileToCacheDir asks first (the test's second, independent downloader).
+  m = /^\/api\/models\/([^/]+\/[^/]+)\/paths-info\/([^/]+)$/.exec(url.pathname);
+  if (m && req.method === "POST") {
+    const r = repos.get(m[1]);
+    if (!r) return fail(res, 401, "RepoNotFound", "Repository not found");
+    let body = "";
+    req.on("data", (d) => (body += d));
+    req.on("end", () => {
+      const out = JSON.parse(body).paths.filter((p) => r.files.has(p)).map((p) => {
+        const f = r.files.get(p);
+        return { type: "file", path: p, size: f.size, oid: f.lfs ? crypto.createHash("sha1").update(p).digest("hex") : f.etag,
+                 ...(f.lfs ? { lfs: { oid: f.etag, size: f.size, pointerSize: 134 } } : {}),
+                 lastCommit: { id: r.commit, title: "x", date: "2026-01-01T00:00:00Z" } };
+      });
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(out));
+    });
+    return;
   }
   m = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(url.pathname);
   if (m) {
