@@ -159,6 +159,9 @@ check "tern info test/tiny-GGUF:Q8_0 reads the GGUF by name" 'HF_HUB_OFFLINE=1 "
 msg=$("$tern" get test/tiny-GGUF:Q5_K_S 2>&1 || true)
 check "an unknown tag lists what there is" 'echo "$msg" | grep -q "no GGUF file for .Q5_K_S.; it has: .*tiny-Q8_0.gguf"'
 
+out=$(HF_HOME=$s/hf5 "$tern" get test/tiny --include '*.json' --include README.md --exclude 'generation_*' 2>/dev/null)
+check "--include / --exclude (repeatable) pick the files" '[ "$(ls "$out" | tr "\n" " ")" = "README.md config.json tokenizer.json tokenizer_config.json " ]'
+
 # 8. ls and rm.
 HF_HOME=$s/hf1 "$tern" get test/tiny-GGUF:Q8_0 >/dev/null 2>&1
 list=$(HF_HOME=$s/hf1 "$tern" ls)
