@@ -220,7 +220,7 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
     for (int k = 0; k < TERN_DRAFT_KINDS; k++)
         e->draft_pause[k] = 8;
     if (!err && e->o.draft_max > 0) {
-        err = tern_draft_prediction_new(P, &e->sources[TERN_DRAFT_PREDICTION]);
+        err = tern_draft_prediction_new(P, m->tok, &e->sources[TERN_DRAFT_PREDICTION]);
         if (!err && e->o.draft_ngram)
             err = tern_draft_ngram_new(P, 1, 4, &e->sources[TERN_DRAFT_NGRAM]);
         tern_draft_source *dm = NULL;

@@ -242,7 +242,8 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 int hub_snapshot_files(const char *snap, hub_paths *l, uint64_t *bytes) {
     if (walk(snap, "", l, bytes))
         return -1;
-    qsort(l->p, l->n, sizeof *l->p, cmp_str);
+    if (l->n) /* an empty snapshot has no array at all */
+        qsort(l->p, l->n, sizeof *l->p, cmp_str);
     return 0;
 }
 
@@ -470,7 +471,8 @@ tern_err *hub_list(const char *root, hub_entry **out, size_t *n) {
         *n = 0;
         return err;
     }
-    qsort(*out, *n, sizeof **out, cmp_entry);
+    if (*n)
+        qsort(*out, *n, sizeof **out, cmp_entry);
     return NULL;
 }
 

@@ -7,7 +7,8 @@
  * come and go between steps; a source keeps whatever per-row state it needs indexed by row.
  *
  *   ngram.c       prompt lookup: what followed the longest earlier match of the row's last tokens
- *   prediction.c  OpenAI predicted outputs: the request's expected text, followed where the output matches it
+ *   prediction.c  OpenAI predicted outputs: the request's expected text, followed by its bytes where the output
+ *                 matches it (so a different token split costs one token)
  *   assistant.c   a drafter model that reads the target's cache (the Gemma 4 assistant, models/cache_drafter.h):
  *                 it needs the target's final hidden state at the position before the fed token
  *   draft_model.c a smaller model with the same vocabulary, decoding ahead with its own cache */
@@ -21,6 +22,7 @@
 #include "kv/kv_cache.h"
 #include "models/cache_drafter.h"
 #include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 typedef enum tern_draft_kind {
     TERN_DRAFT_NGRAM = 0,
@@ -71,8 +73,9 @@ struct tern_draft_source {
 
 /* Prompt lookup over `rows` rows: matches of the last max_n .. min_n tokens. */
 tern_err *tern_draft_ngram_new(int rows, int min_n, int max_n, tern_draft_source **out);
-/* Predicted outputs over `rows` rows. */
-tern_err *tern_draft_prediction_new(int rows, tern_draft_source **out);
+/* Predicted outputs over `rows` rows, followed in the prediction's text (tok gives each token's bytes and
+ * tokenizes the rest of a token the output stopped inside). */
+tern_err *tern_draft_prediction_new(int rows, const tern_tokenizer *tok, tern_draft_source **out);
 /* A drafter model reading `target`'s cache `kv` (its sequence r for row r), from dir; refused at start when its
  * geometry does not fit the target (the message gives both sides' numbers). */
 tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,

@@ -1,39 +1,158 @@
 /* prediction.c — OpenAI's predicted outputs: the request says what it expects the output to be (a file being
- * edited, say), and the source proposes the prediction's tokens from where the output has got to. It follows the
- * output in step with the prediction — a token the output changed is taken as a substitution, so drafting goes on
- * right after it — and when the output's last tokens no longer match there (text inserted or left out), it finds
- * them again in the prediction, first at or after where it was (so repeated lines are walked in order). */
+ * edited, say), and the source proposes the prediction's tokens from where the output has got to.
+ *
+ * Where the output stands is followed in the prediction's text, not in its tokens: the model may split the same
+ * text into other tokens than the prediction's tokenization did (common with sampled or unusual text), and a token
+ * count would then drift for the rest of the prediction. Each output token's bytes are matched at the current
+ * byte offset (a lone byte also matches the U+FFFD it turns into in text); a token that does not match is taken as a substitution of the prediction's token there (drafting
+ * goes on right after it); after two misses in a row (text inserted or left out) the output's last bytes are looked
+ * for again in the prediction, first near where it was. The draft is the prediction's own tokens from the next
+ * token boundary; when the output stands inside one of the prediction's tokens, the rest of that token's text is
+ * tokenized on its own first, so a different split costs one token, not the rest of the prediction. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "spec/draft.h"
+#include "tokenizer/tokenizer.h"
 
-/* Output tokens matched against the prediction: enough to place a repeated phrase, few enough to rejoin soon. */
-#define PREDICTION_MATCH 8
+/* Output bytes looked for when rejoining: enough to place a repeated phrase, few enough to rejoin soon. */
+#define REJOIN_BYTES 16
+#define REJOIN_MIN 6
+/* How far back before the current offset a rejoin looks first (so repeated lines are walked in order). */
+#define REJOIN_BACK 256
 
 typedef struct pred_row {
     int32_t *toks;
     int64_t n;
-    int64_t at, seen; /* the output's first `seen` tokens correspond to the prediction's first `at` */
+    char *text;     /* the prediction's bytes: token i is text[off[i], off[i + 1]) */
+    int64_t *off;   /* [n + 1] */
+    int64_t pos;    /* the output so far corresponds to text[0, pos) */
+    int64_t seen;   /* output tokens accounted for */
+    int misses;     /* output tokens in a row that did not match */
+    char tail[REJOIN_BYTES];
+    int tail_len;
 } pred_row;
 
 typedef struct prediction {
     tern_draft_source base;
+    const tern_tokenizer *tok;
     int rows;
     pred_row *r;
 } prediction;
 
-static tern_err *row_start(tern_draft_source *s, int row, const int32_t *pred, int64_t n_pred) {
-    pred_row *r = &((prediction *)s)->r[row];
+static void row_clear(pred_row *r) {
     free(r->toks);
+    free(r->text);
+    free(r->off);
     memset(r, 0, sizeof *r);
+}
+
+static tern_err *row_start(tern_draft_source *s, int row, const int32_t *pred, int64_t n_pred) {
+    prediction *p = (prediction *)s;
+    pred_row *r = &p->r[row];
+    row_clear(r);
     if (n_pred <= 0)
         return NULL;
-    if (!(r->toks = malloc((size_t)n_pred * sizeof *r->toks)))
-        return tern_errf(TERN_ENOMEM, "out of memory for a prediction of %lld tokens", (long long)n_pred);
+    r->toks = malloc((size_t)n_pred * sizeof *r->toks);
+    r->off = malloc((size_t)(n_pred + 1) * sizeof *r->off);
+    size_t cap = 64, len = 0;
+    r->text = malloc(cap);
+    tern_err *err = r->toks && r->off && r->text ? NULL : tern_errf(TERN_ENOMEM, "out of memory for a prediction");
+    for (int64_t i = 0; !err && i < n_pred; i++) {
+        size_t n = 0;
+        char *piece = tern_tokenizer_token_piece(p->tok, pred[i], &n);
+        if (!piece) {
+            err = tern_errf(TERN_EINVAL, "prediction token %lld (id %d) has no text", (long long)i, pred[i]);
+            break;
+        }
+        if (len + n + 1 > cap) {
+            while (len + n + 1 > cap)
+                cap *= 2;
+            char *t = realloc(r->text, cap);
+            if (!t)
+                err = tern_errf(TERN_ENOMEM, "out of memory for a prediction");
+            else
+                r->text = t;
+        }
+        if (!err) {
+            r->off[i] = (int64_t)len;
+            memcpy(r->text + len, piece, n);
+            len += n;
+        }
+        free(piece);
+    }
+    if (err) {
+        row_clear(r);
+        return err;
+    }
     memcpy(r->toks, pred, (size_t)n_pred * sizeof *r->toks);
+    r->off[n_pred] = (int64_t)len;
     r->n = n_pred;
     return NULL;
+}
+
+/* The index of the first token starting at or after byte b (n when none). */
+static int64_t boundary_at_or_after(const pred_row *r, int64_t b) {
+    int64_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (r->off[mid] < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void remember(pred_row *r, const char *piece, size_t n) {
+    if (n >= REJOIN_BYTES) {
+        memcpy(r->tail, piece + n - REJOIN_BYTES, REJOIN_BYTES);
+        r->tail_len = REJOIN_BYTES;
+        return;
+    }
+    int keep = r->tail_len + (int)n > REJOIN_BYTES ? REJOIN_BYTES - (int)n : r->tail_len;
+    memmove(r->tail, r->tail + r->tail_len - keep, (size_t)keep);
+    memcpy(r->tail + keep, piece, n);
+    r->tail_len = keep + (int)n;
+}
+
+/* Moves r->pos past one output token's bytes. */
+static void follow(pred_row *r, const char *piece, size_t n) {
+    const int64_t len = r->off[r->n];
+    remember(r, piece, n);
+    if (r->pos + (int64_t)n <= len && !memcmp(r->text + r->pos, piece, n)) {
+        r->pos += (int64_t)n;
+        r->misses = 0;
+        return;
+    }
+    /* A lone byte of a character the output never completed comes back from the API as U+FFFD, and so it
+     * stands in a prediction made from that output. */
+    static const char replacement[3] = {(char)0xef, (char)0xbf, (char)0xbd};
+    if (n == 1 && (unsigned char)piece[0] >= 0x80 && r->pos + 3 <= len && !memcmp(r->text + r->pos, replacement, 3)) {
+        r->pos += 3;
+        r->misses = 0;
+        return;
+    }
+    r->misses++;
+    /* A substitution: past the prediction's token that starts (or stands) here. */
+    int64_t j = boundary_at_or_after(r, r->pos + 1);
+    r->pos = r->off[j];
+}
+
+/* After misses in a row: where the output's last bytes are found again (near pos first, then anywhere). */
+static void rejoin(pred_row *r) {
+    if (r->tail_len < REJOIN_MIN)
+        return;
+    const int64_t len = r->off[r->n];
+    const int64_t starts[2] = {r->pos > REJOIN_BACK ? r->pos - REJOIN_BACK : 0, 0};
+    for (int t = 0; t < 2; t++) {
+        const char *hit = memmem(r->text + starts[t], (size_t)(len - starts[t]), r->tail, (size_t)r->tail_len);
+        if (hit) {
+            r->pos = (int64_t)(hit - r->text) + r->tail_len;
+            r->misses = 0;
+            return;
+        }
+    }
 }
 
 static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
@@ -46,48 +165,61 @@ static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
         if (!r->n || n_out <= 0)
             continue;
         const int32_t *out = a->toks + a->n_prompt;
-        int64_t at = r->at + (n_out - r->seen); /* in step */
-        const int agrees = at >= 1 && at <= r->n && r->toks[at - 1] == out[n_out - 1];
-        if (!agrees && n_out >= 2) { /* rejoin where the last tokens (two at least) are found again */
-            int64_t end = -1;
-            int32_t probe;
-            const int64_t from = at > PREDICTION_MATCH ? at - PREDICTION_MATCH : 0;
-            if (tern_draft_lookup(r->toks, r->n, out, n_out, 0, 2, PREDICTION_MATCH, from, 1, &probe, &end))
-                at = end;
+        if (n_out < r->seen) /* the row went back (cannot happen today): start over */
+            r->pos = r->seen = r->misses = r->tail_len = 0;
+        for (int64_t t = r->seen; t < n_out; t++) {
+            size_t len = 0;
+            char *piece = tern_tokenizer_token_piece(p->tok, out[t], &len);
+            if (!piece)
+                return tern_errf(TERN_ENOMEM, "out of memory following a prediction");
+            follow(r, piece, len);
+            free(piece);
         }
-        r->at = at;
         r->seen = n_out;
-        while (at >= 0 && at < r->n && a->n_out < a->k)
-            a->out[a->n_out++] = r->toks[at++];
+        if (r->misses >= 2)
+            rejoin(r);
+        int64_t j = boundary_at_or_after(r, r->pos);
+        if (j < r->n && r->off[j] > r->pos) {
+            /* Inside one of the prediction's tokens: the rest of its text, tokenized on its own. */
+            tern_tokens bridge = {0};
+            tern_err *err = tern_tokenize(p->tok, r->text + r->pos, (size_t)(r->off[j] - r->pos), 0, 0, &bridge);
+            if (err) { /* bytes that do not tokenize alone (a split character): no draft this step */
+                tern_err_free(err);
+                tern_tokens_free(&bridge);
+                continue;
+            }
+            for (size_t b = 0; b < bridge.n && a->n_out < a->k; b++)
+                a->out[a->n_out++] = bridge.ids[b];
+            tern_tokens_free(&bridge);
+        }
+        while (j < r->n && a->n_out < a->k)
+            a->out[a->n_out++] = r->toks[j++];
     }
     return NULL;
 }
 
 static void commit(tern_draft_source *s, int row, int64_t n_toks) { (void)s, (void)row, (void)n_toks; }
 
-static void row_end(tern_draft_source *s, int row) {
-    pred_row *r = &((prediction *)s)->r[row];
-    free(r->toks);
-    memset(r, 0, sizeof *r);
-}
+static void row_end(tern_draft_source *s, int row) { row_clear(&((prediction *)s)->r[row]); }
 
 static void source_free(tern_draft_source *s) {
     prediction *p = (prediction *)s;
     for (int i = 0; i < p->rows; i++)
-        free(p->r[i].toks);
+        row_clear(&p->r[i]);
     free(p->r);
     free(p);
 }
 
 static const tern_draft_vt vt = {"prediction", row_start, draft, commit, row_end, source_free};
 
-tern_err *tern_draft_prediction_new(int rows, tern_draft_source **out) {
+tern_err *tern_draft_prediction_new(int rows, const tern_tokenizer *tok, tern_draft_source **out) {
     prediction *p = calloc(1, sizeof *p);
     if (!p || !(p->r = calloc((size_t)rows, sizeof *p->r))) {
         free(p);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
     p->base = (tern_draft_source){&vt, TERN_DRAFT_PREDICTION, 0};
+    p->tok = tok;
     p->rows = rows;
     *out = &p->base;
     return NULL;

@@ -1,14 +1,18 @@
 /* test_speculative.c — speculative decoding in the engine is lossless: greedy output is the same token for token
  * with and without every draft source (prompt lookup; predicted outputs that agree fully, partly and not at all),
- * solo and batched with rows joining and leaving; seeded sampling with speculation reproduces itself; the usage
+ * solo and batched with rows joining and leaving, and a prediction given as text that the model splits into other
+ * tokens; seeded sampling with speculation reproduces itself; the usage
  * counts what was drafted and kept; the Gemma 4 assistant drafter serves as a source the same way; and at the model
  * level, rolling a verify pass back to any accepted length
  * leaves the KV cache exactly as a plain run over the accepted tokens would. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json_util.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
+#include "models/synth.h"
 #include "sample/sampler.h"
 #include "spec/draft.h"
 #include "tern/tern.h"
@@ -57,24 +61,32 @@ static void prompt_of(int k, int32_t *ids, int64_t *n) {
     *n = len;
 }
 
-static tern_engine *engine(int parallel, int ngram, int draft_max) {
+static tern_engine *engine_on(tern_model *m, int parallel, int ngram, int draft_max, int64_t ctx) {
     tern_engine_opts o;
     tern_engine_opts_default(&o);
     o.parallel = parallel;
-    o.ctx = 256;
+    o.ctx = ctx;
     o.prefill_chunk = 16;
     o.step_tokens = 64;
     o.draft_ngram = ngram;
     o.draft_max = draft_max;
     tern_engine *e;
-    TU_OK(tern_engine_create(model, &o, &e));
+    TU_OK(tern_engine_create(m, &o, &e));
     return e;
 }
 
+static tern_engine *engine(int parallel, int ngram, int draft_max) {
+    return engine_on(model, parallel, ngram, draft_max, 256);
+}
+
 /* Runs n requests on e (all submitted at once: with fewer rows than requests they join as others leave),
- * prediction[k] (may be NULL) as each one's predicted output. */
-static void run_all(tern_engine *e, int n, const int32_t *const *pred, const int *n_pred, float temperature,
-                    run *out) {
+ * prediction[k] (may be NULL) as each one's predicted output, or pred_text[k] as its text. */
+/* Tokens every request of run_text bans (none unless a test sets them). */
+static tern_logit_bias *ban;
+static int n_ban;
+
+static void run_text(tern_engine *e, int n, const int32_t *const *pred, const int *n_pred, char *const *pred_text,
+                     float temperature, run *out) {
     tern_stream *s[8];
     int32_t ids[8][64];
     for (int k = 0; k < n; k++) {
@@ -93,6 +105,12 @@ static void run_all(tern_engine *e, int n, const int32_t *const *pred, const int
             r.prediction_ids = pred[k];
             r.n_prediction_ids = (size_t)n_pred[k];
         }
+        if (pred_text && pred_text[k]) {
+            r.prediction_text = pred_text[k];
+            r.prediction_text_len = strlen(pred_text[k]);
+        }
+        r.sampling.logit_bias = ban;
+        r.sampling.n_logit_bias = n_ban;
         TU_OK(tern_engine_submit(e, &r, NULL, NULL, &s[k], NULL));
     }
     for (int k = 0; k < n; k++) {
@@ -110,6 +128,11 @@ static void run_all(tern_engine *e, int n, const int32_t *const *pred, const int
         tern_stream_free(s[k]);
         assert_int_equal(out[k].n, GEN);
     }
+}
+
+static void run_all(tern_engine *e, int n, const int32_t *const *pred, const int *n_pred, float temperature,
+                    run *out) {
+    run_text(e, n, pred, n_pred, NULL, temperature, out);
 }
 
 static void expect_same(const run *a, const run *b, int n, const char *what) {
@@ -180,6 +203,125 @@ static void test_greedy_identical(void **state) {
                 assert_true(acc > 0 && rej > 0);
         }
     }
+}
+
+/* A prediction given as text (as the OpenAI API gives it) that is the output's own text, whose tokenization is not
+ * the model's tokens (a random model's output re-tokenizes differently): the output stays the same. */
+static void test_prediction_text_aligned(void **state) {
+    (void)state;
+    static run plain[N], got[N];
+    /* The test vocabulary of 512 tokens cannot spell text the way a real one does (most merges are missing): this
+     * model has Gemma 4's whole vocabulary. */
+    static const char *cfg_text =
+        "{\"text_config\": {\"vocab_size\": 262144, \"hidden_size\": 64, \"intermediate_size\": 128,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16,"
+        " \"global_head_dim\": 32, \"sliding_window\": 8,"
+        " \"layer_types\": [\"sliding_attention\", \"full_attention\"]}}";
+    json_t *cfg;
+    TU_OK(tern_json_load_buf(cfg_text, strlen(cfg_text), "test config", &cfg));
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir("spec_full_vocab"));
+    tern_synth_opts so = {.dtype = TERN_SYNTH_F32, .seed = 5, .vocab_gguf = TERN_ASSETS_DIR "/gemma4/vocab.gguf"};
+    TU_OK(tern_synth_write(cfg, &so, dir));
+    json_decref(cfg);
+    tern_model *fm;
+    tern_model_opts mo = {.model_dir = dir};
+    TU_OK(tern_model_load(&mo, &fm));
+    /* Text a client could send back: no lone bytes of unfinished characters (this random model writes many). */
+    static tern_logit_bias bans[256];
+    n_ban = 0;
+    for (int32_t id = 0; id < 262144 && n_ban < 256; id++) {
+        size_t len = 0;
+        char *p = tern_model_token_piece(fm, id, &len);
+        if (p && len == 1 && (unsigned char)p[0] >= 0x80)
+            bans[n_ban++] = (tern_logit_bias){.token = id, .bias = -INFINITY};
+        tern_free(p);
+    }
+    ban = bans;
+    tern_engine *e = engine_on(fm, 3, 0, -1, 256);
+    run_all(e, N, NULL, NULL, 0.0f, plain);
+    tern_engine_destroy(e);
+    char *text[N];
+    int resplit = 0;
+    for (int k = 0; k < N; k++) {
+        size_t len = 0, n = 0;
+        int32_t *ids = NULL;
+        TU_OK(tern_model_detokenize(fm, plain[k].toks, GEN, 1, &text[k], &len));
+        TU_OK(tern_model_tokenize(fm, text[k], len, 0, 0, &ids, &n));
+        resplit += n != GEN || memcmp(ids, plain[k].toks, sizeof plain[k].toks);
+        tern_free(ids);
+    }
+    print_message("%d of %d outputs tokenize differently from their text\n", resplit, N);
+    assert_true(resplit > 0); /* otherwise this tests nothing the token-id predictions do not */
+    const int rows[2] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        e = engine_on(fm, rows[i], 0, 8, 256);
+        run_text(e, N, NULL, NULL, text, 0.0f, got);
+        tern_engine_destroy(e);
+        expect_same(plain, got, N, "prediction as text");
+        int64_t acc = 0, rej = 0;
+        for (int k = 0; k < N; k++)
+            acc += got[k].usage.accepted_prediction_tokens, rej += got[k].usage.rejected_prediction_tokens;
+        print_message("prediction as text, %d rows: %lld accepted, %lld rejected\n", rows[i], (long long)acc,
+                      (long long)rej);
+        assert_true(acc > 0); /* how much is drafted depends on the rows' measured speed */
+    }
+    for (int k = 0; k < N; k++)
+        tern_free(text[k]);
+    ban = NULL;
+    n_ban = 0;
+    tern_model_free(fm);
+}
+
+/* The prediction source on its own, with Gemma 4's vocabulary: the output splits one of the prediction's tokens in
+ * two. Drafting follows the text, so it proposes the rest of the split token and then the prediction's own tokens
+ * again: one wrong first draft in the whole output (where the split begins), not a drift for the rest of it. */
+static void test_prediction_split_token(void **state) {
+    (void)state;
+    tern_tokenizer *tok;
+    TU_OK(tern_tokenizer_load_gguf(TERN_ASSETS_DIR "/gemma4/vocab.gguf", &tok));
+    const char *text = "The quick brown fox jumps over the lazy dog, and the cat sleeps in the warm sun all day long.";
+    tern_tokens pred = {0};
+    TU_OK(tern_tokenize(tok, text, strlen(text), 0, 0, &pred));
+    assert_true(pred.n > 12);
+    /* The output: the prediction with token 5 written as two tokens (its first byte, then the rest). */
+    size_t len = 0;
+    char *piece = tern_tokenizer_token_piece(tok, pred.ids[5], &len);
+    assert_true(len >= 3);
+    tern_tokens a = {0}, b = {0};
+    TU_OK(tern_tokenize(tok, piece, 1, 0, 0, &a));
+    TU_OK(tern_tokenize(tok, piece + 1, len - 1, 0, 0, &b));
+    free(piece);
+    int32_t out[64];
+    int n = 0;
+    out[n++] = 2; /* the prompt: one token */
+    for (size_t i = 0; i < pred.n; i++) {
+        if (i == 5) {
+            for (size_t j = 0; j < a.n; j++)
+                out[n++] = a.ids[j];
+            for (size_t j = 0; j < b.n; j++)
+                out[n++] = b.ids[j];
+        } else
+            out[n++] = pred.ids[i];
+    }
+    tern_draft_source *src;
+    TU_OK(tern_draft_prediction_new(1, tok, &src));
+    TU_OK(src->vt->row_start(src, 0, pred.ids, (int64_t)pred.n));
+    int wrong = 0;
+    for (int t = 2; t < n; t++) { /* the output so far is out[1, t); out[t] comes next */
+        int32_t d[4];
+        tern_draft_ask ask = {.row = 0, .toks = out, .n_toks = t, .n_prompt = 1, .k = 4, .out = d};
+        TU_OK(src->vt->draft(src, &ask, 1));
+        assert_true(ask.n_out > 0 || t == n - 1);
+        wrong += ask.n_out > 0 && d[0] != out[t];
+    }
+    print_message("split token: %zu + %zu tokens for 1; %d wrong first drafts over %d steps\n", a.n, b.n, wrong, n - 2);
+    assert_int_equal(wrong, 1);
+    tern_draft_source_free(src);
+    tern_tokens_free(&a);
+    tern_tokens_free(&b);
+    tern_tokens_free(&pred);
+    tern_tokenizer_free(tok);
 }
 
 /* What a request sees is the same with speculation: each token's logprob and alternatives, the streamed text, and
@@ -486,6 +628,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),
         cmocka_unit_test(test_greedy_identical),
+        cmocka_unit_test(test_prediction_text_aligned),
+        cmocka_unit_test(test_prediction_split_token),
         cmocka_unit_test(test_outputs_unchanged),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_rollback_equals_plain),
