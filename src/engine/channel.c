@@ -38,6 +38,11 @@ channel *channel_new(uint64_t id, tern_event_fn cb, void *user) {
         bad = 1;
     }
     pthread_condattr_destroy(&ca);
+    if (!bad && !cb && !(ch->spare_done = calloc(1, sizeof *ch->spare_done))) {
+        pthread_mutex_destroy(&ch->mu);
+        pthread_cond_destroy(&ch->cv);
+        bad = 1;
+    }
     if (bad) {
         free(ch);
         return NULL;
@@ -64,6 +69,7 @@ void channel_unref(channel *ch) {
         node_free(n);
     }
     node_free(ch->current);
+    node_free(ch->spare_done);
     pthread_mutex_destroy(&ch->mu);
     pthread_cond_destroy(&ch->cv);
     free(ch);
@@ -110,14 +116,17 @@ int channel_emit(channel *ch, const tern_event *ev) {
     }
     ev_node *n = copy_event(ev);
     if (!n && ev->kind == TERN_EV_DONE) {
-        /* Out of memory for the last event: deliver a bare DONE so the reader never waits forever. */
+        /* Out of memory for the last event: a bare DONE in the node made with the channel, so the reader never
+         * waits forever and hears why its reply ended. */
         static const char oom[] = "out of memory delivering the final event";
-        n = calloc(1, sizeof *n);
+        n = ch->spare_done;
+        ch->spare_done = NULL;
         if (n) {
             n->ev = *ev;
             n->ev.text = "";
             n->ev.text_len = 0;
             n->ev.n_top = 0;
+            n->ev.finish = TERN_FINISH_ERROR;
             n->ev.error = oom;
             n->ev.embedding = NULL;
             n->ev.n_embedding = 0;

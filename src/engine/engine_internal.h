@@ -43,6 +43,7 @@ typedef struct channel {
     pthread_cond_t cv;
     ev_node *head, *tail;
     ev_node *current; /* the event handed out last (freed on the next read) */
+    ev_node *spare_done; /* made with the channel: the DONE event when copying it finds no memory (queue mode) */
     int done_read; /* the DONE event was handed out */
     int closed;    /* the consumer freed its stream */
 } channel;
@@ -56,8 +57,8 @@ channel *channel_new(uint64_t id, tern_event_fn cb, void *user);
 void channel_ref(channel *ch);
 /* Drops a reference; the last one frees. */
 void channel_unref(channel *ch);
-/* Delivers an event: calls the callback, or deep-copies it into the queue. Returns 0, or -1 on OOM
- * (the event is lost, and for a DONE event the consumer is woken anyway). */
+/* Delivers an event: calls the callback, or deep-copies it into the queue. Returns 0, or -1 when a token event is
+ * lost to OOM; a DONE event always arrives (bare, as an error, in the node made with the channel, if need be). */
 int channel_emit(channel *ch, const tern_event *ev);
 
 /* ---- constrained decoding (constraint.c) ------------------------------------------------------------ */

@@ -349,8 +349,9 @@ static void take_token(tern_engine *e, eng_row *w, int j) {
     ev.top_logprobs = lp->top;
     ev.stop_token = -1;
     ev.stop_string = -1;
-    channel_emit(q->ch, &ev);
-    if (stop >= 0)
+    if (channel_emit(q->ch, &ev)) /* a token the reader never sees: end with an error, not a shorter reply */
+        finish_row(e, w, TERN_FINISH_ERROR, -1, -1, "out of memory delivering a token: the reply was cut short");
+    else if (stop >= 0)
         finish_row(e, w, TERN_FINISH_STOP, -1, stop, NULL);
     else if (w->n_gen >= q->max_tokens)
         finish_row(e, w, TERN_FINISH_LENGTH, -1, -1, NULL);

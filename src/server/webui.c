@@ -14,7 +14,8 @@ static const char CSP[] = "default-src 'none'; script-src 'unsafe-inline'; style
 int srv_handle_webui(srv_req *r, json_t *body) {
     (void)body;
     if (r->srv->cfg.no_webui)
-        return srv_reply_error(r, 404, "the chat page is off on this server (tern serve --no-webui); the API is at /v1");
+        return srv_reply_error(r, 404, "the chat page is off on this server (tern serve --no-webui); "
+                                       "the API is at /v1");
     static const char *const headers[][2] = {{"Content-Security-Policy", CSP},
                                 {"X-Content-Type-Options", "nosniff"},
                                 {"Cache-Control", "no-cache"},

@@ -4,11 +4,12 @@
  * Where the output stands is followed in the prediction's text, not in its tokens: the model may split the same
  * text into other tokens than the prediction's tokenization did (common with sampled or unusual text), and a token
  * count would then drift for the rest of the prediction. Each output token's bytes are matched at the current
- * byte offset (a lone byte also matches the U+FFFD it turns into in text); a token that does not match is taken as a substitution of the prediction's token there (drafting
- * goes on right after it); after two misses in a row (text inserted or left out) the output's last bytes are looked
- * for again in the prediction, first near where it was. The draft is the prediction's own tokens from the next
- * token boundary; when the output stands inside one of the prediction's tokens, the rest of that token's text is
- * tokenized on its own first, so a different split costs one token, not the rest of the prediction. */
+ * byte offset (a lone byte also matches the U+FFFD it turns into in text); a token that does not match is taken
+ * as a substitution of the prediction's token there (drafting goes on right after it); after two misses in a row
+ * (text inserted or left out) the output's last bytes are looked for again in the prediction, first near where it
+ * was. The draft is the prediction's own tokens from the next token boundary; when the output stands inside one
+ * of the prediction's tokens, the rest of that token's text is tokenized on its own first, so a different split
+ * costs one token, not the rest of the prediction. */
 #include <stdlib.h>
 #include <string.h>
 

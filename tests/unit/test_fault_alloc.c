@@ -236,11 +236,17 @@ static int request(void *ctx) {
     } else {
         tern_event ev;
         int got;
-        while ((got = tern_stream_next(s, &ev, 20000)) == 1)
+        int64_t tokens = 0;
+        while ((got = tern_stream_next(s, &ev, 20000)) == 1) {
+            tokens += ev.kind == TERN_EV_TOKEN;
             if (ev.kind == TERN_EV_DONE && ev.finish == TERN_FINISH_ERROR) {
                 assert_non_null(ev.error);
                 status = 1;
-            }
+            } else if (ev.kind == TERN_EV_DONE && ev.finish == TERN_FINISH_LENGTH &&
+                       tokens != ev.usage.completion_tokens) /* a reply cut short without a word */
+                fail_msg("the reply ended normally with %lld of its %lld tokens delivered", (long long)tokens,
+                         (long long)ev.usage.completion_tokens);
+        }
         if (got == 0)
             fail_msg("the request hung with an allocation refused");
     }
