@@ -32,16 +32,10 @@ if [ -z "$model" ]; then
     audio=--audio
 fi
 max_body=1048576
-TERN_CACHE_DIR=$scratch/cache "$tern" serve "$model" --port 0 --parallel 8 --kv q8_0 --draft-ngram \
-    --max-queue 256 --timeout 30 --max-body $max_body "$@" >"$scratch/out" 2>"$scratch/err" &
-pid=$!
-for _ in $(seq 600); do
-    grep -q "serving" "$scratch/out" 2>/dev/null && break
-    kill -0 $pid 2>/dev/null || { cat "$scratch/err" >&2; exit 1; }
-    sleep 0.1
-done
-url=$(sed -n 's|.*at \(http://[0-9.]*:[0-9]*\).*|\1|p' "$scratch/out" | head -1)
-[ -n "$url" ] || { echo "run.sh: the server did not say where it serves" >&2; cat "$scratch/err" >&2; exit 1; }
+. "$root/tests/lib/serve.sh"
+export TERN_CACHE_DIR=$scratch/cache
+tern_serve "$scratch/out" "$scratch/err" "$tern" serve "$model" --port 0 --parallel 8 --kv q8_0 --draft-ngram \
+    --max-queue 256 --timeout 30 --max-body $max_body "$@"
 rc=0
 node "$root/tests/soak/soak.mjs" --url "$url" --pid $pid --clients "$clients" --seconds "$seconds" \
     --max-body $max_body $audio ${json:+--json "$json"} || rc=$?

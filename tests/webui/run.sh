@@ -15,18 +15,10 @@ pid=
 trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$scratch"' EXIT
 "$tern" synth --preset tiny --dtype q4 --audio --seed 11 "$scratch/model" >/dev/null
 
+. "$root/tests/lib/serve.sh"
+export TERN_CACHE_DIR=$scratch/cache
 # serve MODEL ARGS...: starts the server on a free port; sets pid and url.
-serve() {
-    TERN_CACHE_DIR=$scratch/cache "$tern" serve "$@" --port 0 >"$scratch/out" 2>"$scratch/err" &
-    pid=$!
-    for _ in $(seq 600); do
-        grep -q "serving" "$scratch/out" 2>/dev/null && break
-        kill -0 $pid 2>/dev/null || { cat "$scratch/err" >&2; exit 1; }
-        sleep 0.1
-    done
-    url=$(sed -n 's|.*serving .* at \(http://[0-9.]*:[0-9]*\).*|\1|p' "$scratch/out" | head -1)
-    [ -n "$url" ] || { echo "run.sh: the server did not say where it serves" >&2; cat "$scratch/err" >&2; exit 1; }
-}
+serve() { tern_serve "$scratch/out" "$scratch/err" "$tern" serve "$@" --port 0; }
 
 serve "$scratch/model" --api-key webui-test-key
 grep -q "chat in the browser at $url/" "$scratch/out" || { echo "run.sh: the banner does not give the page's URL" >&2; exit 1; }
