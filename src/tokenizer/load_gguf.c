@@ -2,10 +2,12 @@
  *   "llama"  SentencePiece: score-ordered merges, space prefix, ▁ for spaces, <0xXX> byte fallback;
  *   "gemma4" SentencePiece-style BPE: ▁ for spaces, merges by rank, runs of newlines apart, byte fallback;
  *   "gpt2"   byte-level BPE with the pre-tokenizer named by tokenizer.ggml.pre (pretok_names.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/log.h"
 #include "formats/gguf.h"
 #include "tokenizer/tok_internal.h"
 
@@ -115,14 +117,19 @@ static tern_err *load_merges(tern_tokenizer *t, const tern_gguf *g) {
 }
 
 /* Reads an optional special-token id; a value outside the vocabulary is ignored (the default stays). */
-static void read_id(const tern_gguf *g, const char *key, int32_t n_vocab, tern_token *id) {
+/* A special token's id into *id (left as it is when the key is absent). A value of another type is an error, as
+ * llama.cpp refuses it; an id outside the vocabulary is ignored with a warning, as llama.cpp does. */
+static tern_err *read_id(const tern_gguf *g, const char *key, int32_t n_vocab, tern_token *id) {
     uint32_t v;
     if (tern_gguf_find(g, key) < 0)
-        return;
-    tern_err *e = tern_gguf_get_u32(g, key, &v);
-    if (!e && v < (uint32_t)n_vocab)
-        *id = (tern_token)v;
-    tern_err_free(e);
+        return NULL;
+    TERN_TRY(tern_gguf_get_u32(g, key, &v));
+    if (v >= (uint32_t)n_vocab) {
+        TLOG_WARN("vocabulary: %s is %u, outside the %d tokens: ignored", key, v, n_vocab);
+        return NULL;
+    }
+    *id = (tern_token)v;
+    return NULL;
 }
 
 static void read_flag(const tern_gguf *g, const char *key, int *flag) {
@@ -263,14 +270,16 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_ov
         read_flag(g, "tokenizer.ggml.add_eos_token", &add_eos);
         if (kind == 2 || (pre_flags & TOK_PRE_ADD_BOS))
             add_bos = 1; /* Gemma 4 and some named pre-tokenizers always start with BOS (as llama.cpp does) */
-        read_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos);
-        read_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos);
-        read_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk);
-        read_id(g, "tokenizer.ggml.padding_token_id", t->n_vocab, &t->pad);
-        read_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot);
+        static const char *const keys[] = {"bos", "eos", "unknown", "padding", "eot"};
+        tern_token *ids[] = {&t->bos, &t->eos, &t->unk, &t->pad, &t->eot};
+        for (size_t k = 0; !e && k < sizeof keys / sizeof *keys; k++) {
+            char key[64];
+            snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", keys[k]);
+            e = read_id(g, key, t->n_vocab, ids[k]);
+        }
         if (pre_flags & TOK_PRE_NO_BOS)
             t->bos = TERN_TOKEN_NONE;
-        if (kind == 1 || kind == 2 || (pre_flags & TOK_PRE_SPACES_AS_METASPACE)) {
+        if (!e && (kind == 1 || kind == 2 || (pre_flags & TOK_PRE_SPACES_AS_METASPACE))) {
             /* SentencePiece style: optional leading space, then every space becomes ▁. */
             if (add_space_prefix)
                 e = add_norm(t, NORM_PREPEND, NULL, " ");

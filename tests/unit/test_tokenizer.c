@@ -324,8 +324,9 @@ static void kv_str(gbuf *b, const char *k, const char *v) {
     put_str(b, v);
 }
 
-/* tokens <unk> <s> </s> ▁ a b c ▁a ab ▁ab abc bc <0x63>-style bytes for 'c'..., scores make "▁ab" win. */
-static gbuf spm_vocab(const char *model, int with_pre) {
+/* tokens <unk> <s> </s> ▁ a b c ▁a ab ▁ab abc bc <0x63>-style bytes for 'c'..., scores make "▁ab" win. bos: NULL,
+ * or a tokenizer.ggml.bos_token_id to write: "u32:N" or "str:TEXT". */
+static gbuf spm_vocab(const char *model, int with_pre, const char *bos) {
     static const char *const toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab",
                                        "\xe2\x96\x81" "ab", "bc", "<0x63>", "<0x64>", "<0x21>", "<0xE2>", "<0x96>", "<0x81>"};
     static const float scores[] = {0, 0, 0, -1, -2, -2, -3, -1, -0.5f, -4, 0, 0, 0, 0, 0, 0};
@@ -335,8 +336,15 @@ static gbuf spm_vocab(const char *model, int with_pre) {
     put(&b, "GGUF", 4);
     put_u32(&b, 3);
     put_u64(&b, 0);
-    put_u64(&b, 4 + (with_pre ? 1 : 0));
+    put_u64(&b, 4 + (with_pre ? 1 : 0) + (bos ? 1 : 0));
     kv_str(&b, "tokenizer.ggml.model", model);
+    if (bos && !strncmp(bos, "str:", 4))
+        kv_str(&b, "tokenizer.ggml.bos_token_id", bos + 4);
+    else if (bos) {
+        put_str(&b, "tokenizer.ggml.bos_token_id");
+        put_u32(&b, TERN_GGUF_U32);
+        put_u32(&b, (uint32_t)atoi(bos + 4));
+    }
     if (with_pre)
         kv_str(&b, "tokenizer.ggml.pre", "nonsense");
     put_str(&b, "tokenizer.ggml.tokens");
@@ -359,7 +367,7 @@ static gbuf spm_vocab(const char *model, int with_pre) {
 }
 
 static void test_small_spm(void **state) {
-    gbuf b = spm_vocab("llama", 0);
+    gbuf b = spm_vocab("llama", 0, NULL);
     tern_gguf *g;
     TU_OK(tern_gguf_parse(b.p, b.n, "small.gguf", &g));
     tern_tokenizer *t;
@@ -383,15 +391,37 @@ static void test_small_spm(void **state) {
 
     /* The same vocabulary declared with models this build does not know, or a bad pre-tokenizer. */
     free(b.p);
-    b = spm_vocab("bert", 0);
+    b = spm_vocab("bert", 0, NULL);
     TU_OK(tern_gguf_parse(b.p, b.n, "bert.gguf", &g));
     TU_FAILS_WITH(tern_tokenizer_from_gguf(g, &t), "bert.gguf: vocabulary: tokenizer.ggml.model 'bert' is not supported");
     assert_null(t);
     tern_gguf_close(g);
     free(b.p);
-    b = spm_vocab("gpt2", 1);
+    b = spm_vocab("gpt2", 1, NULL);
     TU_OK(tern_gguf_parse(b.p, b.n, "gpt2.gguf", &g));
     TU_FAILS_WITH(tern_tokenizer_from_gguf(g, &t), "key 'tokenizer.ggml.merges' not found");
+    tern_gguf_close(g);
+    free(b.p);
+
+    /* Special ids: one of another type is refused by name; one outside the vocabulary is ignored (with a warning),
+     * as llama.cpp does; a good one is taken. */
+    b = spm_vocab("llama", 0, "str:1");
+    TU_OK(tern_gguf_parse(b.p, b.n, "bos-str.gguf", &g));
+    TU_FAILS_WITH(tern_tokenizer_from_gguf(g, &t), "tokenizer.ggml.bos_token_id");
+    tern_gguf_close(g);
+    free(b.p);
+    b = spm_vocab("llama", 0, "u32:99999");
+    TU_OK(tern_gguf_parse(b.p, b.n, "bos-far.gguf", &g));
+    TU_OK(tern_tokenizer_from_gguf(g, &t));
+    assert_int_equal(tern_tokenizer_bos(t), 1); /* SentencePiece's default <s> stays */
+    tern_tokenizer_free(t);
+    tern_gguf_close(g);
+    free(b.p);
+    b = spm_vocab("llama", 0, "u32:2");
+    TU_OK(tern_gguf_parse(b.p, b.n, "bos-2.gguf", &g));
+    TU_OK(tern_tokenizer_from_gguf(g, &t));
+    assert_int_equal(tern_tokenizer_bos(t), 2);
+    tern_tokenizer_free(t);
     tern_gguf_close(g);
     free(b.p);
 
