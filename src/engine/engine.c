@@ -192,12 +192,16 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
             err = tern_prefix_cache_create(e->kv, e->o.prefix_block, pc_cap, &e->pc);
     }
     if (!err && e->o.prefix_disk_dir) {
+        uint64_t model_key;
         tern_model_info info;
         tern_model_get_info(m, &info);
         if (!e->pc)
             err = tern_errf(TERN_EINVAL, "the prompt cache's disk tier needs its memory tier: the prefix cache is off");
+        else if (!(model_key = tern_model_source_key(info.dir)))
+            err = tern_errf(TERN_EIO, "the prompt cache's disk tier needs to key its files to the model's, and %s "
+                                      "cannot be read as a whole (see the warning above)", info.dir);
         else
-            err = tern_prefix_cache_open_disk(e->pc, e->o.prefix_disk_dir, tern_model_source_key(info.dir),
+            err = tern_prefix_cache_open_disk(e->pc, e->o.prefix_disk_dir, model_key,
                                               e->o.prefix_disk_bytes ? e->o.prefix_disk_bytes : (uint64_t)10 << 30);
     }
     if (!err) {

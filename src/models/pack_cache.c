@@ -16,8 +16,8 @@
 #include "core/cache_dir.h"
 #include "core/fileio.h"
 #include "core/hash.h"
-#include "core/mapped_files.h"
 #include "core/log.h"
+#include "core/mapped_files.h"
 #include "tensor/checksum.h"
 
 #define HEADER_BYTES 4096
@@ -42,18 +42,28 @@ static uint64_t head_hash(const char *path) {
     return h;
 }
 
-/* Adds a checkpoint file's identity to *ctx (a uint64_t key). The files are added, not chained: directory order
- * varies. With the size and time goes the file's head — a safetensors header, its tensors' names, dtypes and
- * offsets — so a file copied over with its time kept is still told apart. */
+typedef struct source_key {
+    uint64_t key;
+    int unreadable; /* a file that counts could not be looked at: the key would not tell its changes */
+} source_key;
+
+/* Adds a checkpoint file's identity to the key. The files are added, not chained: directory order varies. With the
+ * size and time goes the file's head — a safetensors header, its tensors' names, dtypes and offsets — so a file
+ * copied over with its time kept is still told apart. */
 static void add_file_key(void *ctx, const char *name, const char *path) {
+    source_key *k = ctx;
     const size_t n = strlen(name);
     const int weights = (n > 12 && !strcmp(name + n - 12, ".safetensors")) || (n > 5 && !strcmp(name + n - 5, ".gguf"));
     struct stat st;
-    if ((!weights && strcmp(name, "config.json") && strcmp(name, "model.safetensors.index.json")) || stat(path, &st))
+    if (!weights && strcmp(name, "config.json") && strcmp(name, "model.safetensors.index.json"))
         return;
+    if (stat(path, &st)) {
+        k->unreadable = 1;
+        return;
+    }
     const uint64_t f[4] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
                            head_hash(path)};
-    *(uint64_t *)ctx += tern_hash64(f, sizeof f, tern_hash64(name, n, 2));
+    k->key += tern_hash64(f, sizeof f, tern_hash64(name, n, 2));
 }
 
 uint64_t tern_model_source_key(const char *model_path) {
@@ -62,15 +72,24 @@ uint64_t tern_model_source_key(const char *model_path) {
         return 0;
     /* The checkpoint as it is now: every weight and config file's name, size, modification time and head (the
      * one file, when the model is a GGUF file). */
-    uint64_t key = tern_hash64(real, strlen(real), 1);
+    source_key k = {.key = tern_hash64(real, strlen(real), 1)};
     struct stat st;
     if (!stat(real, &st) && S_ISREG(st.st_mode)) {
         const char *base = strrchr(real, '/');
-        add_file_key(&key, base ? base + 1 : real, real);
+        add_file_key(&k, base ? base + 1 : real, real);
     } else {
-        tern_err_free(tern_dir_files(real, add_file_key, &key));
+        tern_err *err = tern_dir_files(real, add_file_key, &k);
+        if (err) { /* a key without the files would match the checkpoint after they changed */
+            TLOG_WARN("cannot list the model's files (%s): no cache is keyed to them", tern_err_msg(err));
+            tern_err_free(err);
+            return 0;
+        }
     }
-    return key;
+    if (k.unreadable) {
+        TLOG_WARN("%s: a weight or config file cannot be looked at: no cache is keyed to the model's files", real);
+        return 0;
+    }
+    return k.key ? k.key : 1;
 }
 
 char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key) {
@@ -80,7 +99,10 @@ char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source
         free(dir);
         return NULL;
     }
-    *source_key = tern_model_source_key(real);
+    if (!(*source_key = tern_model_source_key(real))) {
+        free(dir);
+        return NULL; /* nothing to key the cache by: packed weights are made afresh (and not kept) */
+    }
     char name[64];
     snprintf(name, sizeof name, "%016llx-t%d.pack", (unsigned long long)tern_hash64(real, strlen(real), 3), threads);
     char *path = tern_path_join(dir, name);

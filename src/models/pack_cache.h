@@ -19,10 +19,11 @@
 #define TERN_PACK_CACHE_VERSION 2
 
 /* A key for a model folder (or GGUF file) as its files are now: their names, sizes, modification times and heads; 0
- * when the path does not resolve. What caches of things computed from the model (packed weights, prompt K/V) key by. */
+ * (logged) when the path does not resolve, its folder cannot be listed or one of its weight or config files cannot be
+ * looked at. What caches of things computed from the model (packed weights, prompt K/V) key by. */
 uint64_t tern_model_source_key(const char *model_path);
-/* The cache file for a model folder (or a GGUF model file) and thread layout (malloc'd), or NULL when caching is off
- * or no folder can be named; *source_key identifies the checkpoint's files as they are now. */
+/* The cache file for a model folder (or a GGUF model file) and thread layout (malloc'd), or NULL when caching is off,
+ * no folder can be named or the model has no key; *source_key identifies the checkpoint's files as they are now. */
 char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key);
 /* Maps the cache read-only when its header carries `key` and `bytes` and its checksum holds: the data's first
  * byte (page-aligned), shared with every process mapping the same file; otherwise NULL (missing, stale, truncated,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -687,6 +688,13 @@ static void test_pack_cache(void **state) {
     logits_of(model, TERN_PACK_FROM_CACHE, got);
     expect_same(got, want, 6 * 512, "after two concurrent first loads");
     free(path);
+    /* Nothing to key a cache by — a model path whose folder cannot be listed (here a FIFO; for a person, a folder
+     * without read permission): no key and no cache file, rather than a key blind to the files' changes. */
+    snprintf(cmd, sizeof cmd, "%s/not-a-folder", tu_tmpdir("pack-cache-fifo"));
+    assert_int_equal(mkfifo(cmd, 0600), 0);
+    assert_int_equal(tern_model_source_key(cmd), 0);
+    assert_null(tern_pack_cache_path(cmd, 2, &key));
+    assert_true(tern_model_source_key(model) != 0);
     unsetenv("TERN_CACHE_DIR");
 }
 
