@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chat/chat_prompt.h"
+#include "core/log.h"
 
 /* The text of a marker if the vocabulary has it as one token, else NULL. (Such texts are never pieces of
  * ordinary words, so being one token is enough; vocabularies differ in which of them they flag as special.) */
@@ -43,8 +44,10 @@ static char *token_text(const tern_tokenizer *tok, int32_t id) {
     return s;
 }
 
-/* What add_generation_prompt appends: the rendering of one user message with it, less the rendering without. */
-static char *generation_prompt(const tern_chat_format *f) {
+/* What add_generation_prompt appends: the rendering of one user message with it, less the rendering without. A
+ * template that cannot render that conversation (one that demands a system message, say) leaves it unknown, said
+ * in a warning: prompts still render in full, only tern_model_chat_info lacks the piece. */
+static char *generation_prompt(const tern_chat_format *f, const char *origin) {
     json_t *messages = json_pack("[{s:s,s:s}]", "role", "user", "content", "Hi");
     char *with = NULL, *without = NULL, *out = NULL;
     size_t lw = 0, lo = 0;
@@ -53,6 +56,12 @@ static char *generation_prompt(const tern_chat_format *f) {
         e = tern_chat_format_render(f, messages, NULL, NULL, 0, &without, &lo);
     if (!e && with && without && lw > lo && !memcmp(with, without, lo))
         out = strndup(with + lo, lw - lo);
+    else if (e)
+        TLOG_WARN("%s: a conversation of one user message does not render (%s): the generation prompt is not known",
+                  origin ? origin : "chat template", tern_err_msg(e));
+    else if (with && without && lw != lo) /* equal: the template adds nothing to open the model's turn */
+        TLOG_WARN("%s: the conversation with the generation prompt does not extend the one without: the generation "
+                  "prompt is not known", origin ? origin : "chat template");
     tern_err_free(e);
     free(with);
     free(without);
@@ -102,7 +111,7 @@ tern_err *tern_chat_format_build(const tern_tokenizer *tok, const char *template
     f->audio_token = f->audio_start ? marker(tok, "<|audio|>") : NULL;
     f->image_token = f->image_start ? marker(tok, "<|image|>") : NULL;
     if (f->tpl)
-        f->generation_prompt = generation_prompt(f);
+        f->generation_prompt = generation_prompt(f, origin);
     *out = f;
     return NULL;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat/chat_format.h"
 #include "core/fileio.h"
@@ -89,6 +90,31 @@ static void test_no_template_and_broken(void **state) {
     json_decref(m);
     tern_chat_format_free(f);
     TU_FAILS_WITH(tern_chat_format_build(tok, "{% if %}", "broken.jinja", NULL, 0, &f), "broken.jinja");
+    /* A template that cannot render a lone user message: the format builds (whole conversations still render), the
+     * generation prompt is unknown, and a warning says why (stderr captured). */
+    const char *picky = "{% if messages[0].role != 'system' %}{{ raise_exception('start with a system message') }}"
+                        "{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}";
+    char log_path[4096];
+    snprintf(log_path, sizeof log_path, "%s/stderr.txt", tu_tmpdir("chat-format-log"));
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *cap = fopen(log_path, "w");
+    assert_non_null(cap);
+    dup2(fileno(cap), 2);
+    tern_err *e = tern_chat_format_build(tok, picky, "picky.jinja", NULL, 0, &f);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(cap);
+    TU_OK(e);
+    assert_null(f->generation_prompt);
+    char *logged;
+    size_t logged_len;
+    TU_OK(tern_read_file(log_path, 1 << 20, &logged, &logged_len));
+    assert_non_null(strstr(logged, "picky.jinja: a conversation of one user message does not render"));
+    assert_non_null(strstr(logged, "start with a system message"));
+    free(logged);
+    tern_chat_format_free(f);
     tern_chat_format_free(NULL);
     tern_tokenizer_free(tok);
 }
