@@ -10,9 +10,11 @@
 #include <limits.h>
 #include <stdint.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/sbuf.h"
 
 #define MAX_VALUE_DEPTH 64
@@ -396,12 +398,20 @@ static size_t partial_tail(const char *s, size_t n, const char *marker) {
     return 0;
 }
 
-/* A finished tool call body: a tool call if it parses, else the markup verbatim as content. */
+/* Tool calls that did not parse, in this process (for /metrics). */
+static atomic_ullong malformed_total;
+
+unsigned long long tern_reply_malformed_tool_calls(void) { return atomic_load(&malformed_total); }
+
+/* A finished tool call body: a tool call if it parses, else the markup verbatim as content — as llama.cpp's server
+ * does — with a warning that says why and a count. */
 static tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n, tern_reply_fn fn, void *user) {
     char *name;
     json_t *args;
     tern_err *perr = tern_g4_parse_tool_call(body, n, &name, &args);
     if (perr) {
+        atomic_fetch_add(&malformed_total, 1);
+        TLOG_WARN("a tool call the model wrote does not parse (%s): it is passed on as content", tern_err_msg(perr));
         tern_err_free(perr);
         tern_err *err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, sizeof TERN_G4_TOOL_CALL_OPEN - 1, fn,
                                   user);

@@ -50,6 +50,8 @@ tern_err *tern_reply_parser_new(int parse_tools, tern_reply_parser **out);
 tern_err *tern_reply_parser_push(tern_reply_parser *p, const char *text, size_t len, tern_reply_fn fn, void *user);
 /* The text has ended: reports what was held back (an unfinished tool call comes out as content, verbatim). */
 tern_err *tern_reply_parser_finish(tern_reply_parser *p, tern_reply_fn fn, void *user);
+/* Tool calls that did not parse (and were passed on as content), by every parser of this process so far. */
+unsigned long long tern_reply_malformed_tool_calls(void);
 /* Number of tool calls reported so far. */
 int tern_reply_parser_tool_calls(const tern_reply_parser *p);
 /* Frees the parser; NULL is fine. */

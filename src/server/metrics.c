@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/tool_calls.h"
 #include "server/server_internal.h"
 #include "tensor/cpu.h"
 
@@ -111,6 +112,9 @@ char *srv_metrics_render(srv_metrics *m, tern_engine *e, size_t *len) {
            (double)c.disconnects);
     scalar(&b, "tern_request_timeouts_total", "counter", "Requests cancelled by the server's --timeout.",
            (double)c.timeouts);
+    scalar(&b, "tern_tool_calls_malformed_total", "counter",
+           "Tool calls the model wrote that did not parse (passed on as content).",
+           (double)tern_reply_malformed_tool_calls());
     hist(&b, "tern_time_to_first_token_seconds", "Submit to first generated token.", &c.ttft, TTFT_BUCKETS);
     hist(&b, "tern_time_per_output_token_seconds", "Decode time per generated token after the first.", &c.tpot,
          TPOT_BUCKETS);

@@ -190,8 +190,10 @@ static void test_stream_tool_calls(void **state) {
                  1, "R:Need tools.R|C:Let me check.C|T:a({\"x\":1})T|T:b({\"y\":[true,false]})T|");
     /* Without tool parsing the markup is plain content. */
     expect_reply("<|tool_call>call:a{x:1}<tool_call|>", 0, "C:<|tool_call>call:a{x:1}<tool_call|>C|");
-    /* A call that does not parse comes back verbatim as content; so does one cut off by the end. */
+    /* A call that does not parse comes back verbatim as content, counted; so does one cut off by the end. */
+    unsigned long long before = tern_reply_malformed_tool_calls();
     expect_reply("<|tool_call>call:a{x:<tool_call|>ok", 1, "C:<|tool_call>call:a{x:<tool_call|>okC|");
+    assert_true(tern_reply_malformed_tool_calls() > before); /* once per way expect_reply splits the text */
     expect_reply("done<|tool_call>call:a{x:1", 1, "C:done<|tool_call>call:a{x:1C|");
 }
 
