@@ -15,10 +15,10 @@
  *
  * Per-row state (tokens, KV length, sampler, detokenizer, stop matcher, prefix-cache cursor)
  * lives in the row, so rows come and go between steps without disturbing each other, and a
- * row's result depends only on its own inputs. A future verifier (speculative decoding) feeds
- * several tokens per row, takes logits for all of them, accepts a prefix with
- * tern_chain_accept, rolls the KV back with tern_kv_set_len, and hands the cursor only the
- * committed length. */
+ * row's result depends only on its own inputs. The verifier (speculative decoding) feeds a row
+ * its last token and the drafted ones, takes logits for all of them, accepts a prefix with
+ * tern_chain_accept, rolls the KV back with tern_kv_set_len, and hands the prefix-cache cursor
+ * only the committed length. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,8 +7,7 @@
  *   tern_lm_load(dir)        the spec, then the weights bound and (for the int8 kernels) packed
  *   tern_lm_forward          one batch of rows; commits nothing (tern_batch_commit, tern_kv_set_len)
  *
- * The batch (tern_batch) and the profile phases are the families' common language (gemma4.h defines them for
- * now; a second family reuses them). */
+ * The batch (tern_batch) and the profile phases (tern_phase) are the families' common language, in batch.h. */
 #ifndef TERN_MODELS_MODEL_H
 #define TERN_MODELS_MODEL_H
 
