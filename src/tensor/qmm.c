@@ -6,7 +6,6 @@
 
 #include "core/alloc.h"
 #include "tensor/kernels.h"
-#include "tensor/ops.h"
 
 #define QMM_MAX_PARTS TERN_QMM_MAX_SLABS
 /* Bytes of a thread's run requested before it starts when several tokens share the pass: their kernels
@@ -135,7 +134,8 @@ static void fill_range(void *ctx, size_t b, size_t e, int tid) {
         const int64_t u0 = lo - j->fill_start[i], u1 = hi - j->fill_start[i];
         if (j->gated) { /* units [u0, u1) are the contiguous floats [u0 * group, u1 * group) */
             const size_t G = (size_t)a->group;
-            tern_gelu_tanh_mul(j->gated + (size_t)u0 * G, j->mul + (size_t)u0 * G, (int64_t)((size_t)(u1 - u0) * G));
+            tern_kernels()->gelu_tanh_mul(j->gated + (size_t)u0 * G, j->mul + (size_t)u0 * G,
+                                          (int64_t)((size_t)(u1 - u0) * G));
         }
         (a->ggml_steps ? j->k->fill_ggml : j->k->fill)(a, j->xs[i], u0, u1);
     }
