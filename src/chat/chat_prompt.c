@@ -459,9 +459,18 @@ tern_err *tern_chat_render(const tern_jinja *tpl, const json_t *ctx, char **text
     return NULL;
 }
 
-tern_err *tern_chat_tokenize(const tern_model *m, const char *text, size_t len, int32_t **ids, size_t *n) {
-    TERN_TRY(tern_model_tokenize(m, text, len, 1, 1, ids, n));
-    int32_t bos = tern_model_bos(m);
+tern_err *tern_chat_tokenize(const tern_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n) {
+    tern_tokens t = {0};
+    *ids = NULL;
+    *n = 0;
+    tern_err *err = tern_tokenize(tok, text, len, 1, 1, &t);
+    if (err) {
+        tern_tokens_free(&t);
+        return err;
+    }
+    *ids = t.ids;
+    *n = t.n;
+    const int32_t bos = tern_tokenizer_bos(tok);
     if (bos >= 0 && *n >= 2 && (*ids)[0] == bos && (*ids)[1] == bos) {
         memmove(*ids, *ids + 1, (*n - 1) * sizeof **ids);
         (*n)--;

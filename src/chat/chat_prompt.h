@@ -20,6 +20,7 @@
 #include "chat/jinja.h"
 #include "core/status.h"
 #include "tern/tern.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct tern_chat_input {
     const json_t *messages;        /* OpenAI messages array (required, non-empty) */
@@ -48,7 +49,7 @@ tern_err *tern_chat_validate_tools(const json_t *tools);
 tern_err *tern_chat_render(const tern_jinja *tpl, const json_t *ctx, char **text, size_t *len);
 /* Tokenizes a rendered prompt with special-token text as special ids and at most one BOS at the start (the
  * tokenizer's own BOS is added only when the template did not print one). *ids is freed with tern_free. */
-tern_err *tern_chat_tokenize(const tern_model *m, const char *text, size_t len, int32_t **ids, size_t *n);
+tern_err *tern_chat_tokenize(const tern_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n);
 
 /* Maps an Anthropic Messages request (its "system", "messages" and "tools") onto new OpenAI-style
  * messages (*messages) and tools (*tools, NULL when there are none). tool_result blocks become tool

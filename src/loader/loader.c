@@ -169,6 +169,10 @@ tern_err *tern_model_tokenize(const tern_model *m, const char *text, size_t len,
     return NULL;
 }
 
+tern_err *tern_model_prompt_ids(const tern_model *m, const char *text, size_t len, int32_t **ids, size_t *n) {
+    return tern_chat_tokenize(m->tok, text, len, ids, n);
+}
+
 tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids, size_t n, int render_special, char **text,
                                 size_t *len) {
     return tern_detokenize(m->tok, ids, n, render_special, text, len);
@@ -195,7 +199,7 @@ tern_err *tern_model_chat_prompt(const tern_model *m, const json_t *messages, co
     if (!err) {
         if (tern_log_get_level() >= TERN_LOG_DEBUG)
             TLOG_DEBUG("prompt (%zu bytes): %.2000s", len, text);
-        err = tern_chat_tokenize(m, text, len, ids, n);
+        err = tern_chat_tokenize(m->tok, text, len, ids, n);
     }
     free(text);
     return err;

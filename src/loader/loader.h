@@ -27,6 +27,10 @@ const tern_chat_format *tern_model_chat_format(const tern_model *m);
 tern_err *tern_model_chat_prompt(const tern_model *m, const json_t *messages, const json_t *tools,
                                  const json_t *kwargs, int add_generation_prompt, int32_t **ids, size_t *n);
 
+/* Prompt text (a rendered template, or a completion prompt) as ids the way chat prompts are: special-token text as
+ * special ids, one BOS at the start (*ids freed with tern_free). */
+tern_err *tern_model_prompt_ids(const tern_model *m, const char *text, size_t len, int32_t **ids, size_t *n);
+
 /* Audio clips a request may carry. */
 #define TERN_MAX_AUDIO_CLIPS 16
 

@@ -90,7 +90,7 @@ tern_err *tern_model_chat_prompt_media(const tern_model *m, const json_t *messag
     tern_err *err = tern_chat_format_render_media(m->chat, messages, tools, kwargs, add_generation_prompt, audio,
                                                   &text, &len);
     if (!err)
-        err = tern_chat_tokenize(m, text, len, &ids, &n_ids);
+        err = tern_chat_tokenize(m->tok, text, len, &ids, &n_ids);
     free(text);
     size_t n_parts = audio ? json_array_size(audio) : 0;
     const tern_chat_format *f = m->chat;

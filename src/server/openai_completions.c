@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat/chat_prompt.h"
 #include "server/server_internal.h"
 
 typedef struct cmpl_run {
@@ -138,7 +137,7 @@ static tern_err *read_prompt(tern_server *s, const json_t *body, int32_t **ids, 
                                                         json_is_array(json_array_get(p, 0))))
         p = json_array_get(p, 0);
     if (json_is_string(p)) {
-        TERN_TRY(tern_chat_tokenize(s->model, json_string_value(p), json_string_length(p), ids, n));
+        TERN_TRY(tern_model_prompt_ids(s->model, json_string_value(p), json_string_length(p), ids, n));
         if (!(*echo_text = strdup(json_string_value(p))))
             return tern_errf(TERN_ENOMEM, "out of memory");
         return NULL;

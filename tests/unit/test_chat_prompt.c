@@ -9,6 +9,7 @@
 
 #include "chat/chat_prompt.h"
 #include "core/fileio.h"
+#include "loader/loader.h"
 #include "testutil.h"
 
 /* The demo model (tern synth: tiny shape, the Gemma 4 vocabulary and the chat template it ships), made once. */
@@ -380,12 +381,12 @@ static void test_tokenize_one_bos(void **state) {
     const char *prompt = "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>";
     int32_t *ids;
     size_t n;
-    TU_OK(tern_chat_tokenize(m, prompt, strlen(prompt), &ids, &n));
+    TU_OK(tern_model_prompt_ids(m, prompt, strlen(prompt), &ids, &n));
     assert_int_equal(n, sizeof expected / sizeof *expected);
     assert_memory_equal(ids, expected, sizeof expected);
     tern_free(ids);
     /* A template that prints no BOS still gets exactly one, from the tokenizer. */
-    TU_OK(tern_chat_tokenize(m, prompt + 5, strlen(prompt) - 5, &ids, &n));
+    TU_OK(tern_model_prompt_ids(m, prompt + 5, strlen(prompt) - 5, &ids, &n));
     assert_int_equal(n, sizeof expected / sizeof *expected);
     assert_memory_equal(ids, expected, sizeof expected);
     tern_free(ids);
