@@ -124,7 +124,7 @@ static int has_word(const char *s, const char *word) {
     return 0;
 }
 
-static int is_gguf(const char *p) {
+int hub_is_gguf(const char *p) {
     size_t n = strlen(p);
     return n > 5 && !strcasecmp(p + n - 5, ".gguf");
 }
@@ -134,7 +134,7 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-static int is_mmproj(const char *p) { return is_gguf(p) && strcasestr(base_name(p), "mmproj") != NULL; }
+static int is_mmproj(const char *p) { return hub_is_gguf(p) && strcasestr(base_name(p), "mmproj") != NULL; }
 
 /* A split file's part number (1 for "-00001-of-00003"), 0 when not split. */
 static int split_part(const char *p, int *of) {
@@ -153,7 +153,7 @@ int hub_pick_gguf(const char *const *paths, size_t n, const char *tag) {
             break; /* a named tag that is not there is an error, not a different file */
         for (size_t i = 0; i < n; i++) {
             int of = 0, part = split_part(paths[i], &of);
-            if (!is_gguf(paths[i]) || is_mmproj(paths[i]) || (part && part != 1))
+            if (!hub_is_gguf(paths[i]) || is_mmproj(paths[i]) || (part && part != 1))
                 continue;
             if (round == 1 || has_word(paths[i], want[0]))
                 return (int)i;
@@ -275,7 +275,7 @@ static int model_in_snapshot(const char *snap, const hub_paths *files, const hub
     int has_config = 0, n_gguf = 0;
     for (size_t i = 0; i < files->n; i++) {
         has_config |= !strcmp(p[i], "config.json");
-        n_gguf += is_gguf(p[i]) && !is_mmproj(p[i]);
+        n_gguf += hub_is_gguf(p[i]) && !is_mmproj(p[i]);
     }
     char path[PATH_MAX];
     if (ref->tag[0] || (!has_config && n_gguf)) {
@@ -353,7 +353,7 @@ static void describe_gguf(const hub_paths *files, char *out, size_t cap) {
     for (size_t i = 0; i < files->n && len < cap; i++) {
         int of = 0, part = split_part(files->p[i], &of);
         mmproj |= is_mmproj(files->p[i]);
-        if (!is_gguf(files->p[i]) || is_mmproj(files->p[i]) || (part && part != 1))
+        if (!hub_is_gguf(files->p[i]) || is_mmproj(files->p[i]) || (part && part != 1))
             continue;
         char name[128];
         snprintf(name, sizeof name, "%s", base_name(files->p[i]));
@@ -447,7 +447,7 @@ tern_err *hub_list(const char *root, hub_entry **out, size_t *n) {
         e.files = (int)files.n;
         int gguf = 0;
         for (size_t i = 0; i < files.n; i++)
-            gguf |= is_gguf(files.p[i]);
+            gguf |= hub_is_gguf(files.p[i]);
         if (gguf)
             describe_gguf(&files, e.format, sizeof e.format);
         else

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/timeutil.h"
 #include "hub/hub.h"
 #include "hub/hub_internal.h"
@@ -243,11 +244,6 @@ static int matches_any(const char *const *globs, const char *path) {
     return 0;
 }
 
-static int is_gguf_path(const char *p) {
-    size_t n = strlen(p);
-    return n > 5 && !strcasecmp(p + n - 5, ".gguf");
-}
-
 /* Marks the files to fetch in want[]; an error when a tag names nothing. */
 static tern_err *select_files(const hub_ref *ref, const hub_listing *l, const hub_get_options *opt, char *want) {
     const char **paths = malloc((l->n + 1) * sizeof *paths);
@@ -257,7 +253,7 @@ static tern_err *select_files(const hub_ref *ref, const hub_listing *l, const hu
     for (size_t i = 0; i < l->n; i++) {
         paths[i] = l->f[i].path;
         has_config |= !strcmp(paths[i], "config.json");
-        has_gguf |= is_gguf_path(paths[i]);
+        has_gguf |= hub_is_gguf(paths[i]);
     }
     tern_err *err = NULL;
     if (opt->include || opt->exclude) {
@@ -269,7 +265,7 @@ static tern_err *select_files(const hub_ref *ref, const hub_listing *l, const hu
             char avail[1024] = "";
             size_t len = 0;
             for (size_t i = 0; i < l->n && len < sizeof avail - 1; i++)
-                if (is_gguf_path(paths[i]))
+                if (hub_is_gguf(paths[i]))
                     len += (size_t)snprintf(avail + len, sizeof avail - len, "%s%s", len ? ", " : "", paths[i]);
             err = tern_errf(TERN_ENOTFOUND, "%s has no GGUF file for '%s'; it has: %s", ref->repo,
                             ref->tag[0] ? ref->tag : "Q4_K_M", avail[0] ? avail : "none");
@@ -292,18 +288,14 @@ static tern_err *select_files(const hub_ref *ref, const hub_listing *l, const hu
 
 /* ---- the cache ------------------------------------------------------------------------------------------------ */
 
-/* mkdir -p of path's parent folders (path itself when dir_too). */
-static int make_dirs(const char *path, int dir_too) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0755) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return dir_too && mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+/* The folders a file at path goes in (mkdir -p of its parent). */
+static tern_err *make_parent(const char *path) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    return slash ? tern_mkdir_p(dir) : NULL;
 }
 
 /* snapshots/COMMIT/PATH -> ../../blobs/ETAG (one more ../ per folder in PATH). */
@@ -315,8 +307,7 @@ static tern_err *link_file(const char *repo_dir, const char *commit, const hub_f
         if (*p == '/')
             len += (size_t)snprintf(target + len, sizeof target - len, "../");
     snprintf(target + len, sizeof target - len, "../../blobs/%s", f->etag);
-    if (make_dirs(link, 0))
-        return tern_errf(TERN_EIO, "cannot make the folder for %s: %s", link, strerror(errno));
+    TERN_TRY(make_parent(link));
     unlink(link);
     if (symlink(target, link))
         return tern_errf(TERN_EIO, "cannot link %s: %s", link, strerror(errno));
@@ -329,7 +320,8 @@ static tern_err *write_ref(const char *repo_dir, const char *revision, const cha
     char path[PATH_MAX], tmp[PATH_MAX + 8];
     snprintf(path, sizeof path, "%s/refs/%s", repo_dir, revision);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = make_dirs(path, 0) ? NULL : fopen(tmp, "w");
+    TERN_TRY(make_parent(path));
+    FILE *f = fopen(tmp, "w");
     int ok = f && fputs(commit, f) >= 0;
     ok = f && !fclose(f) && ok;
     if (!ok || rename(tmp, path)) {
@@ -613,9 +605,11 @@ static tern_err *download(const char *root, const char *repo_dir, const hub_ref 
     tern_err *err = NULL;
     char blobs[PATH_MAX];
     snprintf(blobs, sizeof blobs, "%s/blobs", repo_dir);
-    if (make_dirs(blobs, 1))
-        err = tern_errf(TERN_EIO, "cannot make the cache folder %s: %s (set HF_HOME to a writable place)", blobs,
-                        strerror(errno));
+    tern_err *mk = tern_mkdir_p(blobs);
+    if (mk) {
+        err = tern_errf(TERN_EIO, "%s (set HF_HOME to a writable place)", tern_err_msg(mk));
+        tern_err_free(mk);
+    }
     CURLM *m = err ? NULL : curl_multi_init();
     if (!err && !m)
         err = tern_errf(TERN_ENOMEM, "out of memory starting libcurl");

@@ -41,6 +41,8 @@ void hub_paths_free(hub_paths *l);
 int hub_snapshot_files(const char *snap, hub_paths *l, uint64_t *bytes);
 /* root/models--ORG--NAME into out. */
 void hub_repo_dir(const char *root, const char *repo, char *out, size_t cap);
+/* 1 if the path names a GGUF file (by its extension, any case). */
+int hub_is_gguf(const char *path);
 /* 1 if s is a 40-character lowercase hex commit id. */
 int hub_is_commit(const char *s);
 /* 1 if other is a part of the same split GGUF as first (…-0000K-of-0000N with the same stem and N). */
