@@ -6,6 +6,9 @@
 #   PRESET=26b-a4b LAYERS=6 FORMATS=q4_0 DEPTH=0 bench/vs-llamacpp.sh 3
 #                                          (another `tern synth` preset, cut to its first LAYERS layers; the
 #                                           formats to quantize to; DEPTH=0 leaves out the long-context section)
+#   PRESET=llama-3.2-1b VOCAB=tests/data/vocab/ggml-vocab-llama-bpe.gguf bench/vs-llamacpp.sh 3
+#                                          (a dense family's preset: synthesized with that vocabulary, converted
+#                                           through scripts/gguf/convert_dense.py)
 #
 # 1. llama.cpp as node-llama-cpp@3.22.1 ships it, built for this CPU without AMX (bench/llamacpp_build.sh says why).
 # 2. An e2b-shaped (or PRESET) synthetic checkpoint (`tern synth --preset e2b --dtype bf16`, Hugging Face layout) converted by
@@ -25,6 +28,7 @@ threads=${THREADS:-2}
 depth=${DEPTH:-4096}
 preset=${PRESET:-e2b}
 layers=${LAYERS:-}
+vocab=${VOCAB:-}
 formats=${FORMATS:-q4_0 q8_0}
 cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tern}
 tern=$root/build/tern
@@ -35,9 +39,12 @@ models=$cache/bench
 mkdir -p "$models"
 name=$preset${layers:+-l$layers}
 hf=$models/$name-bf16
-[ -f "$hf/config.json" ] || "$tern" synth --preset "$preset" ${layers:+--layers $layers} --dtype bf16 --seed 1 "$hf" >&2
+[ -f "$hf/config.json" ] || "$tern" synth --preset "$preset" ${layers:+--layers $layers} --dtype bf16 --seed 1 \
+    ${vocab:+--vocab "$root/$vocab"} "$hf" >&2
+converter=$src/convert_hf_to_gguf.py
+[ -n "$vocab" ] && converter=$root/scripts/gguf/convert_dense.py
 if [ ! -f "$models/$name-bf16.gguf" ]; then
-    PYTHONPATH=$root/bench/hf_standin:$src/gguf-py /usr/bin/python3 "$src/convert_hf_to_gguf.py" "$hf" \
+    PYTHONPATH=$root/bench/hf_standin:$src/gguf-py:$src /usr/bin/python3 "$converter" "$hf" \
         --outtype bf16 --outfile "$models/$name-bf16.gguf.tmp" >&2
     mv "$models/$name-bf16.gguf.tmp" "$models/$name-bf16.gguf"
 fi

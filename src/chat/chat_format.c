@@ -69,6 +69,20 @@ static char *generation_prompt(const tern_chat_format *f, const char *origin) {
     return out;
 }
 
+/* The dialect the model writes: Gemma 4's markers when the vocabulary has them; else what the template shows the
+ * model (Hermes-style <tool_call> blocks, Llama 3's JSON calls); else Gemma 4's. */
+static const tern_reply_dialect *dialect_of(const tern_tokenizer *tok, const char *template_src) {
+    if (marker(tok, TERN_G4_TOOL_CALL_OPEN))
+        return &tern_dialect_gemma4;
+    if (template_src && strstr(template_src, "<tool_call>"))
+        return &tern_dialect_hermes;
+    if (template_src && (strstr(template_src, "<|python_tag|>") || strstr(template_src, "\"parameters\": ")))
+        return &tern_dialect_llama3;
+    if (marker(tok, "<tool_call>"))
+        return &tern_dialect_hermes;
+    return &tern_dialect_gemma4;
+}
+
 tern_err *tern_chat_format_build(const tern_tokenizer *tok, const char *template_src, const char *origin,
                                  const int32_t *config_eos, int n_config_eos, tern_chat_format **out) {
     *out = NULL;
@@ -110,6 +124,7 @@ tern_err *tern_chat_format_build(const tern_tokenizer *tok, const char *template
     marker_pair(tok, image, 1, &f->image_start, &f->image_end);
     f->audio_token = f->audio_start ? marker(tok, "<|audio|>") : NULL;
     f->image_token = f->image_start ? marker(tok, "<|image|>") : NULL;
+    f->dialect = dialect_of(tok, template_src);
     if (f->tpl)
         f->generation_prompt = generation_prompt(f, origin);
     *out = f;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "chat/jinja.h"
+#include "chat/tool_calls.h"
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,6 +33,7 @@ typedef struct tern_chat_format {
     const char *audio_start, *audio_token, *audio_end;
     const char *image_start, *image_token, *image_end;
     char *generation_prompt;   /* what add_generation_prompt appends to a conversation; NULL when unknown */
+    const tern_reply_dialect *dialect; /* the markup the model writes tool calls and reasoning in */
 } tern_chat_format;
 
 /* Builds the format from the tokenizer, the template source (NULL: none; `origin` names it in errors) and the

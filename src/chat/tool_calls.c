@@ -1,7 +1,8 @@
-/* tool_calls.c — Gemma 4 replies into content, reasoning and tool calls (see tool_calls.h for the markup).
+/* tool_calls.c — replies into content, reasoning and tool calls (see tool_calls.h for the markup).
  *
- * Two halves: a recursive-descent reader for the argument syntax (bounded depth, every read bounds-checked),
- * and a small state machine that splits streamed text at the markers. The state machine holds back only a tail
+ * Three parts: a recursive-descent reader for Gemma 4's argument syntax (bounded depth, every read
+ * bounds-checked), the JSON call bodies of the other dialects, and a small state machine that splits streamed
+ * text at a dialect's markers. The state machine holds back only a tail
  * that could still grow into a marker, so content streams out with at most one marker's length of delay. */
 #include "chat/tool_calls.h"
 
@@ -341,22 +342,99 @@ tern_err *tern_g4_parse_tool_call(const char *body, size_t len, char **name, jso
     return NULL;
 }
 
+/* ==== JSON call bodies ==================================================================== */
+
+tern_err *tern_json_parse_tool_call(const char *body, size_t len, char **name, json_t **args) {
+    *name = NULL;
+    *args = NULL;
+    json_error_t je;
+    json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!v)
+        return tern_errf(TERN_EINVAL, "tool call: not JSON (%s at byte %d)", je.text, je.position);
+    const json_t *n = json_object_get(v, "name");
+    json_t *a = json_object_get(v, "arguments");
+    if (!a)
+        a = json_object_get(v, "parameters");
+    tern_err *err = NULL;
+    if (!json_is_object(v) || !json_is_string(n) || json_string_length(n) == 0)
+        err = tern_errf(TERN_EINVAL, "tool call: expected {\"name\": ..., \"arguments\": {...}}");
+    else if (json_is_string(a)) /* arguments as a JSON text */
+        a = json_loads(json_string_value(a), 0, &je);
+    else if (!a)
+        a = json_object();
+    else
+        json_incref(a);
+    if (!err && !json_is_object(a))
+        err = tern_errf(TERN_EINVAL, "tool call: the arguments are not a JSON object");
+    if (!err && !(*name = strdup(json_string_value(n))))
+        err = tern_errf(TERN_ENOMEM, "out of memory");
+    if (err)
+        json_decref(a);
+    else
+        *args = a;
+    json_decref(v);
+    return err;
+}
+
+const tern_reply_dialect tern_dialect_gemma4 = {
+    .name = "gemma4",
+    .think_open = TERN_G4_CHANNEL_OPEN,
+    .think_close = TERN_G4_CHANNEL_CLOSE,
+    .think_named = 1,
+    .call_open = TERN_G4_TOOL_CALL_OPEN,
+    .call_close = TERN_G4_TOOL_CALL_CLOSE,
+    .force_open = TERN_G4_TOOL_CALL_OPEN "call:",
+    .force_mid = "",
+    .force_close = TERN_G4_TOOL_CALL_CLOSE,
+    .parse_call = tern_g4_parse_tool_call,
+};
+
+const tern_reply_dialect tern_dialect_hermes = {
+    .name = "hermes",
+    .think_open = "<think>",
+    .think_close = "</think>",
+    .call_open = "<tool_call>",
+    .call_close = "</tool_call>",
+    .force_open = "<tool_call>\n{\"name\": \"",
+    .force_mid = "\", \"arguments\": ",
+    .force_close = "}\n</tool_call>",
+    .json_args = 1,
+    .parse_call = tern_json_parse_tool_call,
+};
+
+const tern_reply_dialect tern_dialect_llama3 = {
+    .name = "llama3-json",
+    .think_open = "<think>",
+    .think_close = "</think>",
+    .call_open = "<|python_tag|>",
+    .call_bare = 1,
+    .force_open = "{\"name\": \"",
+    .force_mid = "\", \"parameters\": ",
+    .force_close = "}",
+    .json_args = 1,
+    .parse_call = tern_json_parse_tool_call,
+};
+
 /* ==== the streaming splitter ============================================================ */
 
 enum { ST_TEXT, ST_CHANNEL_NAME, ST_REASON, ST_TOOL };
 
 struct tern_reply_parser {
+    const tern_reply_dialect *d;
     int parse_tools;
+    int started;    /* some text of the reply was seen beyond leading white space */
+    int bare;       /* ST_TOOL: a call with no opening marker (call_bare) */
     int state;
     sbuf held;      /* held-back text (TEXT/REASON), channel name so far, or the tool call body so far */
     size_t scanned; /* ST_TOOL: bytes of `held` already searched for the closing marker */
     int n_calls;
 };
 
-tern_err *tern_reply_parser_new(int parse_tools, tern_reply_parser **out) {
+tern_err *tern_reply_parser_new(const tern_reply_dialect *d, int parse_tools, tern_reply_parser **out) {
     *out = calloc(1, sizeof **out);
     if (!*out)
         return tern_errf(TERN_ENOMEM, "out of memory");
+    (*out)->d = d ? d : &tern_dialect_gemma4;
     (*out)->parse_tools = parse_tools;
     return NULL;
 }
@@ -405,20 +483,25 @@ unsigned long long tern_reply_malformed_tool_calls(void) { return atomic_load(&m
 
 /* A finished tool call body: a tool call if it parses, else the markup verbatim as content — as llama.cpp's server
  * does — with a warning that says why and a count. */
-static tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n, tern_reply_fn fn, void *user) {
+static tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n, int closed, tern_reply_fn fn,
+                                void *user) {
     char *name;
     json_t *args;
-    tern_err *perr = tern_g4_parse_tool_call(body, n, &name, &args);
+    tern_err *perr = p->d->parse_call(body, n, &name, &args);
     if (perr) {
-        atomic_fetch_add(&malformed_total, 1);
-        TLOG_WARN("a tool call the model wrote does not parse (%s): it is passed on as content", tern_err_msg(perr));
+        /* A bare reply that is not a call is just an answer that starts with '{'. */
+        if (!p->bare) {
+            atomic_fetch_add(&malformed_total, 1);
+            TLOG_WARN("a tool call the model wrote does not parse (%s): it is passed on as content",
+                      tern_err_msg(perr));
+        }
         tern_err_free(perr);
-        tern_err *err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, sizeof TERN_G4_TOOL_CALL_OPEN - 1, fn,
-                                  user);
+        tern_err *err = p->bare ? NULL : emit_text(TERN_REPLY_CONTENT, p->d->call_open, strlen(p->d->call_open), fn,
+                                                   user);
         if (!err)
             err = emit_text(TERN_REPLY_CONTENT, body, n, fn, user);
-        if (!err)
-            err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_CLOSE, sizeof TERN_G4_TOOL_CALL_CLOSE - 1, fn, user);
+        if (!err && closed)
+            err = emit_text(TERN_REPLY_CONTENT, p->d->call_close, strlen(p->d->call_close), fn, user);
         return err;
     }
     char *json = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -437,25 +520,41 @@ static tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n
 
 /* Processes as much of the held text as can be decided now. */
 static tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
-    static const size_t CH_OPEN = sizeof TERN_G4_CHANNEL_OPEN - 1, CH_CLOSE = sizeof TERN_G4_CHANNEL_CLOSE - 1,
-                        TC_OPEN = sizeof TERN_G4_TOOL_CALL_OPEN - 1, TC_CLOSE = sizeof TERN_G4_TOOL_CALL_CLOSE - 1;
+    const tern_reply_dialect *d = p->d;
+    const size_t CH_OPEN = strlen(d->think_open), CH_CLOSE = strlen(d->think_close), TC_OPEN = strlen(d->call_open),
+                 TC_CLOSE = d->call_close ? strlen(d->call_close) : 0;
     for (;;) {
         switch (p->state) {
         case ST_TEXT: {
-            const char *ch = find(p->held.p, p->held.len, TERN_G4_CHANNEL_OPEN, CH_OPEN);
-            const char *tc = p->parse_tools ? find(p->held.p, p->held.len, TERN_G4_TOOL_CALL_OPEN, TC_OPEN) : NULL;
+            if (!p->started && d->call_bare && p->parse_tools) { /* a bare call opens the reply: only white space
+                                                                  * may come before it */
+                size_t ws = 0;
+                while (ws < p->held.len && isspace((unsigned char)p->held.p[ws]))
+                    ws++;
+                if (ws == p->held.len)
+                    return NULL;
+                p->started = 1;
+                if (p->held.p[ws] == '{') {
+                    consume(p, ws);
+                    p->state = ST_TOOL;
+                    p->bare = 1;
+                    continue;
+                }
+            }
+            const char *ch = find(p->held.p, p->held.len, d->think_open, CH_OPEN);
+            const char *tc = p->parse_tools ? find(p->held.p, p->held.len, d->call_open, TC_OPEN) : NULL;
             const char *hit = ch && (!tc || ch < tc) ? ch : tc;
             if (hit) {
                 size_t k = (size_t)(hit - p->held.p);
                 TERN_TRY(emit_text(TERN_REPLY_CONTENT, p->held.p, k, fn, user));
                 consume(p, k + (hit == ch ? CH_OPEN : TC_OPEN));
-                p->state = hit == ch ? ST_CHANNEL_NAME : ST_TOOL;
+                p->state = hit != ch ? ST_TOOL : d->think_named ? ST_CHANNEL_NAME : ST_REASON;
                 p->scanned = 0;
                 continue;
             }
-            size_t hold = partial_tail(p->held.p, p->held.len, TERN_G4_CHANNEL_OPEN);
+            size_t hold = partial_tail(p->held.p, p->held.len, d->think_open);
             if (p->parse_tools) {
-                size_t h2 = partial_tail(p->held.p, p->held.len, TERN_G4_TOOL_CALL_OPEN);
+                size_t h2 = partial_tail(p->held.p, p->held.len, d->call_open);
                 if (h2 > hold)
                     hold = h2;
             }
@@ -465,7 +564,7 @@ static tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
         }
         case ST_CHANNEL_NAME: {
             const char *nl = memchr(p->held.p, '\n', p->held.len);
-            const char *close = find(p->held.p, p->held.len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
+            const char *close = find(p->held.p, p->held.len, d->think_close, CH_CLOSE);
             if (close && (!nl || close < nl)) { /* "<|channel>thought<channel|>": an empty channel */
                 consume(p, (size_t)(close - p->held.p) + CH_CLOSE);
                 p->state = ST_TEXT;
@@ -483,7 +582,7 @@ static tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
             return NULL;
         }
         case ST_REASON: {
-            const char *close = find(p->held.p, p->held.len, TERN_G4_CHANNEL_CLOSE, CH_CLOSE);
+            const char *close = find(p->held.p, p->held.len, d->think_close, CH_CLOSE);
             if (close) {
                 size_t k = (size_t)(close - p->held.p);
                 TERN_TRY(emit_text(TERN_REPLY_REASONING, p->held.p, k, fn, user));
@@ -491,26 +590,29 @@ static tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
                 p->state = ST_TEXT;
                 continue;
             }
-            size_t hold = partial_tail(p->held.p, p->held.len, TERN_G4_CHANNEL_CLOSE);
+            size_t hold = partial_tail(p->held.p, p->held.len, d->think_close);
             TERN_TRY(emit_text(TERN_REPLY_REASONING, p->held.p, p->held.len - hold, fn, user));
             consume(p, p->held.len - hold);
             return NULL;
         }
         case ST_TOOL: {
             size_t from = p->scanned > TC_CLOSE ? p->scanned - TC_CLOSE : 0;
-            const char *close = find(p->held.p + from, p->held.len - from, TERN_G4_TOOL_CALL_CLOSE, TC_CLOSE);
+            const char *close = TC_CLOSE ? find(p->held.p + from, p->held.len - from, d->call_close, TC_CLOSE) : NULL;
             if (close) {
                 size_t k = (size_t)(close - p->held.p);
-                TERN_TRY(emit_tool_call(p, p->held.p, k, fn, user));
+                TERN_TRY(emit_tool_call(p, p->held.p, k, 1, fn, user));
                 consume(p, k + TC_CLOSE);
                 p->state = ST_TEXT;
+                p->bare = 0;
                 continue;
             }
             p->scanned = p->held.len;
             if (p->held.len > MAX_TOOL_CALL_BYTES) { /* runaway: give it back as text */
-                TERN_TRY(emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, TC_OPEN, fn, user));
+                if (!p->bare)
+                    TERN_TRY(emit_text(TERN_REPLY_CONTENT, d->call_open, TC_OPEN, fn, user));
                 p->state = ST_TEXT;
                 p->parse_tools = 0;
+                p->bare = 0;
                 continue;
             }
             return NULL;
@@ -538,12 +640,17 @@ tern_err *tern_reply_parser_finish(tern_reply_parser *p, tern_reply_fn fn, void 
         err = emit_text(TERN_REPLY_REASONING, p->held.p, p->held.len, fn, user);
         break;
     case ST_TOOL:
-        err = emit_text(TERN_REPLY_CONTENT, TERN_G4_TOOL_CALL_OPEN, sizeof TERN_G4_TOOL_CALL_OPEN - 1, fn, user);
+        if (!p->d->call_close) { /* a call that runs to the end of the reply is complete now */
+            err = emit_tool_call(p, p->held.p, p->held.len, 0, fn, user);
+            break;
+        }
+        err = emit_text(TERN_REPLY_CONTENT, p->d->call_open, strlen(p->d->call_open), fn, user);
         if (!err)
             err = emit_text(TERN_REPLY_CONTENT, p->held.p, p->held.len, fn, user);
         break;
     }
     sbuf_clear(&p->held);
     p->state = ST_TEXT;
+    p->bare = 0;
     return err;
 }

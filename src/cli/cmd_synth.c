@@ -10,8 +10,11 @@
 #include "models/synth.h"
 
 static const char *usage =
-    "usage: tern synth --preset tiny|e2b|e4b|12b|26b-a4b|31b|e4b-moe-like|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
+    "usage: tern synth --preset PRESET|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
     "                  [--layers N] [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] [--audio] OUT_DIR\n"
+    "Presets: Gemma 4 tiny, e2b, e4b, 12b, 26b-a4b, 31b, e4b-moe-like; llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b,\n"
+    "qwen3-0.6b, qwen3-4b, qwen3-8b (these need --vocab: a GGUF holding the family's vocabulary, e.g. llama.cpp's\n"
+    "models/ggml-vocab-llama-bpe.gguf or ggml-vocab-qwen2.gguf).\n"
     "Writes config.json, safetensors (sharded above 4 GiB), tokenizer files and the chat template.\n"
     "--layers keeps the first N layers of the preset (a real layout at a size the machine can hold).\n"
     "--audio adds the audio tower (hidden 1024 x 12 blocks beside e2b/e4b, 128 x 2 beside tiny), its token ids\n"
@@ -69,6 +72,10 @@ int cmd_synth(int argc, char **argv) {
     tern_err *err = tern_synth_parse_dtype(dt, &so.dtype);
     if (!err)
         err = tern_synth_config(tern_args_get(opts, "preset"), &config);
+    const char *type = err ? NULL : json_string_value(json_object_get(config, "model_type"));
+    if (!err && !tern_args_get(opts, "vocab") && type && strncmp(type, "gemma4", 6))
+        err = tern_errf(TERN_EINVAL, "--vocab is needed for a %s model (the bundled vocabulary is Gemma 4's): a GGUF "
+                        "file holding the family's vocabulary", type);
     if (!err && layers)
         err = tern_synth_cut_layers(config, layers);
     if (!err)

@@ -64,8 +64,11 @@ tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_s
                          int64_t extra, tern_kv_type k_type, tern_kv_type v_type, tern_kv **out) {
     *out = NULL;
     TERN_TRY(tern_kv_check_types(layers, n_layers, k_type, v_type));
-    if (n_seq <= 0 || ctx <= 0 || window <= 0 || extra < 0)
-        return tern_errf(TERN_EINVAL, "KV cache needs n_seq, ctx and window > 0");
+    int ring = 0;
+    for (int l = 0; l < n_layers; l++)
+        ring |= layers[l].ring;
+    if (n_seq <= 0 || ctx <= 0 || (ring && window <= 0) || extra < 0)
+        return tern_errf(TERN_EINVAL, "KV cache needs n_seq, ctx and (with ring layers) window > 0");
     tern_kv *kv = calloc(1, sizeof *kv);
     if (!kv)
         return tern_errf(TERN_ENOMEM, "out of memory");

@@ -9,19 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
 #include "core/fileio.h"
 #include "core/half.h"
 #include "core/json_util.h"
-#include "core/log.h"
-#include "core/timeutil.h"
 #include "formats/checkpoint_dir.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
-#include "models/gemma4_weights.h"
+#include "models/decoder.h"
 #include "models/gemma4_gguf.h"
-#include "models/pack_cache.h"
-#include "tensor/attention.h"
+#include "models/gemma4_weights.h"
 #include "tensor/cpu.h"
 #include "tensor/ops.h"
 
@@ -49,7 +45,7 @@ struct tern_gemma4 {
     tern_gemma4_config c;
     tern_checkpoint *ck;
     tern_quant_config *qc;
-    tern_gemma4_weights *gw;
+    tern_weights *gw;
     const tern_weight *embed, *embed_ple, *ple_proj;
     float *ple_norm;   /* [P] */
     float *final_norm; /* [H] */
@@ -65,7 +61,7 @@ struct tern_gemma4 {
 static const tern_weight *W(const tern_gemma4 *m, const char *fmt, int layer) {
     char name[128];
     snprintf(name, sizeof name, fmt, layer);
-    const tern_weight *w = tern_gemma4_find(m->gw, name);
+    const tern_weight *w = tern_weights_find(m->gw, name);
     return w && w->fmt != TERN_WF_NONE ? w : NULL;
 }
 
@@ -203,7 +199,7 @@ tern_err *tern_gemma4_parse(const char *dir, const json_t *root, tern_gemma4_par
 }
 
 void tern_gemma4_parsed_free(tern_gemma4_parsed *p) {
-    tern_gemma4_weights_free(p->gw);
+    tern_weights_free(p->gw);
     tern_quant_config_free(p->qc);
     tern_checkpoint_close(p->ck);
     p->gw = NULL;
@@ -279,7 +275,7 @@ void tern_gemma4_free(tern_gemma4 *m) {
     free(m->layers);
     free(m->inv_freq[0]);
     free(m->inv_freq[1]);
-    tern_gemma4_weights_free(m->gw);
+    tern_weights_free(m->gw);
     tern_quant_config_free(m->qc);
     tern_checkpoint_close(m->ck);
     free(m);
@@ -292,14 +288,14 @@ void tern_gemma4_embed_row(const tern_gemma4 *m, int32_t id, float *out) {
 }
 
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m) { return &m->c; }
-const tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
+const tern_weights *tern_gemma4_weights_of(const tern_gemma4 *m) { return m->gw; }
 
 int tern_gemma4_layout_threads(const tern_gemma4 *m) { return m->layout_threads; }
 
 void tern_gemma4_set_profile(tern_gemma4 *m, tern_lm_profile *p) { m->prof = p; }
 
 
-uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) { return tern_gemma4_weights_decode_bytes(m->gw, &m->c); }
+uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m) { return tern_weights_decode_bytes(m->gw, tern_gemma4_expert_share(&m->c)); }
 
 tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
                                 tern_kv_type v_type, tern_kv **out) {
@@ -319,54 +315,17 @@ tern_err *tern_gemma4_kv_create(const tern_gemma4 *m, int n_seq, int64_t ctx, in
 
 /* ---- forward ---------------------------------------------------------------------------------- */
 
-/* Per-forward scratch, sized for T tokens. */
+/* Per-forward scratch, sized for T tokens, beside the frame's (decoder.h). */
 typedef struct fwd {
+    tern_dec D;
     tern_gemma4 *m;
-    tern_kv *kv;
-    tern_pool *pool;
-    int64_t T;
-    int *tok_seq;     /* [T] */
-    int64_t *tok_pos; /* [T] */
-    uint8_t *tok_kind; /* [T] tern_mm_kind: prompt tokens take the throughput kernels, generated ones the latency kernels */
-    uint8_t *want;    /* [T] TERN_WANT_* of each token */
-    int failed;       /* a product ran out of scratch memory: the pass's results are not to be used */
     float *x, *xn, *q, *k, *v, *attn, *a, *g, *u, *f, *moe, *pli, *tmp;
     float *mw; /* MoE scratch: router inputs [T][H], logits [T][E]; per token-expert pair [T * K]: its token's row [H],
                 * gate/up [2I], gelu [I], down [H] */
     float *rope[2]; /* by layer type: [T][head_dim], each token's RoPE cos (first half) and sin (second half) */
-    tern_lm_profile *prof; /* the model's, or NULL */
-    double t_mark;             /* profiling: when the current phase began */
 } fwd;
 
-/* Profiling: charges the time since the last mark to phase ph, and the bytes of the product set s (or NULL) that
- * ran in it. */
-static void mark(fwd *F, tern_phase ph, const struct tern_gemma4_product *s) {
-    if (!F->prof)
-        return;
-    const double t = tern_now_s();
-    F->prof->seconds[ph] += t - F->t_mark;
-    F->t_mark = t;
-    for (int i = 0; s && i < s->n; i++)
-        F->prof->bytes[ph] += (double)tern_weight_bytes(s->w[i]);
-}
-
-typedef struct rows_job {
-    float *x, *y;
-    const float *w;
-    int64_t n;
-    float eps;
-} rows_job;
-
-static void rmsnorm_range(void *ctx, size_t b, size_t e, int tid) {
-    const rows_job *j = ctx;
-    for (size_t r = b; r < e; r++)
-        tern_rmsnorm(j->x + (int64_t)r * j->n, j->w, j->n, j->eps, j->y + (int64_t)r * j->n);
-}
-
-static void rmsnorm_rows(tern_pool *pool, float *x, const float *w, int64_t rows, int64_t n, float eps, float *y) {
-    rows_job j = {x, y, w, n, eps};
-    tern_pool_parallel_for(pool, (size_t)rows, 1, rmsnorm_range, &j);
-}
+static void mark(fwd *F, tern_phase ph, const tern_product *s) { tern_dec_mark(&F->D, ph, s); }
 
 /* The residual step of each row: a = rmsnorm(a) * a_norm; x = (x + a) * scale; then, given x_norm,
  * xn = rmsnorm(x) * x_norm (the next block's input). One pass per row instead of a region per step. */
@@ -395,55 +354,18 @@ static void residual_range(void *ctx, size_t b, size_t e, int tid) {
 static void residual_rows(fwd *F, float *a, const float *a_norm, float scale, const float *x_norm) {
     const tern_gemma4_config *c = &F->m->c;
     residual_job j = {F->x, a, F->xn, a_norm, x_norm, c->hidden_size, (float)c->rms_norm_eps, scale};
-    tern_pool_parallel_for(F->pool, (size_t)F->T, 1, residual_range, &j);
+    tern_pool_parallel_for(F->D.pool, (size_t)F->D.T, 1, residual_range, &j);
     mark(F, TERN_PH_RESIDUAL, NULL);
-}
-
-/* The logit soft-cap over all output rows, split across the pool. */
-typedef struct softcap_job {
-    float *a;
-    float cap;
-} softcap_job;
-
-static void softcap_range(void *ctx, size_t b, size_t e, int tid) {
-    const softcap_job *j = ctx;
-    tern_softcap(j->a + b, (int64_t)(e - b), j->cap);
 }
 
 /* The matrices of one product step of the forward pass: one matrix, or several reading the same input (q/k/v,
  * gate/up) multiplied in one region. */
-typedef tern_gemma4_product mm_set;
+typedef tern_product mm_set;
 
 static mm_set one(const tern_weight *w) { return (mm_set){{w}, 1}; }
 
-/* ys[i] = x W_i^T for the set's matrices over n tokens of the given kinds, one product per run of tokens of one
- * kind; given mul, x is first rewritten as gelu_tanh(x) * mul (the gated MLP's activation, formed by the product's
- * own input pass). `next` is the set multiplied after this one (a hint that lets its memory stream start early),
- * or NULL. */
-static int mm_runs(tern_pool *pool, const mm_set *s, float *x, const float *mul, float *const *ys,
-                   const uint8_t *kind, int64_t n, const mm_set *next) {
-    const int64_t in = tern_weight_cols(s->w[0]);
-    int failed = 0;
-    for (int64_t t0 = 0; t0 < n;) {
-        int64_t t1 = t0 + 1;
-        while (t1 < n && kind[t1] == kind[t0])
-            t1++;
-        float *yt[3];
-        for (int i = 0; i < s->n; i++)
-            yt[i] = ys[i] + t0 * tern_weight_rows(s->w[i]);
-        if (mul)
-            failed |= tern_matmul_gelu_group(pool, s->w, s->n, x + t0 * in, mul + t0 * in, t1 - t0, yt,
-                                             (tern_mm_kind)kind[t0], next ? next->w : NULL, next ? next->n : 0);
-        else
-            failed |= tern_matmul_group(pool, s->w, s->n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0],
-                                        next ? next->w : NULL, next ? next->n : 0);
-        t0 = t1;
-    }
-    return failed ? -1 : 0;
-}
-
 static void mm(fwd *F, const mm_set *s, float *x, float *const *ys, const mm_set *next) {
-    F->failed |= mm_runs(F->pool, s, x, NULL, ys, F->tok_kind, F->T, next) != 0;
+    tern_dec_mm(&F->D, s, x, ys, next);
 }
 
 /* Layer l's first product (q/k/v, or q alone when the layer reads another layer's cache); past the last layer,
@@ -460,7 +382,7 @@ static mm_set first_product(const tern_gemma4 *m, int l) {
 /* Layer L's gate and up projections, which read the same normed input. */
 static mm_set gate_up_of(const layer_weights *L) { return (mm_set){{L->gate, L->up}, 2}; }
 
-/* The packed copies of the weights, laid out for a pool of `threads` threads (tern_gemma4_weights_pack) along the
+/* The packed copies of the weights, laid out for a pool of `threads` threads (tern_weights_pack) along the
  * dense products of a forward pass in the order it runs them (MoE experts aside): at most 6 per layer, the
  * per-layer-input model projection first and the tied head last. */
 static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
@@ -482,15 +404,7 @@ static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
         }
     }
     list[n++] = one(m->embed);
-    uint64_t source_key = 0;
-    char *cache = tern_pack_cache_path(dir, threads, &source_key);
-    const double t0 = tern_now_s();
-    tern_err *err = tern_gemma4_weights_pack(m->gw, list, n, threads, cache, source_key);
-    if (!err && m->gw->pack_source != TERN_PACK_NONE)
-        TLOG_INFO("%s: packed weights %s in %.2f s%s%s", dir,
-                  m->gw->pack_source == TERN_PACK_FROM_CACHE ? "mapped from the cache" : "made", tern_now_s() - t0,
-                  cache ? " — " : " (no cache folder)", cache ? cache : "");
-    free(cache);
+    tern_err *err = tern_weights_pack_for(m->gw, list, n, threads, dir);
     free(list);
     return err;
 }
@@ -500,9 +414,6 @@ typedef struct attn_job {
     const layer_weights *L;
     int64_t nH;
     const float *inv_freq;
-    int64_t slices; /* shares of a token's query heads computed apart */
-    int64_t spans;  /* 2: a token's two spans of positions computed apart, their partials in parts; else 1 */
-    float *parts;   /* spans == 2: [T][2] partials, finished after the region */
     int layer;
 } attn_job;
 
@@ -528,7 +439,7 @@ static void qk_prep_range(void *ctx, size_t b, size_t e, int tid) {
             tern_rmsnorm(vh, NULL, hd, eps, vh);
         }
         if (L->owns_cache)
-            tern_kv_write(F->kv, j->layer, F->tok_seq[t], F->tok_pos[t], F->k + (int64_t)t * kvh * hd,
+            tern_kv_write(F->D.kv, j->layer, F->D.tok_seq[t], F->D.tok_pos[t], F->k + (int64_t)t * kvh * hd,
                           F->v + (int64_t)t * kvh * hd);
     }
 }
@@ -541,45 +452,9 @@ static void rope_range(void *ctx, size_t b, size_t e, int tid) {
         const int64_t hd = type == TERN_LAYER_FULL ? c->global_head_dim : c->head_dim;
         for (size_t t = b; t < e; t++) {
             float *cs = F->rope[type] + (int64_t)t * hd;
-            tern_rope_angles(hd, F->m->inv_freq[type], F->tok_pos[t], cs, cs + hd / 2);
+            tern_rope_angles(hd, F->m->inv_freq[type], F->D.tok_pos[t], cs, cs + hd / 2);
         }
     }
-}
-
-/* Token t's attention over its KV head's cached positions in the window, output to F->attn. */
-static tern_attn_args attn_args(const attn_job *j, int64_t t) {
-    fwd *F = j->F;
-    const layer_weights *L = j->L;
-    const int seq = F->tok_seq[t];
-    const int64_t p = F->tok_pos[t], start = L->type == TERN_LAYER_SLIDING ? p - F->m->c.sliding_window + 1 : 0;
-    return (tern_attn_args){.q = F->q + t * j->nH * L->hd, .n_heads = j->nH, .kv_heads = L->kvh, .head_dim = L->hd,
-                            .k = tern_kv_rows(F->kv, L->cache, seq, 0), .v = tern_kv_rows(F->kv, L->cache, seq, 1),
-                            .k_type = tern_kv_k_type(F->kv), .v_type = tern_kv_v_type(F->kv),
-                            .slots = tern_kv_slots(F->kv, L->cache),
-                            .start = start < 0 ? 0 : start, .end = p, .out = F->attn + t * j->nH * L->hd};
-}
-
-/* Units [b, e): unit u is, of token u / (spans * slices), span (u / slices) % spans of its positions for share
- * u % slices of its query heads; with one span the unit's result is final, with two it is a partial. */
-static void attn_range(void *ctx, size_t b, size_t e, int tid) {
-    const attn_job *j = ctx;
-    const int64_t pf = tern_attn_part_floats(j->nH, j->L->hd), S = j->slices, P = j->spans;
-    float *scratch = malloc((size_t)(j->nH * TERN_ATTN_CHUNK + 3 * pf) * sizeof *scratch);
-    if (!scratch)
-        return;
-    for (size_t u = b; u < e; u++) {
-        const int64_t t = (int64_t)u / (S * P), span = (int64_t)u / S % P;
-        tern_attn_args a = attn_args(j, t);
-        a.slice = (int64_t)u % S;
-        a.slices = S;
-        a.scores = scratch;
-        a.part = scratch + j->nH * TERN_ATTN_CHUNK;
-        if (P == 1)
-            tern_attend(&a);
-        else
-            tern_attend_span(&a, span, j->parts + (t * 2 + span) * pf);
-    }
-    free(scratch);
 }
 
 /* The attention block; F->xn already holds this layer's normed input when `normed` (the previous layer's last
@@ -587,11 +462,11 @@ static void attn_range(void *ctx, size_t b, size_t e, int tid) {
 static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     tern_gemma4 *m = F->m;
     const tern_gemma4_config *c = &m->c;
-    const int64_t T = F->T, nH = c->num_attention_heads, hd = L->hd, kvh = L->kvh;
+    const int64_t T = F->D.T, nH = c->num_attention_heads, hd = L->hd, kvh = L->kvh;
     const float eps = (float)c->rms_norm_eps;
     const float *inv_freq = m->inv_freq[L->type];
     if (!normed) {
-        rmsnorm_rows(F->pool, F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
+        tern_dec_rmsnorm_rows(F->D.pool, F->x, L->input_norm, T, c->hidden_size, eps, F->xn);
         mark(F, TERN_PH_RESIDUAL, NULL);
     }
     const mm_set qkv = first_product(m, layer), o = one(L->o); /* q, k and v read the same normed input */
@@ -600,33 +475,11 @@ static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
     mark(F, TERN_PH_QKV, &qkv);
     if (L->owns_cache && L->k_eq_v)
         memcpy(F->v, F->k, (size_t)(T * kvh * hd) * sizeof(float));
-    /* With fewer tokens than threads, each token's work is shared out so that every thread has attention to do:
-     * over runs of 3 or more chunks, its two spans of positions (each thread then reads half the cache rows);
-     * and/or its query heads, halved while the KV heads' groups divide. Results do not depend on the split. */
-    const int threads = tern_pool_size(F->pool);
-    int64_t slices = 1, spans = T < threads ? 2 : 1;
-    for (int64_t t = 0; t < T && spans > 1; t++) {
-        const tern_attn_args a = attn_args(&(attn_job){.F = F, .L = L, .nH = nH}, t);
-        if (a.end / TERN_ATTN_CHUNK - a.start / TERN_ATTN_CHUNK < 2)
-            spans = 1;
-    }
-    while (T * spans * slices < threads && (nH / kvh) % (2 * slices) == 0)
-        slices *= 2;
-    const int64_t pf = tern_attn_part_floats(nH, hd);
-    float *parts = spans > 1 ? malloc((size_t)(T * 2 * pf) * sizeof *parts) : NULL;
-    if (spans > 1 && !parts)
-        spans = 1;
-    attn_job j = {F, L, nH, inv_freq, slices, spans, parts, layer};
-    tern_pool_parallel_for(F->pool, (size_t)T, 1, qk_prep_range, &j);
+    attn_job j = {F, L, nH, inv_freq, layer};
+    tern_pool_parallel_for(F->D.pool, (size_t)T, 1, qk_prep_range, &j);
     mark(F, TERN_PH_ATTN_PREP, NULL);
-    /* Balanced: with causal masking later tokens cost more, so equal token counts would not be equal work. */
-    tern_pool_parallel_balanced(F->pool, (size_t)(T * spans * slices), 1, attn_range, &j);
-    for (int64_t t = 0; spans > 1 && t < T; t++) {
-        tern_attn_args a = attn_args(&j, t);
-        float *pt[2] = {parts + t * 2 * pf, parts + (t * 2 + 1) * pf};
-        tern_attn_finish(&a, pt, 2);
-    }
-    free(parts);
+    tern_dec_attend(&F->D, L->cache, F->q, nH, kvh, hd, L->type == TERN_LAYER_SLIDING ? c->sliding_window : 0,
+                    F->attn);
     mark(F, TERN_PH_ATTN, NULL);
     const mm_set gate_up = gate_up_of(L);
     mm(F, &o, F->attn, &F->a, &gate_up);
@@ -655,9 +508,9 @@ static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_
     const int f16 = F->m->c.gelu_f16;
     if (f16) {
         gelu_job j = {F->g, F->u, tern_weight_rows(L->gate)};
-        tern_pool_parallel_for(F->pool, (size_t)F->T, 1, gelu_f16_range, &j);
+        tern_pool_parallel_for(F->D.pool, (size_t)F->D.T, 1, gelu_f16_range, &j);
     }
-    F->failed |= mm_runs(F->pool, &down, F->g, f16 ? NULL : F->u, &out, F->tok_kind, F->T, next) != 0;
+    F->D.failed |= tern_dec_mm_runs(F->D.pool, &down, F->g, f16 ? NULL : F->u, &out, F->D.tok_kind, F->D.T, next) != 0;
     mark(F, TERN_PH_DOWN, &down);
 }
 
@@ -711,9 +564,9 @@ static int expert_slabs(fwd *F, const moe_job *j, const int32_t *end, int64_t ro
     int n = 0;
     for (int64_t e = 0, b = 0; e < F->m->c.num_experts; b = end[e], e++)
         for (int64_t p0 = b; p0 < end[e];) {
-            const uint8_t kind = F->tok_kind[j->tok[p0]];
+            const uint8_t kind = F->D.tok_kind[j->tok[p0]];
             int64_t p1 = p0 + 1;
-            while (p1 < end[e] && F->tok_kind[j->tok[p1]] == kind)
+            while (p1 < end[e] && F->D.tok_kind[j->tok[p1]] == kind)
                 p1++;
             s[n++] = (tern_slab){e * rows_per_expert, p1 - p0, x + p0 * in, y + p0 * out, (tern_mm_kind)kind};
             p0 = p1;
@@ -727,7 +580,7 @@ static int expert_slabs(fwd *F, const moe_job *j, const int32_t *end, int64_t ro
  * whatever else is in the batch, goes to F->moe [T][H]. */
 static void moe_block(fwd *F, const layer_weights *L) {
     const tern_gemma4_config *c = &F->m->c;
-    const int64_t T = F->T, H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size;
+    const int64_t T = F->D.T, H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size;
     const int64_t K = c->top_k_experts, P = T * K;
     float *r = F->mw, *logits = r + T * H, *X = logits + T * E, *gu = X + P * H, *h = gu + P * 2 * I, *d = h + P * I;
     int32_t *end = calloc((size_t)E + 1, sizeof *end), *tok = malloc((size_t)P * sizeof *tok);
@@ -735,7 +588,7 @@ static void moe_block(fwd *F, const layer_weights *L) {
     float *wsel = malloc((size_t)P * sizeof *wsel), *wtok = malloc((size_t)P * sizeof *wtok);
     tern_slab *slabs = malloc((size_t)P * sizeof *slabs);
     if (!end || !tok || !sel || !pos || !wsel || !wtok || !slabs) {
-        F->failed = 1;
+        F->D.failed = 1;
         goto done;
     }
     const float inv_sqrt_h = 1.0f / sqrtf((float)H);
@@ -746,9 +599,9 @@ static void moe_block(fwd *F, const layer_weights *L) {
             rt[i] *= L->router_scale[i] * inv_sqrt_h;
     }
     const mm_set router = one(L->router);
-    F->failed |= mm_runs(F->pool, &router, r, NULL, &logits, F->tok_kind, T, NULL) != 0;
-    if (F->prof)
-        F->prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(L->router);
+    F->D.failed |= tern_dec_mm_runs(F->D.pool, &router, r, NULL, &logits, F->D.tok_kind, T, NULL) != 0;
+    if (F->D.prof)
+        F->D.prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(L->router);
     for (int64_t t = 0; t < T; t++) {
         float *lt = logits + t * E, wsum = 0;
         int32_t *st = sel + t * K;
@@ -791,25 +644,25 @@ static void moe_block(fwd *F, const layer_weights *L) {
     moe_job j = {F, L, P, tok, wtok, pos, gu, h, d};
     if (L->exp_gate_up) {
         const int n = expert_slabs(F, &j, end, 2 * I, X, H, gu, 2 * I, slabs);
-        F->failed |= tern_matmul_slabs(F->pool, L->exp_gate_up, 2 * I, slabs, n) != 0;
+        F->D.failed |= tern_matmul_slabs(F->D.pool, L->exp_gate_up, 2 * I, slabs, n) != 0;
     } else {
         int n = expert_slabs(F, &j, end, I, X, H, h, I, slabs);
-        F->failed |= tern_matmul_slabs(F->pool, L->exp_gate, I, slabs, n) != 0;
+        F->D.failed |= tern_matmul_slabs(F->D.pool, L->exp_gate, I, slabs, n) != 0;
         n = expert_slabs(F, &j, end, I, X, H, gu, I, slabs);
-        F->failed |= tern_matmul_slabs(F->pool, L->exp_up, I, slabs, n) != 0;
+        F->D.failed |= tern_matmul_slabs(F->D.pool, L->exp_up, I, slabs, n) != 0;
     }
-    tern_pool_parallel_for(F->pool, (size_t)P, 1, moe_gelu_range, &j);
+    tern_pool_parallel_for(F->D.pool, (size_t)P, 1, moe_gelu_range, &j);
     const int n = expert_slabs(F, &j, end, H, h, I, d, H, slabs);
-    F->failed |= tern_matmul_slabs(F->pool, L->exp_down, H, slabs, n) != 0;
-    tern_pool_parallel_for(F->pool, (size_t)T, 1, moe_combine_range, &j);
-    if (F->prof) { /* each routed expert's share of the stacked matrices, read once a pass */
+    F->D.failed |= tern_matmul_slabs(F->D.pool, L->exp_down, H, slabs, n) != 0;
+    tern_pool_parallel_for(F->D.pool, (size_t)T, 1, moe_combine_range, &j);
+    if (F->D.prof) { /* each routed expert's share of the stacked matrices, read once a pass */
         int64_t used = 0;
         for (int64_t e = 0, b = 0; e < E; b = end[e], e++)
             used += end[e] > b;
         const tern_weight *ws[4] = {L->exp_gate_up, L->exp_gate, L->exp_up, L->exp_down};
         for (int i = 0; i < 4; i++)
             if (ws[i])
-                F->prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(ws[i]) * (double)used / (double)E;
+                F->D.prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(ws[i]) * (double)used / (double)E;
     }
 done:
     free(end);
@@ -825,15 +678,15 @@ done:
  * scaled by `scale` and, given x_norm, normed with it into F->xn. */
 static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale, const float *x_norm) {
     const tern_gemma4_config *c = &F->m->c;
-    const int64_t T = F->T, H = c->hidden_size;
+    const int64_t T = F->D.T, H = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
     /* What follows down: the experts' products when there is a MoE block (no hint), else the per-layer-input
      * gate or the next layer. */
     const mm_set next = c->hidden_size_per_layer_input > 0 ? one(L->pl_gate) : first_product(F->m, layer + 1);
     mlp(F, L, F->xn, F->f, c->enable_moe_block ? NULL : &next);
     if (c->enable_moe_block) {
-        rmsnorm_rows(F->pool, F->f, L->post_ff1_norm, T, H, eps, F->f);
-        rmsnorm_rows(F->pool, F->x, L->pre_ff2_norm, T, H, eps, F->xn);
+        tern_dec_rmsnorm_rows(F->D.pool, F->f, L->post_ff1_norm, T, H, eps, F->f);
+        tern_dec_rmsnorm_rows(F->D.pool, F->x, L->pre_ff2_norm, T, H, eps, F->xn);
         moe_block(F, L);
         for (int64_t t = 0; t < T; t++) {
             float *mo = F->moe + t * H;
@@ -872,7 +725,7 @@ static void per_layer_input(fwd *F, const layer_weights *L, int layer, float sca
     mm(F, &gate, F->x, &F->g, &proj);
     mark(F, TERN_PH_PLE, &gate);
     ple_job j = {F, layer};
-    tern_pool_parallel_for(F->pool, (size_t)F->T, 1, ple_gate_range, &j);
+    tern_pool_parallel_for(F->D.pool, (size_t)F->D.T, 1, ple_gate_range, &j);
     mm(F, &proj, F->g, &F->a, &next);
     mark(F, TERN_PH_PLE, &proj);
     residual_rows(F, F->a, L->pl_norm, scale, x_norm);
@@ -882,7 +735,7 @@ static void per_layer_input(fwd *F, const layer_weights *L, int layer, float sca
 static void embed(fwd *F, const tern_batch *b) {
     tern_gemma4 *m = F->m;
     const tern_gemma4_config *c = &m->c;
-    const int64_t T = F->T, H = c->hidden_size, P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
+    const int64_t T = F->D.T, H = c->hidden_size, P = c->hidden_size_per_layer_input, N = c->num_hidden_layers;
     for (int64_t t = 0; t < T; t++) {
         float *xt = F->x + t * H;
         if (b->embeds && b->embeds[t]) {
@@ -918,167 +771,58 @@ static void embed(fwd *F, const tern_batch *b) {
     mark(F, TERN_PH_EMBED, NULL);
 }
 
-static tern_err *check_batch(const tern_gemma4 *m, const tern_kv *kv, const tern_batch *b, int64_t *T) {
-    const tern_gemma4_config *c = &m->c;
-    *T = 0;
-    if (b->n_rows <= 0)
-        return tern_errf(TERN_EINVAL, "empty batch");
-    int n_seq = tern_kv_n_seq(kv);
-    int ring_limited = 0;
-    for (int l = 0; l < tern_gemma4_first_shared(c); l++)
-        ring_limited |= tern_kv_slots(kv, l) < tern_kv_ctx(kv);
-    int64_t chunk = tern_kv_slots(kv, 0) - c->sliding_window; /* ring extra, valid when ring_limited */
-    for (int r = 0; r < b->n_rows; r++) {
-        if (b->seq[r] < 0 || b->seq[r] >= n_seq)
-            return tern_errf(TERN_EINVAL, "row %d: KV sequence %d out of range [0, %d)", r, b->seq[r], n_seq);
-        for (int r2 = 0; r2 < r; r2++)
-            if (b->seq[r2] == b->seq[r])
-                return tern_errf(TERN_EINVAL, "rows %d and %d use the same KV sequence %d", r2, r, b->seq[r]);
-        const int64_t n = b->n_tok[r], committed = tern_kv_len(kv, b->seq[r]), len = tern_batch_row_pos(b, kv, r);
-        if (n <= 0)
-            return tern_errf(TERN_EINVAL, "row %d has no tokens", r);
-        if (b->pos) {
-            if (len < 0 || len > committed)
-                return tern_errf(TERN_EINVAL, "row %d: position %lld is beyond the sequence's committed length %lld", r,
-                                 (long long)len, (long long)committed);
-            int64_t written = tern_kv_written(kv, b->seq[r]);
-            if (ring_limited && written - len > chunk)
-                return tern_errf(TERN_EINVAL, "row %d: position %lld is %lld before the furthest position written; the "
-                                 "sliding layers keep %lld", r, (long long)len, (long long)(written - len),
-                                 (long long)chunk);
-        }
-        if (len + n > tern_kv_ctx(kv))
-            return tern_errf(TERN_EINVAL, "row %d: %lld + %lld tokens exceed the context of %lld", r, (long long)len,
-                             (long long)n, (long long)tern_kv_ctx(kv));
-        if (ring_limited && n > chunk + 1)
-            return tern_errf(TERN_EINVAL, "row %d: %lld tokens in one forward exceed the chunk limit of %lld", r,
-                             (long long)n, (long long)chunk + 1);
-        *T += n;
-    }
-    for (int64_t t = 0; t < *T; t++) {
-        int soft = b->embeds && b->embeds[t];
-        if (!soft && (b->ids[t] < 0 || b->ids[t] >= c->vocab_size))
-            return tern_errf(TERN_EINVAL, "token id %d is outside the vocabulary [0, %lld)", b->ids[t],
-                             (long long)c->vocab_size);
-    }
-    return NULL;
-}
-
-/* The floats of each activation buffer of a forward over T tokens (whole cache lines each), in the order of
- * fwd's x, xn, q, k, v, attn, a, g, u, f, moe, pli, rope[0], rope[1], mw, tmp; returns their sum. */
+/* The activation buffers of a pass (decoder.h), each placed at F's field when F is given. */
 #define WORK_BUFS 16
-static size_t work_floats(const tern_gemma4_config *c, int64_t T, size_t floats[WORK_BUFS]) {
+static void work_list(const tern_gemma4_config *c, fwd *F, tern_dec_buf bufs[WORK_BUFS]) {
     const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
     const int64_t qw = c->num_attention_heads * (c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim);
-    int64_t ffn = c->intermediate_size * 2, tmpw = H + N * P;
+    int64_t ffn = c->intermediate_size * 2;
     const int64_t moe = c->enable_moe_block ? H + c->num_experts + c->top_k_experts * (2 * H + 3 * c->moe_intermediate_size)
                                             : 0;
     if (ffn < P)
         ffn = P;
-    const int64_t per_token[WORK_BUFS] = {H, H,     qw,    qw,           qw,
-                                          qw, H,    ffn,   ffn,          H,
-                                          H,  N * P, c->head_dim, c->global_head_dim, moe};
-    const size_t line = TERN_ALIGN / sizeof(float);
-    size_t total = 0;
-    for (int i = 0; i < WORK_BUFS; i++) {
-        const size_t n = i == WORK_BUFS - 1 ? (size_t)tmpw : (size_t)(T * (per_token[i] ? per_token[i] : 1));
-        floats[i] = (n + line - 1) / line * line;
-        total += floats[i];
+    const int64_t per_token[WORK_BUFS] = {H, H, qw, qw, qw, qw, H, ffn, ffn, H, H, N * P, c->head_dim,
+                                          c->global_head_dim, moe, 0};
+    float **at[WORK_BUFS] = {NULL};
+    if (F) {
+        float **fields[WORK_BUFS] = {&F->x, &F->xn,  &F->q,   &F->k,       &F->v,       &F->attn, &F->a,  &F->g,
+                                     &F->u, &F->f,   &F->moe, &F->pli, &F->rope[0], &F->rope[1], &F->mw, &F->tmp};
+        memcpy(at, fields, sizeof at);
     }
-    return total;
+    for (int i = 0; i < WORK_BUFS; i++)
+        bufs[i] = (tern_dec_buf){at[i], per_token[i], i == WORK_BUFS - 1 ? H + N * P : 0};
 }
 
 uint64_t tern_gemma4_work_bytes(const tern_gemma4_config *c, int64_t T) {
-    size_t floats[WORK_BUFS];
-    return (uint64_t)work_floats(c, T, floats) * sizeof(float);
+    tern_dec_buf bufs[WORK_BUFS];
+    work_list(c, NULL, bufs);
+    return tern_dec_work_bytes(bufs, WORK_BUFS, T);
 }
 
 tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
                               float *hidden) {
     const tern_gemma4_config *c = &m->c;
-    int64_t T;
-    TERN_TRY(check_batch(m, kv, b, &T));
-    const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
-    fwd F = {.m = m, .kv = kv, .pool = pool, .T = T, .prof = m->prof, .t_mark = m->prof ? tern_now_s() : 0};
-    F.tok_seq = malloc((size_t)T * sizeof *F.tok_seq);
-    F.tok_pos = malloc((size_t)T * sizeof *F.tok_pos);
-    F.tok_kind = malloc((size_t)T * sizeof *F.tok_kind);
-    F.want = malloc((size_t)T);
-    float **bufs[WORK_BUFS] = {&F.x, &F.xn,  &F.q,   &F.k,       &F.v,       &F.attn, &F.a,  &F.g,
-                               &F.u, &F.f,   &F.moe, &F.pli, &F.rope[0], &F.rope[1], &F.mw, &F.tmp};
-    /* The activations live in the cache's work area, zeroed each pass (the area outlives the pass, so decode
-     * steps reuse its pages instead of faulting in fresh ones). */
-    size_t floats[WORK_BUFS];
-    const size_t total = work_floats(c, T, floats);
-    float *work = tern_kv_work(kv, total * sizeof(float));
-    if (work) {
-        memset(work, 0, total * sizeof(float));
-        for (size_t i = 0, off = 0; i < WORK_BUFS; off += floats[i], i++)
-            *bufs[i] = work + off;
+    const int64_t N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
+    fwd F = {.m = m};
+    tern_dec_buf bufs[WORK_BUFS];
+    work_list(c, &F, bufs);
+    TERN_TRY(tern_dec_begin(&F.D, kv, pool, b, c->vocab_size, bufs, WORK_BUFS, m->prof));
+    embed(&F, b);
+    tern_pool_parallel_for(pool, (size_t)F.D.T, 8, rope_range, &F);
+    mark(&F, TERN_PH_SETUP, NULL);
+    for (int l = 0; l < N; l++) {
+        const layer_weights *L = &m->layers[l];
+        /* The layer's last residual pass also norms x for the next layer's attention. */
+        const float *next_norm = l + 1 < N ? m->layers[l + 1].input_norm : NULL;
+        attention(&F, L, l, l > 0);
+        residual_rows(&F, F.a, L->post_attn_norm, 1.0f, L->pre_ff_norm);
+        /* The layer's scalar applies after its last residual: the per-layer input's when there is one. */
+        feed_forward(&F, L, l, P > 0 ? 1.0f : L->layer_scalar, P > 0 ? NULL : next_norm);
+        if (P > 0)
+            per_layer_input(&F, L, l, L->layer_scalar, next_norm);
     }
-    int oom = !F.tok_seq || !F.tok_pos || !F.tok_kind || !F.want || !work;
-    tern_err *err = oom ? tern_errf(TERN_ENOMEM, "out of memory for a batch of %lld tokens", (long long)T) : NULL;
-    if (!err) {
-        int64_t t = 0;
-        for (int r = 0; r < b->n_rows; r++) {
-            const int64_t len = tern_batch_row_pos(b, kv, r);
-            /* Marked before the layers write: a truncation must never reach ring slots this pass reuses. */
-            tern_kv_mark_written(kv, b->seq[r], len + b->n_tok[r]);
-            int prefill = b->row_prefill ? b->row_prefill[r] : b->n_tok[r] > 1;
-            int row_out = b->out != TERN_OUT_NONE && (!b->row_out || b->row_out[r]);
-            for (int64_t i = 0; i < b->n_tok[r]; i++, t++) {
-                F.tok_seq[t] = b->seq[r];
-                F.tok_pos[t] = len + i;
-                F.tok_kind[t] = prefill ? TERN_MM_PREFILL : TERN_MM_DECODE;
-                F.want[t] = b->want ? b->want[t]
-                            : row_out && (b->out == TERN_OUT_ALL || i == b->n_tok[r] - 1) ? TERN_WANT_LOGITS | TERN_WANT_HIDDEN
-                                                                                        : 0;
-            }
-        }
-        mark(&F, TERN_PH_SETUP, NULL);
-        embed(&F, b);
-        tern_pool_parallel_for(pool, (size_t)T, 8, rope_range, &F);
-        mark(&F, TERN_PH_SETUP, NULL);
-        for (int l = 0; l < N; l++) {
-            const layer_weights *L = &m->layers[l];
-            /* The layer's last residual pass also norms x for the next layer's attention. */
-            const float *next_norm = l + 1 < N ? m->layers[l + 1].input_norm : NULL;
-            attention(&F, L, l, l > 0);
-            residual_rows(&F, F.a, L->post_attn_norm, 1.0f, L->pre_ff_norm);
-            /* The layer's scalar applies after its last residual: the per-layer input's when there is one. */
-            feed_forward(&F, L, l, P > 0 ? 1.0f : L->layer_scalar, P > 0 ? NULL : next_norm);
-            if (P > 0)
-                per_layer_input(&F, L, l, L->layer_scalar, next_norm);
-        }
-        /* Outputs: the final-normed hidden states asked for, then tied logits with soft-cap of the tokens that
-         * want them (their normed states gathered in order first). */
-        int64_t n_out = 0;
-        for (int64_t t = 0, j = 0; t < T; t++)
-            if (hidden && (F.want[t] & TERN_WANT_HIDDEN))
-                tern_rmsnorm(F.x + t * H, m->final_norm, H, (float)c->rms_norm_eps, hidden + j++ * H);
-        for (int64_t t = 0; t < T; t++)
-            if (F.want[t] & TERN_WANT_LOGITS) {
-                tern_rmsnorm(F.x + t * H, m->final_norm, H, (float)c->rms_norm_eps, F.xn + n_out * H);
-                F.tok_kind[n_out++] = F.tok_kind[t]; /* n_out <= t: entries already read are reused */
-            }
-        const mm_set head = one(m->embed);
-        if (logits && n_out) {
-            F.failed |= mm_runs(pool, &head, F.xn, NULL, &logits, F.tok_kind, n_out, NULL) != 0;
-            softcap_job j = {logits, (float)c->final_logit_softcapping};
-            if (c->final_logit_softcapping > 0)
-                tern_pool_parallel_for(pool, (size_t)(n_out * c->vocab_size), 4096, softcap_range, &j);
-        }
-        mark(&F, TERN_PH_HEAD, logits && n_out ? &head : NULL);
-        mark(&F, TERN_PH_SETUP, NULL);
-        if (F.prof)
-            F.prof->passes++;
-        if (F.failed)
-            err = tern_errf(TERN_ENOMEM, "out of memory for a product's scratch buffers in a forward of %lld tokens "
-                            "(its results would be wrong, so none are given)", (long long)T);
-    }
-    free(F.tok_seq);
-    free(F.tok_pos);
-    free(F.tok_kind);
-    free(F.want);
-    return err;
+    /* Tied logits with the soft-cap (GEMMA4.md §1). */
+    const tern_dec_head head = {m->final_norm, (float)c->rms_norm_eps, c->hidden_size, c->vocab_size, m->embed,
+                                (float)c->final_logit_softcapping};
+    return tern_dec_finish(&F.D, &head, F.x, F.xn, logits, hidden);
 }

@@ -26,7 +26,7 @@ typedef struct tern_gemma4_parsed {
     tern_gemma4_config c;
     struct tern_quant_config *qc;
     struct tern_checkpoint *ck;
-    struct tern_gemma4_weights *gw;
+    struct tern_weights *gw;
 } tern_gemma4_parsed;
 
 /* Parses dir's checkpoint against config.json's root object. */
@@ -38,7 +38,7 @@ void tern_gemma4_parsed_free(tern_gemma4_parsed *p);
  * (a folder may hold several GGUF files: each file gets its own cache). */
 tern_err *tern_gemma4_load_parsed(const char *dir, tern_gemma4_parsed *p, int threads, tern_gemma4 **out);
 /* Loads MODEL_DIR (config.json + safetensors); refuses a checkpoint with missing or mis-shaped tensors. The
- * packed weights are laid out for a pool of one thread per core (tern_gemma4_weights_pack). */
+ * packed weights are laid out for a pool of one thread per core (tern_weights_pack). */
 tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out);
 /* The same with the packed weights laid out for a pool of `threads` threads (0: one per core). A pool of another
  * size computes the same results, only its memory streams restart more often. */
@@ -54,9 +54,9 @@ void tern_gemma4_free(tern_gemma4 *m);
 void tern_gemma4_embed_row(const tern_gemma4 *m, int32_t id, float *out);
 /* The parsed hyper-parameters. */
 const tern_gemma4_config *tern_gemma4_config_of(const tern_gemma4 *m);
-struct tern_gemma4_weights;
+struct tern_weights;
 /* The bound weights (spec list and storage of every tensor). */
-const struct tern_gemma4_weights *tern_gemma4_weights_of(const tern_gemma4 *m);
+const struct tern_weights *tern_gemma4_weights_of(const tern_gemma4 *m);
 /* Bytes of weights one decode step streams: every matrix a matmul reads (the tied LM head included;
  * the per-layer embedding table excluded, it is only looked up), MoE experts counted at top_k / E. */
 uint64_t tern_gemma4_decode_bytes(const tern_gemma4 *m);

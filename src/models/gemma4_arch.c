@@ -55,21 +55,13 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
     for (int k = 0; k < d->n_eos; k++)
         d->eos[k] = (int32_t)c->eos_token_ids[k];
     /* The decoder's tensors are the ones under its layout's prefix; the rest (towers) it never reads. */
-    const char *prefix = tern_layout_prefix(st->p.gw->layout);
-    size_t plen = strlen(prefix);
-    for (size_t i = 0; i < tern_checkpoint_count(st->p.ck); i++) {
-        const tern_tensor *t = tern_checkpoint_at(st->p.ck, i);
-        if (!strncmp(t->name, prefix, plen))
-            d->weights_bytes += t->nbytes;
-        else
-            d->other_bytes += t->nbytes;
-    }
+    tern_weights_count_bytes(st->p.gw, st->p.ck, &d->weights_bytes, &d->other_bytes);
     if (tern_isa_active() != TERN_ISA_PORTABLE) { /* where tern_gemma4_load packs */
         uint64_t replaced;
-        d->copy_bytes = tern_gemma4_weights_copy_bytes(st->p.gw, &replaced);
+        d->copy_bytes = tern_weights_copy_bytes(st->p.gw, &replaced);
         d->weights_bytes += d->copy_bytes - replaced;
     }
-    d->decode_bytes = tern_gemma4_weights_decode_bytes(st->p.gw, c);
+    d->decode_bytes = tern_weights_decode_bytes(st->p.gw, tern_gemma4_expert_share(c));
     d->experts = c->enable_moe_block ? c->num_experts : 0;
     d->experts_used = c->enable_moe_block ? c->top_k_experts : 0;
     d->has_problems = st->p.gw->n_problems > 0;
@@ -88,7 +80,7 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
     const tern_gemma4_config *c = &st->p.c;
     const tern_quant_config *qc = st->p.qc;
     const tern_checkpoint *ck = st->p.ck;
-    const tern_gemma4_weights *gw = st->p.gw;
+    const tern_weights *gw = st->p.gw;
     if (!gw) {
         fprintf(out, "model:        %s (loaded: the parse was handed to the model)\n", dir);
         return;
@@ -154,28 +146,8 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
     }
     fprintf(out, "parameters:   %.3f B (embedding %.3f B, per-layer embedding %.3f B)\n", params * 1e-9, embed * 1e-9,
            ple * 1e-9);
-    double by_dtype[TERN_DT_COUNT] = {0}, by_block[TERN_QB_COUNT] = {0}, total = 0;
-    for (size_t i = 0; i < tern_checkpoint_count(ck); i++) {
-        const tern_tensor *t = tern_checkpoint_at(ck, i);
-        if (t->qblock)
-            by_block[t->qblock] += (double)t->nbytes;
-        else
-            by_dtype[t->dtype] += (double)t->nbytes;
-        total += (double)t->nbytes;
-    }
-    const size_t files = tern_checkpoint_file_count(ck);
-    if (files)
-        fprintf(out, "bytes:        %.3f GiB in %zu tensors, %zu file(s):", gib(total), tern_checkpoint_count(ck), files);
-    else
-        fprintf(out, "bytes:        %.3f GiB in %zu tensors, one GGUF file:", gib(total), tern_checkpoint_count(ck));
-    for (int d = 1; d < TERN_DT_COUNT; d++)
-        if (by_dtype[d] > 0)
-            fprintf(out, " %s %.3f GiB", tern_dtype_name((tern_dtype)d), gib(by_dtype[d]));
-    for (int b = 1; b < TERN_QB_COUNT; b++)
-        if (by_block[b] > 0)
-            fprintf(out, " %s %.3f GiB", tern_qblock_name((tern_qblock)b), gib(by_block[b]));
-    fprintf(out, "\n");
-    const double per_token = (double)tern_gemma4_weights_decode_bytes(gw, c);
+    tern_weights_report_bytes(ck, out);
+    const double per_token = (double)tern_weights_decode_bytes(gw, tern_gemma4_expert_share(c));
     if (per_token < 1024.0 * 1024 * 1024)
         fprintf(out, "per token:    %.1f MiB", per_token / (1024.0 * 1024));
     else
@@ -189,14 +161,7 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
     fprintf(out, "kv cache:     %lld bytes/token in full layers + %lld bytes/token in sliding layers (bf16; sliding "
            "layers stop growing at %lld tokens)\n",
            full_b, all_b - full_b, (long long)c->sliding_window);
-    if (gw->n_other)
-        fprintf(out, "other:        %zu tensors outside the text decoder (towers)\n", gw->n_other);
-    for (size_t i = 0; i < gw->n_extra; i++)
-        fprintf(out, "extra:        %s\n", gw->extra[i]);
-    for (size_t i = 0; i < gw->n_problems; i++)
-        fprintf(out, "%s\n", gw->problems[i]);
-    fprintf(out, "tensors:      %zu needed, %zu bound, %s\n", gw->n, gw->n - gw->n_problems,
-           gw->n_problems ? "INCOMPLETE" : "complete");
+    tern_weights_report_list(gw, out);
 }
 
 static tern_err *load(const char *dir, void *state, int threads, void **impl) {

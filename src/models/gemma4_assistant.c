@@ -45,7 +45,7 @@ struct tern_cache_drafter {
 static const tern_weight *find(const tern_cache_drafter *a, const char *fmt, int layer) {
     char name[128];
     snprintf(name, sizeof name, fmt, layer);
-    const tern_weight *w = tern_gemma4_find(a->p.gw, name);
+    const tern_weight *w = tern_weights_find(a->p.gw, name);
     return w && w->fmt != TERN_WF_NONE ? w : NULL;
 }
 
@@ -63,7 +63,7 @@ static tern_err *bind_root(tern_cache_drafter *a, const char *name, int64_t rows
     tern_wspec s = {.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {rows, cols}};
     snprintf(s.name, sizeof s.name, "%s", name);
     char why[640];
-    tern_gemma4_bind_one(&s, a->p.gw->layout, a->p.qc, a->p.ck, w, why, sizeof why);
+    tern_weights_bind_one(&s, a->p.gw->layout, a->p.qc, a->p.ck, w, why, sizeof why);
     return why[0] ? tern_errf(TERN_EFORMAT, "%s", why) : NULL;
 }
 

@@ -127,7 +127,7 @@ static tern_err *matrix(g4audio *a, const char *rel, int64_t out, int64_t in, te
     tern_wspec s = {.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {out, in}};
     name_of(a, rel, s.name, sizeof s.name);
     char why[400];
-    tern_gemma4_bind_one(&s, TERN_LAYOUT_HF, a->qc, a->ck, w, why, sizeof why);
+    tern_weights_bind_one(&s, TERN_LAYOUT_HF, a->qc, a->ck, w, why, sizeof why);
     return why[0] ? tern_errf(TERN_EFORMAT, "audio tower: %s", why) : NULL;
 }
 

@@ -1,6 +1,6 @@
 /* gemma4_gguf.c — a Gemma 4 model as llama.cpp's converter writes it to GGUF: the metadata read back into the
  * config.json Hugging Face would carry, and the tensors renamed to Hugging Face's, so that the one tensor list
- * (gemma4_bind) binds them as it binds safetensors. Tensor bytes stay in the mapped file.
+ * (gemma4_weights) binds them as it binds safetensors. Tensor bytes stay in the mapped file.
  *
  * llama.cpp stores Gemma 4's norm weights as they are (no +1 shift, unlike Gemma 3), the proportional RoPE of the
  * full-attention layers as a rope_freqs tensor (1 for a rotated pair, 1e30 for the rest: the rotated share is read

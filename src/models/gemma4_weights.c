@@ -1,66 +1,26 @@
 /* gemma4_weights.c — the tensor list of a Gemma 4 text decoder (GEMMA4.md §1). */
 #include "models/gemma4_weights.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *prefixes[TERN_LAYOUT_COUNT] = {"model.language_model.", "language_model.model.", "model."};
-static const char *layout_names[TERN_LAYOUT_COUNT] = {"hf", "mlx-vlm", "mlx-lm"};
+#include "formats/quant_config.h"
+#include "formats/safetensors.h"
 
-const char *tern_layout_prefix(tern_layout l) { return prefixes[l]; }
-const char *tern_layout_name(tern_layout l) { return layout_names[l]; }
-
-void tern_wspec_full_name(const tern_wspec *s, tern_layout layout, const char *part, char *buf, size_t len) {
-    const char *prefix = s->rooted ? "" : prefixes[layout];
-    if (part)
-        snprintf(buf, len, "%s%s.%s", prefix, s->name, part);
-    else
-        snprintf(buf, len, "%s%s%s", prefix, s->name, s->suffix ? ".weight" : "");
-}
-
-typedef struct {
-    tern_wspec *v;
-    size_t n, cap;
-} spec_list;
-
-static int add(spec_list *l, tern_wkind kind, int suffix, int ndim, int64_t d0, int64_t d1, int64_t d2,
-               const char *fmt, ...) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        tern_wspec *nv = realloc(l->v, cap * sizeof *nv);
-        if (!nv)
-            return -1;
-        l->v = nv;
-        l->cap = cap;
-    }
-    tern_wspec *s = &l->v[l->n++];
-    memset(s, 0, sizeof *s);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->name, sizeof s->name, fmt, ap);
-    va_end(ap);
-    s->kind = kind;
-    s->suffix = suffix;
-    s->ndim = ndim;
-    s->shape[0] = d0;
-    s->shape[1] = d1;
-    s->shape[2] = d2;
-    return 0;
-}
-
-#define LIN(out, in, ...) fail |= add(&l, TERN_WK_LINEAR, 1, 2, out, in, 0, __VA_ARGS__)
-#define NORM(n, ...) fail |= add(&l, TERN_WK_NORM, 1, 1, n, 0, 0, __VA_ARGS__)
+#define LIN(out, in, ...) fail |= tern_wspec_add(&l, TERN_WK_LINEAR, 1, 2, out, in, 0, __VA_ARGS__)
+#define NORM(n, ...) fail |= tern_wspec_add(&l, TERN_WK_NORM, 1, 1, n, 0, 0, __VA_ARGS__)
 
 tern_err *tern_gemma4_specs(const tern_gemma4_config *c, tern_layout layout, tern_wspec **specs, size_t *n) {
-    spec_list l = {0};
+    tern_wspec_list l = {0};
     int fail = 0;
     const int64_t H = c->hidden_size, N = c->num_hidden_layers, P = c->hidden_size_per_layer_input;
     const int64_t nH = c->num_attention_heads;
-    fail |= add(&l, TERN_WK_EMBED, 1, 2, c->vocab_size, H, 0, "embed_tokens");
+    fail |= tern_wspec_add(&l, TERN_WK_EMBED, 1, 2, c->vocab_size, H, 0, "embed_tokens");
+    if (!fail)
+        l.v[l.n - 1].head = 1; /* tied */
     if (P > 0) {
-        fail |= add(&l, TERN_WK_EMBED, 1, 2, c->vocab_size_per_layer_input, N * P, 0, "embed_tokens_per_layer");
+        fail |= tern_wspec_add(&l, TERN_WK_EMBED, 1, 2, c->vocab_size_per_layer_input, N * P, 0, "embed_tokens_per_layer");
         LIN(N * P, H, "per_layer_model_projection");
         NORM(P, "per_layer_projection_norm");
     }
@@ -90,15 +50,15 @@ tern_err *tern_gemma4_specs(const tern_gemma4_config *c, tern_layout layout, ter
         if (c->enable_moe_block) {
             const int64_t E = c->num_experts, I = c->moe_intermediate_size;
             LIN(E, H, "layers.%d.router.proj", i);
-            fail |= add(&l, TERN_WK_SCALE, 0, 1, H, 0, 0, "layers.%d.router.scale", i);
-            fail |= add(&l, TERN_WK_SCALE, 0, 1, E, 0, 0, "layers.%d.router.per_expert_scale", i);
+            fail |= tern_wspec_add(&l, TERN_WK_SCALE, 0, 1, H, 0, 0, "layers.%d.router.scale", i);
+            fail |= tern_wspec_add(&l, TERN_WK_SCALE, 0, 1, E, 0, 0, "layers.%d.router.per_expert_scale", i);
             if (layout == TERN_LAYOUT_HF && !c->experts_split) {
-                fail |= add(&l, TERN_WK_EXPERTS, 0, 3, E, 2 * I, H, "layers.%d.experts.gate_up_proj", i);
-                fail |= add(&l, TERN_WK_EXPERTS, 0, 3, E, H, I, "layers.%d.experts.down_proj", i);
+                fail |= tern_wspec_add(&l, TERN_WK_EXPERTS, 0, 3, E, 2 * I, H, "layers.%d.experts.gate_up_proj", i);
+                fail |= tern_wspec_add(&l, TERN_WK_EXPERTS, 0, 3, E, H, I, "layers.%d.experts.down_proj", i);
             } else {
-                fail |= add(&l, TERN_WK_EXPERTS, 1, 3, E, I, H, "layers.%d.experts.switch_glu.gate_proj", i);
-                fail |= add(&l, TERN_WK_EXPERTS, 1, 3, E, I, H, "layers.%d.experts.switch_glu.up_proj", i);
-                fail |= add(&l, TERN_WK_EXPERTS, 1, 3, E, H, I, "layers.%d.experts.switch_glu.down_proj", i);
+                fail |= tern_wspec_add(&l, TERN_WK_EXPERTS, 1, 3, E, I, H, "layers.%d.experts.switch_glu.gate_proj", i);
+                fail |= tern_wspec_add(&l, TERN_WK_EXPERTS, 1, 3, E, I, H, "layers.%d.experts.switch_glu.up_proj", i);
+                fail |= tern_wspec_add(&l, TERN_WK_EXPERTS, 1, 3, E, H, I, "layers.%d.experts.switch_glu.down_proj", i);
             }
             NORM(H, "layers.%d.pre_feedforward_layernorm_2", i);
             NORM(H, "layers.%d.post_feedforward_layernorm_1", i);
@@ -109,7 +69,7 @@ tern_err *tern_gemma4_specs(const tern_gemma4_config *c, tern_layout layout, ter
             LIN(H, P, "layers.%d.per_layer_projection", i);
             NORM(H, "layers.%d.post_per_layer_input_norm", i);
         }
-        fail |= add(&l, TERN_WK_SCALE, 0, 1, 1, 0, 0, "layers.%d.layer_scalar", i);
+        fail |= tern_wspec_add(&l, TERN_WK_SCALE, 0, 1, 1, 0, 0, "layers.%d.layer_scalar", i);
     }
     NORM(H, "norm");
     if (fail) {
@@ -121,16 +81,34 @@ tern_err *tern_gemma4_specs(const tern_gemma4_config *c, tern_layout layout, ter
     return NULL;
 }
 
-uint64_t tern_gemma4_weights_decode_bytes(const tern_gemma4_weights *w, const tern_gemma4_config *c) {
-    double total = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        const tern_wspec *s = &w->specs[i];
-        if (s->kind == TERN_WK_NORM || s->kind == TERN_WK_SCALE || !strcmp(s->name, "embed_tokens_per_layer"))
-            continue;
-        double b = (double)tern_weight_bytes(&w->w[i]);
-        if (s->kind == TERN_WK_EXPERTS)
-            b *= (double)c->top_k_experts / (double)c->num_experts;
-        total += b;
+tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const tern_quant_config *qc, const tern_checkpoint *ck,
+                           tern_weights **out) {
+    *out = NULL;
+    tern_layout layout = TERN_LAYOUT_HF;
+    for (int l = 0; l < TERN_LAYOUT_COUNT; l++) {
+        char probe[128];
+        snprintf(probe, sizeof probe, "%sembed_tokens.weight", tern_layout_prefix((tern_layout)l));
+        if (tern_checkpoint_find(ck, probe)) {
+            layout = (tern_layout)l;
+            break;
+        }
     }
-    return (uint64_t)total;
+    tern_wspec *specs;
+    size_t n;
+    TERN_TRY(tern_gemma4_specs(c, layout, &specs, &n));
+    TERN_TRY(tern_weights_bind(specs, n, layout, qc, ck, out));
+    /* The K/V tensors of KV-shared layers are stored by some converters and read by nobody: say so. */
+    tern_weights *w = *out;
+    for (size_t i = 0; i < w->n_extra; i++) {
+        const char *e = w->extra[i];
+        if (!strstr(e, "self_attn.k_proj") && !strstr(e, "self_attn.v_proj") && !strstr(e, "self_attn.k_norm"))
+            continue;
+        static const char note[] = " (ignored: KV-shared layer)";
+        char *x = realloc(w->extra[i], strlen(e) + sizeof note);
+        if (!x)
+            continue; /* the note is lost, the name stays */
+        strcat(x, note);
+        w->extra[i] = x;
+    }
+    return NULL;
 }

@@ -10,7 +10,7 @@
 #include "formats/checkpoint_dir.h"
 #include "formats/gguf.h"
 
-static const tern_arch *const TABLE[] = {&tern_arch_gemma4};
+static const tern_arch *const TABLE[] = {&tern_arch_gemma4, &tern_arch_llama, &tern_arch_qwen2, &tern_arch_qwen3};
 
 struct tern_lm_spec {
     const tern_arch *arch;
@@ -24,7 +24,17 @@ struct tern_lm {
     void *impl;
 };
 
-static const tern_arch *find_arch(const char *type) {
+/* "gemma4, gemma4_text, llama, ..." — every model_type the table runs (from GGUF only: gguf set), into buf. */
+static const char *arch_list(int gguf, char *buf, size_t len) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof TABLE / sizeof TABLE[0]; i++)
+        for (int k = 0; TABLE[i]->model_types[k] && (!gguf || TABLE[i]->gguf) && at < len; k++)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", TABLE[i]->model_types[k]);
+    return buf;
+}
+
+const tern_arch *tern_arch_find(const char *type) {
     for (size_t i = 0; i < sizeof TABLE / sizeof TABLE[0]; i++)
         for (int k = 0; TABLE[i]->model_types[k]; k++)
             if (!strcmp(TABLE[i]->model_types[k], type))
@@ -49,11 +59,12 @@ static tern_err *spec_load_gguf(const char *file, tern_lm_spec **out) {
     char *name = NULL;
     tern_err *err = tern_gguf_get_str_dup(g, "general.architecture", &name);
     tern_gguf_close(g);
-    const tern_arch *arch = err ? NULL : find_arch(name);
+    const tern_arch *arch = err ? NULL : tern_arch_find(name);
     tern_lm_spec *s = NULL;
+    char list[256];
     if (!err && (!arch || !arch->gguf))
         err = tern_errf(TERN_EUNSUPPORTED, "%s: general.architecture \"%s\" is not one tern runs from GGUF (it runs: "
-                        "gemma4)", file, name);
+                        "%s)", file, name, arch_list(1, list, sizeof list));
     else if (!err && (!(s = calloc(1, sizeof *s)) || !(s->dir = strdup(file))))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     else if (!err) {
@@ -86,12 +97,13 @@ tern_err *tern_lm_spec_load(const char *dir, tern_lm_spec **out) {
     tern_lm_spec *s = NULL;
     if (!err) {
         const json_t *mt = json_object_get(root, "model_type");
-        const tern_arch *arch = json_is_string(mt) ? find_arch(json_string_value(mt)) : NULL;
+        const tern_arch *arch = json_is_string(mt) ? tern_arch_find(json_string_value(mt)) : NULL;
         if (!json_is_string(mt)) {
             err = tern_errf(TERN_EFORMAT, "%s: no \"model_type\" (which architecture is this?)", cfg_path);
         } else if (!arch) {
-            err = tern_errf(TERN_EUNSUPPORTED, "%s: model_type \"%s\" is not one tern runs (it runs: gemma4, "
-                            "gemma4_text)", cfg_path, json_string_value(mt));
+            char list[256];
+            err = tern_errf(TERN_EUNSUPPORTED, "%s: model_type \"%s\" is not one tern runs (it runs: %s)", cfg_path,
+                            json_string_value(mt), arch_list(0, list, sizeof list));
         } else if (!(s = calloc(1, sizeof *s)) || !(s->dir = strdup(dir))) {
             err = tern_errf(TERN_ENOMEM, "out of memory");
         } else {

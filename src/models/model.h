@@ -20,6 +20,7 @@
 #include "core/threadpool.h"
 #include "kv/kv_cache.h"
 #include "models/batch.h"
+#include "models/weights.h"
 
 #define TERN_LM_MAX_LAYERS 256
 #define TERN_LM_MAX_EOS 8
@@ -112,9 +113,17 @@ typedef struct tern_arch {
     tern_err *(*forward)(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
     void (*set_profile)(void *impl, tern_lm_profile *p);
     void (*embed)(const void *impl, int32_t id, float *out); /* id inside the vocabulary */
+    /* The tensor list config.json's root describes (names relative to "model."), for `tern synth`; NULL when the
+     * family synthesizes its own way (Gemma 4: synth.c). */
+    tern_err *(*synth_specs)(const json_t *root, tern_wspec **specs, size_t *n);
 } tern_arch;
+
+/* The table entry that runs config.json model_type `type`, or NULL. */
+const tern_arch *tern_arch_find(const char *type);
 
 /* The Gemma 4 text decoder (gemma4_arch.c). */
 extern const tern_arch tern_arch_gemma4;
+/* The dense decoder's families (dense.h): Llama 3 / Mistral, Qwen 2.5, Qwen 3. */
+extern const tern_arch tern_arch_llama, tern_arch_qwen2, tern_arch_qwen3;
 
 #endif

@@ -12,6 +12,7 @@
 #include "models/ckpt_write.h"
 #include "models/gemma4_config.h"
 #include "models/gemma4_weights.h"
+#include "models/model.h"
 #include "tensor/ops.h"
 
 /* Where each output row comes from: a source weight and a row offset (HF stacks gate and up per expert). */
@@ -40,21 +41,21 @@ static tern_dtype float_dtype_of(const tern_weight *w) {
 }
 
 /* Resolves the source of output tensor `name` (in the MLX naming) among the bound source weights. */
-static tern_err *find_source(const tern_gemma4_weights *gw, const tern_gemma4_config *c, const char *name, row_src *s) {
+static tern_err *find_source(const tern_weights *gw, const tern_gemma4_config *c, const char *name, row_src *s) {
     memset(s, 0, sizeof *s);
     const char *sw = strstr(name, "experts.switch_glu.");
     if (sw && gw->layout == TERN_LAYOUT_HF) {
         char base[128];
         snprintf(base, sizeof base, "%.*sexperts.%s", (int)(sw - name), name,
                  strstr(sw, "down_proj") ? "down_proj" : "gate_up_proj");
-        s->w = tern_gemma4_find(gw, base);
+        s->w = tern_weights_find(gw, base);
         if (!strstr(sw, "down_proj")) { /* gate rows first, then up, per expert */
             s->rows_per_block = c->moe_intermediate_size;
             s->block_stride = 2 * c->moe_intermediate_size;
             s->offset = strstr(sw, "up_proj") ? c->moe_intermediate_size : 0;
         }
     } else {
-        s->w = tern_gemma4_find(gw, name);
+        s->w = tern_weights_find(gw, name);
     }
     if (!s->w || s->w->fmt == TERN_WF_NONE)
         return tern_errf(TERN_ENOTFOUND, "no source tensor for %s", name);
@@ -94,17 +95,23 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
         return tern_errf(TERN_EINVAL, "--group must be 32, 64 or 128, got %d", group);
     char *cfg_path = tern_path_join(in_dir, "config.json");
     json_t *root = NULL;
-    tern_gemma4_config c;
+    tern_gemma4_config c = {0};
     tern_quant_config *src_qc = NULL, *qc = NULL;
     tern_checkpoint *ck = NULL;
-    tern_gemma4_weights *gw = NULL;
+    tern_weights *gw = NULL;
     tern_wspec *specs = NULL;
     tern_out_tensor *plan = NULL;
     row_src *src = NULL;
     tern_raw_tensor *raw = NULL;
     size_t n = 0, n_raw = 0;
     tern_err *err = cfg_path ? tern_json_load_file(cfg_path, 16u << 20, &root) : tern_errf(TERN_ENOMEM, "oom");
-    if (!err)
+    /* A family that lists its tensors from the config alone (the dense ones) is read and written in the "model."
+     * layout; Gemma 4 is read in its own layout and written in mlx-vlm's. */
+    const tern_arch *arch = err ? NULL : tern_arch_find(json_string_value(json_object_get(root, "model_type")) ?
+                                                        json_string_value(json_object_get(root, "model_type")) : "");
+    const int listed = arch && arch->synth_specs;
+    const tern_layout out_layout = listed ? TERN_LAYOUT_MLX_LM : TERN_LAYOUT_MLX_VLM;
+    if (!err && !listed)
         err = tern_err_wrap(tern_gemma4_config_parse(root, &c), "%s", cfg_path);
     if (!err)
         err = tern_quant_config_parse(root, &src_qc);
@@ -112,8 +119,14 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
         err = tern_errf(TERN_EINVAL, "%s is already quantized (config.json has a quantization section)", in_dir);
     if (!err)
         err = tern_checkpoint_open(in_dir, &ck);
-    if (!err)
+    if (!err && listed) {
+        tern_wspec *in_specs = NULL;
+        err = tern_err_wrap(arch->synth_specs(root, &in_specs, &n), "%s", cfg_path);
+        if (!err)
+            err = tern_weights_bind(in_specs, n, TERN_LAYOUT_MLX_LM, src_qc, ck, &gw);
+    } else if (!err) {
         err = tern_gemma4_bind(&c, src_qc, ck, &gw);
+    }
     if (!err && gw->n_problems)
         err = tern_errf(TERN_EFORMAT, "%s: %s (run 'tern info %s')", in_dir, gw->problems[0], in_dir);
     /* The output config: the input's, with MLX's quantization section. */
@@ -124,14 +137,14 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
         err = tern_quant_config_parse(root, &qc);
     }
     if (!err)
-        err = tern_gemma4_specs(&c, TERN_LAYOUT_MLX_VLM, &specs, &n);
+        err = listed ? arch->synth_specs(root, &specs, &n) : tern_gemma4_specs(&c, out_layout, &specs, &n);
     if (!err && (!(plan = calloc(n, sizeof *plan)) || !(src = calloc(n, sizeof *src))))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && !err; i++) {
         err = find_source(gw, &c, specs[i].name, &src[i]);
         if (!err) {
             tern_dtype fdt = float_dtype_of(src[i].w);
-            tern_ckpt_plan(&plan[i], &specs[i], TERN_LAYOUT_MLX_VLM, qc, fdt, fdt);
+            tern_ckpt_plan(&plan[i], &specs[i], out_layout, qc, fdt, fdt);
         }
     }
     /* Everything outside the text decoder (towers) is copied as stored. */
@@ -141,7 +154,13 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
         err = tern_errf(TERN_ENOMEM, "out of memory");
     for (size_t i = 0; i < nt && !err; i++) {
         const tern_tensor *t = tern_checkpoint_at(ck, i);
-        if (!strncmp(t->name, prefix, strlen(prefix)))
+        int planned = !strncmp(t->name, prefix, strlen(prefix));
+        for (size_t k = 0; k < n && !planned; k++) { /* a rooted tensor of the list (an untied lm_head) */
+            char full[256];
+            tern_wspec_full_name(&specs[k], out_layout, NULL, full, sizeof full);
+            planned = specs[k].rooted && !strcmp(full, t->name);
+        }
+        if (planned)
             continue;
         tern_raw_tensor *r = &raw[n_raw++];
         r->spec.name = t->name;
@@ -164,7 +183,7 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
     free(src);
     free(plan);
     free(specs);
-    tern_gemma4_weights_free(gw);
+    tern_weights_free(gw);
     tern_checkpoint_close(ck);
     tern_quant_config_free(qc);
     tern_quant_config_free(src_qc);

@@ -17,6 +17,7 @@
 #include "models/gemma4_audio.h"
 #include "models/gemma4_config.h"
 #include "models/gemma4_weights.h"
+#include "models/model.h"
 #include "tensor/quant_mlx.h"
 #include "tokenizer/hf_export.h"
 
@@ -93,15 +94,65 @@ static json_t *preset_config(const preset *p) {
     return root;
 }
 
+/* The dense families' presets: shapes, RoPE and special ids from the published config.json files. */
+typedef struct dense_preset {
+    const char *name, *model_type, *architecture;
+    int64_t hidden, ffn, layers, heads, kv, head_dim, vocab, ctx, bos, eos[3];
+    double theta, eps, llama3_factor; /* llama3 RoPE scaling's factor, 0 for none */
+    int tied;
+} dense_preset;
+
+static const dense_preset dense_presets[] = {
+    {"llama-3.2-1b", "llama", "LlamaForCausalLM", 2048, 8192, 16, 32, 8, 64, 128256, 131072, 128000,
+     {128001, 128008, 128009}, 500000, 1e-5, 32, 1},
+    {"llama-3.1-8b", "llama", "LlamaForCausalLM", 4096, 14336, 32, 32, 8, 128, 128256, 131072, 128000,
+     {128001, 128008, 128009}, 500000, 1e-5, 8, 0},
+    {"qwen2.5-0.5b", "qwen2", "Qwen2ForCausalLM", 896, 4864, 24, 14, 2, 64, 151936, 32768, 151643, {151645, 151643, -1},
+     1000000, 1e-6, 0, 1},
+    {"qwen3-0.6b", "qwen3", "Qwen3ForCausalLM", 1024, 3072, 28, 16, 8, 128, 151936, 40960, 151643, {151645, 151643, -1},
+     1000000, 1e-6, 0, 1},
+    {"qwen3-4b", "qwen3", "Qwen3ForCausalLM", 2560, 9728, 36, 32, 8, 128, 151936, 40960, 151643, {151645, 151643, -1},
+     1000000, 1e-6, 0, 1},
+    {"qwen3-8b", "qwen3", "Qwen3ForCausalLM", 4096, 12288, 36, 32, 8, 128, 151936, 40960, 151643, {151645, 151643, -1},
+     1000000, 1e-6, 0, 0},
+};
+
+static json_t *dense_preset_config(const dense_preset *p) {
+    json_t *c = json_pack("{s:[s],s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:b,s:s,s:I,s:b}", "architectures",
+                          p->architecture, "model_type", p->model_type, "vocab_size", (json_int_t)p->vocab,
+                          "hidden_size", (json_int_t)p->hidden, "intermediate_size", (json_int_t)p->ffn,
+                          "num_hidden_layers", (json_int_t)p->layers, "num_attention_heads", (json_int_t)p->heads,
+                          "num_key_value_heads", (json_int_t)p->kv, "head_dim", (json_int_t)p->head_dim,
+                          "max_position_embeddings", (json_int_t)p->ctx, "rope_theta", p->theta, "rms_norm_eps",
+                          p->eps, "tie_word_embeddings", p->tied, "hidden_act", "silu", "bos_token_id",
+                          (json_int_t)p->bos, "attention_bias", 0);
+    json_t *eos = json_array();
+    for (int i = 0; i < 3 && p->eos[i] >= 0; i++)
+        json_array_append_new(eos, json_integer(p->eos[i]));
+    json_object_set_new(c, "eos_token_id", eos);
+    if (p->llama3_factor > 0)
+        json_object_set_new(c, "rope_scaling",
+                            json_pack("{s:s,s:f,s:f,s:f,s:i}", "rope_type", "llama3", "factor", p->llama3_factor,
+                                      "low_freq_factor", 1.0, "high_freq_factor", 4.0,
+                                      "original_max_position_embeddings", 8192));
+    return c;
+}
+
 tern_err *tern_synth_config(const char *preset_or_path, json_t **out) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(preset_or_path, presets[i].name)) {
             *out = preset_config(&presets[i]);
             return *out ? NULL : tern_errf(TERN_ENOMEM, "out of memory building preset");
         }
+    for (size_t i = 0; i < sizeof dense_presets / sizeof dense_presets[0]; i++)
+        if (!strcmp(preset_or_path, dense_presets[i].name)) {
+            *out = dense_preset_config(&dense_presets[i]);
+            return *out ? NULL : tern_errf(TERN_ENOMEM, "out of memory building preset");
+        }
     if (!tern_is_file(preset_or_path))
-        return tern_errf(TERN_EINVAL, "unknown preset '%s' (tiny, e2b, e4b, 12b, 26b-a4b, 31b, e4b-moe-like, or a "
-                         "config.json path)", preset_or_path);
+        return tern_errf(TERN_EINVAL, "unknown preset '%s' (tiny, e2b, e4b, 12b, 26b-a4b, 31b, e4b-moe-like, "
+                         "llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b, qwen3-0.6b, qwen3-4b, qwen3-8b, or a config.json "
+                         "path)", preset_or_path);
     return tern_json_load_file(preset_or_path, 16u << 20, out);
 }
 
@@ -150,7 +201,7 @@ static float normal01(uint64_t *s) {
 
 /* Mean and spread of a tensor's values: linear N(0, 1/sqrt(in)); embeddings scaled so that
  * the looked-up vector times sqrt(its width) is ~N(0, 1); norms and scales near 1. */
-static void init_scale(const tern_wspec *s, const tern_gemma4_config *c, float *mean, float *std) {
+static void init_scale(const tern_wspec *s, int64_t ple_width, float *mean, float *std) {
     int64_t in = s->shape[s->ndim - 1];
     *mean = 0.0f;
     *std = 1.0f;
@@ -158,8 +209,9 @@ static void init_scale(const tern_wspec *s, const tern_gemma4_config *c, float *
     case TERN_WK_LINEAR:
     case TERN_WK_EXPERTS: *std = 1.0f / sqrtf((float)in); break;
     case TERN_WK_EMBED:
-        *std = 1.0f / sqrtf((float)(strstr(s->name, "per_layer") ? c->hidden_size_per_layer_input : in));
+        *std = 1.0f / sqrtf((float)(strstr(s->name, "per_layer") ? ple_width : in));
         break;
+    case TERN_WK_BIAS: *std = 0.5f; break; /* large enough that a missing bias shows in the logits */
     case TERN_WK_NORM:
     case TERN_WK_SCALE:
         *mean = 1.0f;
@@ -170,7 +222,7 @@ static void init_scale(const tern_wspec *s, const tern_gemma4_config *c, float *
 
 typedef struct synth_rows {
     const tern_out_tensor *ts;
-    const tern_gemma4_config *c;
+    int64_t ple_width; /* Gemma 4's per-layer input width */
     uint64_t seed;
 } synth_rows;
 
@@ -179,7 +231,7 @@ static tern_err *synth_row(void *ctx, size_t index, int64_t row, float *out) {
     const synth_rows *sr = ctx;
     const tern_wspec *s = sr->ts[index].spec;
     float mean, std;
-    init_scale(s, sr->c, &mean, &std);
+    init_scale(s, sr->ple_width, &mean, &std);
     uint64_t st = hash_name(s->name, sr->seed) + (uint64_t)row * 0x632be59bd9b4e019ull;
     for (int64_t k = 0; k < s->shape[s->ndim - 1]; k++)
         out[k] = mean + std * normal01(&st);
@@ -192,6 +244,42 @@ static tern_err *write_json(const char *dir, const char *name, json_t *v) {
     free(path);
     json_decref(v);
     return e;
+}
+
+/* Gemma 4's tensor list for the config (the text decoder, and with o->audio the tower: its float tensors in raw),
+ * the layout it is written in, its vocabulary and per-layer input widths. */
+static tern_err *gemma4_specs(json_t *config, const tern_synth_opts *o, int quant, tern_wspec **specs, size_t *n,
+                              tern_layout *layout, tern_raw_tensor **raw, size_t *n_raw, void **audio, int64_t *vocab,
+                              int64_t *ple_width) {
+    tern_gemma4_config c;
+    tern_wspec *aspecs = NULL;
+    size_t n_aspecs = 0;
+    TERN_TRY(tern_gemma4_config_parse(config, &c));
+    *vocab = c.vocab_size;
+    *ple_width = c.hidden_size_per_layer_input;
+    *layout = quant ? TERN_LAYOUT_MLX_VLM : TERN_LAYOUT_HF;
+    if (o->audio) {
+        /* The tower and the ids of the Gemma 4 vocabulary's audio markers (the processor config's). */
+        if (!json_is_object(json_object_get(config, "audio_config")))
+            json_object_set_new(config, "audio_config", tern_gemma4_audio_synth_config(c.hidden_size));
+        json_object_set_new(config, "audio_token_id", json_integer(258881));
+        json_object_set_new(config, "boa_token_id", json_integer(256000));
+        json_object_set_new(config, "eoa_token_id", json_integer(258883));
+        json_object_set_new(config, "eoa_token_index", json_integer(258883));
+        TERN_TRY(tern_gemma4_audio_synth_tensors(config, quant, o->seed, &aspecs, &n_aspecs, raw, n_raw, audio));
+    }
+    tern_err *err = tern_gemma4_specs(&c, *layout, specs, n);
+    if (!err && n_aspecs) {
+        tern_wspec *all = realloc(*specs, (*n + n_aspecs) * sizeof *all);
+        if (!all)
+            err = tern_errf(TERN_ENOMEM, "out of memory");
+        else {
+            memcpy(all + *n, aspecs, n_aspecs * sizeof *all);
+            *specs = all;
+            *n += n_aspecs;
+        }
+    }
+    return err;
 }
 
 tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, const char *out_dir) {
@@ -220,47 +308,37 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
         json_object_del(config, "quantization");
         json_object_del(config, "quantization_config");
     }
-    tern_gemma4_config c;
     tern_quant_config *qc = NULL;
-    tern_wspec *specs = NULL, *aspecs = NULL;
+    tern_wspec *specs = NULL;
     tern_raw_tensor *raw = NULL;
     void *audio = NULL;
     tern_out_tensor *plan = NULL;
-    size_t n = 0, n_aspecs = 0, n_raw = 0;
-    tern_err *err = tern_gemma4_config_parse(config, &c);
-    if (!err && o->audio) {
-        /* The tower and the ids of the Gemma 4 vocabulary's audio markers (the processor config's). */
-        if (!json_is_object(json_object_get(config, "audio_config")))
-            json_object_set_new(config, "audio_config", tern_gemma4_audio_synth_config(c.hidden_size));
-        json_object_set_new(config, "audio_token_id", json_integer(258881));
-        json_object_set_new(config, "boa_token_id", json_integer(256000));
-        json_object_set_new(config, "eoa_token_id", json_integer(258883));
-        json_object_set_new(config, "eoa_token_index", json_integer(258883));
-        err = tern_gemma4_audio_synth_tensors(config, quant, o->seed, &aspecs, &n_aspecs, &raw, &n_raw, &audio);
+    size_t n = 0, n_raw = 0;
+    synth_rows sr = {.seed = o->seed};
+    int64_t vocab = 0;
+    tern_layout layout = TERN_LAYOUT_MLX_LM;
+    const tern_arch *arch = tern_arch_find(json_string_value(json_object_get(config, "model_type")) ?
+                                           json_string_value(json_object_get(config, "model_type")) : "");
+    tern_err *err = NULL;
+    const int gemma = !(arch && arch->synth_specs);
+    if (!gemma) { /* a family that lists its tensors from the config alone */
+        err = o->audio ? tern_errf(TERN_EINVAL, "--audio: only Gemma 4 has an audio tower") : NULL;
+        if (!err)
+            err = arch->synth_specs(config, &specs, &n);
+        vocab = json_integer_value(json_object_get(config, "vocab_size"));
+    } else {
+        err = gemma4_specs(config, o, quant, &specs, &n, &layout, &raw, &n_raw, &audio, &vocab, &sr.ple_width);
     }
     if (!err)
         err = tern_quant_config_parse(config, &qc);
     if (!err)
         err = tern_mkdir_p(out_dir);
-    tern_layout layout = quant ? TERN_LAYOUT_MLX_VLM : TERN_LAYOUT_HF;
-    if (!err)
-        err = tern_gemma4_specs(&c, layout, &specs, &n);
-    if (!err && n_aspecs) {
-        tern_wspec *all = realloc(specs, (n + n_aspecs) * sizeof *all);
-        if (!all)
-            err = tern_errf(TERN_ENOMEM, "out of memory");
-        else {
-            memcpy(all + n, aspecs, n_aspecs * sizeof *all);
-            specs = all;
-            n += n_aspecs;
-        }
-    }
     if (!err && !(plan = calloc(n, sizeof *plan)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     tern_dtype fdt = o->dtype == TERN_SYNTH_F32 ? TERN_DT_F32 : o->dtype == TERN_SYNTH_F16 ? TERN_DT_F16 : TERN_DT_BF16;
     for (size_t i = 0; i < n && !err; i++)
         tern_ckpt_plan(&plan[i], &specs[i], layout, qc, fdt, TERN_DT_BF16);
-    synth_rows sr = {plan, &c, o->seed};
+    sr.ts = plan;
     if (!err)
         err = tern_ckpt_write(out_dir, plan, n, raw, n_raw, synth_row, &sr, o->shard_bytes, quant ? "mlx" : "pt");
     if (!err && o->audio)
@@ -274,11 +352,15 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
                                    "per_bin_stddev"));
     if (!err)
         err = write_json(out_dir, "config.json", json_incref(config));
-    if (!err)
+    if (!err && gemma)
         err = write_json(out_dir, "generation_config.json",
                          json_pack("{s:i,s:[i,i],s:i}", "bos_token_id", 2, "eos_token_id", 1, 106, "pad_token_id", 0));
+    else if (!err)
+        err = write_json(out_dir, "generation_config.json",
+                         json_pack("{s:O?,s:O?}", "bos_token_id", json_object_get(config, "bos_token_id"),
+                                   "eos_token_id", json_object_get(config, "eos_token_id")));
     if (!err)
-        err = tern_hf_export_tokenizer(o->vocab_gguf, c.vocab_size, out_dir);
+        err = tern_hf_export_tokenizer(o->vocab_gguf, vocab, out_dir);
     free(plan);
     free(specs);
     tern_gemma4_audio_synth_free(audio);

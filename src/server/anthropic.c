@@ -192,7 +192,7 @@ void *srv_messages_run_new(tern_server *s, int streaming, int parse_tools, int64
     for (int i = 0; i < n_stops && i < TERN_MAX_STOP_STRINGS; i++)
         if ((c->stops[i] = strdup(stops[i])))
             c->n_stops++;
-    tern_err *err = tern_reply_parser_new(parse_tools, &c->parser);
+    tern_err *err = tern_reply_parser_new(srv_dialect(s), parse_tools, &c->parser);
     if (err || !c->content || c->n_stops != n_stops) {
         tern_err_free(err);
         msg_free(c);
@@ -221,8 +221,8 @@ json_t *srv_messages_response(void *run) {
 
 /* thinking → chat_template_kwargs.enable_thinking; tool_choice → which tools the model sees, and for "any" / "tool"
  * the grammar of the forced call (*gbnf, NULL otherwise). */
-static tern_err *anthropic_options(const json_t *body, json_t **tools, json_t **kwargs, int *parse_tools,
-                                   char **gbnf) {
+static tern_err *anthropic_options(const tern_server *s, const json_t *body, json_t **tools, json_t **kwargs,
+                                   int *parse_tools, char **gbnf) {
     *gbnf = NULL;
     *kwargs = json_object();
     if (!*kwargs)
@@ -267,13 +267,13 @@ static tern_err *anthropic_options(const json_t *body, json_t **tools, json_t **
                 json_t *only = json_pack("[O]", tool);
                 json_decref(*tools);
                 *tools = only;
-                return only ? srv_tool_call_grammar(only, NULL, gbnf) : tern_errf(TERN_ENOMEM, "out of memory");
+                return only ? srv_tool_call_grammar(s, only, NULL, gbnf) : tern_errf(TERN_ENOMEM, "out of memory");
             }
         }
         return tern_errf(TERN_EINVAL, "'tool_choice' names tool '%.64s', which is not among 'tools'",
                          json_string_value(name));
     }
-    return !strcmp(t, "any") ? srv_tool_call_grammar(*tools, NULL, gbnf) : NULL;
+    return !strcmp(t, "any") ? srv_tool_call_grammar(s, *tools, NULL, gbnf) : NULL;
 }
 
 /* Messages + options → prompt ids. */
@@ -283,7 +283,7 @@ static tern_err *build_prompt(tern_server *s, const json_t *body, int32_t **ids,
     *gbnf = NULL;
     tern_err *err = tern_chat_from_anthropic(body, &msgs, &tools);
     if (!err)
-        err = anthropic_options(body, &tools, &kwargs, parse_tools, gbnf);
+        err = anthropic_options(s, body, &tools, &kwargs, parse_tools, gbnf);
     if (!err)
         err = srv_chat_prompt(s, msgs, tools, kwargs, 1, ids, n);
     json_decref(msgs);

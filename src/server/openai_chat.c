@@ -1,7 +1,7 @@
 /* openai_chat.c — POST /v1/chat/completions: messages through the model's chat template, generation, and the
- * reply split by the Gemma 4 parser into content, reasoning_content and tool_calls. Streaming sends
- * chat.completion.chunk frames: first the role, then content / reasoning / tool-call deltas, then a chunk with
- * finish_reason (and usage, unless stream_options.include_usage asks for OpenAI's separate usage chunk),
+ * reply split by the model's reply parser (chat/tool_calls.h) into content, reasoning_content and tool_calls.
+ * Streaming sends chat.completion.chunk frames: first the role, then content / reasoning / tool-call deltas, then a
+ * chunk with finish_reason (and usage, unless stream_options.include_usage asks for OpenAI's separate usage chunk),
  * then "data: [DONE]". */
 #include <stdlib.h>
 #include <string.h>
@@ -178,7 +178,7 @@ void *srv_chat_run_new(tern_server *s, int streaming, int include_usage, int par
     c->include_usage = include_usage;
     c->tool_calls = json_array();
     c->lp = json_array();
-    tern_err *err = tern_reply_parser_new(parse_tools, &c->parser);
+    tern_err *err = tern_reply_parser_new(srv_dialect(s), parse_tools, &c->parser);
     if (err || !c->tool_calls || !c->lp) {
         tern_err_free(err);
         chat_free(c);
@@ -312,7 +312,7 @@ int srv_handle_chat(srv_req *r, json_t *body) {
         err = srv_resolve_tools(body, &tools, &parse_tools, &forced);
     if (!err) { /* a forced tool call, else the response format's grammar (or llama.cpp's `grammar`) */
         char *gbnf = NULL;
-        err = forced ? srv_tool_call_grammar(tools, NULL, &gbnf) : srv_response_grammar(body, &gbnf);
+        err = forced ? srv_tool_call_grammar(s, tools, NULL, &gbnf) : srv_response_grammar(body, &gbnf);
         srv_params_set_grammar(&p, gbnf, forced);
     }
     if (!err && !tools) /* no tools, or tool_choice "none": still check what was sent */

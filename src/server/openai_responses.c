@@ -598,7 +598,7 @@ static tern_err *run_new(tern_server *s, resp_in *in, int streaming, int parse_t
     c->input_items = in->input_items;
     c->history = in->history;
     in->resp = in->input_items = in->history = NULL;
-    tern_err *err = tern_reply_parser_new(parse_tools, &c->parser);
+    tern_err *err = tern_reply_parser_new(srv_dialect(s), parse_tools, &c->parser);
     if (err) {
         resp_free(c);
         return err;
@@ -677,7 +677,7 @@ int srv_handle_responses(srv_req *r, json_t *body) {
     if (!err) {
         char *gbnf = NULL;
         if (forced)
-            err = srv_tool_call_grammar(tools, NULL, &gbnf);
+            err = srv_tool_call_grammar(s, tools, NULL, &gbnf);
         else
             gbnf = in.gbnf, in.gbnf = NULL;
         srv_params_set_grammar(&p, gbnf, forced);

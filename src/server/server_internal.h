@@ -292,9 +292,13 @@ typedef struct srv_params {
 /* The grammar of the body's response_format (json_object, json_schema) or llama.cpp `grammar` field; *gbnf NULL
  * (no error) when the body asks for neither. Errors name the field (a 400). */
 tern_err *srv_response_grammar(const json_t *body, char **gbnf);
-/* The grammar of one forced tool call in Gemma 4's syntax: a call of `only` (NULL: any of `tools`, OpenAI-style
+/* The grammar of one forced tool call in the model's dialect (srv_dialect): a call of `only` (NULL: any of `tools`, OpenAI-style
  * [{"type":"function","function":{name, parameters}}]) with arguments valid against its parameters schema. */
-tern_err *srv_tool_call_grammar(const json_t *tools, const char *only, char **gbnf);
+tern_err *srv_tool_call_grammar(const tern_server *s, const json_t *tools, const char *only, char **gbnf);
+/* The markup the model writes tool calls and reasoning in (its chat format's; Gemma 4's without one). */
+static inline const tern_reply_dialect *srv_dialect(const tern_server *s) {
+    return s->chat && s->chat->dialect ? s->chat->dialect : &tern_dialect_gemma4;
+}
 /* Puts a grammar into the request (p owns it from here). */
 void srv_params_set_grammar(srv_params *p, char *gbnf, int special);
 

@@ -6,12 +6,12 @@
  *                                                                 strict subset, other keywords refused)
  *   grammar "root ::= ..."                                        llama.cpp's field: the grammar as given
  *   tool_choice "required" / a named function (Anthropic: any / tool)
- *                                                                 one call, in Gemma 4's tool-call syntax, of an
+ *                                                                 one call, in the model's tool-call dialect, of an
  *                                                                 allowed tool with arguments valid against its
  *                                                                 parameters schema
  *
- * Each tool's argument grammar comes from the schema converter in Gemma's argument syntax; its rules are renamed
- * with the tool's index so several tools' grammars live in one. */
+ * Each tool's argument grammar comes from the schema converter in the dialect's argument syntax (JSON, or Gemma
+ * 4's); its rules are renamed with the tool's index so several tools' grammars live in one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +73,13 @@ static void close_objects(json_t *v, int depth) {
     }
 }
 
-tern_err *srv_tool_call_grammar(const json_t *tools, const char *only, char **gbnf) {
+tern_err *srv_tool_call_grammar(const tern_server *s, const json_t *tools, const char *only, char **gbnf) {
     *gbnf = NULL;
+    const tern_reply_dialect *d = srv_dialect(s);
     sbuf b = {0}, rules = {0};
-    int bad = sbuf_adds(&b, "root ::= " "\"" "<|tool_call>call:" "\" (");
+    int bad = sbuf_adds(&b, "root ::= ");
+    tern_gbnf_literal(&b, d->force_open, strlen(d->force_open));
+    bad |= sbuf_adds(&b, " (");
     size_t i, n = 0;
     json_t *t;
     tern_err *err = NULL;
@@ -94,7 +97,7 @@ tern_err *srv_tool_call_grammar(const json_t *tools, const char *only, char **gb
         }
         close_objects(copy, 0);
         char *args = NULL;
-        err = tern_json_schema_to_gbnf(copy, TERN_JSON_DIALECT_GEMMA, 0, &args);
+        err = tern_json_schema_to_gbnf(copy, d->json_args ? TERN_JSON_DIALECT_JSON : TERN_JSON_DIALECT_GEMMA, 0, &args);
         json_decref(copy);
         if (err) {
             err = tern_err_wrap(err, "tools[%zu].function.parameters", i);
@@ -104,11 +107,17 @@ tern_err *srv_tool_call_grammar(const json_t *tools, const char *only, char **gb
         snprintf(prefix, sizeof prefix, "t%zu-", i);
         bad |= sbuf_adds(&b, n++ ? " | " : " ");
         tern_gbnf_literal(&b, name, strlen(name));
+        if (*d->force_mid) {
+            bad |= sbuf_adds(&b, " ");
+            tern_gbnf_literal(&b, d->force_mid, strlen(d->force_mid));
+        }
         bad |= b.oom || sbuf_printf(&b, " t%zu-root", i);
         bad |= append_prefixed(&rules, args, prefix) || sbuf_adds(&rules, "\n");
         free(args);
     }
-    bad |= sbuf_adds(&b, " ) \"" TERN_G4_TOOL_CALL_CLOSE "\"\n") || sbuf_add(&rules, "", 1);
+    bad |= sbuf_adds(&b, " ) ");
+    tern_gbnf_literal(&b, d->force_close, strlen(d->force_close));
+    bad |= sbuf_adds(&b, "\n") || sbuf_add(&rules, "", 1);
     if (!err && !n)
         err = tern_errf(TERN_EINVAL, "'tool_choice': no tool to call");
     if (!err && bad)

@@ -1,4 +1,6 @@
-/* hf_export.c — GGUF vocabulary -> tokenizer.json (BPE, byte fallback, '▁' space marker).
+/* hf_export.c — GGUF vocabulary -> tokenizer.json: SentencePiece-style BPE (byte fallback, '▁' space marker) as
+ * Gemma's, or byte-level BPE (tokenizer.ggml.model "gpt2": Llama 3, Qwen) with the pre-tokenizer's regexes that
+ * tokenizer.ggml.pre names.
  *
  * The JSON is streamed with our own string escaper: the Gemma 4 vocabulary has 262144
  * tokens and 514906 merges, and building that as a jansson tree would cost hundreds of
@@ -13,6 +15,7 @@
 
 #include "core/fileio.h"
 #include "formats/gguf.h"
+#include "tokenizer/tok_internal.h"
 
 enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
 
@@ -73,8 +76,63 @@ static void map_put(tok_map *m, const char *s, size_t n, int64_t id) {
     m->ids[i] = id;
 }
 
+/* The pipeline of a SentencePiece-style vocabulary (Gemma's), up to the model's vocab. */
+static void write_sentencepiece(FILE *f) {
+    fputs("\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}, "
+          "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": "
+          "\"MergedWithPrevious\", \"invert\": false}, "
+          "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<bos>\", "
+          "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialToken\": {\"id\": "
+          "\"<bos>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": "
+          "\"<bos>\", \"type_id\": 1}}, {\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": "
+          "{\"<bos>\": {\"id\": \"<bos>\", \"ids\": [2], \"tokens\": [\"<bos>\"]}}}, "
+          "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "
+          "\"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}, "
+          "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", \"continuing_subword_prefix\": "
+          "null, \"end_of_word_suffix\": null, \"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false, "
+          "\"vocab\": {",
+          f);
+}
+
+/* The pipeline of a byte-level vocabulary: the pre-tokenizer's regexes splitting in turn, GPT-2's byte stand-ins,
+ * up to the model's vocab. */
+static void write_bytelevel(FILE *f, const tok_pre_name *pre) {
+    fputs("\"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [", f);
+    for (int i = 0; pre->regexes[i]; i++) {
+        fputs("{\"type\": \"Split\", \"pattern\": {\"Regex\": ", f);
+        put_json_str(f, pre->regexes[i], strlen(pre->regexes[i]));
+        fputs("}, \"behavior\": \"Isolated\", \"invert\": false}, ", f);
+    }
+    fprintf(f, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": "
+               "false}]}, \"post_processor\": null, \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": "
+               "true, \"trim_offsets\": true, \"use_regex\": true}, \"model\": {\"type\": \"BPE\", \"dropout\": "
+               "null, \"unk_token\": null, \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
+               "\"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": %s, \"vocab\": {",
+            pre->flags & TOK_PRE_IGNORE_MERGES ? "true" : "false");
+}
+
+/* The pre-tokenizer of a byte-level vocabulary (NULL for a SentencePiece-style one); an error for a byte-level
+ * one whose pre-tokenizer is unknown. */
+static tern_err *bytelevel_pre(const tern_gguf *g, const tok_pre_name **pre) {
+    *pre = NULL;
+    tern_gguf_str model = {0}, name = {0};
+    if (tern_gguf_find(g, "tokenizer.ggml.model") >= 0)
+        TERN_TRY(tern_gguf_get_str(g, "tokenizer.ggml.model", &model));
+    if (model.len != 4 || memcmp(model.ptr, "gpt2", 4))
+        return NULL;
+    if (tern_gguf_find(g, "tokenizer.ggml.pre") >= 0)
+        TERN_TRY(tern_gguf_get_str(g, "tokenizer.ggml.pre", &name));
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*s", (int)name.len, name.ptr ? name.ptr : "");
+    if (!(*pre = tok_pre_by_name(buf)))
+        return tern_errf(TERN_EUNSUPPORTED, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer tern knows", buf);
+    return NULL;
+}
+
 static tern_err *write_tokenizer_json(const tern_gguf *g, int64_t V, const char *path) {
     tern_gguf_array toks, types, merges;
+    const tok_pre_name *pre;
+    TERN_TRY(bytelevel_pre(g, &pre));
     TERN_TRY(tern_gguf_get_array(g, "tokenizer.ggml.tokens", &toks));
     TERN_TRY(tern_gguf_get_array(g, "tokenizer.ggml.token_type", &types));
     TERN_TRY(tern_gguf_get_array(g, "tokenizer.ggml.merges", &merges));
@@ -121,20 +179,11 @@ static tern_err *write_tokenizer_json(const tern_gguf *g, int64_t V, const char 
     }
     if (err)
         goto done;
-    fputs("], \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xe2\x96\x81\"}, "
-          "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": "
-          "\"MergedWithPrevious\", \"invert\": false}, "
-          "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<bos>\", "
-          "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialToken\": {\"id\": "
-          "\"<bos>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": "
-          "\"<bos>\", \"type_id\": 1}}, {\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": "
-          "{\"<bos>\": {\"id\": \"<bos>\", \"ids\": [2], \"tokens\": [\"<bos>\"]}}}, "
-          "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "
-          "\"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}, "
-          "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", \"continuing_subword_prefix\": "
-          "null, \"end_of_word_suffix\": null, \"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false, "
-          "\"vocab\": {",
-          f);
+    fputs("], ", f);
+    if (pre)
+        write_bytelevel(f, pre);
+    else
+        write_sentencepiece(f);
     for (int64_t i = 0; i < V && !err; i++) {
         tern_gguf_str s;
         err = tern_gguf_array_str(&toks, (uint64_t)i, &s);
@@ -188,28 +237,59 @@ done:
     return err;
 }
 
+/* Writes "key": the text of the token tokenizer.ggml.<id_key> names, or null when there is none below V. */
+static tern_err *put_special(FILE *f, const tern_gguf *g, const char *key, const char *id_key, int64_t V) {
+    char k[96];
+    snprintf(k, sizeof k, "tokenizer.ggml.%s", id_key);
+    uint32_t id = 0;
+    tern_gguf_array toks;
+    tern_gguf_str text = {0};
+    if (tern_gguf_find(g, k) >= 0) {
+        TERN_TRY(tern_gguf_get_u32(g, k, &id));
+        TERN_TRY(tern_gguf_get_array(g, "tokenizer.ggml.tokens", &toks));
+        if ((int64_t)id < V)
+            TERN_TRY(tern_gguf_array_str(&toks, id, &text));
+    }
+    fprintf(f, "  \"%s\": ", key);
+    if (text.ptr)
+        put_json_str(f, text.ptr, text.len);
+    else
+        fputs("null", f);
+    fputs(",\n", f);
+    return NULL;
+}
+
 static tern_err *write_tokenizer_config(const tern_gguf *g, int64_t V, const char *path) {
+    const tok_pre_name *pre;
+    TERN_TRY(bytelevel_pre(g, &pre));
+    int add_bos = !pre;
+    if (tern_gguf_find(g, "tokenizer.ggml.add_bos_token") >= 0)
+        TERN_TRY(tern_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos));
     FILE *f = fopen(path, "wb");
     if (!f)
         return tern_errf(TERN_EIO, "%s: cannot create: %s", path, strerror(errno));
-    int add_bos = 1;
-    if (tern_gguf_find(g, "tokenizer.ggml.add_bos_token") >= 0) {
-        tern_err *e = tern_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
-        if (e) {
-            fclose(f);
-            return e;
-        }
+    tern_err *err = NULL;
+    if (pre) {
+        fprintf(f, "{\n  \"add_bos_token\": %s,\n  \"add_eos_token\": false,\n", add_bos ? "true" : "false");
+        err = put_special(f, g, "bos_token", "bos_token_id", V);
+        if (!err)
+            err = put_special(f, g, "eos_token", "eos_token_id", V);
+        if (!err)
+            err = put_special(f, g, "pad_token", "padding_token_id", V);
+        fprintf(f, "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": 131072,\n"
+                   "  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n");
+    } else {
+        fprintf(f,
+                "{\n  \"add_bos_token\": %s,\n  \"add_eos_token\": false,\n  \"bos_token\": \"<bos>\",\n"
+                "  \"eos_token\": \"<eos>\",\n  \"pad_token\": \"<pad>\",\n  \"unk_token\": \"<unk>\",\n"
+                "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": %lld,\n"
+                "  \"padding_side\": \"left\",\n  \"spaces_between_special_tokens\": false,\n"
+                "  \"tokenizer_class\": \"GemmaTokenizer\"\n}\n",
+                add_bos ? "true" : "false", (long long)(V < 131072 ? 131072 : V));
     }
-    fprintf(f,
-            "{\n  \"add_bos_token\": %s,\n  \"add_eos_token\": false,\n  \"bos_token\": \"<bos>\",\n"
-            "  \"eos_token\": \"<eos>\",\n  \"pad_token\": \"<pad>\",\n  \"unk_token\": \"<unk>\",\n"
-            "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": %lld,\n"
-            "  \"padding_side\": \"left\",\n  \"spaces_between_special_tokens\": false,\n"
-            "  \"tokenizer_class\": \"GemmaTokenizer\"\n}\n",
-            add_bos ? "true" : "false", (long long)(V < 131072 ? 131072 : V));
-    if (fclose(f) != 0)
-        return tern_errf(TERN_EIO, "%s: write failed", path);
-    return NULL;
+    if (fclose(f) != 0 && !err)
+        err = tern_errf(TERN_EIO, "%s: write failed", path);
+    return err;
 }
 
 tern_err *tern_hf_export_tokenizer(const char *gguf_path, int64_t vocab_size, const char *out_dir) {

@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     tern_reply_parser *rp;
-    if (!tern_reply_parser_new(1, &rp)) {
+    if (!tern_reply_parser_new(NULL, 1, &rp)) {
         size_t count = 0, a = size / 3, b = 2 * size / 3;
         tern_err_free(tern_reply_parser_push(rp, text, a, sink, &count));
         tern_err_free(tern_reply_parser_push(rp, text + a, b - a, sink, &count));

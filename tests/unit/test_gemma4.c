@@ -548,7 +548,7 @@ static void test_embedding_rows(void **state) {
     fill_ids(ids, 8);
     ids[3] = ids[5] = 0;
     float *embeds = calloc(8 * 64, sizeof *embeds), want[8 * 512], got[8 * 512];
-    tern_weight_row(tern_gemma4_find(tern_gemma4_weights_of(m), "embed_tokens"), 0, embeds + 3 * H);
+    tern_weight_row(tern_weights_find(tern_gemma4_weights_of(m), "embed_tokens"), 0, embeds + 3 * H);
     for (int64_t i = 0; i < H; i++)
         embeds[5 * H + i] = embeds[3 * H + i] *= 8.0f;
     const float *soft[8] = {NULL, NULL, NULL, embeds + 3 * H, NULL, embeds + 5 * H, NULL, NULL};
@@ -820,7 +820,7 @@ static const char *dequantized_twin_in(const char *qdir, const char *name, tern_
     snprintf(dir, sizeof dir, "%s", tu_tmpdir(name));
     tern_gemma4 *m;
     TU_OK(tern_gemma4_load(qdir, &m));
-    const tern_gemma4_weights *gw = tern_gemma4_weights_of(m);
+    const tern_weights *gw = tern_gemma4_weights_of(m);
     tern_st_spec *specs = calloc(gw->n, sizeof *specs);
     char (*names)[160] = calloc(gw->n, sizeof *names);
     for (size_t i = 0; i < gw->n; i++) {
@@ -926,9 +926,9 @@ static void test_quantized_twins(void **state) {
         tern_gemma4 *m;
         TU_OK(tern_gemma4_load(qdir_copy, &m));
         if (!strcmp(cases[c].name, "twin-q4-mixed")) { /* the overrides took effect */
-            const tern_gemma4_weights *gw = tern_gemma4_weights_of(m);
-            const tern_weight *e = tern_gemma4_find(gw, "embed_tokens"), *d = tern_gemma4_find(gw, "layers.0.mlp.down_proj");
-            const tern_weight *qp = tern_gemma4_find(gw, "layers.1.self_attn.q_proj"), *u = tern_gemma4_find(gw, "layers.1.mlp.up_proj");
+            const tern_weights *gw = tern_gemma4_weights_of(m);
+            const tern_weight *e = tern_weights_find(gw, "embed_tokens"), *d = tern_weights_find(gw, "layers.0.mlp.down_proj");
+            const tern_weight *qp = tern_weights_find(gw, "layers.1.self_attn.q_proj"), *u = tern_weights_find(gw, "layers.1.mlp.up_proj");
             assert_true(e->fmt == TERN_WF_MLX_AFFINE && e->bits == 8 && e->group == 32);
             assert_true(d->fmt == TERN_WF_BF16);
             assert_true(qp->fmt == TERN_WF_MLX_AFFINE && qp->bits == 8 && qp->group == 64);
@@ -992,13 +992,13 @@ static void test_packed_runs(void **state) {
     }
     tern_gemma4 *m;
     TU_OK(tern_gemma4_load(tiny_model("runs-q4", TERN_SYNTH_Q4), &m));
-    const tern_gemma4_weights *gw = tern_gemma4_weights_of(m);
+    const tern_weights *gw = tern_gemma4_weights_of(m);
     const tern_gemma4_config *c = tern_gemma4_config_of(m);
     const tern_weight *prod[512][3];
     int parts[512], n = 0;
     char name[128];
-#define W1(fmt, l) (snprintf(name, sizeof name, fmt, l), tern_gemma4_find(gw, name))
-    prod[n][0] = tern_gemma4_find(gw, "per_layer_model_projection"), parts[n++] = 1;
+#define W1(fmt, l) (snprintf(name, sizeof name, fmt, l), tern_weights_find(gw, name))
+    prod[n][0] = tern_weights_find(gw, "per_layer_model_projection"), parts[n++] = 1;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const tern_weight *k = W1("layers.%d.self_attn.k_proj", l), *v = W1("layers.%d.self_attn.v_proj", l);
         prod[n][0] = W1("layers.%d.self_attn.q_proj", l);
@@ -1010,7 +1010,7 @@ static void test_packed_runs(void **state) {
         prod[n][0] = W1("layers.%d.per_layer_input_gate", l), parts[n++] = 1;
         prod[n][0] = W1("layers.%d.per_layer_projection", l), parts[n++] = 1;
     }
-    prod[n][0] = tern_gemma4_find(gw, "embed_tokens"), parts[n++] = 1;
+    prod[n][0] = tern_weights_find(gw, "embed_tokens"), parts[n++] = 1;
 #undef W1
     const int T = tern_cpu_count();
     int checked = 0;

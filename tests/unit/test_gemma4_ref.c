@@ -26,14 +26,14 @@ typedef struct ref {
     tern_gemma4_config c;
     tern_checkpoint *ck;
     tern_quant_config *qc;
-    tern_gemma4_weights *gw;
+    tern_weights *gw;
 } ref;
 
 /* A whole tensor as doubles (dequantized through the checkpoint's stored format). */
 static double *get(const ref *r, const char *fmt, int layer) {
     char name[128];
     snprintf(name, sizeof name, fmt, layer);
-    const tern_weight *w = tern_gemma4_find(r->gw, name);
+    const tern_weight *w = tern_weights_find(r->gw, name);
     if (!w || w->fmt == TERN_WF_NONE)
         return NULL;
     int64_t rows = tern_weight_rows(w), cols = tern_weight_cols(w);
@@ -50,7 +50,7 @@ static double *get(const ref *r, const char *fmt, int layer) {
 
 /* sqrt(width) cast to the table's dtype, as the reference implementation multiplies (GEMMA4.md §1). */
 static double embed_scale(const ref *r, const char *name, int64_t width) {
-    const tern_weight *w = tern_gemma4_find(r->gw, name);
+    const tern_weight *w = tern_weights_find(r->gw, name);
     float s = (float)sqrt((double)width);
     if (w->fmt == TERN_WF_BF16 || (w->fmt == TERN_WF_MLX_AFFINE && w->sdtype == TERN_DT_BF16))
         return tern_bf16_to_f32(tern_f32_to_bf16(s));
@@ -316,7 +316,7 @@ static double *ref_forward(const char *dir, const int32_t *ids, int64_t n) {
         free(Vc[l]);
     }
     free(Kc); free(Vc); free(xn); free(a); free(x); free(E); free(pli); free(fn);
-    tern_gemma4_weights_free(r.gw);
+    tern_weights_free(r.gw);
     tern_quant_config_free(r.qc);
     tern_checkpoint_close(r.ck);
     return logits;

@@ -115,9 +115,9 @@ static void test_moe_layout(void **state) {
     TU_OK(tern_quantize_model(f, q, 8, 32, 0));
     tern_gemma4 *m;
     TU_OK(tern_gemma4_load(q, &m));
-    const tern_gemma4_weights *gw = tern_gemma4_weights_of(m);
+    const tern_weights *gw = tern_gemma4_weights_of(m);
     assert_int_equal(gw->layout, TERN_LAYOUT_MLX_VLM);
-    const tern_weight *g = tern_gemma4_find(gw, "layers.0.experts.switch_glu.gate_proj");
+    const tern_weight *g = tern_weights_find(gw, "layers.0.experts.switch_glu.gate_proj");
     assert_non_null(g);
     assert_int_equal(g->fmt, TERN_WF_MLX_AFFINE);
     assert_int_equal(g->shape[1], 64);
@@ -125,8 +125,8 @@ static void test_moe_layout(void **state) {
      * dequantized row must match its source within the 8-bit step of its group. */
     tern_gemma4 *fm;
     TU_OK(tern_gemma4_load(f, &fm));
-    const tern_weight *gu = tern_gemma4_find(tern_gemma4_weights_of(fm), "layers.0.experts.gate_up_proj");
-    const tern_weight *u = tern_gemma4_find(gw, "layers.0.experts.switch_glu.up_proj");
+    const tern_weight *gu = tern_weights_find(tern_gemma4_weights_of(fm), "layers.0.experts.gate_up_proj");
+    const tern_weight *u = tern_weights_find(gw, "layers.0.experts.switch_glu.up_proj");
     float a[64], b[64];
     for (int e = 0; e < 4; e++)
         for (int i = 0; i < 64; i += 9)

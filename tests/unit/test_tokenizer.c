@@ -1,5 +1,5 @@
 /* test_tokenizer.c — tokenizers from GGUF vocabularies: every test vector in tests/data/vocab
- * (gemma-4, llama-bpe, llama-spm; the ids were produced by Hugging Face tokenizers), GEMMA4.md §3's chat
+ * (gemma-4, llama-bpe, llama-spm, qwen2; the ids were produced by Hugging Face tokenizers), GEMMA4.md §3's chat
  * check, added/special token rules, special ids, decoding and the streaming decoder on characters split
  * over several tokens, and a hand-made SentencePiece vocabulary whose merges can be worked out by hand. */
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "testutil.h"
 #include "tokenizer/tokenizer.h"
 
-static tern_tokenizer *gemma, *llama_bpe, *llama_spm;
+static tern_tokenizer *gemma, *llama_bpe, *llama_spm, *qwen2;
 
 static int load_all(void **state) {
     tern_err *e = tern_tokenizer_load(tu_testdata("vocab/ggml-vocab-gemma-4.gguf"), &gemma);
@@ -19,6 +19,8 @@ static int load_all(void **state) {
         e = tern_tokenizer_load(tu_testdata("vocab/ggml-vocab-llama-bpe.gguf"), &llama_bpe);
     if (!e)
         e = tern_tokenizer_load(tu_testdata("vocab/ggml-vocab-llama-spm.gguf"), &llama_spm);
+    if (!e)
+        e = tern_tokenizer_load(tu_testdata("vocab/ggml-vocab-qwen2.gguf"), &qwen2);
     if (e) {
         print_error("loading the test vocabularies: %s\n", tern_err_msg(e));
         tern_err_free(e);
@@ -31,6 +33,7 @@ static int free_all(void **state) {
     tern_tokenizer_free(gemma);
     tern_tokenizer_free(llama_bpe);
     tern_tokenizer_free(llama_spm);
+    tern_tokenizer_free(qwen2);
     return 0;
 }
 
@@ -98,6 +101,7 @@ static int run_vectors(const tern_tokenizer *t, const char *name) {
 static void test_vectors_gemma4(void **state) { assert_int_equal(run_vectors(gemma, "gemma-4"), 46); }
 static void test_vectors_llama_bpe(void **state) { assert_int_equal(run_vectors(llama_bpe, "llama-bpe"), 46); }
 static void test_vectors_llama_spm(void **state) { assert_int_equal(run_vectors(llama_spm, "llama-spm"), 46); }
+static void test_vectors_qwen2(void **state) { assert_int_equal(run_vectors(qwen2, "qwen2"), 46); }
 
 static void test_gemma4_chat_check(void **state) {
     /* GEMMA4.md §3: the rendered prompt with special text parsed. */
@@ -433,7 +437,8 @@ static void test_small_spm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vectors_gemma4),   cmocka_unit_test(test_vectors_llama_bpe),
-        cmocka_unit_test(test_vectors_llama_spm), cmocka_unit_test(test_gemma4_chat_check),
+        cmocka_unit_test(test_vectors_llama_spm), cmocka_unit_test(test_vectors_qwen2),
+        cmocka_unit_test(test_gemma4_chat_check),
         cmocka_unit_test(test_special_ids),      cmocka_unit_test(test_decode),
         cmocka_unit_test(test_stream_multibyte), cmocka_unit_test(test_invalid_utf8_and_long_input),
         cmocka_unit_test(test_small_spm),

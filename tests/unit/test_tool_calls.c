@@ -129,10 +129,12 @@ static tern_err *collect(void *user, const tern_reply_part *p) {
     return NULL;
 }
 
+static const tern_reply_dialect *dialect; /* of the expect_reply calls; NULL: Gemma 4's */
+
 /* Splits `text` at cut points a <= b (three pieces) and returns the collected parts. */
 static void run_split(const char *text, int tools, size_t a, size_t b, collected *c) {
     tern_reply_parser *p;
-    TU_OK(tern_reply_parser_new(tools, &p));
+    TU_OK(tern_reply_parser_new(dialect, tools, &p));
     memset(c, 0, sizeof *c);
     size_t n = strlen(text);
     TU_OK(tern_reply_parser_push(p, text, a, collect, c));
@@ -156,7 +158,7 @@ static void expect_reply(const char *text, int tools, const char *expected) {
             }
         }
     tern_reply_parser *p;
-    TU_OK(tern_reply_parser_new(tools, &p));
+    TU_OK(tern_reply_parser_new(dialect, tools, &p));
     memset(&c, 0, sizeof c);
     for (size_t i = 0; i < n; i++)
         TU_OK(tern_reply_parser_push(p, text + i, 1, collect, &c));
@@ -200,7 +202,7 @@ static void test_stream_tool_calls(void **state) {
 static void test_stream_counts_calls(void **state) {
     tern_reply_parser *p;
     collected c = {0};
-    TU_OK(tern_reply_parser_new(1, &p));
+    TU_OK(tern_reply_parser_new(NULL, 1, &p));
     const char *t = "<|tool_call>call:a{}<tool_call|><|tool_call>call:b{}<tool_call|>";
     TU_OK(tern_reply_parser_push(p, t, strlen(t), collect, &c));
     assert_int_equal(tern_reply_parser_tool_calls(p), 2);
@@ -209,12 +211,45 @@ static void test_stream_counts_calls(void **state) {
     tern_reply_parser_free(NULL);
 }
 
+/* Qwen's markup (Hermes-style): <think> reasoning, <tool_call> blocks holding a JSON call. */
+static void test_stream_hermes(void **state) {
+    (void)state;
+    dialect = &tern_dialect_hermes;
+    expect_reply("<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+                 "\"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>",
+                 1, "R:\nThe user wants the weather.\nR|C:\n\nC|T:get_weather({\"city\":\"Paris\",\"days\":3})T|");
+    /* Two calls; arguments given as a JSON text (as OpenAI messages carry them) read the same. */
+    expect_reply("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", "
+                 "\"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>",
+                 1, "T:a({})T|T:b({\"x\":1})T|");
+    expect_reply("<tool_call>{\"name\": \"a\"}</tool_call>", 0, "C:<tool_call>{\"name\": \"a\"}</tool_call>C|");
+    /* Not a call after all: verbatim content. */
+    expect_reply("<tool_call>{\"nom\": 1}</tool_call>ok", 1, "C:<tool_call>{\"nom\": 1}</tool_call>okC|");
+    expect_reply("Plain answer.", 1, "C:Plain answer.C|");
+    dialect = NULL;
+}
+
+/* Llama 3's JSON calls: the whole reply one JSON object, or one after <|python_tag|>. */
+static void test_stream_llama3(void **state) {
+    (void)state;
+    dialect = &tern_dialect_llama3;
+    expect_reply("  {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", 1,
+                 "T:get_weather({\"city\":\"Paris\"})T|");
+    expect_reply("<|python_tag|>{\"name\": \"f\", \"parameters\": {}}", 1, "T:f({})T|");
+    /* An answer that merely starts with '{' is content, whole; so is everything without tool parsing. */
+    expect_reply("{curly} answer", 1, "C:{curly} answerC|");
+    expect_reply("{\"name\": \"f\", \"parameters\": {}}", 0, "C:{\"name\": \"f\", \"parameters\": {}}C|");
+    expect_reply("The answer is {x}.", 1, "C:The answer is {x}.C|");
+    dialect = NULL;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_tool_call),     cmocka_unit_test(test_parse_tool_call_errors),
         cmocka_unit_test(test_parse_value),         cmocka_unit_test(test_stream_content_only),
         cmocka_unit_test(test_stream_reasoning),    cmocka_unit_test(test_stream_tool_calls),
-        cmocka_unit_test(test_stream_counts_calls),
+        cmocka_unit_test(test_stream_counts_calls), cmocka_unit_test(test_stream_hermes),
+        cmocka_unit_test(test_stream_llama3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

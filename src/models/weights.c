@@ -1,5 +1,5 @@
-/* gemma4_bind.c — resolve the Gemma 4 tensor list in a checkpoint: layout detection, float or
- * MLX-quantized storage, shape checks against the spec, and a list of what is missing or extra. */
+/* weights.c — resolve a family's tensor list in a checkpoint (float, MLX-quantized or GGUF block storage, shapes
+ * checked against the spec, a list of what is missing or extra) and pack the bound matrices for the int8 kernels. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +13,9 @@
 #include "core/timeutil.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
-#include "models/gemma4_weights.h"
+#include "models/weights.h"
 #include "models/pack_cache.h"
+#include "tensor/ops.h"
 #include "tensor/qblock.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
@@ -54,7 +55,7 @@ static int float_format(tern_dtype dt, tern_wformat *f) {
 }
 
 /* Binds one spec; returns a problem message in `why` (empty when fine). */
-void tern_gemma4_bind_one(const tern_wspec *s, tern_layout layout, const tern_quant_config *qc,
+void tern_weights_bind_one(const tern_wspec *s, tern_layout layout, const tern_quant_config *qc,
                           const tern_checkpoint *ck, tern_weight *w, char *why, size_t wlen) {
     char name[200], sname[200], bname[200], module[200];
     why[0] = 0;
@@ -142,82 +143,123 @@ void tern_gemma4_bind_one(const tern_wspec *s, tern_layout layout, const tern_qu
 
 static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const tern_quant_config *qc, const tern_checkpoint *ck,
-                           tern_gemma4_weights **out) {
-    *out = NULL;
-    tern_gemma4_weights *gw = calloc(1, sizeof *gw);
-    if (!gw)
-        return tern_errf(TERN_ENOMEM, "out of memory");
-    gw->layout = TERN_LAYOUT_HF;
-    for (int l = 0; l < TERN_LAYOUT_COUNT; l++) {
-        char probe[128];
-        snprintf(probe, sizeof probe, "%sembed_tokens.weight", tern_layout_prefix((tern_layout)l));
-        if (tern_checkpoint_find(ck, probe)) {
-            gw->layout = (tern_layout)l;
+/* Whether a stored tensor (name relative to the layout's prefix, or from the root when `rooted`) is one a spec
+ * names: its weight, or an MLX quantized matrix's scales or biases. */
+static int names_spec(const tern_weights *w, const char *name, int rooted) {
+    char base[200];
+    snprintf(base, sizeof base, "%s", name);
+    const size_t rl = strlen(base);
+    static const char *suffixes[] = {".weight", ".scales", ".biases"};
+    for (int s = 0; s < 3; s++) {
+        const size_t sl = strlen(suffixes[s]);
+        if (rl > sl && !strcmp(base + rl - sl, suffixes[s])) {
+            base[rl - sl] = 0;
             break;
         }
     }
-    tern_err *err = tern_gemma4_specs(c, gw->layout, &gw->specs, &gw->n);
+    for (size_t i = 0; i < w->n; i++)
+        if (w->specs[i].rooted == rooted && !strcmp(w->specs[i].name, base))
+            return 1;
+    return 0;
+}
+
+static const char *prefixes[TERN_LAYOUT_COUNT] = {"model.language_model.", "language_model.model.", "model."};
+static const char *layout_names[TERN_LAYOUT_COUNT] = {"hf", "mlx-vlm", "mlx-lm"};
+
+int tern_wspec_add(tern_wspec_list *l, tern_wkind kind, int suffix, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                   const char *fmt, ...) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        tern_wspec *nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    tern_wspec *s = &l->v[l->n++];
+    memset(s, 0, sizeof *s);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->name, sizeof s->name, fmt, ap);
+    va_end(ap);
+    s->kind = kind;
+    s->suffix = suffix;
+    s->ndim = ndim;
+    s->shape[0] = d0;
+    s->shape[1] = d1;
+    s->shape[2] = d2;
+    return 0;
+}
+
+const char *tern_layout_prefix(tern_layout l) { return prefixes[l]; }
+const char *tern_layout_name(tern_layout l) { return layout_names[l]; }
+
+void tern_wspec_full_name(const tern_wspec *s, tern_layout layout, const char *part, char *buf, size_t len) {
+    const char *prefix = s->rooted ? "" : prefixes[layout];
+    if (part)
+        snprintf(buf, len, "%s%s.%s", prefix, s->name, part);
+    else
+        snprintf(buf, len, "%s%s%s", prefix, s->name, s->suffix ? ".weight" : "");
+}
+
+tern_err *tern_weights_bind(tern_wspec *specs, size_t n, tern_layout layout, const tern_quant_config *qc,
+                            const tern_checkpoint *ck, tern_weights **out) {
+    *out = NULL;
+    tern_weights *gw = calloc(1, sizeof *gw);
+    if (!gw) {
+        free(specs);
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    }
+    gw->layout = layout;
+    gw->specs = specs;
+    gw->n = n;
+    tern_err *err = NULL;
     size_t nt = tern_checkpoint_count(ck);
-    if (!err && !(gw->w = calloc(gw->n, sizeof *gw->w)))
+    if (!(gw->w = calloc(gw->n ? gw->n : 1, sizeof *gw->w)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     int oom = 0;
     for (size_t i = 0; i < gw->n && !err; i++) {
         char why[640];
-        tern_gemma4_bind_one(&gw->specs[i], gw->layout, qc, ck, &gw->w[i], why, sizeof why);
+        tern_weights_bind_one(&gw->specs[i], gw->layout, qc, ck, &gw->w[i], why, sizeof why);
         if (why[0])
             oom |= add_msg(&gw->problems, &gw->n_problems, "%s", why);
     }
-    /* Every stored tensor under the text prefix that no spec names is extra. */
+    /* Every stored tensor under the layout's prefix that no spec names is extra. */
+    const char *prefix = tern_layout_prefix(gw->layout);
     for (size_t k = 0; k < nt && !err; k++) {
         const tern_tensor *t = tern_checkpoint_at(ck, k);
-        const char *prefix = tern_layout_prefix(gw->layout);
-        if (!has_prefix(t->name, prefix)) {
+        const int under = has_prefix(t->name, prefix);
+        if (names_spec(gw, under ? t->name + strlen(prefix) : t->name, !under)) /* bound, or reported as a problem */
+            continue;
+        if (under)
+            oom |= add_msg(&gw->extra, &gw->n_extra, "%s", t->name);
+        else
             gw->n_other++;
-            continue;
-        }
-        const char *rel = t->name + strlen(prefix);
-        size_t rl = strlen(rel);
-        char base[200];
-        snprintf(base, sizeof base, "%s", rel);
-        static const char *suffixes[] = {".weight", ".scales", ".biases"};
-        for (int s = 0; s < 3; s++) {
-            size_t sl = strlen(suffixes[s]);
-            if (rl > sl && !strcmp(rel + rl - sl, suffixes[s])) {
-                base[rl - sl] = 0;
-                break;
-            }
-        }
-        if (tern_gemma4_find(gw, base)) /* bound, or already reported as a problem */
-            continue;
-        int shared_kv = strstr(rel, "self_attn.k_proj") || strstr(rel, "self_attn.v_proj") || strstr(rel, "self_attn.k_norm");
-        oom |= add_msg(&gw->extra, &gw->n_extra, "%s%s", t->name, shared_kv ? " (ignored: KV-shared layer)" : "");
     }
     if (!err && oom)
         err = tern_errf(TERN_ENOMEM, "out of memory");
     if (err) {
-        tern_gemma4_weights_free(gw);
+        tern_weights_free(gw);
         return err;
     }
     *out = gw;
     return NULL;
 }
 
-const tern_weight *tern_gemma4_find(const tern_gemma4_weights *w, const char *name) {
+const tern_weight *tern_weights_find(const tern_weights *w, const char *name) {
     for (size_t i = 0; i < w->n; i++)
         if (!strcmp(w->specs[i].name, name))
             return &w->w[i];
     return NULL;
 }
 
-static int packable(const tern_gemma4_weights *w, size_t i) {
+static int packable(const tern_weights *w, size_t i) {
     const tern_wspec *s = &w->specs[i];
-    const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS ||
-                        (s->kind == TERN_WK_EMBED && !strcmp(s->name, "embed_tokens"));
+    const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS || (s->kind == TERN_WK_EMBED && s->head);
     return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]);
 }
 
-uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w, uint64_t *replaced) {
+uint64_t tern_weights_copy_bytes(const tern_weights *w, uint64_t *replaced) {
     uint64_t bytes = 0;
     *replaced = 0;
     for (size_t i = 0; i < w->n; i++)
@@ -232,7 +274,7 @@ uint64_t tern_gemma4_weights_copy_bytes(const tern_gemma4_weights *w, uint64_t *
 
 /* Whether product p can be laid out by shares: all its matrices packable, not yet packed, and alike in width,
  * group and format (as the grouped int8 product requires). */
-static int splittable(const tern_gemma4_weights *w, const tern_gemma4_product *p) {
+static int splittable(const tern_weights *w, const tern_product *p) {
     for (int i = 0; i < p->n; i++) {
         const tern_weight *a = p->w[i], *b = p->w[0];
         const size_t k = (size_t)(a - w->w);
@@ -249,7 +291,7 @@ static int splittable(const tern_gemma4_weights *w, const tern_gemma4_product *p
 
 /* The blocks [*b, *e) of product p's matrix i that lie in thread t's share of the product's blocks laid end to
  * end (tern_pool_share, as the grouped product splits them); empty when *b >= *e. */
-static void share_of_part(const tern_gemma4_product *p, int i, int t, int threads, int64_t *b, int64_t *e) {
+static void share_of_part(const tern_product *p, int i, int t, int threads, int64_t *b, int64_t *e) {
     int64_t units = 0, start = 0;
     for (int k = 0; k < p->n; k++) {
         units += tern_qpack_blocks(p->w[k]);
@@ -263,7 +305,7 @@ static void share_of_part(const tern_gemma4_product *p, int i, int t, int thread
 }
 
 /* Lays out product p's matrices with thread t's share of the product's blocks at cursor[t] (advanced). */
-static tern_err *place_split(const tern_gemma4_product *p, int threads, uint8_t **cursor) {
+static tern_err *place_split(const tern_product *p, int threads, uint8_t **cursor) {
     int64_t *first = malloc((size_t)threads * sizeof *first);
     uint8_t **at = malloc((size_t)threads * sizeof *at);
     tern_err *err = first && at ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
@@ -288,7 +330,7 @@ static tern_err *place_split(const tern_gemma4_product *p, int threads, uint8_t 
 }
 
 /* Bytes of thread t's share of product p. */
-static size_t share_bytes(const tern_gemma4_product *p, int t, int threads) {
+static size_t share_bytes(const tern_product *p, int t, int threads) {
     size_t bytes = 0;
     for (int i = 0; i < p->n; i++) {
         int64_t b, e;
@@ -300,7 +342,7 @@ static size_t share_bytes(const tern_gemma4_product *p, int t, int threads) {
 
 /* What the arena's bytes are made of besides the checkpoint's data: the packed matrices' names, shapes and
  * formats in arena order, the listed products, the thread layout and the arena's size. */
-static uint64_t layout_key(const tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n, int threads,
+static uint64_t layout_key(const tern_weights *w, const tern_product *products, size_t n, int threads,
                            size_t total) {
     uint64_t k = tern_hash64(&total, sizeof total, (uint64_t)threads);
     for (size_t i = 0; i < w->n; i++) {
@@ -350,7 +392,7 @@ static void fill_range(void *ctx, size_t begin, size_t end, int tid) {
     }
 }
 
-static tern_err *fill_all(tern_gemma4_weights *w, int threads, size_t total) {
+static tern_err *fill_all(tern_weights *w, int threads, size_t total) {
     size_t n = 0, cap = 256;
     fill_task *tasks = malloc(cap * sizeof *tasks);
     tern_err *err = tasks ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
@@ -386,7 +428,7 @@ static tern_err *fill_all(tern_gemma4_weights *w, int threads, size_t total) {
     return err;
 }
 
-tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_product *products, size_t n,
+tern_err *tern_weights_pack(tern_weights *w, const tern_product *products, size_t n,
                                    int threads, const char *cache_path, uint64_t source_key) {
     if (w->packed)
         return NULL;
@@ -460,7 +502,7 @@ tern_err *tern_gemma4_weights_pack(tern_gemma4_weights *w, const tern_gemma4_pro
     return err;
 }
 
-void tern_gemma4_weights_free(tern_gemma4_weights *w) {
+void tern_weights_free(tern_weights *w) {
     if (!w)
         return;
     for (size_t i = 0; w->w && i < w->n; i++)
@@ -473,9 +515,107 @@ void tern_gemma4_weights_free(tern_gemma4_weights *w) {
         free(w->problems[i]);
     for (size_t i = 0; i < w->n_extra; i++)
         free(w->extra[i]);
+    for (size_t i = 0; i < w->n_floats; i++)
+        free(w->floats[i]);
+    free(w->floats);
     free(w->problems);
     free(w->extra);
     free(w->specs);
     free(w->w);
     free(w);
+}
+
+uint64_t tern_weights_decode_bytes(const tern_weights *w, double expert_share) {
+    double total = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const tern_wspec *s = &w->specs[i];
+        if (s->kind == TERN_WK_NORM || s->kind == TERN_WK_SCALE || s->kind == TERN_WK_BIAS ||
+            (s->kind == TERN_WK_EMBED && !s->head))
+            continue;
+        double b = (double)tern_weight_bytes(&w->w[i]);
+        if (s->kind == TERN_WK_EXPERTS)
+            b *= expert_share;
+        total += b;
+    }
+    return (uint64_t)total;
+}
+
+tern_err *tern_weights_pack_for(tern_weights *w, const tern_product *products, size_t n, int threads, const char *dir) {
+    uint64_t source_key = 0;
+    char *cache = tern_pack_cache_path(dir, threads, &source_key);
+    const double t0 = tern_now_s();
+    tern_err *err = tern_weights_pack(w, products, n, threads, cache, source_key);
+    if (!err && w->pack_source != TERN_PACK_NONE)
+        TLOG_INFO("%s: packed weights %s in %.2f s%s%s", dir,
+                  w->pack_source == TERN_PACK_FROM_CACHE ? "mapped from the cache" : "made", tern_now_s() - t0,
+                  cache ? " — " : " (no cache folder)", cache ? cache : "");
+    free(cache);
+    return err;
+}
+
+const float *tern_weights_floats(tern_weights *w, const char *name) {
+    const tern_weight *b = tern_weights_find(w, name);
+    if (!b || b->fmt == TERN_WF_NONE)
+        return NULL;
+    float *v = malloc((size_t)tern_weight_cols(b) * sizeof *v);
+    float **all = realloc(w->floats, (w->n_floats + 1) * sizeof *all);
+    if (all)
+        w->floats = all;
+    if (!v || !all) {
+        free(v);
+        return NULL;
+    }
+    tern_weight_row(b, 0, v);
+    w->floats[w->n_floats++] = v;
+    return v;
+}
+
+void tern_weights_count_bytes(const tern_weights *w, const tern_checkpoint *ck, uint64_t *decoder, uint64_t *other) {
+    *decoder = *other = 0;
+    const char *prefix = tern_layout_prefix(w->layout);
+    for (size_t i = 0; i < tern_checkpoint_count(ck); i++) {
+        const tern_tensor *t = tern_checkpoint_at(ck, i);
+        const int under = has_prefix(t->name, prefix);
+        if (under || names_spec(w, t->name, 1))
+            *decoder += t->nbytes;
+        else
+            *other += t->nbytes;
+    }
+}
+
+static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
+
+void tern_weights_report_bytes(const tern_checkpoint *ck, FILE *out) {
+    double by_dtype[TERN_DT_COUNT] = {0}, by_block[TERN_QB_COUNT] = {0}, total = 0;
+    for (size_t i = 0; i < tern_checkpoint_count(ck); i++) {
+        const tern_tensor *t = tern_checkpoint_at(ck, i);
+        if (t->qblock)
+            by_block[t->qblock] += (double)t->nbytes;
+        else
+            by_dtype[t->dtype] += (double)t->nbytes;
+        total += (double)t->nbytes;
+    }
+    const size_t files = tern_checkpoint_file_count(ck);
+    if (files)
+        fprintf(out, "bytes:        %.3f GiB in %zu tensors, %zu file(s):", gib(total), tern_checkpoint_count(ck), files);
+    else
+        fprintf(out, "bytes:        %.3f GiB in %zu tensors, one GGUF file:", gib(total), tern_checkpoint_count(ck));
+    for (int d = 1; d < TERN_DT_COUNT; d++)
+        if (by_dtype[d] > 0)
+            fprintf(out, " %s %.3f GiB", tern_dtype_name((tern_dtype)d), gib(by_dtype[d]));
+    for (int b = 1; b < TERN_QB_COUNT; b++)
+        if (by_block[b] > 0)
+            fprintf(out, " %s %.3f GiB", tern_qblock_name((tern_qblock)b), gib(by_block[b]));
+    fprintf(out, "\n");
+}
+
+void tern_weights_report_list(const tern_weights *w, FILE *out) {
+    if (w->n_other)
+        fprintf(out, "other:        %zu tensors outside the text decoder (towers)\n", w->n_other);
+    for (size_t i = 0; i < w->n_extra; i++)
+        fprintf(out, "extra:        %s\n", w->extra[i]);
+    for (size_t i = 0; i < w->n_problems; i++)
+        fprintf(out, "%s\n", w->problems[i]);
+    fprintf(out, "tensors:      %zu needed, %zu bound, %s\n", w->n, w->n - w->n_problems,
+            w->n_problems ? "INCOMPLETE" : "complete");
 }
