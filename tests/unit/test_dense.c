@@ -342,6 +342,54 @@ static void test_engine_drafts(void **state) {
     tern_model_free(target);
 }
 
+/* The prefix cache serves a dense model's repeated prompt: the second request of the same 40 tokens takes its
+ * leading block from the cache (block 16) and generates what the first did. */
+static void test_prefix_cache(void **state) {
+    (void)state;
+    char dir[4096];
+    synth(0, TERN_SYNTH_F32, dir);
+    tern_model_opts mo = {.model_dir = dir, .threads = 2};
+    tern_model *m;
+    TU_OK(tern_model_load(&mo, &m));
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.parallel = 1;
+    o.ctx = 128;
+    o.prefix_block = 16;
+    tern_engine *e;
+    TU_OK(tern_engine_create(m, &o, &e));
+    int32_t ids[N_IDS], out[2][GEN];
+    test_ids(ids);
+    int64_t cached[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        tern_request r;
+        tern_request_default(&r);
+        r.prompt_ids = ids;
+        r.n_prompt_ids = 40;
+        r.max_tokens = GEN;
+        r.ignore_eos = 1;
+        r.sampling.temperature = 0;
+        tern_stream *s;
+        TU_OK(tern_engine_submit(e, &r, NULL, NULL, &s, NULL));
+        tern_event ev;
+        int got = 0;
+        while (tern_stream_next(s, &ev, 60000) == 1) {
+            if (ev.kind == TERN_EV_TOKEN)
+                out[k][got++] = ev.token;
+            else
+                cached[k] = ev.usage.cached_tokens;
+        }
+        tern_stream_free(s);
+        assert_int_equal(got, GEN);
+    }
+    print_message("cached prompt tokens: %lld, then %lld\n", (long long)cached[0], (long long)cached[1]);
+    assert_int_equal(cached[0], 0);
+    assert_true(cached[1] >= 32);
+    assert_memory_equal(out[0], out[1], sizeof out[0]);
+    tern_engine_destroy(e);
+    tern_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_gguf_parity),
@@ -349,6 +397,7 @@ int main(void) {
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_quantize),
         cmocka_unit_test(test_engine_drafts),
+        cmocka_unit_test(test_prefix_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,10 +1,13 @@
 /* test_server_families.c — the dense families served: a Llama 3 and a Qwen 3 model (random weights, small shapes,
  * the families' real vocabularies — tests/data/vocab — and chat templates — tests/data/templates) made by
  * `tern synth`, each served by `tern serve` and driven by the official `openai` npm client
- * (tests/server/openai_families.mjs: chat, streaming, forced tool calls in the family's markup, JSON Schema). */
+ * (tests/server/openai_families.mjs: chat, streaming, forced tool calls in the family's markup, JSON Schema,
+ * reasoning) and by an Anthropic messages request whose forced call comes back as a tool_use block. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "testutil.h"
 #include "server_util.h"
@@ -27,6 +30,32 @@ static const char *family_model(const char *name, const char *config, const char
     return dir;
 }
 
+/* Anthropic's tool_choice "tool" forces the call in the family's markup; it comes back as a tool_use block. */
+static void anthropic_tool_use(const ts_server *S) {
+    static const char body[] =
+        "{\"model\":\"m\",\"max_tokens\":200,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+        "\"Weather in Rome?\"}],\"tool_choice\":{\"type\":\"tool\",\"name\":\"get_weather\"},\"tools\":[{\"name\":"
+        "\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Paris\","
+        "\"Rome\"]}},\"required\":[\"city\"]}}]}";
+    ts_resp r;
+    ts_http(S->port, "POST", "/v1/messages", "Content-Type: application/json\r\n", body, &r);
+    json_t *v = json_loads(r.body, 0, NULL);
+    if (r.status != 200 || !v)
+        print_error("status %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(json_string_value(json_object_get(v, "stop_reason")), "tool_use");
+    const json_t *block = NULL, *b;
+    size_t k;
+    json_array_foreach(json_object_get(v, "content"), k, b) if (!strcmp(json_string_value(json_object_get(b, "type")),
+                                                                       "tool_use")) block = b;
+    assert_non_null(block);
+    assert_string_equal(json_string_value(json_object_get(block, "name")), "get_weather");
+    const char *city = json_string_value(json_object_get(json_object_get(block, "input"), "city"));
+    assert_true(city && (!strcmp(city, "Paris") || !strcmp(city, "Rome")));
+    json_decref(v);
+    ts_resp_free(&r);
+}
+
 static void serve_and_drive(const char *model) {
     ts_server S;
     ts_start_model(&S, model, "--parallel 2 --ctx 1024");
@@ -36,6 +65,8 @@ static void serve_and_drive(const char *model) {
         print_error("%s\n", out ? out : "(no output)");
     printf("  openai_families.mjs on %s: %s", model, out ? out : "");
     free(out);
+    if (rc == 0)
+        anthropic_tool_use(&S);
     ts_stop(&S);
     assert_int_equal(rc, 0);
 }
