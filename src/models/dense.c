@@ -429,12 +429,7 @@ static void swiglu_range(void *ctx, size_t b, size_t e, int tid) {
     const fwd *F = ctx;
     const int64_t n = F->m->c.ffn;
     (void)tid;
-    for (size_t t = b; t < e; t++) {
-        float *g = F->g + (int64_t)t * n;
-        const float *u = F->u + (int64_t)t * n;
-        for (int64_t i = 0; i < n; i++)
-            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    }
+    tern_silu_mul(F->g + (int64_t)b * n, F->u + (int64_t)b * n, (int64_t)(e - b) * n);
 }
 
 static void layer(fwd *F, int l) {

@@ -1,6 +1,7 @@
 /* test_dense.c — the dense families (Llama 3, Qwen 2, Qwen 3) against llama.cpp on the GGUF files its converter and
  * llama-quantize wrote of tern's tiny random models (scripts/gguf/dense-files.sh), the same models from their
- * safetensors (f32, bf16, MLX q8/q4), and the errors a user sees for checkpoints tern cannot run. */
+ * safetensors (f32, bf16, MLX q8/q4), Mistral's sliding window against a float reference, the engine's drafts and
+ * prefix cache on them, and the errors a user sees for checkpoints tern cannot run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +32,8 @@ static int teardown(void **state) {
     return 0;
 }
 
-static const char *const FAMILIES[] = {"llama", "qwen2", "qwen3"};
-static const uint64_t SEEDS[] = {1, 2, 3}; /* as dense-files.sh made them */
+static const char *const FAMILIES[] = {"llama", "qwen2", "qwen3", "mistral"}; /* Mistral: no GGUF, see below */
+static const uint64_t SEEDS[] = {1, 2, 3, 4}; /* as dense-files.sh and the reference's golden were made */
 
 /* The prompt of the goldens: (i * 739 + 11) mod 2048. */
 static void test_ids(int32_t ids[N_IDS]) {
@@ -187,6 +188,32 @@ static void test_safetensors(void **state) {
     }
     free(ref);
     free(got);
+}
+
+/* Mistral's sliding window (every layer attends over the last 8 positions; llama.cpp's llama architecture has no
+ * window, so no GGUF golden): the float32 checkpoint against an independent float64 numpy reference of Hugging
+ * Face's definitions (scripts/dense/reference.py; without the window its logits move by up to 6.7). */
+static void test_sliding_window_reference(void **state) {
+    (void)state;
+    char dir[4096];
+    synth(3, TERN_SYNTH_F32, dir);
+    tern_lm *m;
+    TU_OK(tern_lm_load(dir, 2, &m));
+    assert_int_equal(tern_lm_desc_of(m)->sliding_window, 8);
+    float *logits = malloc(sizeof(float) * N_IDS * VOCAB);
+    float *ref = read_f32(tu_testdata("gguf/dense/tiny-mistral.ref.logits.bin"), (size_t)N_IDS * VOCAB);
+    for (int prefill = 0; prefill < 2; prefill++) {
+        run(m, (uint8_t)prefill, logits);
+        const double d = max_diff(logits, ref, (size_t)N_IDS * VOCAB);
+        print_message("mistral, window 8, as %s tokens: max |dlogit| %.6f from the reference\n",
+                      prefill ? "prompt" : "generated", d);
+        assert_true(d < 1e-3);
+        for (int p = 0; p < N_IDS; p++)
+            assert_int_equal(argmax(logits + p * VOCAB, VOCAB), argmax(ref + p * VOCAB, VOCAB));
+    }
+    free(logits);
+    free(ref);
+    tern_lm_free(m);
 }
 
 /* Writes config.json (the family's test config with `key` set to the JSON `value`) beside the f32 weights of the
@@ -394,6 +421,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_ISA_TESTS(test_gguf_parity),
         cmocka_unit_test(test_safetensors),
+        cmocka_unit_test(test_sliding_window_reference),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_quantize),
         cmocka_unit_test(test_engine_drafts),

@@ -180,6 +180,26 @@ static void test_exp(void **state) {
     free(x);
 }
 
+/* silu(g) * u against double from -100 to 100 (lengths with tails), 0 far below. */
+static void test_silu_mul(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    const int64_t n = 20001;
+    float *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u);
+    tern_isa_set(isa);
+    for (int64_t i = 0; i < n; i++) {
+        g[i] = (float)(i - n / 2) * 0.01f;
+        u[i] = 1.0f + (float)(i % 7) * 0.25f;
+    }
+    tern_silu_mul(g, u, n);
+    for (int64_t i = 0; i < n; i++) {
+        const double x = (float)(i - n / 2) * 0.01f, want = x / (1 + exp(-x)) * (1.0f + (float)(i % 7) * 0.25f);
+        if (fabs(g[i] - want) > 1e-6 * (1 + fabs(want)))
+            fail_msg("%s: silu(%g) * u = %g, want %g", tern_isa_name(isa), x, g[i], want);
+    }
+    free(g);
+    free(u);
+}
+
 /* The attention merge's rescaled sum y = y * a + x * b, SIMD kernels against double on widths around the vector
  * lengths (tails of 1..15). */
 static void test_axpby(void **state) {
@@ -614,7 +634,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_ISA_TESTS(test_silu_mul), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
         TU_ISA_TESTS(test_checksum),
         TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
         TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),
