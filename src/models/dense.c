@@ -289,11 +289,9 @@ static tern_err *pack(dense_model *m, const char *dir, int threads) {
     return err;
 }
 
+/* tern_lm_load has refused a parse with tensor problems before this is called. */
 tern_err *tern_dense_load(const char *dir, void *state, int threads, void **impl) {
     dense_state *st = state;
-    if (st->w->n_problems)
-        return tern_errf(TERN_EFORMAT, "%s: %zu tensor problem(s), first: %s (run 'tern info %s' for all)", dir,
-                         st->w->n_problems, st->w->problems[0], dir);
     dense_model *m = calloc(1, sizeof *m);
     if (!m)
         return tern_errf(TERN_ENOMEM, "out of memory");

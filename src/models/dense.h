@@ -51,7 +51,7 @@ typedef struct tern_dense_config {
 tern_err *tern_dense_config_parse(const tern_dense_family *f, const json_t *root, tern_dense_config *c);
 /* The tensor list of c, names relative to "model." (the head rooted as "lm_head"). */
 tern_err *tern_dense_specs(const tern_dense_config *c, tern_wspec **specs, size_t *n);
-/* The same from config.json's root, parsed for family f (the table's synth_specs). */
+/* The same from config.json's root, parsed for family f (the table's config_specs). */
 tern_err *tern_dense_config_specs(const tern_dense_family *f, const json_t *root, tern_wspec **specs, size_t *n);
 /* inv_freq [head_dim / 2] of c's RoPE (the stored factors not applied), or NULL when out of memory. */
 float *tern_dense_inv_freq(const tern_dense_config *c);

@@ -33,11 +33,11 @@ typedef struct layer_weights {
     const tern_weight *gate, *up, *down;
     const tern_weight *pl_gate, *pl_proj;                  /* per-layer input (PLE) */
     const tern_weight *router, *exp_gate_up, *exp_gate, *exp_up, *exp_down; /* MoE */
-    float *input_norm, *post_attn_norm, *pre_ff_norm, *post_ff_norm;  /* [H] */
-    float *q_norm, *k_norm;                                           /* [hd] */
-    float *pl_norm;                                                   /* [H] */
-    float *pre_ff2_norm, *post_ff1_norm, *post_ff2_norm;              /* [H] (MoE) */
-    float *router_scale, *per_expert_scale;                           /* [H], [E] */
+    const float *input_norm, *post_attn_norm, *pre_ff_norm, *post_ff_norm; /* [H] */
+    const float *q_norm, *k_norm;                                         /* [hd] */
+    const float *pl_norm;                                                 /* [H] */
+    const float *pre_ff2_norm, *post_ff1_norm, *post_ff2_norm;            /* [H] (MoE) */
+    const float *router_scale, *per_expert_scale;                         /* [H], [E] */
     float layer_scalar;
 } layer_weights;
 
@@ -47,15 +47,13 @@ struct tern_gemma4 {
     tern_quant_config *qc;
     tern_weights *gw;
     const tern_weight *embed, *embed_ple, *ple_proj;
-    float *ple_norm;   /* [P] */
-    float *final_norm; /* [H] */
+    const float *ple_norm;   /* [P] */
+    const float *final_norm; /* [H] */
     float embed_scale, ple_scale;
     layer_weights *layers;
     float *inv_freq[2]; /* by layer type: [head_dim/2] */
     tern_lm_profile *prof; /* tern_gemma4_set_profile, or NULL */
-    float **owned;      /* float copies of small vectors, freed at the end */
     int layout_threads; /* the pool size the packed weights are laid out for */
-    size_t n_owned;
 };
 
 static const tern_weight *W(const tern_gemma4 *m, const char *fmt, int layer) {
@@ -65,23 +63,11 @@ static const tern_weight *W(const tern_gemma4 *m, const char *fmt, int layer) {
     return w && w->fmt != TERN_WF_NONE ? w : NULL;
 }
 
-/* A small float vector (norm weight, scalar) converted once to f32. */
-static float *V(tern_gemma4 *m, const char *fmt, int layer) {
-    const tern_weight *w = W(m, fmt, layer);
-    if (!w)
-        return NULL;
-    float *v = malloc((size_t)tern_weight_cols(w) * sizeof *v);
-    float **no = realloc(m->owned, (m->n_owned + 1) * sizeof *no);
-    if (!v || !no) {
-        free(v);
-        if (no)
-            m->owned = no;
-        return NULL;
-    }
-    m->owned = no;
-    m->owned[m->n_owned++] = v;
-    tern_weight_row(w, 0, v);
-    return v;
+/* A small float vector (norm weight, scalar) converted once to f32, kept with the weights. */
+static const float *V(tern_gemma4 *m, const char *fmt, int layer) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, layer);
+    return tern_weights_floats(m->gw, name);
 }
 
 /* sqrt(width) as the reference applies it: cast to the embedding's dtype first (GEMMA4.md §1). */
@@ -133,7 +119,7 @@ static tern_err *bind_layers(tern_gemma4 *m) {
         L->post_ff_norm = V(m, "layers.%d.post_feedforward_layernorm", i);
         L->q_norm = V(m, "layers.%d.self_attn.q_norm", i);
         L->k_norm = L->owns_cache ? V(m, "layers.%d.self_attn.k_norm", i) : NULL;
-        float *ls = V(m, "layers.%d.layer_scalar", i);
+        const float *ls = V(m, "layers.%d.layer_scalar", i);
         L->layer_scalar = ls ? ls[0] : 1.0f;
         if (c->hidden_size_per_layer_input > 0) {
             L->pl_gate = W(m, "layers.%d.per_layer_input_gate", i);
@@ -269,9 +255,6 @@ tern_err *tern_gemma4_load_parsed(const char *dir, tern_gemma4_parsed *p, int th
 void tern_gemma4_free(tern_gemma4 *m) {
     if (!m)
         return;
-    for (size_t i = 0; i < m->n_owned; i++)
-        free(m->owned[i]);
-    free(m->owned);
     free(m->layers);
     free(m->inv_freq[0]);
     free(m->inv_freq[1]);

@@ -9,9 +9,9 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
     return tern_dense_parse(&LLAMA, dir, root, state, d);
 }
 
-static tern_err *synth_specs(const json_t *root, tern_wspec **specs, size_t *n) {
+static tern_err *config_specs(const json_t *root, tern_wspec **specs, size_t *n) {
     return tern_dense_config_specs(&LLAMA, root, specs, n);
 }
 
-const tern_arch tern_arch_llama = {.model_types = {"llama", "mistral", NULL}, .parse = parse, .synth_specs = synth_specs,
+const tern_arch tern_arch_llama = {.model_types = {"llama", "mistral", NULL}, .parse = parse, .config_specs = config_specs,
                                    TERN_DENSE_ENTRIES};

@@ -113,9 +113,9 @@ typedef struct tern_arch {
     tern_err *(*forward)(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
     void (*set_profile)(void *impl, tern_lm_profile *p);
     void (*embed)(const void *impl, int32_t id, float *out); /* id inside the vocabulary */
-    /* The tensor list config.json's root describes (names relative to "model."), for `tern synth`; NULL when the
-     * family synthesizes its own way (Gemma 4: synth.c). */
-    tern_err *(*synth_specs)(const json_t *root, tern_wspec **specs, size_t *n);
+    /* The tensor list config.json's root describes (names relative to "model."), which `tern synth` writes and
+     * `tern quantize` reads; NULL when the family lists its tensors its own way (Gemma 4: its layouts). */
+    tern_err *(*config_specs)(const json_t *root, tern_wspec **specs, size_t *n);
 } tern_arch;
 
 /* The table entry that runs config.json model_type `type`, or NULL. */

@@ -109,7 +109,7 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
      * layout; Gemma 4 is read in its own layout and written in mlx-vlm's. */
     const tern_arch *arch = err ? NULL : tern_arch_find(json_string_value(json_object_get(root, "model_type")) ?
                                                         json_string_value(json_object_get(root, "model_type")) : "");
-    const int listed = arch && arch->synth_specs;
+    const int listed = arch && arch->config_specs;
     const tern_layout out_layout = listed ? TERN_LAYOUT_MLX_LM : TERN_LAYOUT_MLX_VLM;
     if (!err && !listed)
         err = tern_err_wrap(tern_gemma4_config_parse(root, &c), "%s", cfg_path);
@@ -121,7 +121,7 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
         err = tern_checkpoint_open(in_dir, &ck);
     if (!err && listed) {
         tern_wspec *in_specs = NULL;
-        err = tern_err_wrap(arch->synth_specs(root, &in_specs, &n), "%s", cfg_path);
+        err = tern_err_wrap(arch->config_specs(root, &in_specs, &n), "%s", cfg_path);
         if (!err)
             err = tern_weights_bind(in_specs, n, TERN_LAYOUT_MLX_LM, src_qc, ck, &gw);
     } else if (!err) {
@@ -137,7 +137,7 @@ tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits,
         err = tern_quant_config_parse(root, &qc);
     }
     if (!err)
-        err = listed ? arch->synth_specs(root, &specs, &n) : tern_gemma4_specs(&c, out_layout, &specs, &n);
+        err = listed ? arch->config_specs(root, &specs, &n) : tern_gemma4_specs(&c, out_layout, &specs, &n);
     if (!err && (!(plan = calloc(n, sizeof *plan)) || !(src = calloc(n, sizeof *src))))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && !err; i++) {

@@ -7,9 +7,9 @@ static tern_err *parse(const char *dir, const json_t *root, void **state, tern_l
     return tern_dense_parse(&QWEN2, dir, root, state, d);
 }
 
-static tern_err *synth_specs(const json_t *root, tern_wspec **specs, size_t *n) {
+static tern_err *config_specs(const json_t *root, tern_wspec **specs, size_t *n) {
     return tern_dense_config_specs(&QWEN2, root, specs, n);
 }
 
-const tern_arch tern_arch_qwen2 = {.model_types = {"qwen2", NULL}, .parse = parse, .synth_specs = synth_specs,
+const tern_arch tern_arch_qwen2 = {.model_types = {"qwen2", NULL}, .parse = parse, .config_specs = config_specs,
                                    TERN_DENSE_ENTRIES};

@@ -320,11 +320,11 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     const tern_arch *arch = tern_arch_find(json_string_value(json_object_get(config, "model_type")) ?
                                            json_string_value(json_object_get(config, "model_type")) : "");
     tern_err *err = NULL;
-    const int gemma = !(arch && arch->synth_specs);
+    const int gemma = !(arch && arch->config_specs);
     if (!gemma) { /* a family that lists its tensors from the config alone */
         err = o->audio ? tern_errf(TERN_EINVAL, "--audio: only Gemma 4 has an audio tower") : NULL;
         if (!err)
-            err = arch->synth_specs(config, &specs, &n);
+            err = arch->config_specs(config, &specs, &n);
         vocab = json_integer_value(json_object_get(config, "vocab_size"));
     } else {
         err = gemma4_specs(config, o, quant, &specs, &n, &layout, &raw, &n_raw, &audio, &vocab, &sr.ple_width);
