@@ -47,8 +47,9 @@ typedef struct tern_model_opts {
     const char *model_dir;          /* config.json + *.safetensors, or a GGUF file (or a folder holding one); required */
     const char *tokenizer_path;     /* NULL: model_dir (tokenizer.json [+ tokenizer_config.json]); or a file */
     const char *chat_template_path; /* NULL: found in model_dir if present (chat_template.jinja, ...) */
-    const char *mmproj_path;        /* the audio tower as a GGUF multimodal projector (llama.cpp's --mmproj); NULL:
-                                     * model_dir's own, or for a GGUF folder the mmproj*.gguf it holds */
+    const char *mmproj_path;        /* the audio and/or vision tower as a GGUF multimodal projector (llama.cpp's
+                                     * --mmproj); NULL: model_dir's own, or for a GGUF folder the mmproj*.gguf it
+                                     * holds */
     int threads; /* the engines' kernel threads, for which the packed weights are laid out; 0 = one per core */
 } tern_model_opts;
 
@@ -61,6 +62,7 @@ typedef struct tern_model_info {
     uint64_t kv_sliding_bytes_per_token; /* bf16 K+V over sliding layers (saturates at the window) */
     int threads;                       /* the thread count the packed weights are laid out for */
     int audio;                         /* 1: the model has an audio tower (chat requests may carry audio) */
+    int vision;                        /* 1: the model has a vision tower (chat requests may carry images) */
 } tern_model_info;
 
 /* Loads weights (mmapped), tokenizer and chat template; errors name the file at fault. */

@@ -9,7 +9,6 @@
  *     packet loop checks it too, so a pathological file costs bounded time.
  * The caller also bounds the output (max_seconds): decoding stops once enough audio is in hand. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +16,10 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/error.h>
-#include <libavutil/log.h>
 #include <libavutil/samplefmt.h>
 
 #include "audio/audio.h"
+#include "core/av_log.h"
 #include "core/log.h"
 #include "core/timeutil.h"
 
@@ -33,25 +32,6 @@ const char *tern_audio_supported_containers(void) {
     return "WAV (PCM, float, and compressed codecs), MP3, M4A/MP4 (AAC, ALAC), FLAC, Ogg (Vorbis, Opus, FLAC), "
            "WebM/Matroska, AIFF, CAF, AU, AMR, AC-3/E-AC-3, DTS, WavPack, APE, TTA, Musepack, WMA (ASF), VOC";
 }
-
-/* ---- libav's log → ours --------------------------------------------------------------------- */
-
-static void av_log_to_tern(void *avcl, int level, const char *fmt, va_list vl) {
-    if (level > AV_LOG_WARNING || tern_log_get_level() < TERN_LOG_DEBUG)
-        return;
-    char line[1024];
-    int print_prefix = 1;
-    av_log_format_line2(avcl, level, fmt, vl, line, sizeof line, &print_prefix);
-    size_t n = strlen(line);
-    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-        line[--n] = 0;
-    TLOG_DEBUG("libav: %s", line);
-}
-
-static pthread_once_t log_hook_once = PTHREAD_ONCE_INIT;
-/* libav prints warnings about corrupt input straight to stderr; a server wants them in its log
- * (at debug level: a bad upload is the client's problem, reported in the error we return). */
-static void install_av_log(void) { av_log_set_callback(av_log_to_tern); }
 
 /* ---- memory reader, refusal of other files, deadline ---------------------------------------- */
 
@@ -222,7 +202,7 @@ static tern_err *drain(AVCodecContext *dec, AVFrame *frame, mono_buf *mb, deadli
 tern_err *tern_audio_decode_container(const void *data, size_t len, double timeout_s, double max_seconds,
                                       tern_pcm *out) {
     memset(out, 0, sizeof *out);
-    pthread_once(&log_hook_once, install_av_log);
+    tern_av_log_route();
     if (len == 0)
         return tern_errf(TERN_EFORMAT, "audio is empty (0 bytes); supported containers: %s",
                          tern_audio_supported_containers());

@@ -150,12 +150,12 @@ int tern_chat_format_is_stop(const tern_chat_format *f, int32_t id) {
 
 tern_err *tern_chat_format_render(const tern_chat_format *f, const json_t *messages, const json_t *tools,
                                   const json_t *kwargs, int add_generation_prompt, char **text, size_t *len) {
-    return tern_chat_format_render_media(f, messages, tools, kwargs, add_generation_prompt, NULL, text, len);
+    return tern_chat_format_render_media(f, messages, tools, kwargs, add_generation_prompt, NULL, NULL, text, len);
 }
 
 tern_err *tern_chat_format_render_media(const tern_chat_format *f, const json_t *messages, const json_t *tools,
-                                        const json_t *kwargs, int add_generation_prompt, json_t *audio, char **text,
-                                        size_t *len) {
+                                        const json_t *kwargs, int add_generation_prompt, json_t *audio,
+                                        json_t *images, char **text, size_t *len) {
     *text = NULL;
     *len = 0;
     if (!f->tpl)
@@ -167,7 +167,8 @@ tern_err *tern_chat_format_render_media(const tern_chat_format *f, const json_t 
                           .fold_tool_results = f->fold_tool_results,
                           .bos_token = f->bos_text,
                           .eos_token = f->eos_text,
-                          .audio = audio};
+                          .audio = audio,
+                          .images = images};
     json_t *ctx;
     TERN_TRY(tern_chat_build_context(&in, &ctx));
     tern_err *err = tern_chat_render(f->tpl, ctx, text, len);

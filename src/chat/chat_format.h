@@ -48,9 +48,10 @@ int tern_chat_format_is_stop(const tern_chat_format *f, int32_t id);
  * prompt text (see tern_chat_build_context for what is validated). TERN_EUNSUPPORTED when there is no template. */
 tern_err *tern_chat_format_render(const tern_chat_format *f, const json_t *messages, const json_t *tools,
                                   const json_t *kwargs, int add_generation_prompt, char **text, size_t *len);
-/* The same taking audio parts out into `audio` (tern_chat_input.audio; NULL refuses them). */
+/* The same taking audio parts out into `audio` and image parts into `images` (tern_chat_input.audio / .images; NULL
+ * refuses them). */
 tern_err *tern_chat_format_render_media(const tern_chat_format *f, const json_t *messages, const json_t *tools,
-                                        const json_t *kwargs, int add_generation_prompt, json_t *audio, char **text,
-                                        size_t *len);
+                                        const json_t *kwargs, int add_generation_prompt, json_t *audio,
+                                        json_t *images, char **text, size_t *len);
 
 #endif

@@ -31,10 +31,12 @@ static tern_err *join_text(json_t **acc, const char *s, size_t n) {
     return rc ? oom() : NULL;
 }
 
-/* Media parts are valid OpenAI input that this server cannot feed to the model (audio only with a tower). */
+/* Media parts are valid OpenAI input that this server cannot feed to the model (audio and images only with a
+ * tower). */
 static tern_err *unsupported_part(const char *path, const char *type) {
-    if (!strcmp(type, "image_url") || !strcmp(type, "image"))
-        return tern_errf(TERN_EUNSUPPORTED, "%s: image input is not supported by this server (text only)", path);
+    if (!strcmp(type, "image_url") || !strcmp(type, "image") || !strcmp(type, "input_image"))
+        return tern_errf(TERN_EUNSUPPORTED, "%s: this model has no vision tower (config.json has no vision_config and "
+                         "no mmproj with one): image input needs a Gemma 4 model with one", path);
     if (!strcmp(type, "input_audio") || !strcmp(type, "audio_url") || !strcmp(type, "audio"))
         return tern_errf(TERN_EUNSUPPORTED, "%s: this model has no audio tower (config.json has no audio_config): "
                          "audio input needs a Gemma 4 model with one", path);
@@ -112,11 +114,57 @@ static tern_err *audio_part(const json_t *part, const char *type, const char *pp
     return NULL;
 }
 
+/* An image_url part → {"data": base64 text | "url": http(s) URL, "detail", "path"} appended to `images`.
+ * image_url: {"url": "data:image/png;base64,..." or "https://...", "detail": "auto" | "low" | "high"}, or the URL as
+ * a bare string. Remote URLs are passed on: the caller fetches them only when allowed. */
+static tern_err *image_part(const json_t *part, const char *pp, json_t *images) {
+    const json_t *iu = json_object_get(part, "image_url");
+    const json_t *u = json_is_object(iu) ? json_object_get(iu, "url") : json_is_string(iu) ? iu : NULL;
+    const json_t *detail = json_is_object(iu) ? json_object_get(iu, "detail") : NULL;
+    if (!json_is_string(u))
+        return tern_errf(TERN_EINVAL, "%s.image_url.url: expected a data: URI (data:image/png;base64,...) or an "
+                         "http(s) URL", pp);
+    if (detail && !json_is_null(detail) &&
+        !(json_is_string(detail) && (!strcmp(json_string_value(detail), "auto") ||
+                                     !strcmp(json_string_value(detail), "low") ||
+                                     !strcmp(json_string_value(detail), "high"))))
+        return tern_errf(TERN_EINVAL, "%s.image_url.detail: expected \"auto\", \"low\" or \"high\"", pp);
+    const char *url = json_string_value(u), *comma = strchr(url, ',');
+    json_t *a = json_pack("{s:s,s:s}", "detail", json_is_string(detail) ? json_string_value(detail) : "auto", "path",
+                          pp);
+    if (!a)
+        return oom();
+    tern_err *err = NULL;
+    if (!strncasecmp(url, "http://", 7) || !strncasecmp(url, "https://", 8)) {
+        if (json_object_set(a, "url", (json_t *)u))
+            err = oom();
+    } else if (strncmp(url, "data:", 5)) {
+        err = tern_errf(TERN_EINVAL, "%s.image_url.url: expected a data: URI (data:image/png;base64,...) or an "
+                        "http(s) URL", pp);
+    } else {
+        const char *semi = comma ? memchr(url, ';', (size_t)(comma - url)) : NULL, *mime = url + 5;
+        if (!comma || !semi || strncmp(semi, ";base64,", 8))
+            err = tern_errf(TERN_EINVAL, "%s.image_url.url: expected data:image/TYPE;base64,DATA", pp);
+        else if (strncmp(mime, "image/", 6) && semi != mime && strncmp(mime, "application/octet-stream", 24))
+            err = tern_errf(TERN_EINVAL, "%s.image_url.url: the data URI's type '%.*s' is not image/*", pp,
+                            (int)(semi - mime), mime);
+        else if (json_string_length(u) == (size_t)(comma + 1 - url))
+            err = tern_errf(TERN_EINVAL, "%s.image_url.url: the data URI holds no data", pp);
+        else if (json_object_set_new(a, "data", json_stringn(comma + 1, json_string_length(u) - (size_t)(comma + 1 - url))))
+            err = oom();
+    }
+    if (!err && json_array_append(images, a))
+        err = oom();
+    json_decref(a);
+    return err;
+}
+
 static int is_audio_type(const char *t) { return !strcmp(t, "input_audio") || !strcmp(t, "audio_url"); }
 
-/* OpenAI content: a string, or an array of {"type":"text","text":...} parts (and audio parts when `audio` takes
- * them). *out is a new string, or with audio a list of text parts and {"type": "audio"} items. */
-static tern_err *openai_content(const json_t *c, const char *path, json_t *audio, json_t **out) {
+/* OpenAI content: a string, or an array of {"type":"text","text":...} parts (and audio or image parts when `audio` /
+ * `images` take them). *out is a new string, or with media a list of text parts and {"type": "audio"} /
+ * {"type": "image"} items. */
+static tern_err *openai_content(const json_t *c, const char *path, json_t *audio, json_t *images, json_t **out) {
     *out = NULL;
     if (json_is_string(c)) {
         *out = json_copy((json_t *)c);
@@ -129,7 +177,7 @@ static tern_err *openai_content(const json_t *c, const char *path, json_t *audio
         return tern_errf(TERN_EINVAL, "%s: the array of content parts is empty", path);
     size_t i;
     json_t *part;
-    json_t *acc = NULL, *list = NULL; /* joined text; the list once an audio part is seen */
+    json_t *acc = NULL, *list = NULL; /* joined text; the list once a media part is seen */
     json_array_foreach(c, i, part) {
         char pp[256];
         snprintf(pp, sizeof pp, "%s[%zu]", path, i);
@@ -147,18 +195,19 @@ static tern_err *openai_content(const json_t *c, const char *path, json_t *audio
                 err = tern_errf(TERN_EINVAL, "%s.%s: expected a string", pp, key);
             else
                 err = join_text(&acc, json_string_value(t), json_string_length(t));
-        } else if (audio && is_audio_type(tv)) {
+        } else if ((audio && is_audio_type(tv)) || (images && !strcmp(tv, "image_url"))) {
+            const int is_audio = is_audio_type(tv);
             if (!list && !(list = json_array()))
                 err = oom();
-            if (!err && acc) { /* the text so far keeps its place before the clip */
+            if (!err && acc) { /* the text so far keeps its place before the clip or image */
                 if (json_array_append_new(list, json_pack("{s:s,s:O}", "type", "text", "text", acc)))
                     err = oom();
                 json_decref(acc);
                 acc = NULL;
             }
             if (!err)
-                err = audio_part(part, tv, pp, audio);
-            if (!err && json_array_append_new(list, json_pack("{s:s}", "type", "audio")))
+                err = is_audio ? audio_part(part, tv, pp, audio) : image_part(part, pp, images);
+            if (!err && json_array_append_new(list, json_pack("{s:s}", "type", is_audio ? "audio" : "image")))
                 err = oom();
         } else if (!(err = unsupported_part(pp, tv)))
             err = tern_errf(TERN_EINVAL, "%s.type: unknown content part type '%s' (expected \"text\")", pp, tv);
@@ -294,7 +343,7 @@ tern_err *tern_chat_validate_tools(const json_t *tools) {
 
 static int role_is(const char *r, const char *a) { return !strcmp(r, a); }
 
-static tern_err *openai_message(const json_t *m, size_t i, json_t *audio, json_t **out) {
+static tern_err *openai_message(const json_t *m, size_t i, json_t *audio, json_t *images, json_t **out) {
     char path[64];
     snprintf(path, sizeof path, "messages[%zu]", i);
     *out = NULL;
@@ -337,7 +386,7 @@ static tern_err *openai_message(const json_t *m, size_t i, json_t *audio, json_t
                 err = tern_errf(TERN_EINVAL, "%s: an assistant message needs content or tool_calls", pp);
         } else {
             json_t *c;
-            if (!(err = openai_content(content, pp, audio, &c)) && json_object_set_new(n, "content", c))
+            if (!(err = openai_content(content, pp, audio, images, &c)) && json_object_set_new(n, "content", c))
                 err = oom();
         }
     }
@@ -420,7 +469,7 @@ tern_err *tern_chat_build_context(const tern_chat_input *in, json_t **ctx) {
     json_t *m;
     json_array_foreach(in->messages, i, m) {
         json_t *n;
-        if (err || (err = openai_message(m, i, in->audio, &n)))
+        if (err || (err = openai_message(m, i, in->audio, in->images, &n)))
             break;
         if (json_array_append_new(msgs, n))
             err = oom();
@@ -525,6 +574,42 @@ static tern_err *append_msg(json_t *msgs, json_t *m) {
     return NULL;
 }
 
+/* An Anthropic image block {"source": {"type": "base64", "media_type", "data"} | {"type": "url", "url"}} as the
+ * OpenAI image_url part the chat path reads. */
+static tern_err *anthropic_image(const json_t *b, const char *pp, json_t **part) {
+    *part = NULL;
+    const json_t *src = json_object_get(b, "source");
+    const char *st = json_is_object(src) ? json_string_value(json_object_get(src, "type")) : NULL;
+    if (!st)
+        return tern_errf(TERN_EINVAL, "%s.source: expected {\"type\": \"base64\", \"media_type\", \"data\"} or "
+                         "{\"type\": \"url\", \"url\"}", pp);
+    json_t *url = NULL;
+    if (!strcmp(st, "base64")) {
+        const json_t *mt = json_object_get(src, "media_type"), *data = json_object_get(src, "data");
+        if (!json_is_string(mt) || strncmp(json_string_value(mt), "image/", 6))
+            return tern_errf(TERN_EINVAL, "%s.source.media_type: expected image/jpeg, image/png, image/gif or "
+                             "image/webp", pp);
+        if (!json_is_string(data) || json_string_length(data) == 0)
+            return tern_errf(TERN_EINVAL, "%s.source.data: expected the image as a non-empty base64 string", pp);
+        const size_t n = json_string_length(mt) + json_string_length(data) + 16;
+        char *u = malloc(n);
+        if (!u)
+            return oom();
+        snprintf(u, n, "data:%s;base64,%s", json_string_value(mt), json_string_value(data));
+        url = json_string(u);
+        free(u);
+    } else if (!strcmp(st, "url")) {
+        const json_t *u = json_object_get(src, "url");
+        if (!json_is_string(u))
+            return tern_errf(TERN_EINVAL, "%s.source.url: expected a string", pp);
+        url = json_copy((json_t *)u);
+    } else {
+        return tern_errf(TERN_EINVAL, "%s.source.type: '%.32s' image sources are not supported (base64, url)", pp, st);
+    }
+    *part = url ? json_pack("{s:s,s:{s:o}}", "type", "image_url", "image_url", "url", url) : NULL;
+    return *part ? NULL : oom();
+}
+
 /* One Anthropic message → zero or more OpenAI messages appended to msgs. */
 static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
     char path[64];
@@ -545,6 +630,7 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
     if (json_array_size(content) == 0)
         return tern_errf(TERN_EINVAL, "%s.content: the array of content blocks is empty", path);
     json_t *text = NULL, *reasoning = NULL, *calls = json_array();
+    json_t *parts = NULL; /* once an image block is seen: text and image parts in order */
     tern_err *err = calls ? NULL : oom();
     size_t k;
     json_t *b;
@@ -561,8 +647,24 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
             err = tern_errf(TERN_EINVAL, "%s.type: expected a string such as \"text\"", pp);
         } else if (!strcmp(t, "text")) {
             const json_t *s = json_object_get(b, "text");
-            err = json_is_string(s) ? join_text(&text, json_string_value(s), json_string_length(s))
-                                    : tern_errf(TERN_EINVAL, "%s.text: expected a string", pp);
+            if (!json_is_string(s))
+                err = tern_errf(TERN_EINVAL, "%s.text: expected a string", pp);
+            else if (parts)
+                err = json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", s)) ? oom() : NULL;
+            else
+                err = join_text(&text, json_string_value(s), json_string_length(s));
+        } else if (!strcmp(t, "image") && user) {
+            json_t *part = NULL;
+            if (!parts && !(parts = json_array()))
+                err = oom();
+            if (!err && text) { /* the text so far keeps its place before the image */
+                if (json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", text)))
+                    err = oom();
+                json_decref(text);
+                text = NULL;
+            }
+            if (!err && !(err = anthropic_image(b, pp, &part)) && json_array_append_new(parts, part))
+                err = oom();
         } else if (!strcmp(t, "tool_result") && user) {
             const json_t *id = json_object_get(b, "tool_use_id");
             const json_t *c = json_object_get(b, "content");
@@ -604,10 +706,14 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
                                     : tern_errf(TERN_EINVAL, "%s.thinking: expected a string", pp);
         } else if (!strcmp(t, "redacted_thinking") && !user) {
             /* opaque to us: nothing to render */
-        } else if (!(err = unsupported_part(pp, t))) {
+        } else if (!strcmp(t, "image") || !(err = unsupported_part(pp, t))) { /* an image here: an assistant's */
             err = tern_errf(TERN_EINVAL, "%s.type: '%.64s' blocks are not valid in a%s message", pp, t,
                             user ? " user" : "n assistant");
         }
+    }
+    if (!err && parts) {
+        text = parts;
+        parts = NULL;
     }
     if (!err && (text || json_array_size(calls) || reasoning)) {
         json_t *n = json_pack("{s:O}", "role", role);
@@ -627,6 +733,7 @@ static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
         }
     }
     json_decref(text);
+    json_decref(parts);
     json_decref(reasoning);
     json_decref(calls);
     return err;

@@ -7,9 +7,10 @@
  * Normalized messages carry only the fields templates read (role, content, name, tool_calls, tool_call_id,
  * reasoning_content); text content parts are joined into one string (templates differ in what they accept for
  * lists; every template accepts a string); assistant tool-call arguments given as JSON text are parsed into
- * objects, as Hugging Face templates expect. Audio parts (OpenAI input_audio, data-URI audio_url) are taken out
- * for the caller to decode, leaving {"type": "audio"} in their place. Errors are TERN_EINVAL (TERN_EUNSUPPORTED for valid input this
- * server cannot take, such as images) with messages that name the field: "messages[2].role: ...". */
+ * objects, as Hugging Face templates expect. Audio parts (OpenAI input_audio, data-URI audio_url) and image parts
+ * (image_url) are taken out for the caller to decode, leaving {"type": "audio"} / {"type": "image"} in their place.
+ * Errors are TERN_EINVAL (TERN_EUNSUPPORTED for valid input this model cannot take, such as images without a vision
+ * tower) with messages that name the field: "messages[2].role: ...". */
 #ifndef TERN_CHAT_CHAT_PROMPT_H
 #define TERN_CHAT_CHAT_PROMPT_H
 
@@ -34,6 +35,9 @@ typedef struct tern_chat_input {
                                     * appended to this array as {"data": base64 text, "format", "path"} in document
                                     * order, and its message's content becomes a list of text parts and
                                     * {"type": "audio"} items in the same order (what templates place markers for) */
+    json_t *images;                /* likewise for image_url parts: NULL refuses them (no vision tower); else each is
+                                    * appended as {"data": base64 text} or {"url": http(s) URL} with "detail" and
+                                    * "path", leaving {"type": "image"} in its message's content */
 } tern_chat_input;
 
 /* Validates `in` and builds a new template context object in *ctx (json_decref it). Template kwargs come

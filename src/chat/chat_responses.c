@@ -54,13 +54,22 @@ static tern_err *message_content(const json_t *c, const char *path, json_t **out
                                     : tern_errf(TERN_EINVAL, "%s.content[%zu].refusal: expected a string", path, i);
         } else if (!strcmp(t, "input_audio")) {
             err = append(parts, json_incref(p)); /* chat's own audio part; the template path checks it */
-        } else if (!strcmp(t, "input_image") || !strcmp(t, "input_file")) {
+        } else if (!strcmp(t, "input_image")) {
+            /* {image_url: "data:..." | "https://...", detail} → chat's image_url part; file_id names nothing here */
+            const json_t *u = json_object_get(p, "image_url"), *d = json_object_get(p, "detail");
+            if (!json_is_string(u))
+                err = tern_errf(TERN_EINVAL, "%s.content[%zu].image_url: expected a data: URI or an http(s) URL "
+                                             "(file_id is not supported)", path, i);
+            else
+                err = append(parts, json_pack("{s:s,s:{s:O,s:O?}}", "type", "image_url", "image_url", "url", u,
+                                              "detail", json_is_string(d) ? d : NULL));
+        } else if (!strcmp(t, "input_file")) {
             err = tern_errf(TERN_EUNSUPPORTED, "%s.content[%zu].type: '%s' parts are not supported by this server "
-                                               "(text and input_audio are)",
+                                               "(text, input_image and input_audio are)",
                             path, i, t);
         } else {
-            err = tern_errf(TERN_EINVAL, "%s.content[%zu].type: expected \"input_text\", \"output_text\" or "
-                                         "\"input_audio\", got \"%.64s\"",
+            err = tern_errf(TERN_EINVAL, "%s.content[%zu].type: expected \"input_text\", \"output_text\", "
+                                         "\"input_image\" or \"input_audio\", got \"%.64s\"",
                             path, i, t);
         }
         if (err)

@@ -12,6 +12,7 @@
 #include "cli/kv_args.h"
 #include "formats/checkpoint_dir.h"
 #include "loader/audio_input.h"
+#include "loader/image_input.h"
 #include "engine/fit.h"
 
 static const char *usage =
@@ -132,6 +133,19 @@ int cmd_fit(int argc, char **argv) {
         printf("audio:        %s work area while a 30 s clip encodes (one clip at a time); with it %s\n", human(w),
                human(plan.total + w));
         tern_audio_input_free(audio);
+    }
+    /* Likewise the vision tower: one image at a time, at most the largest budget's work area. */
+    tern_image_input *image = NULL;
+    if ((err = tern_image_input_find(pos[0], tern_args_get(opts, "mmproj"), &image))) {
+        fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
+        tern_err_free(err);
+        return 1;
+    }
+    if (image) {
+        uint64_t w = tern_image_input_work_bytes(image);
+        printf("vision:       %s work area while an image encodes at the largest budget (one at a time); with it %s\n",
+               human(w), human(plan.total + w));
+        tern_image_input_free(image);
     }
     return 0;
 }

@@ -32,7 +32,9 @@ static const char *usage =
     "  --ids 2,105,...     token ids as the prompt\n"
     "  --audio FILE        an audio clip (any supported container; the first 30 s) before the prompt in the user\n"
     "                      message (models with an audio tower); without a prompt: \"Transcribe this audio clip.\"\n"
-    "  --mmproj FILE       the audio tower as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf)\n"
+    "  --image FILE        an image (PNG, JPEG, WebP, GIF, BMP) before the prompt in the user message (models\n"
+    "                      with a vision tower); without a prompt: \"Describe this image.\"\n"
+    "  --mmproj FILE       the audio/vision towers as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf)\n"
     "  --audio-windows N   a clip longer than 30 s: encode up to N 30 s windows, each its own run of soft tokens\n"
     "                      (default 1: the first 30 s, as the reference does)\n"
     "  --system TEXT       a system message first\n"
@@ -114,39 +116,58 @@ static json_t *new_conversation(const char *system) {
     return m;
 }
 
-/* A user message with an audio clip (the file's bytes) before the prompt text, encoded on a pool of `threads`. */
-static tern_err *audio_prompt(const run_ctx *c, const char *system, const char *path, const char *prompt, int threads,
-                              int windows, tern_media_prompt *mp) {
-    if (!c->chat->tpl)
-        return tern_errf(TERN_ENOTFOUND, "the model has no chat template (needed to place the audio)");
+/* A media part of a file's bytes: an image_url data URI, or an input_audio part. */
+static tern_err *media_part(const char *path, int image, json_t **part) {
     char *bytes = NULL, *b64 = NULL;
     size_t len = 0;
-    tern_pool *pool = NULL;
-    json_t *messages = NULL, *kwargs = NULL;
     tern_err *err = tern_read_file(path, 1u << 30, &bytes, &len);
     if (!err && !(b64 = tern_base64_encode(bytes, len)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
-    if (!err)
-        err = tern_pool_create(threads > 0 ? threads : tern_cpu_count(), &pool);
     if (!err) {
-        messages = new_conversation(system);
-        json_array_append_new(messages, json_pack("{s:s,s:[{s:s,s:{s:s,s:s}},{s:s,s:s}]}", "role", "user", "content",
-                                                  "type", "input_audio", "input_audio", "data", b64, "format", "",
-                                                  "type", "text", "text", prompt));
-        kwargs = json_pack("{s:b}", "enable_thinking", c->think);
-        tern_media_opts mo = {.audio_windows = windows, .pool = pool};
-        err = tern_model_chat_prompt_media(c->model, messages, NULL, kwargs, 1, &mo, mp);
-        if (err)
-            err = tern_err_wrap(err, "%s", path);
+        char *uri = image ? malloc(strlen(b64) + 64) : NULL;
+        if (uri) /* the bytes decide the format; the MIME type only has to say image */
+            sprintf(uri, "data:image/*;base64,%s", b64);
+        *part = image ? (uri ? json_pack("{s:s,s:{s:s}}", "type", "image_url", "image_url", "url", uri) : NULL)
+                      : json_pack("{s:s,s:{s:s,s:s}}", "type", "input_audio", "input_audio", "data", b64, "format", "");
+        free(uri);
+        if (!*part)
+            err = tern_errf(TERN_ENOMEM, "out of memory");
     }
-    json_decref(messages);
-    json_decref(kwargs);
-    tern_pool_destroy(pool);
     free(b64);
     free(bytes);
     return err;
 }
 
+/* A user message with an image and/or an audio clip (the files' bytes) before the prompt text, encoded on a pool of
+ * `threads`. */
+static tern_err *media_prompt(const run_ctx *c, const char *system, const char *image, const char *audio,
+                              const char *prompt, int threads, int windows, tern_media_prompt *mp) {
+    if (!c->chat->tpl)
+        return tern_errf(TERN_ENOTFOUND, "the model has no chat template (needed to place the %s)",
+                         image ? "image" : "audio");
+    tern_pool *pool = NULL;
+    json_t *content = json_array(), *messages = NULL, *kwargs = NULL, *part = NULL;
+    tern_err *err = content ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
+    if (!err && image && !(err = media_part(image, 1, &part)))
+        json_array_append_new(content, part);
+    if (!err && audio && !(err = media_part(audio, 0, &part)))
+        json_array_append_new(content, part);
+    if (!err)
+        err = tern_pool_create(threads > 0 ? threads : tern_cpu_count(), &pool);
+    if (!err) {
+        json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", prompt));
+        messages = new_conversation(system);
+        json_array_append_new(messages, json_pack("{s:s,s:O}", "role", "user", "content", content));
+        kwargs = json_pack("{s:b}", "enable_thinking", c->think);
+        tern_media_opts mo = {.audio_windows = windows, .pool = pool};
+        err = tern_model_chat_prompt_media(c->model, messages, NULL, kwargs, 1, &mo, mp);
+    }
+    json_decref(content);
+    json_decref(messages);
+    json_decref(kwargs);
+    tern_pool_destroy(pool);
+    return err;
+}
 
 /* The interactive chat: reads lines from stdin until /exit, end of input or Ctrl-C at the prompt. */
 static tern_err *chat(run_ctx *c, const char *system) {
@@ -214,7 +235,7 @@ int cmd_run(int argc, char **argv) {
     tern_opt opts[] = {{"ids", 1, 0},       {"prompt", 1, 0}, {"raw", 1, 0},   {"n", 1, 0},      {"temp", 1, 0},
                        {"top-k", 1, 0},     {"top-p", 1, 0},  {"min-p", 1, 0}, {"seed", 1, 0},   {"threads", 1, 0},
                        {"ctx", 1, 0},       {"system", 1, 0}, {"think", 0, 0}, {"print-ids", 0, 0},
-                       {"stats", 0, 0},     {"model", 1, 0},  {"audio", 1, 0},  {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"help", 0, 0},  TERN_DRAFT_OPTS, TERN_KV_OPTS,
+                       {"stats", 0, 0},     {"model", 1, 0},  {"audio", 1, 0},  {"image", 1, 0}, {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"help", 0, 0},  TERN_DRAFT_OPTS, TERN_KV_OPTS,
                        {0, 0, 0}};
     const char *pos[2];
     int np = tern_args_parse("run", argc, argv, opts, pos, 2);
@@ -236,13 +257,13 @@ int cmd_run(int argc, char **argv) {
     }
     if (np == 2)
         prompt = pos[1];
-    const char *audio = tern_args_get(opts, "audio");
-    if (audio && (ids_s || raw)) {
-        fprintf(stderr, "tern run: --audio goes with a chat prompt, not --ids or --raw\n");
+    const char *audio = tern_args_get(opts, "audio"), *image = tern_args_get(opts, "image");
+    if ((audio || image) && (ids_s || raw)) {
+        fprintf(stderr, "tern run: --%s goes with a chat prompt, not --ids or --raw\n", image ? "image" : "audio");
         return 2;
     }
-    if (audio && !prompt)
-        prompt = "Transcribe this audio clip.";
+    if ((audio || image) && !prompt)
+        prompt = image ? "Describe this image." : "Transcribe this audio clip.";
     const int interactive = !ids_s && !prompt && !raw;
     run_ctx c = {.think = tern_args_get(opts, "think") != NULL, .print_ids = tern_args_get(opts, "print-ids") != NULL,
                  .stats = tern_args_get(opts, "stats") != NULL};
@@ -306,12 +327,13 @@ int cmd_run(int argc, char **argv) {
             int64_t k;
             err = tern_parse_ids(ids_s, &ids, &k);
             n = (size_t)k;
-        } else if (prompt && audio) {
-            err = audio_prompt(&c, tern_args_get(opts, "system"), audio, prompt, (int)threads, (int)windows, &mp);
+        } else if (prompt && (audio || image)) {
+            err = media_prompt(&c, tern_args_get(opts, "system"), image, audio, prompt, (int)threads, (int)windows,
+                               &mp);
             req.prompt_ids = mp.ids;
             req.n_prompt_ids = mp.n;
             req.embeds = mp.spans;
-            req.n_embeds = mp.n_clips;
+            req.n_embeds = mp.n_spans;
         } else if (prompt) {
             json_t *messages = new_conversation(tern_args_get(opts, "system"));
             json_array_append_new(messages, json_pack("{s:s,s:s}", "role", "user", "content", prompt));

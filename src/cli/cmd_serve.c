@@ -18,6 +18,7 @@
 #include "core/timeutil.h"
 #include "cli/draft_args.h"
 #include "cli/kv_args.h"
+#include "hub/url_fetch.h"
 #include "server/server.h"
 #include "tern/tern.h"
 
@@ -25,10 +26,10 @@ static const char *usage =
     "usage: tern serve [-m] MODEL_DIR [--host 127.0.0.1] [--port 8080] [-np 4] [-c N] [--api-key KEY]\n"
     "                  [--max-queue 64] [--timeout 600] [--max-body 16777216] [--threads T] [--alias NAME]\n"
     "                  [--draft-model DIR] [--draft-ngram] [--draft-max 8] [--draft-min 1] [--audio-windows 1]\n"
-    "                  [--mmproj FILE] [--kv T | -ctk T -ctv T] [--responses-store 1000]\n"
+    "                  [--mmproj FILE] [--allow-image-urls] [--kv T | -ctk T -ctv T] [--responses-store 1000]\n"
     "                  [--pooling mean|last|cls] [--cache-disk DIR [--cache-disk-size GB]]\n"
     "                  [--api-key-file F] [--metrics-public] [--ssl-cert-file F --ssl-key-file F] [--no-webui]\n"
-    "Serves the model over HTTP: OpenAI /v1/chat/completions (text and audio), /v1/completions,\n"
+    "Serves the model over HTTP: OpenAI /v1/chat/completions (text, images and audio), /v1/completions,\n"
     "/v1/responses, /v1/embeddings, /v1/audio/transcriptions, /v1/models; Anthropic\n"
     "/v1/messages; /health; /metrics (see docs/api.md); a chat page for the browser at /.\n"
     "  --host       address to bind (default 127.0.0.1, loopback only)\n"
@@ -47,8 +48,10 @@ static const char *usage =
     "               for up to S seconds (default: --timeout); a second signal stops at once\n"
     "  --max-body   largest request body in bytes (413 beyond)\n"
     "  --alias      the model id clients see (default: the directory's name)\n"
-    "  --mmproj FILE  the audio tower as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf; a folder of GGUF\n"
-    "               files is searched for one)\n"
+    "  --mmproj FILE  the audio and/or vision tower as a GGUF multimodal projector (llama.cpp's mmproj-*.gguf; a\n"
+    "               folder of GGUF files is searched for one)\n"
+    "  --allow-image-urls  fetch image_url parts that name an http(s) URL (at most 20 MB, 10 s each); without it\n"
+    "               only data: URIs are taken\n"
     "  --audio-windows N  a clip longer than 30 s: encode up to N 30 s windows, each its own run of soft tokens\n"
     "               (default 1: the first 30 s, as the reference does)\n"
     "  --responses-store N  /v1/responses kept in memory for previous_response_id and GET (oldest dropped first,\n"
@@ -116,7 +119,7 @@ int cmd_serve(int argc, char **argv) {
     tern_opt opts[] = {{"host", 1, 0},     {"port", 1, 0},     {"parallel", 1, 0}, {"ctx", 1, 0},
                        {"api-key", 1, 0},  {"max-queue", 1, 0}, {"timeout", 1, 0}, {"max-body", 1, 0},
                        {"threads", 1, 0},  {"alias", 1, 0},    {"model", 1, 0}, {"help", 0, 0},
-                       {"audio-windows", 1, 0}, {"mmproj", 1, 0}, {"responses-store", 1, 0}, {"pooling", 1, 0},
+                       {"audio-windows", 1, 0}, {"allow-image-urls", 0, 0}, {"mmproj", 1, 0}, {"responses-store", 1, 0}, {"pooling", 1, 0},
                        {"cache-disk", 1, 0}, {"cache-disk-size", 1, 0}, {"api-key-file", 1, 0},
                        {"metrics-public", 0, 0}, {"ssl-cert-file", 1, 0}, {"ssl-key-file", 1, 0},
                        {"drain-timeout", 1, 0}, {"no-webui", 0, 0},
@@ -200,6 +203,11 @@ int cmd_serve(int argc, char **argv) {
         sc.timeout_s = (int)timeout;
         sc.max_body = (uint64_t)max_body;
         sc.audio_windows = (int)windows;
+        static hub_url_limits image_urls = {.max_bytes = 20u << 20, .timeout_s = 10};
+        if (tern_args_get(opts, "allow-image-urls")) {
+            sc.fetch_image_url = hub_url_fetch;
+            sc.fetch_ctx = &image_urls;
+        }
         sc.responses_store = (int)store;
         sc.pooling = !strcmp(pooling, "last") ? TERN_POOL_LAST : !strcmp(pooling, "cls") ? TERN_POOL_CLS : TERN_POOL_MEAN;
         sc.max_connections = (int)(parallel + max_queue + 64);

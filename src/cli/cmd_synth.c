@@ -11,14 +11,18 @@
 
 static const char *usage =
     "usage: tern synth --preset PRESET|CONFIG.json --dtype f32|bf16|f16|q8|q4\n"
-    "                  [--layers N] [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] [--audio] OUT_DIR\n"
+    "                  [--layers N] [--group 64] [--seed N] [--vocab FILE.gguf] [--shard-mb N] [--audio] [--vision]\n"
+    "                  OUT_DIR\n"
     "Presets: Gemma 4 tiny, e2b, e4b, 12b, 26b-a4b, 31b, e4b-moe-like; llama-3.2-1b, llama-3.1-8b, qwen2.5-0.5b,\n"
     "qwen3-0.6b, qwen3-4b, qwen3-8b (these need --vocab: a GGUF holding the family's vocabulary, e.g. llama.cpp's\n"
     "models/ggml-vocab-llama-bpe.gguf or ggml-vocab-qwen2.gguf).\n"
     "Writes config.json, safetensors (sharded above 4 GiB), tokenizer files and the chat template.\n"
     "--layers keeps the first N layers of the preset (a real layout at a size the machine can hold).\n"
     "--audio adds the audio tower (hidden 1024 x 12 blocks beside e2b/e4b, 128 x 2 beside tiny), its token ids\n"
-    "and processor_config.json, so chat requests can carry audio.\n";
+    "and processor_config.json, so chat requests can carry audio.\n"
+    "--vision adds the vision tower (hidden 768 x 16 layers beside e2b/e4b, 1152 x 27 beside 12b/26b/31b, 64 x 2\n"
+    "beside tiny), its token ids and\n"
+    "the image processor's settings, so chat requests can carry images.\n";
 
 /* The Gemma 4 vocabulary: beside an installed binary (PREFIX/share/tern, as `make install` puts it), else in the
  * source tree the binary was built from. */
@@ -40,7 +44,7 @@ static const char *default_vocab(char *buf, size_t cap) {
 
 int cmd_synth(int argc, char **argv) {
     tern_opt opts[] = {{"preset", 1, 0}, {"dtype", 1, 0}, {"group", 1, 0}, {"seed", 1, 0}, {"vocab", 1, 0},
-                       {"shard-mb", 1, 0}, {"audio", 0, 0}, {"layers", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
+                       {"shard-mb", 1, 0}, {"audio", 0, 0}, {"vision", 0, 0}, {"layers", 1, 0}, {"help", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("synth", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -65,6 +69,7 @@ int cmd_synth(int argc, char **argv) {
     so.shard_bytes = (uint64_t)shard_mb << 20;
     char installed[4096];
     so.audio = tern_args_get(opts, "audio") != NULL;
+    so.vision = tern_args_get(opts, "vision") != NULL;
     so.vocab_gguf = tern_args_get(opts, "vocab") ? tern_args_get(opts, "vocab") : default_vocab(installed, sizeof installed);
     const char *dt = tern_args_get(opts, "dtype") ? tern_args_get(opts, "dtype") : "bf16";
     json_t *config = NULL;

@@ -10,6 +10,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_audio_embed(int argc, char **argv);
+int cmd_image_embed(int argc, char **argv);
 int cmd_audio_features(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -27,6 +27,7 @@ static const struct {
     {"synth", cmd_synth, "--preset P --dtype D OUT  write a synthetic checkpoint (HF/MLX layout)"},
     {"quantize", cmd_quantize, "IN OUT --bits 4|8 [--group 64]  MLX-format quantized copy of a float checkpoint"},
     {"audio-embed", cmd_audio_embed, "MODEL_DIR FILE [--out F.bin]  a clip through the model's audio tower"},
+    {"image-embed", cmd_image_embed, "MODEL FILE [--out F.bin]  an image through the model's vision tower"},
     {"audio-features", cmd_audio_features, "FILE [--out F.bin]  log-mel features, frame and soft-token counts"},
     {"get", cmd_get, "ORG/NAME[@REV][:TAG]  download a model from the Hugging Face hub into its cache"},
     {"ls", cmd_ls, "                     the models in the Hugging Face cache"},

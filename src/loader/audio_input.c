@@ -8,7 +8,7 @@
 #include "audio/audio.h"
 #include "core/fileio.h"
 #include "core/hash.h"
-#include "formats/checkpoint_dir.h"
+#include "loader/mmproj.h"
 #include "models/audio_encoder.h"
 
 struct tern_audio_input {
@@ -38,19 +38,14 @@ tern_err *tern_audio_input_load_gguf(const char *file, tern_audio_input **out) {
 
 tern_err *tern_audio_input_find(const char *model_path, const char *mmproj, tern_audio_input **out) {
     *out = NULL;
-    if (mmproj)
-        return tern_audio_input_load_gguf(mmproj, out);
+    tern_tower_source src;
     char *file = NULL;
-    if (tern_checkpoint_mmproj_file(model_path, &file)) {
-        tern_err *err = tern_audio_input_load_gguf(file, out);
-        free(file);
-        return err;
-    }
-    if (tern_checkpoint_gguf_file(model_path, &file)) {
-        free(file);
-        return NULL; /* a GGUF model's tower is a separate projector file, and there is none here */
-    }
-    return tern_audio_input_load(model_path, out);
+    TERN_TRY(tern_mmproj_locate(model_path, mmproj, "audio", "mm.a.input_projection.weight", &src, &file));
+    tern_err *err = src == TERN_TOWER_MMPROJ   ? tern_audio_input_load_gguf(file, out)
+                    : src == TERN_TOWER_FOLDER ? tern_audio_input_load(model_path, out)
+                                               : NULL;
+    free(file);
+    return err;
 }
 
 tern_err *tern_audio_input_load(const char *dir, tern_audio_input **out) {

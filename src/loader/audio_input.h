@@ -30,8 +30,8 @@ tern_err *tern_audio_input_load(const char *dir, tern_audio_input **out);
 /* The audio tower of a GGUF multimodal projector file (llama.cpp's mmproj-*.gguf); no processor config (Gemma 4's
  * log-mel is not normalized). */
 tern_err *tern_audio_input_load_gguf(const char *file, tern_audio_input **out);
-/* The audio tower that goes with the model at model_path: from `mmproj` when given; else the projector model_path
- * is or holds (an mmproj*.gguf file, or a GGUF folder holding one); else none for a GGUF model; else the folder's
+/* The audio tower that goes with the model at model_path: from `mmproj` when given (none, no error, when that file
+ * has only a vision tower); else the projector model_path is or holds (an mmproj*.gguf file, or a GGUF folder holding one); else none for a GGUF model; else the folder's
  * own (tern_audio_input_load). *out NULL, no error, when there is none. */
 tern_err *tern_audio_input_find(const char *model_path, const char *mmproj, tern_audio_input **out);
 /* Frees; NULL is fine. */

@@ -103,11 +103,20 @@ tern_err *tern_model_load(const tern_model_opts *o, tern_model **out) {
         const tern_lm_desc *d = tern_lm_desc_of(m->lm);
         err = tern_chat_format_build(m->tok, m->chat_template, m->template_origin, d->eos, d->n_eos, &m->chat);
     }
-    if (!err) /* the audio tower: the folder's own, or a GGUF multimodal projector file */
+    if (!err) /* the audio and vision towers: the folder's own, or a GGUF multimodal projector file */
         err = tern_audio_input_find(o->model_dir, o->mmproj_path, &m->audio);
+    if (!err)
+        err = tern_image_input_find(o->model_dir, o->mmproj_path, &m->image);
+    if (!err && o->mmproj_path && !m->audio && !m->image)
+        err = tern_errf(TERN_EUNSUPPORTED, "%s: the projector file has neither an audio nor a vision tower this build "
+                        "knows (clip.audio.projector_type / clip.vision.projector_type)", o->mmproj_path);
     if (!err && m->audio && tern_audio_input_dim(m->audio) != tern_lm_desc_of(m->lm)->hidden)
         err = tern_errf(TERN_EFORMAT, "%s: the audio tower's embeddings are %lld wide but the text model's hidden size "
                         "is %lld", o->model_dir, (long long)tern_audio_input_dim(m->audio),
+                        (long long)tern_lm_desc_of(m->lm)->hidden);
+    if (!err && m->image && tern_image_input_dim(m->image) != tern_lm_desc_of(m->lm)->hidden)
+        err = tern_errf(TERN_EFORMAT, "%s: the vision tower's embeddings are %lld wide but the text model's hidden size "
+                        "is %lld", o->model_dir, (long long)tern_image_input_dim(m->image),
                         (long long)tern_lm_desc_of(m->lm)->hidden);
     TLOG_DEBUG("%s: weights %.3f s, tokenizer %.3f s (beside them), loaded in %.3f s", o->model_dir, t_weights,
                job.seconds, tern_now_s() - t0);
@@ -125,6 +134,7 @@ void tern_model_free(tern_model *m) {
         return;
     tern_lm_free(m->lm);
     tern_audio_input_free(m->audio);
+    tern_image_input_free(m->image);
     tern_chat_format_free(m->chat);
     tern_tokenizer_free(m->tok);
     free(m->chat_template);
@@ -146,6 +156,7 @@ void tern_model_get_info(const tern_model *m, tern_model_info *out) {
     tern_lm_desc_kv_bytes(d, TERN_KV_BF16, TERN_KV_BF16, &out->kv_full_bytes_per_token, &out->kv_sliding_bytes_per_token);
     out->threads = tern_lm_layout_threads(m->lm);
     out->audio = m->audio != NULL;
+    out->vision = m->image != NULL;
 }
 
 const char *tern_model_chat_template(const tern_model *m, const char **origin) {

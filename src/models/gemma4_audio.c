@@ -27,6 +27,7 @@
 #include "models/audio_encoder.h"
 #include "models/gemma4_audio.h"
 #include "models/gemma4_weights.h"
+#include "models/tower.h"
 #include "tensor/ops.h"
 
 #define MEL 128
@@ -38,29 +39,22 @@ typedef struct audio_cfg {
     int clipped;
 } audio_cfg;
 
-/* A linear with optional clamps on its input and output (Gemma4ClippableLinear). */
-typedef struct clin {
-    tern_weight w;
-    float in_lo, in_hi, out_lo, out_hi;
-} clin;
-
 typedef struct alayer {
     float *ff_pre[2], *ff_post[2];
-    clin ff1[2], ff2[2];
+    tern_clin ff1[2], ff2[2];
     float *norm_pre_attn, *norm_post_attn, *norm_out;
-    clin q, k, v, post;
+    tern_clin q, k, v, post;
     tern_weight relk;
     float *qscale;   /* [head_dim] q_scale * softplus(per_dim_scale) */
     float *lc_pre, *lc_norm;
-    clin lstart, lend;
+    tern_clin lstart, lend;
     float *dw;       /* [D][kernel] depthwise taps, oldest first */
 } alayer;
 
 typedef struct g4audio {
     audio_cfg c;
-    tern_checkpoint *ck;
+    tern_tower_src src;    /* the checkpoint, its names' root (mlx-vlm: also the convolutions' layout) and owned arrays */
     tern_quant_config *qc;
-    int mlx;               /* mlx-vlm names and convolution layouts */
     int scales_softplused; /* per_dim_scale holds softplus(p) (a GGUF mmproj) rather than p */
     float *conv0, *conv1;  /* [C0][3][3][1], [C1][3][3][C0] */
     tern_weight conv0w, conv1w;
@@ -70,86 +64,29 @@ typedef struct g4audio {
     alayer layer[MAX_LAYERS];
     float *pos;            /* [npos][D] the sinusoid inputs of relative positions 0..npos-1 */
     int64_t npos;
-    char **owned;          /* small f32 arrays this tower allocated */
-    size_t n_owned;
     int64_t F1, F2;        /* frequency bins after each convolution */
 } g4audio;
 
 /* ---- loading -------------------------------------------------------------------------------------------- */
 
+/* A small float array the tower owns (freed with it). */
 static float *own(g4audio *a, size_t n) {
-    char **v = realloc(a->owned, (a->n_owned + 1) * sizeof *v);
-    if (!v)
-        return NULL;
-    a->owned = v;
-    float *p = calloc(n ? n : 1, sizeof *p);
-    if (p)
-        a->owned[a->n_owned++] = (char *)p;
+    float *p = NULL;
+    tern_err *err = tern_tower_floats(&a->src, NULL, n, &p);
+    tern_err_free(err);
     return p;
 }
 
-static void name_of(const g4audio *a, const char *rel, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s", a->mlx ? "" : "model.", rel);
-}
-
-/* The stored tensor `rel` (under the layout's root) as float32, checked to hold n values. */
-static tern_err *read_f32(const g4audio *a, const char *rel, size_t n, float *out) {
-    char name[256];
-    name_of(a, rel, name, sizeof name);
-    const tern_tensor *t = tern_checkpoint_find(a->ck, name);
-    if (!t)
-        return tern_errf(TERN_EFORMAT, "audio tower: missing tensor %s", name);
-    if ((size_t)t->numel != n)
-        return tern_errf(TERN_EFORMAT, "audio tower: %s holds %lld values, expected %zu", name, (long long)t->numel, n);
-    const unsigned char *p = t->data;
-    for (size_t i = 0; i < n; i++) {
-        if (t->dtype == TERN_DT_F32) {
-            memcpy(&out[i], p + 4 * i, 4);
-        } else if (t->dtype == TERN_DT_BF16 || t->dtype == TERN_DT_F16) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            out[i] = t->dtype == TERN_DT_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
-        } else {
-            return tern_errf(TERN_EFORMAT, "audio tower: %s is %s, expected F32/F16/BF16", name,
-                             tern_dtype_name(t->dtype));
-        }
-    }
-    return NULL;
-}
-
 static tern_err *vec(g4audio *a, const char *rel, size_t n, float **out) {
-    if (!(*out = own(a, n)))
-        return tern_errf(TERN_ENOMEM, "out of memory");
-    return read_f32(a, rel, n, *out);
+    return tern_tower_floats(&a->src, rel, n, out);
 }
 
 static tern_err *matrix(g4audio *a, const char *rel, int64_t out, int64_t in, tern_weight *w) {
-    tern_wspec s = {.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {out, in}};
-    name_of(a, rel, s.name, sizeof s.name);
-    char why[400];
-    tern_weights_bind_one(&s, TERN_LAYOUT_HF, a->qc, a->ck, w, why, sizeof why);
-    return why[0] ? tern_errf(TERN_EFORMAT, "audio tower: %s", why) : NULL;
+    return tern_tower_matrix(&a->src, rel, out, in, w);
 }
 
-/* A clippable linear: its matrix under rel.linear, its four bounds beside (infinite when the config turns clipping
- * off; a checkpoint that leaves one out keeps the reference's infinite default). */
-static tern_err *clipped(g4audio *a, const char *rel, int64_t out, int64_t in, clin *l) {
-    char r[200];
-    snprintf(r, sizeof r, "%s.linear", rel);
-    tern_err *err = matrix(a, r, out, in, &l->w);
-    float *b[4] = {&l->in_lo, &l->in_hi, &l->out_lo, &l->out_hi};
-    static const char *names[4] = {"input_min", "input_max", "output_min", "output_max"};
-    for (int i = 0; i < 4 && !err; i++) {
-        *b[i] = i % 2 ? INFINITY : -INFINITY;
-        if (!a->c.clipped)
-            continue;
-        char full[256];
-        snprintf(r, sizeof r, "%s.%s", rel, names[i]);
-        name_of(a, r, full, sizeof full);
-        if (tern_checkpoint_find(a->ck, full))
-            err = read_f32(a, r, 1, b[i]);
-    }
-    return err;
+static tern_err *clipped(g4audio *a, const char *rel, int64_t out, int64_t in, tern_clin *l) {
+    return tern_tower_clipped(&a->src, rel, out, in, a->c.clipped, l);
 }
 
 /* A 3x3 convolution's weight as [out][kh][kw][in] float32, from either layout. */
@@ -158,13 +95,13 @@ static tern_err *conv3x3(g4audio *a, const char *rel, int64_t co, int64_t ci, fl
     float *raw = own(a, n);
     if (!raw || !(*out = own(a, n)))
         return tern_errf(TERN_ENOMEM, "out of memory");
-    tern_err *err = read_f32(a, rel, n, raw);
+    tern_err *err = tern_tower_read(&a->src, rel, n, raw);
     if (err)
         return err;
     for (int64_t o = 0; o < co; o++)
         for (int64_t i = 0; i < ci; i++)
             for (int k = 0; k < 9; k++)
-                (*out)[(o * 9 + k) * ci + i] = a->mlx ? raw[(o * 9 + k) * ci + i] : raw[(o * ci + i) * 9 + k];
+                (*out)[(o * 9 + k) * ci + i] = a->src.mlx ? raw[(o * 9 + k) * ci + i] : raw[(o * ci + i) * 9 + k];
     *w = (tern_weight){.fmt = TERN_WF_F32, .ndim = 2, .shape = {co, 9 * ci}, .data = *out, .name = "conv"};
     return NULL;
 }
@@ -226,10 +163,8 @@ static void g4a_free(void *impl) {
     g4audio *a = impl;
     if (!a)
         return;
-    for (size_t i = 0; i < a->n_owned; i++)
-        free(a->owned[i]);
-    free(a->owned);
-    tern_checkpoint_close(a->ck);
+    tern_tower_src_free(&a->src);
+    tern_checkpoint_close(a->src.ck);
     tern_quant_config_free(a->qc);
     free(a);
 }
@@ -297,7 +232,7 @@ tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, i
         tern_checkpoint_close(ck);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
-    a->ck = ck;
+    a->src = (tern_tower_src){.ck = ck, .what = "audio tower"};
     a->scales_softplused = scales_softplused;
     tern_err *err = parse_cfg(root, &a->c);
     if (!err)
@@ -307,8 +242,9 @@ tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, i
         return tern_err_wrap(err, "%s", what);
     }
     const audio_cfg *c = &a->c;
-    a->mlx = !tern_checkpoint_find(a->ck, "model.audio_tower.subsample_conv_projection.layer0.conv.weight") &&
-             tern_checkpoint_find(a->ck, "audio_tower.subsample_conv_projection.layer0.conv.weight");
+    a->src.qc = a->qc;
+    a->src.mlx = !tern_checkpoint_find(ck, "model.audio_tower.subsample_conv_projection.layer0.conv.weight") &&
+                 tern_checkpoint_find(ck, "audio_tower.subsample_conv_projection.layer0.conv.weight");
     a->F1 = (MEL + 2 - 3) / 2 + 1;
     a->F2 = (a->F1 + 2 - 3) / 2 + 1;
     err = conv3x3(a, "audio_tower.subsample_conv_projection.layer0.conv.weight", c->C0, 1, &a->conv0, &a->conv0w);
@@ -391,13 +327,6 @@ static uint64_t g4a_work_bytes(const void *impl, size_t frames) {
 
 /* ---- row passes: every element-wise stage runs over the pool, rows split between the threads ------------- */
 
-static void par(tern_pool *pool, int64_t rows, tern_range_fn fn, void *job) {
-    if (pool && rows > 1)
-        tern_pool_parallel_for(pool, (size_t)rows, 1, fn, job);
-    else
-        fn(job, 0, (size_t)rows, 0);
-}
-
 /* silu in place over n values: x / (1 + e^-x) with the vectorised exp (its argument capped where e^x is defined;
  * silu is then 0 to float precision). `t` is n floats of scratch. */
 static void silu_row(float *x, float *t, int64_t n) {
@@ -442,20 +371,14 @@ static void rows_range(void *ctx, size_t b, size_t e, int tid) {
     }
 }
 
-static void rows(tern_pool *pool, rows_job j, int64_t T) { par(pool, T, rows_range, &j); }
+static void rows(tern_pool *pool, rows_job j, int64_t T) { tern_tower_par(pool, T, rows_range, &j); }
 
-/* y = clip_out(W clip_in(x)), then silu when act; x is left as it was (clamped into tmp when bounded). */
-static int clin_run(tern_pool *pool, const clin *l, const float *x, int64_t T, float *tmp, float *y, int act) {
-    int64_t in = l->w.shape[1], out = l->w.shape[0];
-    const float *src = x;
-    if (isfinite(l->in_lo) || isfinite(l->in_hi)) {
-        rows(pool, (rows_job){.src = x, .dst = tmp, .n = in, .lo = l->in_lo, .hi = l->in_hi}, T);
-        src = tmp;
-    }
-    if (tern_matmul(pool, &l->w, src, T, y, TERN_MM_PREFILL))
+/* y = the clipped linear of x, then silu when act; x is left as it was. */
+static int clin_run(tern_pool *pool, const tern_clin *l, const float *x, int64_t T, float *tmp, float *y, int act) {
+    if (tern_clin_run(pool, l, x, T, tmp, y))
         return -1;
-    if (isfinite(l->out_lo) || isfinite(l->out_hi) || act)
-        rows(pool, (rows_job){.src = y, .dst = y, .n = out, .lo = l->out_lo, .hi = l->out_hi, .act = act}, T);
+    if (act)
+        rows(pool, (rows_job){.src = y, .dst = y, .n = l->w.shape[0], .lo = -INFINITY, .hi = INFINITY, .act = 1}, T);
     return 0;
 }
 
@@ -513,11 +436,11 @@ static void patch_range(void *ctx, size_t b, size_t e, int tid) {
 static int conv_rows(tern_pool *pool, const tern_weight *w, const float *norm, float eps, const float *x, int64_t T,
                      int64_t F, int64_t C, int64_t t0, int64_t n, int64_t Fo, float *p, float *y) {
     patch_job pj = {x, T, F, C, t0, Fo, p};
-    par(pool, n, patch_range, &pj);
+    tern_tower_par(pool, n, patch_range, &pj);
     if (tern_matmul(pool, w, p, n * Fo, y, TERN_MM_PREFILL))
         return -1;
     ln_job lj = {y, w->shape[0], norm, eps};
-    par(pool, n * Fo, ln_range, &lj);
+    tern_tower_par(pool, n * Fo, ln_range, &lj);
     return 0;
 }
 
@@ -620,12 +543,12 @@ static int attention(const g4audio *a, tern_pool *pool, const alayer *L, const f
         clin_run(pool, &L->v, x, T, w->tmp, v, 0))
         return -1;
     scale_job sj = {q, k, L->qscale, c->D, c->D / c->heads, (float)(log(1.0 + exp(1.0)) / log(2.0))};
-    par(pool, T, scale_range, &sj);
+    tern_tower_par(pool, T, scale_range, &sj);
     /* R[p] = relative_k_proj(sinusoid of position p), for the positions the shifted term can reach. */
     if (tern_matmul(pool, &L->relk, a->pos, a->npos, w->rel, TERN_MM_PREFILL))
         return -1;
     attn_job aj = {a, q, k, v, w->rel, out, T};
-    par(pool, T, attn_range, &aj);
+    tern_tower_par(pool, T, attn_range, &aj);
     return 0;
 }
 
@@ -678,8 +601,8 @@ static int light_conv(const g4audio *a, tern_pool *pool, const alayer *L, int64_
     if (clin_run(pool, &L->lstart, w->a, T, w->tmp, w->wide, 0))
         return -1;
     lconv_job lj = {w->wide, L->dw, w->b, w->c, c->D, c->kernel};
-    par(pool, T, glu_range, &lj);
-    par(pool, T, dwconv_range, &lj);
+    tern_tower_par(pool, T, glu_range, &lj);
+    tern_tower_par(pool, T, dwconv_range, &lj);
     rows(pool, (rows_job){.src = w->c, .dst = w->c, .n = c->D, .lo = -clip, .hi = clip, .norm = 1, .w = L->lc_norm,
                           .eps = eps, .act = 1}, T);
     if (clin_run(pool, &L->lend, w->c, T, w->tmp, w->b, 0))
@@ -776,7 +699,7 @@ static void g4a_describe(const void *impl, char *buf, size_t len) {
              "output %lld -> %lld, %s linears%s (%s layout)",
              (long long)c->layers, (long long)c->D, (long long)c->heads, (long long)c->chunk, (long long)c->left,
              (long long)c->right, (long long)c->out_dim, (long long)c->text_dim, fmt,
-             c->clipped ? ", clipped" : "", a->mlx ? "mlx-vlm" : "hf");
+             c->clipped ? ", clipped" : "", a->src.mlx ? "mlx-vlm" : "hf");
 }
 
 const tern_audio_arch tern_audio_arch_gemma4 = {
@@ -805,108 +728,24 @@ json_t *tern_gemma4_audio_synth_config(int64_t text_hidden) {
                      "gradient_clipping", 1e10, "output_proj_dims", big ? 1536 : 256, "initializer_range", 0.02);
 }
 
-typedef struct synth_arena {
-    tern_wspec *specs;
-    size_t n_specs, cap_specs;
-    tern_raw_tensor *raw;
-    char (*names)[200];
-    float **data;
-    size_t n_raw, cap_raw;
-    uint64_t seed;
-    int mlx;
-} synth_arena;
-
-static float synth_normal(uint64_t *s) {
-    uint64_t r = tern_splitmix64(s);
-    float u = (float)((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48)) * (1.0f / 65536.0f);
-    return (u - 2.0f) * 1.7320508f;
-}
-
-static int synth_linear(synth_arena *A, const char *rel, int64_t out, int64_t in) {
-    if (A->n_specs == A->cap_specs) {
-        size_t cap = A->cap_specs ? 2 * A->cap_specs : 64;
-        tern_wspec *v = realloc(A->specs, cap * sizeof *v);
-        if (!v)
-            return -1;
-        A->specs = v, A->cap_specs = cap;
-    }
-    tern_wspec *s = &A->specs[A->n_specs++];
-    *s = (tern_wspec){.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {out, in}};
-    snprintf(s->name, sizeof s->name, "%s%s", A->mlx ? "" : "model.", rel);
-    return 0;
-}
-
-/* A raw float32 tensor: values mean + std * N(0, 1), a function of (seed, name). */
-static int synth_raw(synth_arena *A, const char *rel, int ndim, const int64_t *shape, float mean, float std) {
-    if (A->n_raw == A->cap_raw) {
-        size_t cap = A->cap_raw ? 2 * A->cap_raw : 256;
-        tern_raw_tensor *r = realloc(A->raw, cap * sizeof *r);
-        if (r)
-            A->raw = r;
-        char(*nm)[200] = r ? realloc(A->names, cap * sizeof *nm) : NULL;
-        if (nm)
-            A->names = nm;
-        float **d = nm ? realloc(A->data, cap * sizeof *d) : NULL;
-        if (!d)
-            return -1;
-        A->data = d, A->cap_raw = cap;
-    }
-    size_t i = A->n_raw, n = 1;
-    snprintf(A->names[i], sizeof A->names[i], "%s%s", A->mlx ? "" : "model.", rel);
-    tern_st_spec sp = {.name = NULL, .dtype = TERN_DT_F32, .ndim = ndim};
-    for (int k = 0; k < ndim; k++)
-        n *= (size_t)(sp.shape[k] = shape[k]);
-    float *x = malloc(n * sizeof *x);
-    if (!x)
-        return -1;
-    uint64_t st = tern_hash64(A->names[i], strlen(A->names[i]), A->seed);
-    for (size_t k = 0; k < n; k++)
-        x[k] = mean + std * synth_normal(&st);
-    A->data[i] = x;
-    A->raw[i] = (tern_raw_tensor){.spec = sp, .data = x};
-    A->n_raw++;
-    return 0;
-}
-
-void tern_gemma4_audio_synth_free(void *arena) {
-    synth_arena *A = arena;
-    if (!A)
-        return;
-    for (size_t i = 0; i < A->n_raw; i++)
-        free(A->data[i]);
-    free(A->data);
-    free(A->names);
-    free(A->raw);
-    free(A->specs);
-    free(A);
-}
+void tern_gemma4_audio_synth_free(void *arena) { tern_tower_synth_free(arena); }
 
 tern_err *tern_gemma4_audio_synth_tensors(const json_t *root, int mlx, uint64_t seed, tern_wspec **specs,
                                           size_t *n_specs, tern_raw_tensor **raw, size_t *n_raw, void **arena) {
     audio_cfg c;
     TERN_TRY(parse_cfg(root, &c));
-    synth_arena *A = calloc(1, sizeof *A);
+    tern_tower_synth *A = calloc(1, sizeof *A);
     if (!A)
         return tern_errf(TERN_ENOMEM, "out of memory");
     A->seed = seed, A->mlx = mlx;
     const int64_t D = c.D, K = c.kernel, F2 = ((MEL + 2 - 3) / 2 + 1 + 2 - 3) / 2 + 1;
-    int bad = 0;
     char r[200];
-    const int64_t vD[1] = {D}, vHd[1] = {D / c.heads}, scalar[1] = {0};
-#define LIN(o, i) (bad |= synth_linear(A, r, o, i))
-#define RAW(nd, shape, mean, std) (bad |= synth_raw(A, r, nd, shape, mean, std))
+    const int64_t vD[1] = {D}, vHd[1] = {D / c.heads};
+#define LIN(o, i) tern_tower_synth_linear(A, r, o, i)
+#define RAW(nd, shape, mean, std) tern_tower_synth_raw(A, r, nd, shape, mean, std)
     /* A clippable linear: the matrix, and bounds wide enough for these activations (about unit scale). */
-#define CLIN(base, o, i)                                                                              \
-    do {                                                                                              \
-        snprintf(r, sizeof r, "%s.linear", base);                                                     \
-        LIN(o, i);                                                                                    \
-        static const char *const bn[4] = {"input_min", "input_max", "output_min", "output_max"};      \
-        for (int b = 0; b < 4; b++) {                                                                 \
-            snprintf(r, sizeof r, "%s.%s", base, bn[b]);                                              \
-            RAW(0, scalar, b % 2 ? 24.0f : -24.0f, 2.0f);                                             \
-        }                                                                                             \
-    } while (0)
-    for (int l = 0; l < c.layers && !bad; l++) {
+#define CLIN(base, o, i) tern_tower_synth_clipped(A, base, o, i, 24.0f)
+    for (int l = 0; l < c.layers; l++) {
         char p[96], base[160];
         snprintf(p, sizeof p, "audio_tower.layers.%d.", l);
         for (int f = 1; f <= 2; f++) {
@@ -950,14 +789,7 @@ tern_err *tern_gemma4_audio_synth_tensors(const json_t *root, int mlx, uint64_t 
 #undef LIN
 #undef RAW
 #undef CLIN
-    if (bad) {
-        tern_gemma4_audio_synth_free(A);
-        return tern_errf(TERN_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < A->n_raw; i++)
-        A->raw[i].spec.name = A->names[i];
-    *specs = A->specs, *n_specs = A->n_specs;
-    *raw = A->raw, *n_raw = A->n_raw;
+    TERN_TRY(tern_tower_synth_finish(A, specs, n_specs, raw, n_raw));
     *arena = A;
     return NULL;
 }

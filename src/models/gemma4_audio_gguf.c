@@ -101,36 +101,23 @@ static char *rename_tensor(const char *name, void *ctx, int *oom) {
     return NULL; /* the vision encoder's tensors (v.*, mm.*): not read */
 }
 
-/* Dimension d (PyTorch order) of tensor `name`, or -1 when it is missing or has fewer dimensions. */
-static int64_t dim_of(const tern_gguf *g, const char *name, uint32_t d) {
-    const tern_gguf_tensor *t = tern_gguf_find_tensor(g, name);
-    return t && d < t->n_dims ? (int64_t)t->dims[t->n_dims - 1 - d] : -1;
-}
-
-static tern_err *u32_key(const tern_gguf *g, const char *key, uint32_t lo, uint32_t hi, uint32_t *out) {
-    TERN_TRY(tern_gguf_get_u32(g, key, out));
-    if (*out < lo || *out > hi)
-        return tern_errf(TERN_EFORMAT, "%s: %u is outside [%u, %u]", key, *out, lo, hi);
-    return NULL;
-}
-
 /* The config.json object (audio_config and the text width) the file's metadata and shapes stand for (the caller
  * chose this reader by the file's projector type). */
 static tern_err *config_of(const tern_gguf *g, json_t **out) {
     *out = NULL;
     uint32_t D, layers, heads, text, mels;
-    TERN_TRY(u32_key(g, "clip.audio.embedding_length", 8, 65536, &D));
-    TERN_TRY(u32_key(g, "clip.audio.block_count", 1, 64, &layers));
-    TERN_TRY(u32_key(g, "clip.audio.attention.head_count", 1, 1024, &heads));
-    TERN_TRY(u32_key(g, "clip.audio.projection_dim", 1, 65536, &text));
-    TERN_TRY(u32_key(g, "clip.audio.num_mel_bins", 1, 4096, &mels));
+    TERN_TRY(tern_gguf_u32_in(g, "clip.audio.embedding_length", 8, 65536, &D));
+    TERN_TRY(tern_gguf_u32_in(g, "clip.audio.block_count", 1, 64, &layers));
+    TERN_TRY(tern_gguf_u32_in(g, "clip.audio.attention.head_count", 1, 1024, &heads));
+    TERN_TRY(tern_gguf_u32_in(g, "clip.audio.projection_dim", 1, 65536, &text));
+    TERN_TRY(tern_gguf_u32_in(g, "clip.audio.num_mel_bins", 1, 4096, &mels));
     if (mels != 128)
         return tern_errf(TERN_EUNSUPPORTED, "clip.audio.num_mel_bins is %u; Gemma 4's tower reads 128", mels);
     double eps = 1e-6;
     if (tern_gguf_find(g, "clip.audio.attention.layer_norm_epsilon") >= 0)
         TERN_TRY(tern_gguf_get_f64(g, "clip.audio.attention.layer_norm_epsilon", &eps));
-    const int64_t c0 = dim_of(g, "a.conv1d.0.weight", 0), c1 = dim_of(g, "a.conv1d.1.weight", 0);
-    const int64_t taps = dim_of(g, "a.blk.0.conv_dw.weight", 1), out_dim = dim_of(g, "a.pre_encode.out.weight", 0);
+    const int64_t c0 = tern_gguf_tensor_dim(g, "a.conv1d.0.weight", 0), c1 = tern_gguf_tensor_dim(g, "a.conv1d.1.weight", 0);
+    const int64_t taps = tern_gguf_tensor_dim(g, "a.blk.0.conv_dw.weight", 1), out_dim = tern_gguf_tensor_dim(g, "a.pre_encode.out.weight", 0);
     if (c0 < 1 || c1 < 1 || taps < 1 || out_dim < 1)
         return tern_errf(TERN_EFORMAT, "missing one of a.conv1d.0.weight, a.conv1d.1.weight, a.blk.0.conv_dw.weight, "
                                        "a.pre_encode.out.weight (the tower's shape is read from them)");

@@ -110,3 +110,15 @@ tern_err *tern_gguf_checkpoint(tern_gguf *g, tern_gguf_rename_fn rename, void *c
     h->g = g;
     return tern_checkpoint_of_tensors(ts, k, release_holder, h, ck);
 }
+
+int64_t tern_gguf_tensor_dim(const tern_gguf *g, const char *name, uint32_t d) {
+    const tern_gguf_tensor *t = tern_gguf_find_tensor(g, name);
+    return t && d < t->n_dims ? (int64_t)t->dims[t->n_dims - 1 - d] : -1;
+}
+
+tern_err *tern_gguf_u32_in(const tern_gguf *g, const char *key, uint32_t lo, uint32_t hi, uint32_t *out) {
+    TERN_TRY(tern_gguf_get_u32(g, key, out));
+    if (*out < lo || *out > hi)
+        return tern_errf(TERN_EFORMAT, "%s: %u is outside [%u, %u]", key, *out, lo, hi);
+    return NULL;
+}

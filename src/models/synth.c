@@ -15,6 +15,7 @@
 #include "formats/safetensors.h"
 #include "models/ckpt_write.h"
 #include "models/gemma4_audio.h"
+#include "models/gemma4_vision.h"
 #include "models/gemma4_config.h"
 #include "models/gemma4_weights.h"
 #include "models/model.h"
@@ -232,7 +233,10 @@ static tern_err *synth_row(void *ctx, size_t index, int64_t row, float *out) {
     const tern_wspec *s = sr->ts[index].spec;
     float mean, std;
     init_scale(s, sr->ple_width, &mean, &std);
-    uint64_t st = hash_name(s->name, sr->seed) + (uint64_t)row * 0x632be59bd9b4e019ull;
+    /* A tower's linears are named from the root, which is "model." in Hugging Face's layout and nothing in
+     * mlx-vlm's: the values follow the name below it, so both layouts of one seed hold the same tower. */
+    const char *name = s->rooted && !strncmp(s->name, "model.", 6) ? s->name + 6 : s->name;
+    uint64_t st = hash_name(name, sr->seed) + (uint64_t)row * 0x632be59bd9b4e019ull;
     for (int64_t k = 0; k < s->shape[s->ndim - 1]; k++)
         out[k] = mean + std * normal01(&st);
     return NULL;
@@ -246,18 +250,40 @@ static tern_err *write_json(const char *dir, const char *name, json_t *v) {
     return e;
 }
 
-/* Gemma 4's tensor list for the config (the text decoder, and with o->audio the tower: its float tensors in raw),
- * the layout it is written in, its vocabulary and per-layer input widths. */
+/* The encoder towers synth can add beside Gemma 4's text decoder. */
+typedef struct tower_part {
+    tern_wspec *specs;
+    size_t n_specs;
+    tern_raw_tensor *raw;
+    size_t n_raw;
+    void *arena;
+    void (*free)(void *arena);
+} tower_part;
+
+/* Appends n values of size `size` from src to *dst (*len of them), growing it. */
+static int append(void **dst, size_t *len, const void *src, size_t n, size_t size) {
+    if (!n)
+        return 0;
+    void *v = realloc(*dst, (*len + n) * size);
+    if (!v)
+        return -1;
+    memcpy((char *)v + *len * size, src, n * size);
+    *dst = v;
+    *len += n;
+    return 0;
+}
+
+/* Gemma 4's tensor list for the config (the text decoder, and with o->audio / o->vision the towers: their float
+ * tensors in *raw, malloc'd), the layout it is written in, its vocabulary and per-layer input widths. */
 static tern_err *gemma4_specs(json_t *config, const tern_synth_opts *o, int quant, tern_wspec **specs, size_t *n,
-                              tern_layout *layout, tern_raw_tensor **raw, size_t *n_raw, void **audio, int64_t *vocab,
-                              int64_t *ple_width) {
+                              tern_layout *layout, tern_raw_tensor **raw, size_t *n_raw, tower_part *towers,
+                              int64_t *vocab, int64_t *ple_width) {
     tern_gemma4_config c;
-    tern_wspec *aspecs = NULL;
-    size_t n_aspecs = 0;
     TERN_TRY(tern_gemma4_config_parse(config, &c));
     *vocab = c.vocab_size;
     *ple_width = c.hidden_size_per_layer_input;
     *layout = quant ? TERN_LAYOUT_MLX_VLM : TERN_LAYOUT_HF;
+    tern_err *err = NULL;
     if (o->audio) {
         /* The tower and the ids of the Gemma 4 vocabulary's audio markers (the processor config's). */
         if (!json_is_object(json_object_get(config, "audio_config")))
@@ -266,19 +292,29 @@ static tern_err *gemma4_specs(json_t *config, const tern_synth_opts *o, int quan
         json_object_set_new(config, "boa_token_id", json_integer(256000));
         json_object_set_new(config, "eoa_token_id", json_integer(258883));
         json_object_set_new(config, "eoa_token_index", json_integer(258883));
-        TERN_TRY(tern_gemma4_audio_synth_tensors(config, quant, o->seed, &aspecs, &n_aspecs, raw, n_raw, audio));
+        tower_part *t = &towers[0];
+        t->free = tern_gemma4_audio_synth_free;
+        err = tern_gemma4_audio_synth_tensors(config, quant, o->seed, &t->specs, &t->n_specs, &t->raw, &t->n_raw,
+                                              &t->arena);
     }
-    tern_err *err = tern_gemma4_specs(&c, *layout, specs, n);
-    if (!err && n_aspecs) {
-        tern_wspec *all = realloc(*specs, (*n + n_aspecs) * sizeof *all);
-        if (!all)
+    if (!err && o->vision) {
+        /* The tower and the ids of the image markers. */
+        if (!json_is_object(json_object_get(config, "vision_config")))
+            json_object_set_new(config, "vision_config", tern_gemma4_vision_synth_config(c.hidden_size));
+        json_object_set_new(config, "image_token_id", json_integer(258880));
+        json_object_set_new(config, "boi_token_id", json_integer(255999));
+        json_object_set_new(config, "eoi_token_id", json_integer(258882));
+        tower_part *t = &towers[1];
+        t->free = tern_gemma4_vision_synth_free;
+        err = tern_gemma4_vision_synth_tensors(config, quant, o->seed, &t->specs, &t->n_specs, &t->raw, &t->n_raw,
+                                               &t->arena);
+    }
+    if (!err)
+        err = tern_gemma4_specs(&c, *layout, specs, n);
+    for (int k = 0; k < 2 && !err; k++)
+        if (append((void **)specs, n, towers[k].specs, towers[k].n_specs, sizeof **specs) ||
+            append((void **)raw, n_raw, towers[k].raw, towers[k].n_raw, sizeof **raw))
             err = tern_errf(TERN_ENOMEM, "out of memory");
-        else {
-            memcpy(all + *n, aspecs, n_aspecs * sizeof *all);
-            *specs = all;
-            *n += n_aspecs;
-        }
-    }
     return err;
 }
 
@@ -311,7 +347,7 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     tern_quant_config *qc = NULL;
     tern_wspec *specs = NULL;
     tern_raw_tensor *raw = NULL;
-    void *audio = NULL;
+    tower_part towers[2] = {{0}};
     tern_out_tensor *plan = NULL;
     size_t n = 0, n_raw = 0;
     synth_rows sr = {.seed = o->seed};
@@ -322,12 +358,12 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     tern_err *err = NULL;
     const int gemma = !(arch && arch->config_specs);
     if (!gemma) { /* a family that lists its tensors from the config alone */
-        err = o->audio ? tern_errf(TERN_EINVAL, "--audio: only Gemma 4 has an audio tower") : NULL;
+        err = o->audio || o->vision ? tern_errf(TERN_EINVAL, "--audio/--vision: only Gemma 4 has the towers") : NULL;
         if (!err)
             err = arch->config_specs(config, &specs, &n);
         vocab = json_integer_value(json_object_get(config, "vocab_size"));
     } else {
-        err = gemma4_specs(config, o, quant, &specs, &n, &layout, &raw, &n_raw, &audio, &vocab, &sr.ple_width);
+        err = gemma4_specs(config, o, quant, &specs, &n, &layout, &raw, &n_raw, towers, &vocab, &sr.ple_width);
     }
     if (!err)
         err = tern_quant_config_parse(config, &qc);
@@ -341,15 +377,26 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
     sr.ts = plan;
     if (!err)
         err = tern_ckpt_write(out_dir, plan, n, raw, n_raw, synth_row, &sr, o->shard_bytes, quant ? "mlx" : "pt");
-    if (!err && o->audio)
-        err = write_json(out_dir, "processor_config.json",
-                         json_pack("{s:s,s:i,s:i,s:{s:s,s:i,s:i,s:f,s:b,s:f,s:f,s:f,s:f,s:f,s:n,s:n}}", "processor_class",
-                                   "Gemma4Processor", "audio_seq_length", 750, "audio_ms_per_token", 40,
-                                   "feature_extractor", "feature_extractor_type", "Gemma4AudioFeatureExtractor",
-                                   "feature_size", 128, "sampling_rate", 16000, "padding_value", 0.0,
-                                   "return_attention_mask", 1, "frame_length_ms", 20.0, "hop_length_ms", 10.0,
-                                   "min_frequency", 0.0, "max_frequency", 8000.0, "mel_floor", 0.001, "per_bin_mean",
-                                   "per_bin_stddev"));
+    if (!err && (o->audio || o->vision)) {
+        json_t *pc = json_pack("{s:s}", "processor_class", "Gemma4Processor");
+        if (o->audio) {
+            json_object_set_new(pc, "audio_seq_length", json_integer(750));
+            json_object_set_new(pc, "audio_ms_per_token", json_integer(40));
+            json_object_set_new(pc, "feature_extractor",
+                                json_pack("{s:s,s:i,s:i,s:f,s:b,s:f,s:f,s:f,s:f,s:f,s:n,s:n}", "feature_extractor_type",
+                                          "Gemma4AudioFeatureExtractor", "feature_size", 128, "sampling_rate", 16000,
+                                          "padding_value", 0.0, "return_attention_mask", 1, "frame_length_ms", 20.0,
+                                          "hop_length_ms", 10.0, "min_frequency", 0.0, "max_frequency", 8000.0,
+                                          "mel_floor", 0.001, "per_bin_mean", "per_bin_stddev"));
+        }
+        if (o->vision)
+            json_object_set_new(pc, "image_processor",
+                                json_pack("{s:s,s:b,s:[f,f,f],s:[f,f,f],s:i,s:i,s:i}", "image_processor_type",
+                                          "Gemma4ImageProcessor", "do_normalize", 0, "image_mean", 0.0, 0.0, 0.0,
+                                          "image_std", 1.0, 1.0, 1.0, "patch_size", 16, "pooling_kernel_size", 3,
+                                          "max_soft_tokens", 280));
+        err = write_json(out_dir, "processor_config.json", pc);
+    }
     if (!err)
         err = write_json(out_dir, "config.json", json_incref(config));
     if (!err && gemma)
@@ -363,7 +410,10 @@ tern_err *tern_synth_write(const json_t *config_in, const tern_synth_opts *o, co
         err = tern_hf_export_tokenizer(o->vocab_gguf, vocab, out_dir);
     free(plan);
     free(specs);
-    tern_gemma4_audio_synth_free(audio);
+    for (int k = 0; k < 2; k++)
+        if (towers[k].free)
+            towers[k].free(towers[k].arena);
+    free(raw);
     tern_quant_config_free(qc);
     json_decref(config);
     return err;

@@ -23,6 +23,7 @@ typedef struct tern_synth_opts {
     uint64_t shard_bytes;  /* split safetensors above this many bytes (4 GiB by default) */
     int audio;             /* add the audio tower (the config's audio_config, else one sized for the text model),
                             * its token ids and processor config */
+    int vision;            /* add the vision tower likewise (e2b/e4b shapes beside a text model of hidden >= 512) */
 } tern_synth_opts;
 
 /* The config.json object of a named preset (tiny, e2b, e4b, 12b, 26b-a4b, 31b, e4b-moe-like), or loaded from a

@@ -277,15 +277,16 @@ static tern_err *anthropic_options(const tern_server *s, const json_t *body, jso
 }
 
 /* Messages + options → prompt ids. */
-static tern_err *build_prompt(tern_server *s, const json_t *body, int32_t **ids, size_t *n, int *parse_tools,
+static tern_err *build_prompt(tern_server *s, const json_t *body, tern_media_prompt *mp, int *parse_tools,
                               char **gbnf) {
     json_t *msgs = NULL, *tools = NULL, *kwargs = NULL;
     *gbnf = NULL;
+    memset(mp, 0, sizeof *mp);
     tern_err *err = tern_chat_from_anthropic(body, &msgs, &tools);
     if (!err)
         err = anthropic_options(s, body, &tools, &kwargs, parse_tools, gbnf);
     if (!err)
-        err = srv_chat_prompt(s, msgs, tools, kwargs, 1, ids, n);
+        err = srv_chat_prompt_media(s, msgs, tools, kwargs, 1, mp);
     json_decref(msgs);
     json_decref(tools);
     json_decref(kwargs);
@@ -293,13 +294,13 @@ static tern_err *build_prompt(tern_server *s, const json_t *body, int32_t **ids,
 }
 
 int srv_handle_count_tokens(srv_req *r, json_t *body) {
-    int32_t *ids = NULL;
-    size_t n = 0;
+    tern_media_prompt mp;
     int parse_tools;
     char *gbnf = NULL;
-    tern_err *err = build_prompt(r->srv, body, &ids, &n, &parse_tools, &gbnf);
+    tern_err *err = build_prompt(r->srv, body, &mp, &parse_tools, &gbnf);
+    const size_t n = mp.n;
     free(gbnf);
-    tern_free(ids);
+    tern_media_prompt_free(&mp);
     if (err)
         return srv_reply_err(r, err);
     json_t *v = json_pack("{s:I}", "input_tokens", (json_int_t)n);
@@ -311,8 +312,7 @@ int srv_handle_count_tokens(srv_req *r, json_t *body) {
 int srv_handle_messages(srv_req *r, json_t *body) {
     tern_server *s = r->srv;
     srv_params p;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    tern_media_prompt mp = {0};
     int parse_tools = 0;
     tern_err *err = srv_params_parse(body, PARAMS_MESSAGES, s->info.vocab_size, &p);
     const json_t *md = json_object_get(body, "metadata");
@@ -320,18 +320,18 @@ int srv_handle_messages(srv_req *r, json_t *body) {
         err = tern_errf(TERN_EINVAL, "'metadata' must be an object, got %s", tern_json_type_name(md));
     char *gbnf = NULL;
     if (!err)
-        err = build_prompt(s, body, &ids, &n_ids, &parse_tools, &gbnf);
+        err = build_prompt(s, body, &mp, &parse_tools, &gbnf);
     srv_params_set_grammar(&p, gbnf, 1);
     msg_run *c = NULL;
-    if (!err && !(c = srv_messages_run_new(s, p.stream, parse_tools, (int64_t)n_ids, p.stops, p.req.n_stop_strings)))
+    if (!err && !(c = srv_messages_run_new(s, p.stream, parse_tools, (int64_t)mp.n, p.stops, p.req.n_stop_strings)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     if (err) {
-        tern_free(ids);
+        tern_media_prompt_free(&mp);
         srv_params_free(&p);
         return srv_reply_err(r, err);
     }
     srv_gen *g;
-    err = srv_gen_start_chat(r, s, &p, ids, n_ids, &MSG_OPS, c, &g);
+    err = srv_gen_start_chat_media(r, s, &p, &mp, &MSG_OPS, c, &g);
     if (err)
         return srv_reply_err(r, err);
     if (c->streaming) {

@@ -5,17 +5,8 @@
 
 #include "server/server_internal.h"
 
-tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
-                          int add_generation_prompt, int32_t **ids, size_t *n) {
-    *ids = NULL;
-    *n = 0;
-    if (!s->chat->tpl)
-        return tern_errf(TERN_EUNSUPPORTED, "this model has no chat template: use /v1/completions with a raw prompt");
-    return tern_model_chat_prompt(s->model, messages, tools, kwargs, add_generation_prompt, ids, n);
-}
-
-/* 1 if some message's content has an audio part (the prompt then needs the audio pool). */
-static int has_audio(const json_t *messages) {
+/* 1 if some message's content has an audio or image part (the prompt then needs the towers' pool). */
+static int has_media(const json_t *messages) {
     size_t i, j;
     json_t *m, *part;
     json_array_foreach(messages, i, m) {
@@ -23,7 +14,7 @@ static int has_audio(const json_t *messages) {
         if (json_is_array(c))
             json_array_foreach(c, j, part) {
                 const char *t = json_is_object(part) ? json_string_value(json_object_get(part, "type")) : NULL;
-                if (t && (!strcmp(t, "input_audio") || !strcmp(t, "audio_url")))
+                if (t && (!strcmp(t, "input_audio") || !strcmp(t, "audio_url") || !strcmp(t, "image_url")))
                     return 1;
             }
     }
@@ -35,16 +26,18 @@ tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const js
     memset(mp, 0, sizeof *mp);
     if (!s->chat->tpl)
         return tern_errf(TERN_EUNSUPPORTED, "this model has no chat template: use /v1/completions with a raw prompt");
-    const int audio = s->info.audio && json_is_array(messages) && has_audio(messages);
-    if (!audio)
+    const int media = (s->info.audio || s->info.vision) && json_is_array(messages) && has_media(messages);
+    if (!media)
         return tern_model_chat_prompt_media(s->model, messages, tools, kwargs, add_generation_prompt, NULL, mp);
-    pthread_mutex_lock(&s->audio_mu);
-    tern_err *err = s->audio_pool ? NULL : tern_pool_create(s->info.threads > 0 ? s->info.threads : tern_cpu_count(),
-                                                           &s->audio_pool);
-    tern_media_opts o = {.audio_windows = s->cfg.audio_windows, .pool = s->audio_pool};
+    /* One encode at a time, on a pool of its own: the towers' products share the cores with the engine's. */
+    pthread_mutex_lock(&s->media_mu);
+    tern_err *err = s->media_pool ? NULL : tern_pool_create(s->info.threads > 0 ? s->info.threads : tern_cpu_count(),
+                                                           &s->media_pool);
+    tern_media_opts o = {.audio_windows = s->cfg.audio_windows, .pool = s->media_pool,
+                         .fetch = s->cfg.fetch_image_url, .fetch_ctx = s->cfg.fetch_ctx};
     if (!err)
         err = tern_model_chat_prompt_media(s->model, messages, tools, kwargs, add_generation_prompt, &o, mp);
-    pthread_mutex_unlock(&s->audio_mu);
+    pthread_mutex_unlock(&s->media_mu);
     return err;
 }
 
@@ -87,18 +80,12 @@ json_t *srv_token_logprob_json(tern_server *s, const tern_event *ev) {
     return v;
 }
 
-tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t *ids, size_t n_ids,
-                             const srv_gen_ops *ops, void *ctx, srv_gen **out) {
-    tern_media_prompt mp = {.ids = ids, .n = n_ids};
-    return srv_gen_start_chat_media(r, s, p, &mp, ops, ctx, out);
-}
-
 tern_err *srv_gen_start_chat_media(srv_req *r, tern_server *s, srv_params *p, tern_media_prompt *mp,
                                    const srv_gen_ops *ops, void *ctx, srv_gen **out) {
     p->req.prompt_ids = mp->ids;
     p->req.n_prompt_ids = mp->n;
     p->req.embeds = mp->spans;
-    p->req.n_embeds = mp->n_clips;
+    p->req.n_embeds = mp->n_spans;
     p->req.render_special = 1;
     int32_t stop_id = s->chat->tool_response_id; /* submit copies the stop ids */
     if (stop_id >= 0) {

@@ -385,7 +385,7 @@ tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_con
     if (s->cfg.max_connections <= 0)
         s->cfg.max_connections = dflt.max_connections;
     pthread_rwlock_init(&s->engine_lock, NULL);
-    pthread_mutex_init(&s->audio_mu, NULL);
+    pthread_mutex_init(&s->media_mu, NULL);
     srv_metrics_init(&s->metrics);
     s->created = (long)time(NULL);
     s->id_salt = tern_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ tern_now_ns());
@@ -514,8 +514,8 @@ void tern_server_stop(tern_server *s) {
     free(s->model_id);
     srv_metrics_destroy(&s->metrics);
     pthread_rwlock_destroy(&s->engine_lock);
-    tern_pool_destroy(s->audio_pool);
-    pthread_mutex_destroy(&s->audio_mu);
+    tern_pool_destroy(s->media_pool);
+    pthread_mutex_destroy(&s->media_mu);
     srv_resp_store_free(s->responses);
     free(s);
 }

