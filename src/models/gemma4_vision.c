@@ -28,7 +28,7 @@
 #include "tensor/ops.h"
 
 #define MAX_LAYERS 64
-#define QBLOCK 256 /* queries per attention product: scores stay [QBLOCK][patches] */
+#define QROWS 32 /* queries a thread scores at once: its scores stay [QROWS][patches] */
 
 static const int budgets[] = {70, 140, 280, 560, 1120};
 
@@ -276,8 +276,8 @@ typedef struct work {
     float *x;          /* [N][3 p^2] patch pixels; then [N][I] the MLP's gate */
     float *h, *a, *o;  /* [N][H] hidden state, normed input, sublayer output */
     float *q, *k, *v;  /* [N][heads*hd], [N][kv*hd] x 2 */
-    float *qh, *kh, *vt; /* one head: queries [N][hd], keys [N][hd], values transposed [hd][N] */
-    float *s;          /* [QBLOCK][N] scores */
+    float *qh, *kt, *vh; /* one head: queries [N][hd], keys transposed [hd][N], values [N][hd] */
+    float *s;          /* [threads][QROWS][N] scores, a slab per thread */
     float *att;        /* [N][heads*hd] attention output */
     float *up, *tmp;   /* [N][I] the MLP's up; clamped product inputs [N][max(I, heads*hd, H)] */
     float *cs, *sn;    /* [N][hd/4] x 2 halves: RoPE angles by column, then by row */
@@ -289,7 +289,8 @@ static uint64_t work_floats(const vis_cfg *c, uint64_t N) {
     uint64_t wide = I > Q ? I : Q;
     wide = wide > H ? wide : H;
     uint64_t x = (uint64_t)(3 * c->p * c->p) > I ? (uint64_t)(3 * c->p * c->p) : I;
-    return N * (x + 3 * H + 2 * Q + 2 * KV + 3 * hd + QBLOCK + I + wide + hd);
+    /* the scores: a slab per thread, for as many threads as the machine has cores */
+    return N * (x + 3 * H + 2 * Q + 2 * KV + 3 * hd + (uint64_t)QROWS * (uint64_t)tern_cpu_count() + I + wide + hd);
 }
 
 static uint64_t g4v_work_bytes(const void *impl, size_t tokens) {
@@ -360,48 +361,50 @@ static void qkv_range(void *ctx, size_t b, size_t e, int tid) {
     }
 }
 
-typedef struct softmax_job {
-    float *s;
-    int64_t n;
-} softmax_job;
+/* One head's attention for queries [b, e): scores against the keys transposed (scale 1), the path's softmax, times
+ * the values; QROWS queries at a time in the thread's slab of scores. */
+typedef struct head_job {
+    const float *qh, *kt, *vh;
+    float *s, *out; /* out: the head's rows [N][hd] */
+    int64_t N, hd;
+} head_job;
 
-static void softmax_range(void *ctx, size_t b, size_t e, int tid) {
-    const softmax_job *j = ctx;
-    for (size_t r = b; r < e; r++)
-        tern_softmax(j->s + r * j->n, j->n);
+static void head_range(void *ctx, size_t b, size_t e, int tid) {
+    const head_job *j = ctx;
+    const int64_t N = j->N, hd = j->hd;
+    float *s = j->s + (size_t)tid * QROWS * (size_t)N;
+    for (size_t t0 = b; t0 < e; t0 += QROWS) {
+        const int64_t nt = (int64_t)(e - t0 < QROWS ? e - t0 : QROWS);
+        tern_sgemm(nt, N, hd, j->qh + t0 * hd, hd, j->kt, N, s, N);
+        for (int64_t r = 0; r < nt; r++)
+            tern_softmax_fast(s + r * N, N);
+        tern_sgemm(nt, hd, N, s, N, j->vh, hd, j->out + t0 * hd, hd);
+    }
 }
 
-/* Bidirectional attention over all N patches, head by head: scores = q k^T (scale 1), softmax, times v. */
-static int attention(const g4vision *v, tern_pool *pool, int64_t N, work *w) {
+/* Bidirectional attention over all N patches, head by head (queries split across the threads). */
+static void attention(const g4vision *v, tern_pool *pool, int64_t N, work *w) {
     const vis_cfg *c = &v->c;
     const int64_t hd = c->hd, nq = c->heads, nk = c->kv_heads, rep = nq / nk;
-    tern_weight kw = {.fmt = TERN_WF_F32, .ndim = 2, .shape = {N, hd}, .data = w->kh, .name = "keys"};
-    tern_weight vw = {.fmt = TERN_WF_F32, .ndim = 2, .shape = {hd, N}, .data = w->vt, .name = "values"};
     for (int64_t h = 0; h < nq; h++) {
         if (h % rep == 0) {
             const int64_t g = h / rep;
             for (int64_t t = 0; t < N; t++) {
-                memcpy(w->kh + t * hd, w->k + (t * nk + g) * hd, (size_t)hd * sizeof(float));
+                memcpy(w->vh + t * hd, w->v + (t * nk + g) * hd, (size_t)hd * sizeof(float));
                 for (int64_t i = 0; i < hd; i++)
-                    w->vt[i * N + t] = w->v[(t * nk + g) * hd + i];
+                    w->kt[i * N + t] = w->k[(t * nk + g) * hd + i];
             }
         }
         for (int64_t t = 0; t < N; t++)
             memcpy(w->qh + t * hd, w->q + (t * nq + h) * hd, (size_t)hd * sizeof(float));
-        for (int64_t t0 = 0; t0 < N; t0 += QBLOCK) {
-            const int64_t nt = N - t0 < QBLOCK ? N - t0 : QBLOCK;
-            if (tern_matmul(pool, &kw, w->qh + t0 * hd, nt, w->s, TERN_MM_PREFILL))
-                return -1;
-            softmax_job sj = {w->s, N};
-            tern_tower_par(pool, nt, softmax_range, &sj);
-            /* The head's output rows land in a [nt][hd] slice of qh's block, already consumed. */
-            if (tern_matmul(pool, &vw, w->s, nt, w->qh + t0 * hd, TERN_MM_PREFILL))
-                return -1;
-        }
+        head_job hj = {w->qh, w->kt, w->vh, w->s, w->qh, N, hd}; /* each query's output replaces its own row */
+        if (pool)
+            tern_pool_parallel_for(pool, (size_t)N, QROWS, head_range, &hj);
+        else
+            head_range(&hj, 0, (size_t)N, 0);
         for (int64_t t = 0; t < N; t++)
             memcpy(w->att + (t * nq + h) * hd, w->qh + t * hd, (size_t)hd * sizeof(float));
     }
-    return 0;
 }
 
 typedef struct gelu_job {
@@ -426,7 +429,8 @@ static int encoder_layer(const g4vision *v, tern_pool *pool, const vlayer *L, in
         return -1;
     qkv_job qj = {v, L, w->q, w->k, w->v, w->cs, w->sn};
     tern_tower_par(pool, N, qkv_range, &qj);
-    if (attention(v, pool, N, w) || tern_clin_run(pool, &L->o, w->att, N, w->tmp, w->o))
+    attention(v, pool, N, w);
+    if (tern_clin_run(pool, &L->o, w->att, N, w->tmp, w->o))
         return -1;
     norm_rows(pool, N, w->o, w->o, L->ln_post_attn, H, eps, w->h);
     norm_rows(pool, N, w->h, w->a, L->ln_pre_ff, H, eps, NULL);
@@ -464,7 +468,7 @@ static void patch_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 static void work_free(work *w) {
-    float **f[] = {&w->x, &w->h, &w->a, &w->o, &w->q, &w->k, &w->v, &w->qh, &w->kh, &w->vt, &w->s, &w->att,
+    float **f[] = {&w->x, &w->h, &w->a, &w->o, &w->q, &w->k, &w->v, &w->qh, &w->kt, &w->vh, &w->s, &w->att,
                    &w->up, &w->tmp, &w->cs, &w->sn};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         free(*f[i]);
@@ -479,17 +483,18 @@ static tern_err *g4v_run(const void *impl, tern_pool *pool, const uint8_t *rgb, 
     if (Wp < k || Hp < k || pl->w % (k * p) || pl->h % (k * p) || Wp > c->P || Hp > c->P || (size_t)((Wp / k) * (Hp / k)) != pl->tokens)
         return tern_errf(TERN_EINVAL, "vision tower: a %d x %d image does not fit its patch grid", pl->w, pl->h);
     const int64_t pin = 3 * p * p, wide = I > Q ? (I > H ? I : H) : (Q > H ? Q : H);
+    const int64_t threads = pool ? tern_pool_size(pool) : 1;
     const size_t f = sizeof(float);
     work w = {
         .x = malloc((size_t)(N * (pin > I ? pin : I)) * f),
         .h = malloc((size_t)(N * H) * f), .a = malloc((size_t)(N * H) * f), .o = malloc((size_t)(N * H) * f),
         .q = malloc((size_t)(N * Q) * f), .k = malloc((size_t)(N * KV) * f), .v = malloc((size_t)(N * KV) * f),
-        .qh = malloc((size_t)(N * hd) * f), .kh = malloc((size_t)(N * hd) * f), .vt = malloc((size_t)(N * hd) * f),
-        .s = malloc((size_t)(QBLOCK * N) * f), .att = malloc((size_t)(N * Q) * f),
+        .qh = malloc((size_t)(N * hd) * f), .kt = malloc((size_t)(N * hd) * f), .vh = malloc((size_t)(N * hd) * f),
+        .s = malloc((size_t)(threads * QROWS * N) * f), .att = malloc((size_t)(N * Q) * f),
         .up = malloc((size_t)(N * I) * f), .tmp = malloc((size_t)(N * wide) * f),
         .cs = malloc((size_t)(N * hd / 2) * f), .sn = malloc((size_t)(N * hd / 2) * f),
     };
-    if (!w.x || !w.h || !w.a || !w.o || !w.q || !w.k || !w.v || !w.qh || !w.kh || !w.vt || !w.s || !w.att ||
+    if (!w.x || !w.h || !w.a || !w.o || !w.q || !w.k || !w.v || !w.qh || !w.kt || !w.vh || !w.s || !w.att ||
         !w.up || !w.tmp || !w.cs || !w.sn) {
         work_free(&w);
         return tern_errf(TERN_ENOMEM, "vision tower: out of memory for an image of %lld patches", (long long)N);

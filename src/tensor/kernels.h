@@ -57,8 +57,15 @@ typedef struct tern_kernel_table {
     void (*softcap)(float *x, int64_t n, float cap);
     /* e^x in place, 0 below -87 and for NaN. */
     void (*exp)(float *x, int64_t n);
+    /* Softmax in place: max, e^(x - max) by the exp above, sum, scale. */
+    void (*softmax)(float *x, int64_t n);
     /* y = y * a + x * b over n floats (the rescaled sum that merges two attention partials). */
     void (*axpby)(float *y, const float *x, int64_t n, float a, float b);
+    /* C[M][N] = A[M][K] B[K][N], all row-major with leading dimensions lda, ldb, ldc, each C entry summed over k in
+     * order (one thread: callers split the rows). Products of activations with activations: a vision tower's
+     * attention, scores against the keys transposed and probabilities against the values. */
+    void (*sgemm)(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                  int64_t ldc);
     /* One chunk's attention partial (see attention.h), for the shapes `lanes` allows. */
     void (*attend_part)(const struct tern_attn_args *a);
     /* Sum of n floats streamed from memory (the bandwidth probe's inner loop). */
@@ -93,6 +100,15 @@ void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n);
 void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, float *y);
 void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 void tern_exp_avx512(float *x, int64_t n);
+void tern_softmax_avx512(float *x, int64_t n);
+void tern_softmax_avx2(float *x, int64_t n);
+void tern_softmax_portable(float *x, int64_t n);
+void tern_sgemm_avx512(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc);
+void tern_sgemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                     int64_t ldc);
+void tern_sgemm_portable(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         float *C, int64_t ldc);
 void tern_gelu_tanh_avx2(float *x, int64_t n);
 void tern_softcap_avx2(float *x, int64_t n, float cap);
 void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n);

@@ -322,6 +322,44 @@ void tern_exp_avx2(float *x, int64_t n) {
     }
 }
 
+/* Three passes: the maximum, e^(x - max) stored and summed (in float lanes), the scale. */
+void tern_softmax_avx2(float *x, int64_t n) {
+    float m = -INFINITY;
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    for (int k = 0; k < 8; k++)
+        m = lanes[k] > m ? lanes[k] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    const __m256 mx = _mm256_set1_ps(m);
+    __m256 vs = _mm256_setzero_ps();
+    for (i = 0; i < n; i += 8) {
+        const __m256 v = _mm256_sub_ps(tail_load8(x + i, n - i), mx);
+        const __m256 live = _mm256_cmp_ps(v, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+        __m256 e = _mm256_and_ps(live, exp256(v));
+        if (n - i < 8) { /* lanes past the end were loaded as 0: e^(0 - max) must not count */
+            float t[8];
+            _mm256_storeu_ps(t, e);
+            for (int64_t k = n - i; k < 8; k++)
+                t[k] = 0;
+            e = _mm256_loadu_ps(t);
+        }
+        tail_store8(x + i, n - i, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    _mm256_storeu_ps(lanes, vs);
+    double sum = 0;
+    for (int k = 0; k < 8; k++)
+        sum += lanes[k];
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i < n; i += 8)
+        tail_store8(x + i, n - i, _mm256_mul_ps(tail_load8(x + i, n - i), inv));
+}
+
 void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
     const int64_t half = dim / 2;
     for (int64_t i = 0; i < half; i += 8) {
@@ -408,6 +446,46 @@ static inline void softmax_row(float *s, int64_t n, float *mx_out, float *sum_ou
 #define reduce_lanes reduce8
 #include "tensor/attention_simd.inc"
 
+/* One register tile: R rows of C by 16 columns (2R accumulators), B's row k in two vectors, the rows' A values
+ * broadcast. */
+static inline __attribute__((always_inline)) void sgemm_tile8(int R, int64_t K, const float *A, int64_t lda,
+                                                              const float *B, int64_t ldb, float *C, int64_t ldc) {
+    __m256 c0[4], c1[4];
+    for (int q = 0; q < R; q++)
+        c0[q] = c1[q] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
+        for (int q = 0; q < R; q++) {
+            const __m256 a = _mm256_broadcast_ss(A + q * lda + k);
+            c0[q] = _mm256_fmadd_ps(a, b0, c0[q]);
+            c1[q] = _mm256_fmadd_ps(a, b1, c1[q]);
+        }
+    }
+    for (int q = 0; q < R; q++) {
+        _mm256_storeu_ps(C + q * ldc, c0[q]);
+        _mm256_storeu_ps(C + q * ldc + 8, c1[q]);
+    }
+}
+
+/* Tiles of 4 rows by 16 columns; a tail of columns the portable way (the same sum over k in order). */
+void tern_sgemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                     int64_t ldc) {
+    const int64_t N16 = N / 16 * 16;
+    for (int64_t j = 0; j < N16; j += 16) {
+        int64_t i = 0;
+        for (; i + 4 <= M; i += 4)
+            sgemm_tile8(4, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
+        switch (M - i) {
+        case 3: sgemm_tile8(3, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;
+        case 2: sgemm_tile8(2, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;
+        case 1: sgemm_tile8(1, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;
+        default: break;
+        }
+    }
+    if (N16 < N)
+        tern_sgemm_portable(M, N - N16, K, A, lda, B + N16, ldb, C + N16, ldc);
+}
+
 void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b) {
     const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
     for (int64_t i = 0; i < n; i += 8)
@@ -450,7 +528,9 @@ const tern_kernel_table tern_kernels_avx2 = {
     .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx2,
     .softcap = tern_softcap_avx2,
     .exp = tern_exp_avx2,
+    .softmax = tern_softmax_avx2,
     .axpby = tern_axpby_avx2,
+    .sgemm = tern_sgemm_avx2,
     .attend_part = tern_attend_part_avx2,
     .read_sum = tern_read_sum_avx2,
     .checksum_blocks = checksum_blocks_avx2,

@@ -399,6 +399,30 @@ void tern_exp_avx512(float *x, int64_t n) {
     }
 }
 
+/* Three passes: the maximum, e^(x - max) stored and summed (in float lanes, then double), the scale. */
+void tern_softmax_avx512(float *x, int64_t n) {
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        vm = _mm512_mask_max_ps(vm, m, vm, _mm512_maskz_loadu_ps(m, x + i));
+    }
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vm));
+    __m512 vs = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mx);
+        const __mmask16 live = _mm512_mask_cmp_ps_mask(m, v, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+        const __m512 e = _mm512_maskz_mov_ps(live, exp512(v));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        vs = _mm512_add_ps(vs, e);
+    }
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / (double)_mm512_reduce_add_ps(vs)));
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    }
+}
+
 void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn) {
     const int64_t half = dim / 2;
     for (int64_t i = 0; i < half; i += 16) {
@@ -514,6 +538,52 @@ void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b) {
     }
 }
 
+/* One register tile: R (<= 8) rows of C by up to 32 columns (2R accumulators, so B's row k is read once per 8 rows
+ * of A); each k broadcasts the rows' A values and multiplies them into two vectors of B's row k; masked loads and
+ * stores take a tail of columns. */
+static inline __attribute__((always_inline)) void sgemm_tile16(int R, int64_t K, const float *A, int64_t lda,
+                                                               const float *B, int64_t ldb, float *C, int64_t ldc,
+                                                               __mmask16 k0, __mmask16 k1) {
+    __m512 c0[8], c1[8];
+    for (int q = 0; q < R; q++)
+        c0[q] = c1[q] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        const __m512 b0 = _mm512_maskz_loadu_ps(k0, b), b1 = _mm512_maskz_loadu_ps(k1, b + 16);
+        for (int q = 0; q < R; q++) {
+            const __m512 a = _mm512_set1_ps(A[q * lda + k]);
+            c0[q] = _mm512_fmadd_ps(a, b0, c0[q]);
+            c1[q] = _mm512_fmadd_ps(a, b1, c1[q]);
+        }
+    }
+    for (int q = 0; q < R; q++) {
+        _mm512_mask_storeu_ps(C + q * ldc, k0, c0[q]);
+        _mm512_mask_storeu_ps(C + q * ldc + 16, k1, c1[q]);
+    }
+}
+
+void tern_sgemm_avx512(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+    for (int64_t j = 0; j < N; j += 32) {
+        const __mmask16 k0 = tail_mask16(N - j), k1 = tail_mask16(N - j > 16 ? N - j - 16 : 0);
+        int64_t i = 0;
+        for (; i + 8 <= M; i += 8)
+            sgemm_tile16(8, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1);
+#define TILE(r) sgemm_tile16(r, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1)
+        switch (M - i) { /* the last rows, each count with its own constant so the tile stays in registers */
+        case 7: TILE(7); break;
+        case 6: TILE(6); break;
+        case 5: TILE(5); break;
+        case 4: TILE(4); break;
+        case 3: TILE(3); break;
+        case 2: TILE(2); break;
+        case 1: TILE(1); break;
+        default: break;
+        }
+#undef TILE
+    }
+}
+
 /* Lanes 0-7 in one register, 8-15 in the other; swapping the 64-bit halves of each 128-bit lane gives d[j ^ 1]. */
 static void checksum_blocks_avx512(uint64_t acc[16], const void *p, size_t blocks, uint64_t first) {
     const uint8_t *b = p;
@@ -542,7 +612,7 @@ static void checksum_blocks_avx512(uint64_t acc[16], const void *p, size_t block
     .lanes = 16, .qblock = &tern_qblock_avx512, .matmul = tern_matmul_avx512, .rmsnorm = tern_rmsnorm_avx512, \
     .rope_apply = tern_rope_apply_avx512, .gelu_tanh = tern_gelu_tanh_avx512,                               \
     .gelu_tanh_mul = tern_gelu_tanh_mul_avx512, .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx512,              \
-    .softcap = tern_softcap_avx512, .exp = tern_exp_avx512, .axpby = tern_axpby_avx512,                      \
+    .softcap = tern_softcap_avx512, .exp = tern_exp_avx512, .softmax = tern_softmax_avx512, .axpby = tern_axpby_avx512, .sgemm = tern_sgemm_avx512,                      \
     .attend_part = tern_attend_part_avx512, .read_sum = tern_read_sum_avx512,                               \
     .checksum_blocks = checksum_blocks_avx512
 

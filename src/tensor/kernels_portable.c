@@ -62,6 +62,36 @@ static void axpby_portable(float *y, const float *x, int64_t n, float a, float b
         y[d] = y[d] * a + x[d] * b;
 }
 
+void tern_softmax_portable(float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    for (int64_t i = 0; i < n; i++)
+        x[i] -= m;
+    exp_portable(x, n);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += x[i];
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+/* Row by row: C[i] = sum over k of A[i][k] B[k], the reference of the SIMD paths' register tiles. */
+void tern_sgemm_portable(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        for (int64_t j = 0; j < N; j++)
+            c[j] = 0;
+        for (int64_t k = 0; k < K; k++) {
+            const float a = A[i * lda + k], *b = B + k * ldb;
+            for (int64_t j = 0; j < N; j++)
+                c[j] += a * b[j];
+        }
+    }
+}
+
 /* The partial of a->start..a->end (within one chunk) into a->part: the portable reference of the SIMD paths. */
 static void attend_part_portable(const tern_attn_args *a) {
     const int64_t hd = a->head_dim, row = a->kv_heads * hd, n = a->end - a->start + 1, sh = tern_attn_slice_heads(a);
@@ -129,7 +159,9 @@ const tern_kernel_table tern_kernels_portable = {
     .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_portable,
     .softcap = softcap_portable,
     .exp = exp_portable,
+    .softmax = tern_softmax_portable,
     .axpby = axpby_portable,
+    .sgemm = tern_sgemm_portable,
     .attend_part = attend_part_portable,
     .read_sum = read_sum_portable,
     .checksum_blocks = checksum_blocks_portable,

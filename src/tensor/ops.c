@@ -251,6 +251,13 @@ void tern_silu_mul(float *g, const float *u, int64_t n) {
     }
 }
 
+void tern_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                int64_t ldc) {
+    tern_kernels()->sgemm(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void tern_softmax_fast(float *x, int64_t n) { tern_kernels()->softmax(x, n); }
+
 void tern_softmax(float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++)

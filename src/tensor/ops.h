@@ -73,7 +73,13 @@ void tern_softcap(float *x, int64_t n, float cap);
 /* x = e^x in place for x <= 88; below -87, -inf and NaN give exactly 0. Relative error ~1e-7 on the vector
  * paths (libm's expf on the portable one). */
 void tern_exp(float *x, int64_t n);
+/* C[M][N] = A[M][K] B[K][N] over row-major float matrices with leading dimensions lda, ldb, ldc, on the calling
+ * thread (the active path's register tiles; each entry summed over k in order). */
+void tern_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                int64_t ldc);
 /* Numerically stable softmax in place. */
 void tern_softmax(float *x, int64_t n);
+/* The same on the active path: its vectorised exp and float sums (agrees with tern_softmax to ~1e-6 relative). */
+void tern_softmax_fast(float *x, int64_t n);
 
 #endif

@@ -180,6 +180,73 @@ static void test_exp(void **state) {
     free(x);
 }
 
+/* The activation-by-activation product on every path against double: shapes around the register tiles (rows
+ * 1..9, columns around 8/16/32, short and long sums), leading dimensions wider than the rows. */
+static void test_sgemm(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    static const int64_t Ms[] = {1, 3, 4, 5, 8, 9, 33}, Ns[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 70},
+                         Ks[] = {1, 5, 64, 300};
+    uint64_t rng = 99;
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
+                const int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki], lda = K + 3, ldb = N + 5, ldc = N + 2;
+                float *A = malloc((size_t)(M * lda) * sizeof *A), *B = malloc((size_t)(K * ldb) * sizeof *B);
+                float *C = malloc((size_t)(M * ldc) * sizeof *C);
+                for (int64_t i = 0; i < M * lda; i++)
+                    A[i] = tu_frand(&rng);
+                for (int64_t i = 0; i < K * ldb; i++)
+                    B[i] = tu_frand(&rng);
+                for (int64_t i = 0; i < M * ldc; i++)
+                    C[i] = 12345.0f; /* what lies between rows stays */
+                tern_sgemm(M, N, K, A, lda, B, ldb, C, ldc);
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < ldc; j++) {
+                        double want = 0;
+                        for (int64_t k = 0; k < K; k++)
+                            want += (double)A[i * lda + k] * B[k * ldb + j];
+                        if (j >= N ? C[i * ldc + j] != 12345.0f : fabs(C[i * ldc + j] - want) > 1e-5 * (1 + sqrt((double)K)))
+                            fail_msg("%s %lldx%lldx%lld: C[%lld][%lld] = %g, want %g", tern_isa_name(isa), (long long)M,
+                                     (long long)N, (long long)K, (long long)i, (long long)j, C[i * ldc + j],
+                                     j >= N ? 12345.0 : want);
+                    }
+                free(A);
+                free(B);
+                free(C);
+            }
+}
+
+/* The path's softmax against double on rows of several lengths (tails) and spreads, one very large value, and
+ * all equal. */
+static void test_softmax_fast(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    static const int64_t ns[] = {1, 7, 8, 9, 16, 17, 100, 2304};
+    uint64_t rng = 7;
+    float *x = malloc(2304 * sizeof *x), *x0 = malloc(2304 * sizeof *x0);
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+        for (int spread = 0; spread < 3; spread++) {
+            const int64_t n = ns[k];
+            for (int64_t i = 0; i < n; i++)
+                x[i] = x0[i] = spread == 2 ? 3.0f : tu_frand(&rng) * (spread ? 40.0f : 2.0f);
+            if (n > 1 && spread == 1)
+                x[n / 2] = x0[n / 2] = 500.0f;
+            tern_softmax_fast(x, n);
+            double m = -INFINITY, sum = 0;
+            for (int64_t i = 0; i < n; i++)
+                m = fmax(m, x0[i]);
+            for (int64_t i = 0; i < n; i++)
+                sum += exp((double)x0[i] - m);
+            for (int64_t i = 0; i < n; i++) {
+                const double want = exp((double)x0[i] - m) / sum;
+                if (fabs(x[i] - want) > 1e-6 * want + 1e-30)
+                    fail_msg("%s n %lld spread %d: p[%lld] = %g, want %g", tern_isa_name(isa), (long long)n, spread,
+                             (long long)i, x[i], want);
+            }
+        }
+    free(x);
+    free(x0);
+}
+
 /* silu(g) * u against double from -100 to 100 (lengths with tails), 0 far below. */
 static void test_silu_mul(void **state) {
     const tern_isa isa = tu_isa_begin(state);
@@ -634,7 +701,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_ISA_TESTS(test_silu_mul), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_ISA_TESTS(test_sgemm), TU_ISA_TESTS(test_softmax_fast), TU_ISA_TESTS(test_silu_mul), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
         TU_ISA_TESTS(test_checksum),
         TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
         TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),
