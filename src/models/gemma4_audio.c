@@ -18,9 +18,6 @@
 
 #include <jansson.h>
 
-#include "core/alloc.h"
-#include "core/half.h"
-#include "core/hash.h"
 #include "core/json_util.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
