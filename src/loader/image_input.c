@@ -95,12 +95,13 @@ tern_err *tern_image_input_load(const char *dir, tern_image_input **out) {
             json_t *root = NULL;
             err = tern_json_load_file(p, 4u << 20, &root);
             const json_t *ip = i == 0 ? json_object_get(root, "image_processor") : root;
-            if (!err && json_is_object(ip))
+            const int found = json_is_object(ip);
+            if (!err && found)
                 err = processor(ip, a);
             if (err)
                 err = tern_err_wrap(err, "%s", p);
             json_decref(root);
-            if (!err && json_is_object(ip)) {
+            if (!err && found) {
                 free(p);
                 break;
             }
