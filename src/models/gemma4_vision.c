@@ -276,7 +276,7 @@ typedef struct work {
     float *x;          /* [N][3 p^2] patch pixels; then [N][I] the MLP's gate */
     float *h, *a, *o;  /* [N][H] hidden state, normed input, sublayer output */
     float *q, *k, *v;  /* [N][heads*hd], [N][kv*hd] x 2 */
-    float *qh, *kt, *vh; /* one head: queries [N][hd], keys transposed [hd][N], values [N][hd] */
+    float *kt;         /* one key/value head's keys transposed [hd][N] */
     float *s;          /* [threads][QROWS][N] scores, a slab per thread */
     float *att;        /* [N][heads*hd] attention output */
     float *up, *tmp;   /* [N][I] the MLP's up; clamped product inputs [N][max(I, heads*hd, H)] */
@@ -290,7 +290,7 @@ static uint64_t work_floats(const vis_cfg *c, uint64_t N) {
     wide = wide > H ? wide : H;
     uint64_t x = (uint64_t)(3 * c->p * c->p) > I ? (uint64_t)(3 * c->p * c->p) : I;
     /* the scores: a slab per thread, for as many threads as the machine has cores */
-    return N * (x + 3 * H + 2 * Q + 2 * KV + 3 * hd + (uint64_t)QROWS * (uint64_t)tern_cpu_count() + I + wide + hd);
+    return N * (x + 3 * H + 2 * Q + 2 * KV + hd + (uint64_t)QROWS * (uint64_t)tern_cpu_count() + I + wide + hd);
 }
 
 static uint64_t g4v_work_bytes(const void *impl, size_t tokens) {
@@ -362,11 +362,12 @@ static void qkv_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 /* One head's attention for queries [b, e): scores against the keys transposed (scale 1), the path's softmax, times
- * the values; QROWS queries at a time in the thread's slab of scores. */
+ * the values; QROWS queries at a time in the thread's slab of scores. Queries, values and outputs are read and
+ * written in place, a head's columns of the [N][heads x hd] rows (ldq, ldv, ldo apart). */
 typedef struct head_job {
-    const float *qh, *kt, *vh;
-    float *s, *out; /* out: the head's rows [N][hd] */
-    int64_t N, hd;
+    const float *q, *kt, *v;
+    float *s, *out;
+    int64_t N, hd, ldq, ldv, ldo;
 } head_job;
 
 static void head_range(void *ctx, size_t b, size_t e, int tid) {
@@ -375,35 +376,26 @@ static void head_range(void *ctx, size_t b, size_t e, int tid) {
     float *s = j->s + (size_t)tid * QROWS * (size_t)N;
     for (size_t t0 = b; t0 < e; t0 += QROWS) {
         const int64_t nt = (int64_t)(e - t0 < QROWS ? e - t0 : QROWS);
-        tern_sgemm(nt, N, hd, j->qh + t0 * hd, hd, j->kt, N, s, N);
+        tern_sgemm(nt, N, hd, j->q + t0 * j->ldq, j->ldq, j->kt, N, s, N);
         for (int64_t r = 0; r < nt; r++)
             tern_softmax_fast(s + r * N, N);
-        tern_sgemm(nt, hd, N, s, N, j->vh, hd, j->out + t0 * hd, hd);
+        tern_sgemm(nt, hd, N, s, N, j->v, j->ldv, j->out + t0 * j->ldo, j->ldo);
     }
 }
 
-/* Bidirectional attention over all N patches, head by head (queries split across the threads). */
+/* Bidirectional attention over all N patches, head by head (queries split across the threads); only the keys are
+ * copied, transposed, once per key/value head. */
 static void attention(const g4vision *v, tern_pool *pool, int64_t N, work *w) {
     const vis_cfg *c = &v->c;
     const int64_t hd = c->hd, nq = c->heads, nk = c->kv_heads, rep = nq / nk;
     for (int64_t h = 0; h < nq; h++) {
-        if (h % rep == 0) {
-            const int64_t g = h / rep;
-            for (int64_t t = 0; t < N; t++) {
-                memcpy(w->vh + t * hd, w->v + (t * nk + g) * hd, (size_t)hd * sizeof(float));
+        const int64_t g = h / rep;
+        if (h % rep == 0)
+            for (int64_t t = 0; t < N; t++)
                 for (int64_t i = 0; i < hd; i++)
                     w->kt[i * N + t] = w->k[(t * nk + g) * hd + i];
-            }
-        }
-        for (int64_t t = 0; t < N; t++)
-            memcpy(w->qh + t * hd, w->q + (t * nq + h) * hd, (size_t)hd * sizeof(float));
-        head_job hj = {w->qh, w->kt, w->vh, w->s, w->qh, N, hd}; /* each query's output replaces its own row */
-        if (pool)
-            tern_pool_parallel_for(pool, (size_t)N, QROWS, head_range, &hj);
-        else
-            head_range(&hj, 0, (size_t)N, 0);
-        for (int64_t t = 0; t < N; t++)
-            memcpy(w->att + (t * nq + h) * hd, w->qh + t * hd, (size_t)hd * sizeof(float));
+        head_job hj = {w->q + h * hd, w->kt, w->v + g * hd, w->s, w->att + h * hd, N, hd, nq * hd, nk * hd, nq * hd};
+        tern_tower_par(pool, N, head_range, &hj);
     }
 }
 
@@ -468,7 +460,7 @@ static void patch_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 static void work_free(work *w) {
-    float **f[] = {&w->x, &w->h, &w->a, &w->o, &w->q, &w->k, &w->v, &w->qh, &w->kt, &w->vh, &w->s, &w->att,
+    float **f[] = {&w->x, &w->h, &w->a, &w->o, &w->q, &w->k, &w->v, &w->kt, &w->s, &w->att,
                    &w->up, &w->tmp, &w->cs, &w->sn};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         free(*f[i]);
@@ -489,12 +481,12 @@ static tern_err *g4v_run(const void *impl, tern_pool *pool, const uint8_t *rgb, 
         .x = malloc((size_t)(N * (pin > I ? pin : I)) * f),
         .h = malloc((size_t)(N * H) * f), .a = malloc((size_t)(N * H) * f), .o = malloc((size_t)(N * H) * f),
         .q = malloc((size_t)(N * Q) * f), .k = malloc((size_t)(N * KV) * f), .v = malloc((size_t)(N * KV) * f),
-        .qh = malloc((size_t)(N * hd) * f), .kt = malloc((size_t)(N * hd) * f), .vh = malloc((size_t)(N * hd) * f),
+        .kt = malloc((size_t)(N * hd) * f),
         .s = malloc((size_t)(threads * QROWS * N) * f), .att = malloc((size_t)(N * Q) * f),
         .up = malloc((size_t)(N * I) * f), .tmp = malloc((size_t)(N * wide) * f),
         .cs = malloc((size_t)(N * hd / 2) * f), .sn = malloc((size_t)(N * hd / 2) * f),
     };
-    if (!w.x || !w.h || !w.a || !w.o || !w.q || !w.k || !w.v || !w.qh || !w.kt || !w.vh || !w.s || !w.att ||
+    if (!w.x || !w.h || !w.a || !w.o || !w.q || !w.k || !w.v || !w.kt || !w.s || !w.att ||
         !w.up || !w.tmp || !w.cs || !w.sn) {
         work_free(&w);
         return tern_errf(TERN_ENOMEM, "vision tower: out of memory for an image of %lld patches", (long long)N);

@@ -91,7 +91,7 @@ void tern_tower_par(tern_pool *pool, int64_t rows, tern_range_fn fn, void *job) 
         fn(job, 0, (size_t)rows, 0);
 }
 
-void tern_clamp(float *x, int64_t n, float lo, float hi) {
+static void clamp(float *x, int64_t n, float lo, float hi) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i] < lo ? lo : x[i];
         x[i] = v > hi ? hi : v;
@@ -110,7 +110,7 @@ static void clamp_range(void *ctx, size_t b, size_t e, int tid) {
     for (size_t r = b; r < e; r++) {
         if (j->dst != j->src)
             memcpy(j->dst + r * j->n, j->src + r * j->n, (size_t)j->n * sizeof(float));
-        tern_clamp(j->dst + r * j->n, j->n, j->lo, j->hi);
+        clamp(j->dst + r * j->n, j->n, j->lo, j->hi);
     }
 }
 

@@ -50,8 +50,6 @@ tern_err *tern_tower_clipped(const tern_tower_src *s, const char *rel, int64_t o
 /* y [T][out] = the clipped linear of x [T][in] (x unchanged: clamped into tmp [T][in] when bounded). 0, or -1 when
  * scratch memory ran out. */
 int tern_clin_run(tern_pool *pool, const tern_clin *l, const float *x, int64_t T, float *tmp, float *y);
-/* Clamps n values in place (the output bounds). */
-void tern_clamp(float *x, int64_t n, float lo, float hi);
 /* Runs fn over rows [0, rows) on the pool (or inline without one or with one row). */
 void tern_tower_par(tern_pool *pool, int64_t rows, tern_range_fn fn, void *job);
 
