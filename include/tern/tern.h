@@ -318,6 +318,8 @@ typedef struct tern_metrics {
     int64_t ctx;
     uint64_t kv_budget_bytes;
     uint64_t prefix_cache_cap_bytes;
+    int prefix_block;            /* tokens per prefix-cache block (0 without a prefix cache) */
+    uint64_t prefix_block_bytes; /* one block's K and V over all layers */
     int max_queue;
     /* now */
     int queue_depth;          /* requests waiting for a row */

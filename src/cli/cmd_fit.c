@@ -2,6 +2,7 @@
  * Weights bytes, KV bytes per token (sliding layers stop growing at their ring of window + chunk
  * positions), the KV a request of --ctx positions needs, what a budget holds, the activations. The report
  * depends only on the checkpoint and the flags, never on the machine, so it can be diffed. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,13 @@
 
 static const char *usage =
     "usage: tern fit [-m] MODEL_DIR [--ctx N] [--parallel N] [--budget GIB] [--chunk N] [--kv T | -ctk T -ctv T]\n"
-    "                [--step-tokens N] [--mmproj FILE]\n"
+    "                [--step-tokens N] [--mmproj FILE] [--json]\n"
     "Reports weights and KV-cache memory: bytes per token, per request of --ctx positions (default\n"
     "min(trained context, 8192)), for --parallel rows (default 4), and what a KV budget of --budget GiB\n"
     "holds (default: exactly what the rows need). --chunk is the engine's prefill chunk (default 256):\n"
     "sliding layers keep window + chunk positions. --step-tokens is the most tokens of one forward\n"
-    "(default 512, the engine's), whose activations are counted too.\n";
+    "(default 512, the engine's), whose activations are counted too. --json prints the same plan as one\n"
+    "JSON object of exact byte counts (for scripts: sizing a container, checking a server's budget).\n";
 
 /* Bytes in the largest binary unit that keeps the number >= 1 (two decimals); rotates over 4 buffers. */
 static const char *human(uint64_t b) {
@@ -74,9 +76,44 @@ static void print_plan(const char *dir, const tern_fit_plan *p, tern_kv_type kt,
     printf("total:        %s (weights + KV budget + activations; the prefix cache comes on top)\n", human(p->total));
 }
 
+/* The plan as one JSON object of exact numbers; a tower's work area only when the model has that tower. */
+static int print_json(const char *dir, const tern_fit_plan *p, tern_kv_type kt, tern_kv_type vt,
+                      const uint64_t *audio_work, const uint64_t *vision_work) {
+    json_t *kv = json_pack("{s:I,s:I,s:I,s:I,s:I,s:s,s:s}", "full_bytes_per_position", (json_int_t)p->cost.full_per_pos,
+                           "sliding_bytes_per_position", (json_int_t)p->cost.ring_per_pos, "sliding_positions",
+                           (json_int_t)p->cost.ring_slots, "window", (json_int_t)p->window, "chunk",
+                           (json_int_t)p->chunk, "k_type", tern_kv_type_name(kt), "v_type", tern_kv_type_name(vt));
+    json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:i,s:I,s:I,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I}", "model",
+                          dir, "weights_bytes", (json_int_t)p->weights_bytes, "repacked_bytes",
+                          (json_int_t)p->copy_bytes, "other_bytes", (json_int_t)p->other_bytes,
+                          "decode_bytes_per_token", (json_int_t)p->decode_bytes, "experts", (json_int_t)p->experts,
+                          "experts_used", (json_int_t)p->experts_used, "kv", kv, "ctx", (json_int_t)p->ctx,
+                          "parallel", p->parallel, "kv_bytes_per_request", (json_int_t)p->per_request,
+                          "kv_bytes_all_rows", (json_int_t)p->all_rows, "kv_budget_bytes", (json_int_t)p->budget,
+                          "budget_given", p->budget_given, "rows_at_ctx", (json_int_t)p->rows_at_ctx, "ctx_per_row",
+                          (json_int_t)p->ctx_per_row, "max_one_request", (json_int_t)p->max_one_request,
+                          "step_tokens", (json_int_t)p->step_tokens, "activation_bytes",
+                          (json_int_t)p->activations, "total_bytes", (json_int_t)p->total);
+    if (o && p->ctx_train > 0)
+        json_object_set_new(o, "ctx_train", json_integer((json_int_t)p->ctx_train));
+    if (o && audio_work)
+        json_object_set_new(o, "audio_work_bytes", json_integer((json_int_t)*audio_work));
+    if (o && vision_work)
+        json_object_set_new(o, "vision_work_bytes", json_integer((json_int_t)*vision_work));
+    char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+    json_decref(o);
+    if (!text) {
+        fprintf(stderr, "tern fit: out of memory\n");
+        return 1;
+    }
+    puts(text);
+    free(text);
+    return 0;
+}
+
 int cmd_fit(int argc, char **argv) {
     tern_opt opts[] = {{"ctx", 1, 0}, {"parallel", 1, 0},    {"budget", 1, 0}, {"chunk", 1, 0},
-                       {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, {"mmproj", 1, 0}, TERN_KV_OPTS, {0, 0, 0}};
+                       {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, {"mmproj", 1, 0}, {"json", 0, 0}, TERN_KV_OPTS, {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("fit", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -119,33 +156,35 @@ int cmd_fit(int argc, char **argv) {
         tern_err_free(err);
         return 1;
     }
-    print_plan(pos[0], &plan, kt, vt);
-    /* The audio tower's weights are among the other tensors (mapped, read while a clip encodes); one clip at a
-     * time is encoded, in a work area of its own. */
+    /* The towers' weights are among the other tensors (mapped, read while a clip or an image encodes); one clip and
+     * one image at a time are encoded, each in a work area of its own (the image's at its largest budget). */
+    uint64_t audio_work = 0, vision_work = 0;
+    int has_audio = 0, has_vision = 0;
     tern_audio_input *audio = NULL;
-    if ((err = tern_audio_input_find(pos[0], tern_args_get(opts, "mmproj"), &audio))) {
-        fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
-        tern_err_free(err);
-        return 1;
-    }
-    if (audio) {
-        uint64_t w = tern_audio_input_work_bytes(audio);
-        printf("audio:        %s work area while a 30 s clip encodes (one clip at a time); with it %s\n", human(w),
-               human(plan.total + w));
+    tern_image_input *image = NULL;
+    if (!(err = tern_audio_input_find(pos[0], tern_args_get(opts, "mmproj"), &audio)) && audio) {
+        has_audio = 1;
+        audio_work = tern_audio_input_work_bytes(audio);
         tern_audio_input_free(audio);
     }
-    /* Likewise the vision tower: one image at a time, at most the largest budget's work area. */
-    tern_image_input *image = NULL;
-    if ((err = tern_image_input_find(pos[0], tern_args_get(opts, "mmproj"), &image))) {
+    if (!err && !(err = tern_image_input_find(pos[0], tern_args_get(opts, "mmproj"), &image)) && image) {
+        has_vision = 1;
+        vision_work = tern_image_input_work_bytes(image);
+        tern_image_input_free(image);
+    }
+    if (err) {
         fprintf(stderr, "tern fit: %s\n", tern_err_msg(err));
         tern_err_free(err);
         return 1;
     }
-    if (image) {
-        uint64_t w = tern_image_input_work_bytes(image);
+    if (tern_args_get(opts, "json"))
+        return print_json(pos[0], &plan, kt, vt, has_audio ? &audio_work : NULL, has_vision ? &vision_work : NULL);
+    print_plan(pos[0], &plan, kt, vt);
+    if (has_audio)
+        printf("audio:        %s work area while a 30 s clip encodes (one clip at a time); with it %s\n",
+               human(audio_work), human(plan.total + audio_work));
+    if (has_vision)
         printf("vision:       %s work area while an image encodes at the largest budget (one at a time); with it %s\n",
-               human(w), human(plan.total + w));
-        tern_image_input_free(image);
-    }
+               human(vision_work), human(plan.total + vision_work));
     return 0;
 }

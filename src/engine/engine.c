@@ -263,6 +263,12 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
     e->m.ctx = e->o.ctx;
     e->m.kv_budget_bytes = e->budget.total;
     e->m.prefix_cache_cap_bytes = e->pc ? pc_cap : 0;
+    if (e->pc) {
+        tern_prefix_cache_stats st;
+        tern_prefix_cache_stats_get(e->pc, &st);
+        e->m.prefix_block = e->o.prefix_block;
+        e->m.prefix_block_bytes = st.block_bytes;
+    }
     e->m.max_queue = e->o.max_queue;
     if (pthread_create(&e->thread, NULL, engine_thread_main, e) != 0) {
         engine_free(e);

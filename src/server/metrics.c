@@ -153,6 +153,16 @@ char *srv_metrics_render(srv_metrics *m, tern_engine *e, size_t *len) {
                (double)em.kv_bytes_in_use);
         scalar(&b, "tern_kv_bytes_peak", "gauge", "Most KV memory reserved at once.", (double)em.kv_bytes_peak);
         scalar(&b, "tern_kv_budget_bytes", "gauge", "KV memory budget for all rows.", (double)em.kv_budget_bytes);
+        /* The model-server protocol of the Kubernetes inference gateway: KV-cache utilization as a fraction, and the
+         * cache layout its prefix-affinity scorer sizes its index by (labels named as vLLM's cache_config_info). */
+        scalar(&b, "tern_kv_cache_usage_ratio", "gauge",
+               "KV memory reserved by admitted requests as a fraction of the budget (0..1).",
+               em.kv_budget_bytes ? (double)em.kv_bytes_in_use / (double)em.kv_budget_bytes : 0.0);
+        head(&b, "tern_cache_config_info", "gauge",
+             "Prefix cache layout (always 1): tokens per block, and the blocks the memory tier holds.");
+        sbuf_printf(&b, "tern_cache_config_info{block_size=\"%d\",num_gpu_blocks=\"%llu\"} 1\n", em.prefix_block,
+                    (unsigned long long)(em.prefix_block_bytes ? em.prefix_cache_cap_bytes / em.prefix_block_bytes
+                                                                : 0));
         scalar(&b, "tern_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache.", (double)em.prefix_cache_bytes);
         scalar(&b, "tern_prefix_cache_capacity_bytes", "gauge", "Prefix cache cap.", (double)em.prefix_cache_cap_bytes);
         scalar(&b, "tern_prefix_cache_lookups_total", "counter", "Prefix cache lookups.", (double)em.prefix_lookups);
