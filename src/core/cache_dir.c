@@ -29,6 +29,19 @@ char *tern_cache_dir(void) {
     return strdup(buf);
 }
 
+/* This machine's name as the file-name part of a temporary: containers sharing a cache volume (Kubernetes pods,
+ * Docker Compose replicas) each run tern as the same pid, so the pid alone would name one temporary for all of them,
+ * and a pid seen in another container's pid space says nothing about this one's. Characters outside [A-Za-z0-9-]
+ * become '-'. */
+static void this_host(char out[65]) {
+    if (gethostname(out, 64) != 0 || !out[0])
+        strcpy(out, "localhost");
+    out[64] = 0;
+    for (char *c = out; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-'))
+            *c = '-';
+}
+
 tern_err *tern_cache_begin_write(const char *path, char **tmp) {
     *tmp = NULL;
     const char *slash = strrchr(path, '/');
@@ -38,23 +51,33 @@ tern_err *tern_cache_begin_write(const char *path, char **tmp) {
         free(dir);
         TERN_TRY(e);
     }
-    const size_t n = strlen(path) + 32;
+    char host[65];
+    this_host(host);
+    const size_t n = strlen(path) + 32 + sizeof host;
     if (!(*tmp = malloc(n)))
         return tern_errf(TERN_ENOMEM, "out of memory");
-    snprintf(*tmp, n, "%s.tmp.%ld", path, (long)getpid()); /* temp_pid reads it back */
+    snprintf(*tmp, n, "%s.tmp.%ld.%s", path, (long)getpid(), host); /* temp_writer reads it back */
     return NULL;
 }
 
 void tern_cache_used(const char *path) { (void)utimensat(AT_FDCWD, path, NULL, 0); }
 
-/* The writer's pid of a temporary "NAME.tmp.PID", or 0 when `name` is not one. */
-static long temp_pid(const char *name) {
+/* The writer of a temporary "NAME.tmp.PID.HOST" (or "NAME.tmp.PID", as written before hosts were named): its pid,
+ * or 0 when `name` is not a temporary; *here says whether the writer ran on this machine (only then can the pid be
+ * asked whether it still runs). */
+static long temp_writer(const char *name, int *here) {
     const char *t = strstr(name, ".tmp.");
+    *here = 0;
     if (!t)
         return 0;
     char *end;
     const long pid = strtol(t + 5, &end, 10);
-    return *end == 0 && pid > 0 ? pid : 0;
+    if (pid <= 0 || (*end && *end != '.'))
+        return 0;
+    char host[65];
+    this_host(host);
+    *here = !*end || !strcmp(end + 1, host);
+    return pid;
 }
 
 /* Whether `name` is one of tern's cache files (or a temporary of one). */
@@ -82,8 +105,9 @@ void tern_cache_prune(const char *path, double max_age_days) {
         struct stat st;
         if (lstat(file, &st) || !S_ISREG(st.st_mode))
             continue;
-        const long pid = temp_pid(e->d_name);
-        const int writer_gone = pid && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        int here;
+        const long pid = temp_writer(e->d_name, &here);
+        const int writer_gone = pid && here && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
         if (writer_gone || difftime(now, st.st_mtime) > max_age_days * 86400.0)
             unlink(file);
     }

@@ -14,12 +14,14 @@
  * is "" or "off" (caching off) or no folder can be named. Not created. */
 char *tern_cache_dir(void);
 /* Readies the writing of cache file `path`: creates its folder, and names in tmp (a malloc'd string) the temporary
- * file to write and then rename to `path` — a name pruning can tell from a finished file and trace to its writer. */
+ * file to write and then rename to `path` — a name pruning can tell from a finished file and trace to its writer
+ * (process and machine, so writers in containers sharing the folder never share a temporary). */
 tern_err *tern_cache_begin_write(const char *path, char **tmp);
 /* Marks a cache file as used now (its modification time), so pruning keeps it; errors are ignored. */
 void tern_cache_used(const char *path);
 /* Removes tern's cache files in the folder holding `path` (a file of that folder) that were not used for
- * max_age_days, and temporaries whose writing process is gone; errors are ignored. */
+ * max_age_days, and temporaries whose writing process on this machine is gone (another machine's go by age);
+ * errors are ignored. */
 void tern_cache_prune(const char *path, double max_age_days);
 
 #endif

@@ -174,18 +174,30 @@ static void test_json_helpers(void **state) {
 }
 
 /* The cache folder stays bounded: files unused for longer than the limit and temporaries of dead writers go;
- * recent files, live writers' temporaries and files that are not tern's stay; a used file counts as recent. */
+ * recent files, live writers' temporaries, another machine's recent temporaries (its pids are not ours to ask
+ * about) and files that are not tern's stay; a used file counts as recent. A temporary names its writer's machine. */
 static void test_cache_prune(void **state) {
-    char dir[4096], path[4200], cmd[9000];
+    char dir[4096], path[4400], cmd[9000];
     snprintf(dir, sizeof dir, "%s", tu_tmpdir("cache-prune"));
     static const char *const names[] = {"old.pack", "new.pack", "tokenizer-00ff.tables", "notes.txt",
-                                        "old-used.pack", "x.pack.tmp.999999999", NULL};
+                                        "old-used.pack", "x.pack.tmp.999999999", "y.pack.tmp.999999999.other-pod",
+                                        "z.pack.tmp.999999999.other-pod", NULL};
     for (int i = 0; names[i]; i++)
         tu_write(dir, names[i], "x", 1);
-    char live[64];
-    snprintf(live, sizeof live, "x.pack.tmp.%ld", (long)getpid());
+    char live[160], dead_here[160], tmp_name[8400];
+    snprintf(path, sizeof path, "%s/w.pack", dir);
+    char *tmp = NULL;
+    assert_null(tern_cache_begin_write(path, &tmp));
+    snprintf(tmp_name, sizeof tmp_name, "%s.tmp.%ld.", path, (long)getpid());
+    assert_true(!strncmp(tmp, tmp_name, strlen(tmp_name))); /* then this machine's name */
+    snprintf(live, sizeof live, "%s", strrchr(tmp, '/') + 1);
+    snprintf(dead_here, sizeof dead_here, "d.pack.tmp.999999999.%s", tmp + strlen(tmp_name));
+    free(tmp);
     tu_write(dir, live, "x", 1);
-    snprintf(cmd, sizeof cmd, "cd '%s' && touch -d '40 days ago' old.pack tokenizer-00ff.tables notes.txt old-used.pack", dir);
+    tu_write(dir, dead_here, "x", 1);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && touch -d '40 days ago' old.pack tokenizer-00ff.tables notes.txt old-used.pack "
+             "z.pack.tmp.999999999.other-pod", dir);
     assert_int_equal(system(cmd), 0);
     snprintf(path, sizeof path, "%s/old-used.pack", dir);
     tern_cache_used(path);
@@ -195,7 +207,8 @@ static void test_cache_prune(void **state) {
         const char *name;
         int kept;
     } want[] = {{"old.pack", 0}, {"new.pack", 1}, {"tokenizer-00ff.tables", 0}, {"notes.txt", 1},
-                {"old-used.pack", 1}, {"x.pack.tmp.999999999", 0}};
+                {"old-used.pack", 1}, {"x.pack.tmp.999999999", 0}, {"y.pack.tmp.999999999.other-pod", 1},
+                {"z.pack.tmp.999999999.other-pod", 0}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, want[i].name);
         if (tern_is_file(path) != want[i].kept)
@@ -203,6 +216,8 @@ static void test_cache_prune(void **state) {
     }
     snprintf(path, sizeof path, "%s/%s", dir, live);
     assert_true(tern_is_file(path));
+    snprintf(path, sizeof path, "%s/%s", dir, dead_here);
+    assert_false(tern_is_file(path));
     /* The folder follows the environment. */
     char *saved = getenv("TERN_CACHE_DIR") ? strdup(getenv("TERN_CACHE_DIR")) : NULL;
     setenv("TERN_CACHE_DIR", "off", 1);
