@@ -1,6 +1,7 @@
 /* threadpool.c — persistent workers; spin-then-sleep wake-up, static or balanced range split. */
 #include "core/threadpool.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/cgroup.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -125,7 +127,17 @@ static void *worker_main(void *argp) {
 
 int tern_cpu_count(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    if (n < 1)
+        n = 1;
+    /* a container's share: the CPUs it may run on (a cpuset), and its CPU quota rounded up */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < n)
+        n = CPU_COUNT(&set);
+    tern_cgroup_limits cg;
+    tern_cgroup_self(&cg);
+    if (cg.cpus > 0 && (long)ceil(cg.cpus) < n)
+        n = (long)ceil(cg.cpus);
+    return (int)n;
 }
 
 tern_err *tern_pool_create(int nthreads, tern_pool **out) {

@@ -33,7 +33,7 @@ void tern_pool_parallel_balanced(tern_pool *pool, size_t n, size_t grain, tern_r
 /* Thread t's own contiguous share [*lo, *hi) of `units` split T ways: what parallel_for gives it, and where
  * parallel_balanced starts it (data laid out by these shares is read by each thread as one run). */
 void tern_pool_share(size_t units, size_t t, size_t T, size_t *lo, size_t *hi);
-/* The number of online cores. */
+/* The cores this process may use: online, in its CPU affinity, and within its container's CPU quota (rounded up). */
 int tern_cpu_count(void);
 
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cgroup.h"
+
 static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 int64_t tern_fit_default_ctx(const tern_lm_desc *d) {
@@ -60,5 +62,14 @@ uint64_t tern_mem_available(void) {
         if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
             break;
     fclose(f);
-    return (uint64_t)kb * 1024;
+    uint64_t avail = (uint64_t)kb * 1024;
+    /* in a container, what its memory limit leaves (file pages, such as the mapped weights, can be dropped) */
+    tern_cgroup_limits cg;
+    tern_cgroup_self(&cg);
+    if (cg.mem_limit) {
+        const uint64_t left = cg.mem_limit > cg.mem_anon ? cg.mem_limit - cg.mem_anon : 0;
+        if (!avail || left < avail)
+            avail = left;
+    }
+    return avail;
 }

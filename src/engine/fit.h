@@ -47,7 +47,8 @@ tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, 
                            tern_kv_type v_type, int64_t chunk, int64_t step_tokens, tern_fit_plan *out);
 /* The default context: min(ctx_train, 8192). */
 int64_t tern_fit_default_ctx(const tern_lm_desc *d);
-/* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */
+/* MemAvailable from /proc/meminfo in bytes, or less in a container whose memory limit leaves less (core/cgroup.h);
+ * 0 when unknown. */
 uint64_t tern_mem_available(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/base64.h"
 #include "core/cache_dir.h"
+#include "core/cgroup.h"
 #include "core/fileio.h"
 #include "core/half.h"
 #include "core/json_util.h"
@@ -233,6 +234,60 @@ static void test_cache_prune(void **state) {
     free(saved);
 }
 
+/* Writes text to dir/name, making dir first. */
+static void put(const char *dir, const char *name, const char *text) {
+    assert_null(tern_mkdir_p(dir));
+    tu_write(dir, name, text, strlen(text));
+}
+
+/* A container's limits from its cgroup files: v2 (cpu.max, memory.max, memory.stat's anon), v1 (the cpu and memory
+ * controllers' own folders), a limit on an enclosing group, "max" and v1's huge number as no limit, and a missing
+ * tree as no limit at all. */
+static void test_cgroup_limits(void **state) {
+    char root[4096], dir[4200];
+    tern_cgroup_limits cg;
+    /* v2 inside a cgroup namespace: the group is the mount's root */
+    snprintf(root, sizeof root, "%s", tu_tmpdir("cgroup-v2"));
+    put(root, "cpu.max", "250000 100000\n");
+    put(root, "memory.max", "8589934592\n");
+    put(root, "memory.stat", "anon 1073741824\nfile 4096\n");
+    tern_cgroup_read(root, "0::/\n", &cg);
+    assert_true(cg.cpus == 2.5);
+    assert_true(cg.mem_limit == 8589934592ULL && cg.mem_anon == 1073741824ULL);
+    /* v2 without a namespace: the group's own folder says "max", its parent limits */
+    put(root, "cpu.max", "max 100000\n");
+    snprintf(dir, sizeof dir, "%s/kubepods/pod1", root);
+    put(dir, "cpu.max", "max 100000\n");
+    put(dir, "memory.max", "max\n");
+    snprintf(dir, sizeof dir, "%s/kubepods", root);
+    put(dir, "cpu.max", "400000 100000\n");
+    tern_cgroup_read(root, "0::/kubepods/pod1\n", &cg);
+    assert_true(cg.cpus == 4);
+    assert_true(cg.mem_limit == 8589934592ULL); /* the root's, the tightest on the way up */
+    /* v1: one folder per controller; no quota is -1, no limit a page-rounded LLONG_MAX */
+    snprintf(root, sizeof root, "%s", tu_tmpdir("cgroup-v1"));
+    snprintf(dir, sizeof dir, "%s/cpu,cpuacct/docker/abc", root);
+    put(dir, "cpu.cfs_quota_us", "150000\n");
+    put(dir, "cpu.cfs_period_us", "100000\n");
+    snprintf(dir, sizeof dir, "%s/memory/docker/abc", root);
+    put(dir, "memory.limit_in_bytes", "2147483648\n");
+    put(dir, "memory.stat", "cache 99\nrss 5\ntotal_rss 536870912\n");
+    snprintf(dir, sizeof dir, "%s/memory", root);
+    put(dir, "memory.limit_in_bytes", "9223372036854771712\n");
+    tern_cgroup_read(root, "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n", &cg);
+    assert_true(cg.cpus == 1.5);
+    assert_true(cg.mem_limit == 2147483648ULL && cg.mem_anon == 536870912ULL);
+    snprintf(dir, sizeof dir, "%s/cpu,cpuacct/docker/abc", root);
+    put(dir, "cpu.cfs_quota_us", "-1\n");
+    tern_cgroup_read(root, "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n", &cg);
+    assert_true(cg.cpus == 0);
+    /* nothing there: no limits */
+    tern_cgroup_read("/nonexistent", "0::/\n", &cg);
+    assert_true(cg.cpus == 0 && cg.mem_limit == 0);
+    /* this process: whatever its limits, the CPU count stays within the online cores */
+    assert_true(tern_cpu_count() >= 1 && tern_cpu_count() <= sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 static void test_log_and_time(void **state) {
     assert_int_equal(tern_log_parse_level("debug"), TERN_LOG_DEBUG);
     assert_int_equal(tern_log_parse_level("loud"), -1);
@@ -277,7 +332,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
         cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
-        cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune), cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune), cmocka_unit_test(test_cgroup_limits), cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
