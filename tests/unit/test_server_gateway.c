@@ -7,9 +7,9 @@
 
 #include "server_util.h"
 
-#define CTX 4096
+#define CTX 8192
 #define PROMPT 40 /* token ids of every request */
-#define MAX_TOKENS 3000
+#define MAX_TOKENS 8000
 
 static json_t *FIT; /* tern fit --json of the demo model at --ctx CTX --parallel 2 */
 
