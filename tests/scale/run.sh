@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
+[ -z "$json" ] || mkdir -p "$json"
 command -v haproxy >/dev/null || { echo "skipped: haproxy is not installed (scripts/install-deps installs it)"; exit 77; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/tern-scale.XXXXXX")
@@ -55,6 +56,15 @@ stop_replica() {
     cat "$scratch/err$1" >>"$scratch/stopped.log"
     [ $rc -eq 0 ] || fail "replica $1 exited $rc after SIGTERM (wanted 0)"
 }
+# client_end STOPFILE OUT MESSAGE: tells the client to stop, waits for its verdict and shows it; fails with MESSAGE.
+client_end() {
+    touch "$scratch/$1"
+    rc=0
+    wait $cpid || rc=$?
+    cpid=
+    cat "$scratch/$2"
+    [ $rc -eq 0 ] || fail "$3"
+}
 for i in 1 2 3; do start_replica $i; done
 
 proxy_port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
@@ -79,12 +89,7 @@ for i in 1 2 3; do
     start_replica $i "$port"
     sleep 3 # two health checks a second apart bring it back into the pool
 done
-touch "$scratch/stop1"
-rc=0
-wait $cpid || rc=$?
-cpid=
-cat "$scratch/rolling.out"
-[ $rc -eq 0 ] || fail "the rolling restart lost requests"
+client_end stop1 rolling.out "the rolling restart lost requests"
 drained=$(sed -n 's/.*draining \([0-9]*\) request.*/\1/p' "$scratch/stopped.log" | awk '{s += $1} END {print s + 0}')
 echo "rolling restart: the three drains finished $drained requests in flight"
 [ "$drained" -gt 0 ] || fail "no request was in flight when a replica drained: the test did not test the drain"
@@ -101,12 +106,7 @@ pid2=
 sleep 4 # the proxy marks it down; requests meanwhile go to the other two
 start_replica 2 "$port2"
 sleep 3
-touch "$scratch/stop2"
-rc=0
-wait $cpid || rc=$?
-cpid=
-cat "$scratch/kill.out"
-[ $rc -eq 0 ] || fail "killing one replica cost more than the requests it held"
+client_end stop2 kill.out "killing one replica cost more than the requests it held"
 grep -q '"held_by_killed":0,' "$scratch/kill.out" && fail "the killed replica held no request: the test did not test the kill"
 
 for i in 1 2 3; do stop_replica $i; done
