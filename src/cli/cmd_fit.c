@@ -112,8 +112,9 @@ static int print_json(const char *dir, const tern_fit_plan *p, tern_kv_type kt, 
 }
 
 int cmd_fit(int argc, char **argv) {
-    tern_opt opts[] = {{"ctx", 1, 0}, {"parallel", 1, 0},    {"budget", 1, 0}, {"chunk", 1, 0},
-                       {"step-tokens", 1, 0}, {"model", 1, 0}, {"help", 0, 0}, {"mmproj", 1, 0}, {"json", 0, 0}, TERN_KV_OPTS, {0, 0, 0}};
+    tern_opt opts[] = {{"ctx", 1, 0},         {"parallel", 1, 0}, {"budget", 1, 0}, {"chunk", 1, 0},
+                       {"step-tokens", 1, 0}, {"model", 1, 0},    {"help", 0, 0},   {"mmproj", 1, 0},
+                       {"json", 0, 0},        TERN_KV_OPTS,       {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("fit", argc, argv, opts, pos, 1);
     if (np < 0)
