@@ -30,7 +30,7 @@ tern_err *tern_jinja_compile(const char *src, size_t len, const char *name, tern
     if (!src && len)
         return tern_errf(TERN_EINVAL, "%s: no template source", name);
     size_t bad;
-    if (len && jt_utf8_invalid(src, len, &bad)) {
+    if (len && !tern_utf8_valid(src, len, &bad)) {
         char where[256];
         jinja_where(name, src, len, (uint32_t)(bad < UINT32_MAX ? bad : UINT32_MAX), where, sizeof where);
         return tern_errf(TERN_EFORMAT, "%sinvalid UTF-8 (byte 0x%02x at offset %zu)", where, (unsigned char)src[bad], bad);

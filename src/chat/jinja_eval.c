@@ -450,7 +450,7 @@ static jrc index_at(jctx *c, uint32_t pos, jv obj, double idx, jv *out) {
     size_t want = (size_t)k, unit = 0;
     for (size_t i = 0; i < n;) {
         size_t len;
-        uint32_t cp = jt_decode(s, n, i, &len);
+        uint32_t cp = tern_utf8_decode_loose((const unsigned char *)s + i, n - i, &len);
         size_t w = cp >= 0x10000 ? 2 : 1;
         if (want < unit + w) {
             if (w == 2)

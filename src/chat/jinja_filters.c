@@ -254,7 +254,7 @@ static jrc str_capitalize(jctx *c, uint32_t pos, jv s, jv *out) {
         return JR_OK;
     }
     size_t len;
-    uint32_t cp = jt_decode(s.u.s.p, s.u.s.n, 0, &len), m[3];
+    uint32_t cp = tern_utf8_decode_loose((const unsigned char *)s.u.s.p, s.u.s.n, &len), m[3];
     if (cp >= 0x10000) { /* charAt(0) is half a surrogate pair: unchanged */
         *out = s;
         return JR_OK;
@@ -265,7 +265,7 @@ static jrc str_capitalize(jctx *c, uint32_t pos, jv s, jv *out) {
         return JR_ERR;
     size_t dn = 0;
     for (int i = 0; i < k; i++)
-        dn += jt_encode(m[i], d + dn);
+        dn += tern_utf8_put(m[i], d + dn);
     memcpy(d + dn, s.u.s.p + len, s.u.s.n - len);
     dn += s.u.s.n - len;
     *out = jv_str(d, dn);
@@ -310,7 +310,7 @@ static jrc str_split(jctx *c, uint32_t pos, jv self, jv *args, size_t nargs, jv 
             size_t start = i;
             while (i < n && !jt_space_len(p, n, i)) {
                 size_t cl;
-                jt_decode(p, n, i, &cl);
+                tern_utf8_decode_loose((const unsigned char *)p + i, n - i, &cl);
                 i += cl;
             }
             if (maxsplit != -1 && (double)k >= maxsplit) {
@@ -387,7 +387,7 @@ static jrc str_replace(jctx *c, uint32_t pos, jv self, jv *args, size_t nargs, j
             if (i >= n)
                 break;
             size_t cl;
-            jt_decode(p, n, i, &cl);
+            tern_utf8_decode_loose((const unsigned char *)p + i, n - i, &cl);
             if ((rc = jb_put(c, pos, &b, p + i, cl)))
                 break;
             i += cl;
@@ -544,10 +544,10 @@ static jrc fn_namespace(jctx *c, uint32_t pos, jv *args, size_t nargs, jv *out) 
                     v = p.u.a->items[1];
                 } else if (p.t == JV_STR && jt_utf16_len(p.u.s.p, p.u.s.n) >= 2) {
                     size_t l1, l2;
-                    jt_decode(p.u.s.p, p.u.s.n, 0, &l1);
+                    tern_utf8_decode_loose((const unsigned char *)p.u.s.p, p.u.s.n, &l1);
                     if (l1 >= p.u.s.n)
                         goto bad_pair;
-                    jt_decode(p.u.s.p, p.u.s.n, l1, &l2);
+                    tern_utf8_decode_loose((const unsigned char *)p.u.s.p + l1, p.u.s.n - l1, &l2);
                     if (l1 + l2 != p.u.s.n)
                         goto bad_pair;
                     k = jv_str(p.u.s.p, l1);
@@ -1095,7 +1095,7 @@ static jrc filter_call(jctx *c, uint32_t pos, jv v, const char *name, size_t n, 
         if (v.t == JV_STR) {
             for (size_t i = 0; i < v.u.s.n && !rc;) {
                 size_t cl;
-                jt_decode(v.u.s.p, v.u.s.n, i, &cl);
+                tern_utf8_decode_loose((const unsigned char *)v.u.s.p + i, v.u.s.n - i, &cl);
                 if (i && sep)
                     rc = jb_put(c, pos, &b, sep->u.s.p, sep->u.s.n);
                 if (!rc)

@@ -10,16 +10,12 @@
 #include <stdint.h>
 
 #include "chat/jinja.h"
+#include "core/utf8.h"
 
 /* ------------------------------------------------------------------ text helpers */
 
-/* Decodes the UTF-8 code point at s[i] (the string is known to be valid UTF-8);
- * stores its byte length in *len. */
-uint32_t jt_decode(const char *s, size_t n, size_t i, size_t *len);
-/* Encodes code point `cp` into buf (4 bytes of room); returns the byte count. */
-size_t jt_encode(uint32_t cp, char *buf);
-/* 0 if s[0..n) is valid UTF-8 (no surrogates, no overlongs); else 1 and *bad = byte offset. */
-int jt_utf8_invalid(const char *s, size_t n, size_t *bad);
+/* Decoding and encoding UTF-8: core/utf8.h (the renderer's strings, like JavaScript's, may hold lone surrogates,
+ * so they are decoded with tern_utf8_decode_loose; a template's source is checked with tern_utf8_valid). */
 /* 1 if `cp` is white space for JavaScript (String.prototype.trim, /\s/). */
 int jt_is_js_space(uint32_t cp);
 /* Byte length of the JS white-space code point at s[i], 0 if none there. */

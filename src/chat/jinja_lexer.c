@@ -299,7 +299,7 @@ static int lex_string(lexer *L) {
             }
             if (cp >= 0xD800 && cp <= 0xDFFF)
                 return lex_fail(L, esc_at, "unsupported: a lone UTF-16 surrogate escape in a string literal");
-            bn += jt_encode((uint32_t)cp, buf + bn);
+            bn += tern_utf8_put((uint32_t)cp, buf + bn);
             break;
         default:
             return lex_fail(L, esc_at, "unexpected escaped character '%c'", e);
@@ -475,7 +475,7 @@ static int tokenize(lexer *L) {
         }
         if ((unsigned char)c >= 0x80) {
             size_t len;
-            uint32_t cp = jt_decode(L->s, L->n, L->pos, &len);
+            uint32_t cp = tern_utf8_decode_loose((const unsigned char *)L->s + L->pos, L->n - L->pos, &len);
             return lex_fail(L, L->pos, "unexpected character U+%04X inside a tag", (unsigned)cp);
         }
         return lex_fail(L, L->pos, "unexpected character '%c'", c);

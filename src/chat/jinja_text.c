@@ -9,85 +9,6 @@
 
 #include "chat/jinja_internal.h"
 
-uint32_t jt_decode(const char *s, size_t n, size_t i, size_t *len) {
-    const unsigned char *u = (const unsigned char *)s;
-    unsigned char c = u[i];
-    if (c < 0x80) {
-        *len = 1;
-        return c;
-    }
-    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (need == 1 || i + need > n) {
-        *len = 1;
-        return 0xFFFD;
-    }
-    uint32_t cp = c & (need == 2 ? 0x1F : need == 3 ? 0x0F : 0x07);
-    for (size_t k = 1; k < need; k++)
-        cp = (cp << 6) | (u[i + k] & 0x3F);
-    *len = need;
-    return cp;
-}
-
-size_t jt_encode(uint32_t cp, char *buf) {
-    unsigned char *b = (unsigned char *)buf;
-    if (cp < 0x80) {
-        b[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        b[0] = (unsigned char)(0xC0 | (cp >> 6));
-        b[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        b[0] = (unsigned char)(0xE0 | (cp >> 12));
-        b[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        b[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    b[0] = (unsigned char)(0xF0 | (cp >> 18));
-    b[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    b[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    b[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-int jt_utf8_invalid(const char *s, size_t n, size_t *bad) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = u[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        uint32_t cp, min;
-        if (c >= 0xC2 && c <= 0xDF)
-            need = 2, cp = c & 0x1F, min = 0x80;
-        else if (c >= 0xE0 && c <= 0xEF)
-            need = 3, cp = c & 0x0F, min = 0x800;
-        else if (c >= 0xF0 && c <= 0xF4)
-            need = 4, cp = c & 0x07, min = 0x10000;
-        else
-            goto invalid;
-        if (i + need > n)
-            goto invalid;
-        for (size_t k = 1; k < need; k++) {
-            if ((u[i + k] & 0xC0) != 0x80)
-                goto invalid;
-            cp = (cp << 6) | (u[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            goto invalid;
-        i += need;
-    }
-    return 0;
-invalid:
-    *bad = i;
-    return 1;
-}
-
 int jt_is_js_space(uint32_t cp) {
     switch (cp) {
     case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
@@ -105,7 +26,7 @@ size_t jt_space_len(const char *s, size_t n, size_t i) {
     if (c < 0x80)
         return (c == ' ' || (c >= 0x09 && c <= 0x0D)) ? 1 : 0;
     size_t len;
-    uint32_t cp = jt_decode(s, n, i, &len);
+    uint32_t cp = tern_utf8_decode_loose((const unsigned char *)s + i, n - i, &len);
     return jt_is_js_space(cp) ? len : 0;
 }
 
@@ -140,7 +61,8 @@ int jt_utf16_cmp(const char *a, size_t an, const char *b, size_t bn) {
     size_t i = 0, j = 0;
     while (i < an && j < bn) {
         size_t la, lb;
-        uint32_t ca = jt_decode(a, an, i, &la), cb = jt_decode(b, bn, j, &lb);
+        uint32_t ca = tern_utf8_decode_loose((const unsigned char *)a + i, an - i, &la),
+                 cb = tern_utf8_decode_loose((const unsigned char *)b + j, bn - j, &lb);
         if (ca != cb) {
             /* first UTF-16 units: the code point itself, or the high surrogate */
             uint32_t ua = ca < 0x10000 ? ca : 0xD800 + ((ca - 0x10000) >> 10);

@@ -505,7 +505,7 @@ static jrc put_json_string(jctx *c, uint32_t pos, jbuf *b, const char *s, size_t
             default: en = (size_t)sprintf(esc, "\\u%04x", ch); break;
             }
         } else if (ascii && ch >= 0x7F) {
-            uint32_t cp = jt_decode(s, n, i, &len);
+            uint32_t cp = tern_utf8_decode_loose((const unsigned char *)s + i, n - i, &len);
             if (cp < 0x10000)
                 en = (size_t)sprintf(esc, "\\u%04x", (unsigned)cp);
             else {
@@ -814,7 +814,7 @@ static jrc map_case(jctx *c, uint32_t pos, jv s, int upper, jv *out) {
     size_t dn = i;
     while (i < n) {
         size_t len;
-        uint32_t cp = jt_decode(p, n, i, &len), m[3];
+        uint32_t cp = tern_utf8_decode_loose((const unsigned char *)p + i, n - i, &len), m[3];
         int k;
         if (upper)
             k = jt_upper_cp(cp, m);
@@ -826,7 +826,7 @@ static jrc map_case(jctx *c, uint32_t pos, jv s, int upper, jv *out) {
                 size_t b = j - 1, bl;
                 while (b > 0 && ((unsigned char)p[b] & 0xC0) == 0x80)
                     b--;
-                uint32_t q = jt_decode(p, n, b, &bl);
+                uint32_t q = tern_utf8_decode_loose((const unsigned char *)p + b, n - b, &bl);
                 j = b;
                 if (jt_is_case_ignorable(q))
                     continue;
@@ -835,7 +835,7 @@ static jrc map_case(jctx *c, uint32_t pos, jv s, int upper, jv *out) {
             }
             for (j = i + len; j < n;) {
                 size_t al;
-                uint32_t q = jt_decode(p, n, j, &al);
+                uint32_t q = tern_utf8_decode_loose((const unsigned char *)p + j, n - j, &al);
                 j += al;
                 if (jt_is_case_ignorable(q))
                     continue;
@@ -847,7 +847,7 @@ static jrc map_case(jctx *c, uint32_t pos, jv s, int upper, jv *out) {
         } else
             k = jt_lower_cp(cp, m);
         for (int q = 0; q < k; q++)
-            dn += jt_encode(m[q], d + dn);
+            dn += tern_utf8_put(m[q], d + dn);
         i += len;
     }
     d[dn] = 0;

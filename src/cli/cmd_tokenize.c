@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/ids.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 static const char *tokenize_usage =
@@ -83,15 +84,8 @@ static void add_piece(void *ctx, const char *s, size_t n) {
     if (!str) {
         char *latin = malloc(n * 2 + 1);
         size_t k = 0;
-        for (size_t i = 0; latin && i < n; i++) {
-            const unsigned char c = (unsigned char)s[i];
-            if (c < 0x80)
-                latin[k++] = (char)c;
-            else {
-                latin[k++] = (char)(0xc0 | c >> 6);
-                latin[k++] = (char)(0x80 | (c & 0x3f));
-            }
-        }
+        for (size_t i = 0; latin && i < n; i++)
+            k += tern_utf8_put((unsigned char)s[i], latin + k);
         str = latin ? json_stringn(latin, k) : NULL;
         free(latin);
     }

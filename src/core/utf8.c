@@ -1,4 +1,4 @@
-/* utf8.c — a code point as UTF-8 (see utf8.h). */
+/* utf8.c — a code point as UTF-8 (see utf8.h; the decoders are inline there). */
 #include "core/utf8.h"
 
 size_t tern_utf8_put(uint32_t cp, char *out) {

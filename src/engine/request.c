@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/utf8.h"
 #include "engine/engine_internal.h"
 
 void request_free(eng_request *r) {
@@ -27,27 +28,6 @@ void request_free(eng_request *r) {
     if (r->ch)
         channel_unref(r->ch);
     free(r);
-}
-
-/* 1 if s[0, n) is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF). */
-static int utf8_valid(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!k || i + k > n)
-            return 0;
-        uint32_t cp = k == 1 ? c : k == 2 ? c & 0x1f : k == 3 ? c & 0x0f : c & 0x07;
-        for (size_t j = 1; j < k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80)
-                return 0;
-            cp = cp << 6 | (s[i + j] & 0x3f);
-        }
-        if ((k == 2 && cp < 0x80) || (k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-        i += k;
-    }
-    return 1;
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -187,7 +167,7 @@ static tern_err *take_stops(tern_engine *e, const tern_request *r, eng_request *
         size_t n = s ? strnlen(s, TERN_MAX_STOP_STRING_BYTES + 1) : 0;
         if (n == 0 || n > TERN_MAX_STOP_STRING_BYTES)
             return tern_errf(TERN_EINVAL, "stop string %d must have 1 to %d bytes", i, TERN_MAX_STOP_STRING_BYTES);
-        if (!utf8_valid((const unsigned char *)s, n))
+        if (!tern_utf8_valid(s, n, NULL))
             return tern_errf(TERN_EINVAL, "stop string %d is not valid UTF-8", i);
         if (!(q->stops[i] = strdup(s)))
             return tern_errf(TERN_ENOMEM, "out of memory");

@@ -14,6 +14,7 @@
 
 #include "core/hash.h"
 #include "core/utf8.h"
+#include "grammar/cpset.h"
 
 #define MAX_REPEAT 1000
 #define MAX_ELEMS (1u << 22)
@@ -23,10 +24,10 @@
 
 /* ---- building ---------------------------------------------------------------------------------------------- */
 
-/* A code-point class: sorted ranges, and whether it is negated. */
+/* A code-point class: its ranges as written, and whether it is negated. */
 typedef struct cpclass {
-    uint32_t (*r)[2];
-    int n, cap, neg;
+    tern_cpset set;
+    int neg;
 } cpclass;
 
 /* A pre-element: a rule reference, or a class (index into classes). */
@@ -141,18 +142,9 @@ static int new_class(builder *b, int neg) {
 }
 
 static int class_add(builder *b, int cls, uint32_t lo, uint32_t hi) {
-    cpclass *c = &b->classes[cls];
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 4;
-        uint32_t(*r)[2] = realloc(c->r, (size_t)cap * sizeof *r);
-        if (!r)
-            return -1;
-        c->r = r, c->cap = cap;
-    }
-    c->r[c->n][0] = lo;
-    c->r[c->n][1] = hi;
-    c->n++;
-    return 0;
+    tern_cpset *c = &b->classes[cls].set;
+    tern_cpset_add(c, lo, hi);
+    return c->oom ? -1 : 0;
 }
 
 static void builder_free(builder *b) {
@@ -162,7 +154,7 @@ static void builder_free(builder *b) {
     }
     free(b->rules);
     for (size_t i = 0; i < b->n_classes; i++)
-        free(b->classes[i].r);
+        tern_cpset_free(&b->classes[i].set);
     free(b->classes);
 }
 
@@ -233,21 +225,11 @@ static const char *parse_char(builder *b, const char *p, uint32_t *cp) {
         }
         return p + 2;
     }
-    const unsigned char c = (unsigned char)*p;
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (!n || p + n > b->end) {
+    const int n = tern_utf8_decode((const unsigned char *)p, (size_t)(b->end - p), cp);
+    if (!n) {
         fail(b, p, "invalid UTF-8");
         return NULL;
     }
-    uint32_t v = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
-    for (int i = 1; i < n; i++) {
-        if (((unsigned char)p[i] & 0xc0) != 0x80) {
-            fail(b, p, "invalid UTF-8");
-            return NULL;
-        }
-        v = v << 6 | ((unsigned char)p[i] & 0x3f);
-    }
-    *cp = v;
     return p + n;
 }
 
@@ -504,66 +486,14 @@ static int utf8_split(uint32_t lo, uint32_t hi, seqs *q) {
     return seq_add(q, n, (const uint8_t *)a, (const uint8_t *)z);
 }
 
-static int cmp_range(const void *x, const void *y) {
-    const uint32_t *a = x, *b = y;
-    return (a[0] > b[0]) - (a[0] < b[0]);
-}
-
-/* The class's code points as sorted, merged ranges without surrogates (complemented when negated). */
-static int class_ranges(cpclass *c, uint32_t (**out)[2], int *n) {
-    if (c->n)
-        qsort(c->r, (size_t)c->n, sizeof *c->r, cmp_range);
-    uint32_t(*m)[2] = malloc((size_t)(c->n + 4) * 2 * sizeof *m);
-    if (!m)
-        return -1;
-    int k = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (k && c->r[i][0] <= m[k - 1][1] + 1) {
-            if (c->r[i][1] > m[k - 1][1])
-                m[k - 1][1] = c->r[i][1];
-        } else
-            m[k][0] = c->r[i][0], m[k][1] = c->r[i][1], k++;
-    }
-    if (c->neg) {
-        uint32_t(*v)[2] = malloc((size_t)(k + 2) * sizeof *v);
-        if (!v) {
-            free(m);
-            return -1;
-        }
-        int j = 0;
-        uint32_t next = 0;
-        for (int i = 0; i < k; i++) {
-            if (m[i][0] > next)
-                v[j][0] = next, v[j][1] = m[i][0] - 1, j++;
-            next = m[i][1] + 1;
-        }
-        if (next <= 0x10FFFF)
-            v[j][0] = next, v[j][1] = 0x10FFFF, j++;
-        free(m);
-        m = v, k = j;
-    }
-    /* Cut the surrogates out: they have no UTF-8 form. */
-    uint32_t(*w)[2] = malloc((size_t)(2 * k + 1) * sizeof *w);
-    if (!w) {
-        free(m);
-        return -1;
-    }
-    int j = 0;
-    for (int i = 0; i < k; i++) {
-        uint32_t lo = m[i][0], hi = m[i][1] > 0x10FFFF ? 0x10FFFF : m[i][1];
-        if (lo > hi)
-            continue;
-        if (lo < 0xD800 && hi >= 0xD800)
-            w[j][0] = lo, w[j][1] = 0xD7FF, j++, lo = 0xE000;
-        else if (lo >= 0xD800 && lo <= 0xDFFF)
-            lo = 0xE000;
-        if (lo <= hi)
-            w[j][0] = lo, w[j][1] = hi, j++;
-    }
-    free(m);
-    *out = w;
-    *n = j;
-    return 0;
+/* The class's code points, normalized (complemented when negated) into out; -1 when out of memory. */
+static int class_ranges(cpclass *c, tern_cpset *out) {
+    tern_cpset_norm(&c->set);
+    if (c->neg)
+        tern_cpset_invert(&c->set, out);
+    else
+        *out = c->set, c->set = (tern_cpset){0};
+    return out->oom || c->set.oom ? -1 : 0;
 }
 
 /* ---- the compiled grammar ------------------------------------------------------------------------------------ */
@@ -598,16 +528,16 @@ static tern_err *lower(builder *b, tern_grammar *g) {
     tern_err *err = class_rule && cs ? NULL : oom();
     size_t n_rules = b->n_rules;
     for (size_t c = 0; c < nc && !err; c++) {
-        uint32_t(*r)[2] = NULL;
-        int n = 0;
-        if (class_ranges(&b->classes[c], &r, &n)) {
+        tern_cpset r = {0};
+        if (class_ranges(&b->classes[c], &r)) {
+            tern_cpset_free(&r);
             err = oom();
             break;
         }
-        for (int i = 0; i < n && !err; i++)
-            if (utf8_split(r[i][0], r[i][1], &cs[c]))
+        for (size_t i = 0; i < r.n && !err; i++)
+            if (utf8_split(r.r[i].lo, r.r[i].hi, &cs[c]))
                 err = oom();
-        free(r);
+        tern_cpset_free(&r);
         int ascii = 1;
         for (size_t i = 0; i < cs[c].n; i++)
             ascii &= cs[c].len[i] == 1;

@@ -25,6 +25,7 @@
 
 #include "core/sbuf.h"
 #include "core/utf8.h"
+#include "grammar/cpset.h"
 
 #define MAX_DEPTH 64      /* nesting of subschemas, of const values and of regex groups */
 #define INT_DIGITS 19     /* most digits before the point */
@@ -383,139 +384,7 @@ static void seq_lit(sbuf *o, const char *s, size_t n) {
     tern_gbnf_literal(o, s, n);
 }
 
-/* ==== UTF-8 and code-point sets ================================================================================== */
-
-
-/* Decodes one UTF-8 sequence of s[0, n): its length, or 0 if invalid. */
-static int utf8_dec(const unsigned char *s, size_t n, uint32_t *cp) {
-    if (!n)
-        return 0;
-    unsigned char c0 = s[0];
-    int len = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : (c0 >> 3) == 30 ? 4 : 0;
-    if (!len || (size_t)len > n)
-        return 0;
-    uint32_t v = len == 1 ? c0 : len == 2 ? c0 & 0x1fu : len == 3 ? c0 & 0x0fu : c0 & 0x07u;
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = v << 6 | (s[i] & 0x3fu);
-    }
-    static const uint32_t min_of[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min_of[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-typedef struct cpr {
-    uint32_t lo, hi;
-} cpr;
-
-typedef struct cpset {
-    cpr *r;
-    size_t n, cap;
-    int oom;
-} cpset;
-
-static void cps_add(cpset *s, uint32_t lo, uint32_t hi) {
-    if (s->oom || lo > hi)
-        return;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 8;
-        cpr *v = realloc(s->r, cap * sizeof *v);
-        if (!v) {
-            s->oom = 1;
-            return;
-        }
-        s->r = v, s->cap = cap;
-    }
-    s->r[s->n++] = (cpr){lo, hi};
-}
-
-static int cmp_cpr(const void *a, const void *b) {
-    const cpr *x = a, *y = b;
-    return (x->lo > y->lo) - (x->lo < y->lo);
-}
-
-/* Sorts and merges the ranges, and cuts out the surrogates (they have no UTF-8 form). */
-static void cps_norm(cpset *s) {
-    if (s->oom || !s->n)
-        return;
-    qsort(s->r, s->n, sizeof *s->r, cmp_cpr);
-    size_t k = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (k && s->r[i].lo <= s->r[k - 1].hi + 1) {
-            if (s->r[i].hi > s->r[k - 1].hi)
-                s->r[k - 1].hi = s->r[i].hi;
-        } else
-            s->r[k++] = s->r[i];
-    }
-    s->n = k;
-    for (size_t i = 0; i < s->n; i++) {
-        cpr r = s->r[i];
-        if (r.hi < 0xD800 || r.lo > 0xDFFF)
-            continue;
-        if (r.lo < 0xD800 && r.hi > 0xDFFF) {
-            s->r[i].hi = 0xD7FF;
-            cps_add(s, 0xE000, r.hi);
-            cps_norm(s);
-            return;
-        }
-        if (r.lo >= 0xD800 && r.hi <= 0xDFFF) {
-            memmove(&s->r[i], &s->r[i + 1], (s->n - i - 1) * sizeof *s->r);
-            s->n--, i--;
-        } else if (r.lo < 0xD800)
-            s->r[i].hi = 0xD7FF;
-        else
-            s->r[i].lo = 0xE000;
-    }
-}
-
-/* The complement of a normalized set among all code points but the surrogates. */
-static void cps_invert(const cpset *s, cpset *out) {
-    uint32_t next = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->r[i].lo > next)
-            cps_add(out, next, s->r[i].lo - 1);
-        next = s->r[i].hi + 1;
-    }
-    if (next <= 0x10FFFF)
-        cps_add(out, next, 0x10FFFF);
-    out->oom |= s->oom;
-    cps_norm(out);
-}
-
-static int cps_has(const cpset *s, uint32_t cp) {
-    for (size_t i = 0; i < s->n; i++)
-        if (cp >= s->r[i].lo && cp <= s->r[i].hi)
-            return 1;
-    return 0;
-}
-
-/* s minus lo..hi (normalized in, normalized out). */
-static void cps_remove(cpset *s, uint32_t lo, uint32_t hi) {
-    cpset t = {0};
-    for (size_t i = 0; i < s->n; i++) {
-        cpr r = s->r[i];
-        if (r.hi < lo || r.lo > hi) {
-            cps_add(&t, r.lo, r.hi);
-            continue;
-        }
-        if (r.lo < lo)
-            cps_add(&t, r.lo, lo - 1);
-        if (r.hi > hi)
-            cps_add(&t, hi + 1, r.hi);
-    }
-    t.oom |= s->oom;
-    free(s->r);
-    *s = t;
-    cps_norm(s);
-}
-
-static void cps_free(cpset *s) {
-    free(s->r);
-    memset(s, 0, sizeof *s);
-}
+/* ==== code-point sets as grammar classes ========================================================================= */
 
 static void class_char(sbuf *o, uint32_t cp) {
     char u[4];
@@ -539,7 +408,7 @@ static void class_char(sbuf *o, uint32_t cp) {
         sbuf_add(o, u, tern_utf8_put(cp, u));
 }
 
-static void class_ranges(sbuf *o, const cpset *s, int neg) {
+static void class_ranges(sbuf *o, const tern_cpset *s, int neg) {
     sbuf_adds(o, neg ? "[^" : "[");
     for (size_t i = 0; i < s->n; i++) {
         class_char(o, s->r[i].lo);
@@ -553,15 +422,15 @@ static void class_ranges(sbuf *o, const cpset *s, int neg) {
 }
 
 /* A class for a normalized, non-empty set: [...] or [^...], whichever is shorter. */
-static void class_of(sbuf *o, const cpset *s) {
-    cpset inv = {0};
-    cps_invert(s, &inv);
+static void class_of(sbuf *o, const tern_cpset *s) {
+    tern_cpset inv = {0};
+    tern_cpset_invert(s, &inv);
     if (inv.n && inv.n < s->n)
         class_ranges(o, &inv, 1);
     else
         class_ranges(o, s, 0);
     o->oom |= inv.oom | s->oom;
-    cps_free(&inv);
+    tern_cpset_free(&inv);
 }
 
 /* ==== primitives ================================================================================================= */
@@ -1100,25 +969,25 @@ static int rx_fail(rx *x, const char *what) {
 }
 
 /* A set of characters as an expression over their encodings; returns 0, or -1 if it matches nothing. */
-static int set_expr(rx *x, const cpset *in, sbuf *o) {
+static int set_expr(rx *x, const tern_cpset *in, sbuf *o) {
     conv *c = x->c;
-    cpset s = {0};
+    tern_cpset s = {0};
     for (size_t i = 0; i < in->n; i++)
-        cps_add(&s, in->r[i].lo, in->r[i].hi);
-    cps_norm(&s);
+        tern_cpset_add(&s, in->r[i].lo, in->r[i].hi);
+    tern_cpset_norm(&s);
     if (c->gemma) {
-        cps_remove(&s, 0, 0);
-        cps_remove(&s, '<', '<');
+        tern_cpset_remove(&s, 0, 0);
+        tern_cpset_remove(&s, '<', '<');
         if (s.n)
             class_of(o, &s);
     } else {
-        cpset a = {0};
+        tern_cpset a = {0};
         for (size_t i = 0; i < s.n; i++)
-            cps_add(&a, s.r[i].lo, s.r[i].hi);
-        cps_norm(&a);
-        cps_remove(&a, 0, 0x1f);
-        cps_remove(&a, '"', '"');
-        cps_remove(&a, '\\', '\\');
+            tern_cpset_add(&a, s.r[i].lo, s.r[i].hi);
+        tern_cpset_norm(&a);
+        tern_cpset_remove(&a, 0, 0x1f);
+        tern_cpset_remove(&a, '"', '"');
+        tern_cpset_remove(&a, '\\', '\\');
         if (a.n) {
             sbuf t = {0};
             class_of(&t, &a);
@@ -1127,7 +996,7 @@ static int set_expr(rx *x, const cpset *in, sbuf *o) {
             sbuf_free(&t);
         }
         o->oom |= a.oom;
-        cps_free(&a);
+        tern_cpset_free(&a);
         static const struct {
             uint32_t cp;
             char esc;
@@ -1135,7 +1004,7 @@ static int set_expr(rx *x, const cpset *in, sbuf *o) {
         char letters[16];
         size_t nl = 0;
         for (size_t i = 0; i < sizeof short_esc / sizeof *short_esc; i++)
-            if (cps_has(&s, short_esc[i].cp))
+            if (tern_cpset_has(&s, short_esc[i].cp))
                 letters[nl++] = short_esc[i].esc;
         if (nl) {
             sbuf t = {0};
@@ -1154,11 +1023,11 @@ static int set_expr(rx *x, const cpset *in, sbuf *o) {
         }
         int ctl = 0;
         for (uint32_t cp = 0; cp < 0x20; cp++)
-            ctl += cps_has(&s, cp);
+            ctl += tern_cpset_has(&s, cp);
         if (ctl == 0x20) {
             const char *hex;
             if ((x->err = prim(c, P_HEX, &hex))) {
-                cps_free(&s);
+                tern_cpset_free(&s);
                 return -1;
             }
             sbuf t = {0};
@@ -1168,7 +1037,7 @@ static int set_expr(rx *x, const cpset *in, sbuf *o) {
             sbuf_free(&t);
         } else {
             for (uint32_t cp = 0; cp < 0x20; cp++) {
-                if (!cps_has(&s, cp))
+                if (!tern_cpset_has(&s, cp))
                     continue;
                 static const char hx[] = "0123456789abcdef";
                 sbuf t = {0};
@@ -1186,7 +1055,7 @@ static int set_expr(rx *x, const cpset *in, sbuf *o) {
     }
     o->oom |= s.oom;
     int empty = !o->len;
-    cps_free(&s);
+    tern_cpset_free(&s);
     return empty ? -1 : 0;
 }
 
@@ -1226,40 +1095,40 @@ static int rx_hex(rx *x, int digits, uint32_t *v) {
     return 0;
 }
 
-static void add_class_escape(cpset *s, char e) {
+static void add_class_escape(tern_cpset *s, char e) {
     switch (e) {
-    case 'd': cps_add(s, '0', '9'); break;
-    case 'w': cps_add(s, '0', '9'), cps_add(s, 'A', 'Z'), cps_add(s, 'a', 'z'), cps_add(s, '_', '_'); break;
+    case 'd': tern_cpset_add(s, '0', '9'); break;
+    case 'w': tern_cpset_add(s, '0', '9'), tern_cpset_add(s, 'A', 'Z'), tern_cpset_add(s, 'a', 'z'), tern_cpset_add(s, '_', '_'); break;
     case 's':
-        cps_add(s, 9, 13), cps_add(s, ' ', ' '), cps_add(s, 0xa0, 0xa0), cps_add(s, 0x1680, 0x1680);
-        cps_add(s, 0x2000, 0x200a), cps_add(s, 0x2028, 0x2029), cps_add(s, 0x202f, 0x202f);
-        cps_add(s, 0x205f, 0x205f), cps_add(s, 0x3000, 0x3000), cps_add(s, 0xfeff, 0xfeff);
+        tern_cpset_add(s, 9, 13), tern_cpset_add(s, ' ', ' '), tern_cpset_add(s, 0xa0, 0xa0), tern_cpset_add(s, 0x1680, 0x1680);
+        tern_cpset_add(s, 0x2000, 0x200a), tern_cpset_add(s, 0x2028, 0x2029), tern_cpset_add(s, 0x202f, 0x202f);
+        tern_cpset_add(s, 0x205f, 0x205f), tern_cpset_add(s, 0x3000, 0x3000), tern_cpset_add(s, 0xfeff, 0xfeff);
         break;
     }
 }
 
 /* An escape after '\\' (x->i at the letter): a set (\d \w \s and negations) into *set with *is_set 1, or one
  * character into *cp. in_class: \b is a backspace rather than a word boundary. */
-static int rx_escape(rx *x, int in_class, cpset *set, int *is_set, uint32_t *cp) {
+static int rx_escape(rx *x, int in_class, tern_cpset *set, int *is_set, uint32_t *cp) {
     *is_set = 0;
     if (x->i >= x->n)
         return rx_fail(x, "a pattern ending in '\\'");
     char e = x->s[x->i];
     if (e == 'd' || e == 'w' || e == 's' || e == 'D' || e == 'W' || e == 'S') {
         x->i++;
-        cpset t = {0};
+        tern_cpset t = {0};
         add_class_escape(&t, (char)(e | 0x20));
-        cps_norm(&t);
+        tern_cpset_norm(&t);
         if (e >= 'A' && e <= 'Z') {
-            cpset inv = {0};
-            cps_invert(&t, &inv);
-            cps_free(&t);
+            tern_cpset inv = {0};
+            tern_cpset_invert(&t, &inv);
+            tern_cpset_free(&t);
             t = inv;
         }
         for (size_t i = 0; i < t.n; i++)
-            cps_add(set, t.r[i].lo, t.r[i].hi);
+            tern_cpset_add(set, t.r[i].lo, t.r[i].hi);
         set->oom |= t.oom;
-        cps_free(&t);
+        tern_cpset_free(&t);
         *is_set = 1;
         return 0;
     }
@@ -1319,7 +1188,7 @@ static int rx_escape(rx *x, int in_class, cpset *set, int *is_set, uint32_t *cp)
         if (is_alnum(e) || e == '_')
             return rx_fail(x, "an unknown escape");
         x->i--;
-        int len = utf8_dec((const unsigned char *)x->s + x->i, x->n - x->i, cp);
+        int len = tern_utf8_decode((const unsigned char *)x->s + x->i, x->n - x->i, cp);
         if (!len)
             return rx_fail(x, "invalid UTF-8");
         x->i += (size_t)len;
@@ -1328,13 +1197,13 @@ static int rx_escape(rx *x, int in_class, cpset *set, int *is_set, uint32_t *cp)
 }
 
 /* One character (or escape) of a class; *is_set when it is \d and the like. */
-static int rx_class_atom(rx *x, cpset *set, int *is_set, uint32_t *cp) {
+static int rx_class_atom(rx *x, tern_cpset *set, int *is_set, uint32_t *cp) {
     *is_set = 0;
     if (x->s[x->i] == '\\') {
         x->i++;
         return rx_escape(x, 1, set, is_set, cp);
     }
-    int len = utf8_dec((const unsigned char *)x->s + x->i, x->n - x->i, cp);
+    int len = tern_utf8_decode((const unsigned char *)x->s + x->i, x->n - x->i, cp);
     if (!len)
         return rx_fail(x, "invalid UTF-8");
     x->i += (size_t)len;
@@ -1342,11 +1211,11 @@ static int rx_class_atom(rx *x, cpset *set, int *is_set, uint32_t *cp) {
 }
 
 /* [...] at x->i into set. */
-static int rx_class(rx *x, cpset *set) {
+static int rx_class(rx *x, tern_cpset *set) {
     size_t open = x->i++;
     int neg = x->i < x->n && x->s[x->i] == '^';
     x->i += (size_t)neg;
-    cpset t = {0};
+    tern_cpset t = {0};
     while (x->i < x->n && x->s[x->i] != ']') {
         uint32_t lo, hi;
         int is_set;
@@ -1365,9 +1234,9 @@ static int rx_class(rx *x, cpset *set) {
                 rx_fail(x, "a character range runs backwards");
                 goto fail;
             }
-            cps_add(&t, lo, hi);
+            tern_cpset_add(&t, lo, hi);
         } else if (!is_set)
-            cps_add(&t, lo, lo);
+            tern_cpset_add(&t, lo, lo);
     }
     if (x->i >= x->n) {
         x->i = open;
@@ -1375,17 +1244,17 @@ static int rx_class(rx *x, cpset *set) {
         goto fail;
     }
     x->i++;
-    cps_norm(&t);
+    tern_cpset_norm(&t);
     if (neg)
-        cps_invert(&t, set);
+        tern_cpset_invert(&t, set);
     else
         for (size_t i = 0; i < t.n; i++)
-            cps_add(set, t.r[i].lo, t.r[i].hi);
+            tern_cpset_add(set, t.r[i].lo, t.r[i].hi);
     set->oom |= t.oom;
-    cps_free(&t);
+    tern_cpset_free(&t);
     return 0;
 fail:
-    cps_free(&t);
+    tern_cpset_free(&t);
     return -1;
 }
 
@@ -1440,7 +1309,7 @@ static int rx_alt(rx *x, sbuf *out, int *nullable, int *n_alts);
 static int rx_atom(rx *x, sbuf *e, sbuf *litb, int *is_lit, int *nullable) {
     *is_lit = 0, *nullable = 0;
     char ch = x->s[x->i];
-    cpset set = {0};
+    tern_cpset set = {0};
     uint32_t cp;
     int is_set = 0;
     if (ch == '(') {
@@ -1477,11 +1346,11 @@ static int rx_atom(rx *x, sbuf *e, sbuf *litb, int *is_lit, int *nullable) {
         is_set = 1;
     } else if (ch == '.') {
         x->i++;
-        cps_add(&set, 0, 0x10FFFF);
-        cps_norm(&set);
-        cps_remove(&set, '\n', '\n');
-        cps_remove(&set, '\r', '\r');
-        cps_remove(&set, 0x2028, 0x2029);
+        tern_cpset_add(&set, 0, 0x10FFFF);
+        tern_cpset_norm(&set);
+        tern_cpset_remove(&set, '\n', '\n');
+        tern_cpset_remove(&set, '\r', '\r');
+        tern_cpset_remove(&set, 0x2028, 0x2029);
         is_set = 1;
     } else if (ch == '\\') {
         x->i++;
@@ -1499,7 +1368,7 @@ static int rx_atom(rx *x, sbuf *e, sbuf *litb, int *is_lit, int *nullable) {
             return rx_fail(x, "a quantifier with nothing to repeat");
         if (x->err)
             return -1;
-        int len = utf8_dec((const unsigned char *)x->s + x->i, x->n - x->i, &cp);
+        int len = tern_utf8_decode((const unsigned char *)x->s + x->i, x->n - x->i, &cp);
         if (!len)
             return rx_fail(x, "invalid UTF-8");
         x->i += (size_t)len;
@@ -1511,18 +1380,18 @@ static int rx_atom(rx *x, sbuf *e, sbuf *litb, int *is_lit, int *nullable) {
             *is_lit = 1;
             return 0;
         }
-        cps_add(&set, cp, cp);
+        tern_cpset_add(&set, cp, cp);
     }
-    cps_norm(&set);
+    tern_cpset_norm(&set);
     if (set_expr(x, &set, e)) {
         if (!x->err)
             rx_fail(x, "a character class that matches nothing");
         goto fail;
     }
-    cps_free(&set);
+    tern_cpset_free(&set);
     return 0;
 fail:
-    cps_free(&set);
+    tern_cpset_free(&set);
     return -1;
 }
 
@@ -1965,11 +1834,11 @@ static tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int al
     int is_word_end = k && strlen(w[0]) == pos;
     size_t i = is_word_end;
     sbuf alts = {0};
-    cpset edges = {0};
+    tern_cpset edges = {0};
     tern_err *err = NULL;
     while (i < k && !err) {
-        uint32_t cp;
-        int len = utf8_dec((const unsigned char *)w[i] + pos, strlen(w[i]) - pos, &cp);
+        uint32_t cp = 0;
+        int len = tern_utf8_decode((const unsigned char *)w[i] + pos, strlen(w[i]) - pos, &cp);
         size_t j = i;
         while (j < k && !memcmp(w[j] + pos, w[i] + pos, (size_t)len))
             j++;
@@ -1990,31 +1859,31 @@ static tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int al
         alt_push(&alts, a.p);
         alts.oom |= a.oom | t.oom;
         sbuf_free(&a), sbuf_free(&t);
-        cps_add(&edges, cp, cp);
+        tern_cpset_add(&edges, cp, cp);
         i = j;
     }
-    cps_norm(&edges);
+    tern_cpset_norm(&edges);
     /* Any other first character, then anything. */
     sbuf other = {0};
     if (c->gemma) {
-        cpset s = {0};
-        cps_add(&s, '0', '9'), cps_add(&s, 'A', 'Z'), cps_add(&s, 'a', 'z'), cps_add(&s, '_', '_');
-        cps_norm(&s);
+        tern_cpset s = {0};
+        tern_cpset_add(&s, '0', '9'), tern_cpset_add(&s, 'A', 'Z'), tern_cpset_add(&s, 'a', 'z'), tern_cpset_add(&s, '_', '_');
+        tern_cpset_norm(&s);
         for (size_t r = 0; r < edges.n; r++)
-            cps_remove(&s, edges.r[r].lo, edges.r[r].hi);
+            tern_cpset_remove(&s, edges.r[r].lo, edges.r[r].hi);
         if (s.n)
             class_of(&other, &s);
         other.oom |= s.oom;
-        cps_free(&s);
+        tern_cpset_free(&s);
     } else {
-        cpset s = {0};
-        cps_add(&s, 0, 0x1f), cps_add(&s, '"', '"'), cps_add(&s, '\\', '\\');
+        tern_cpset s = {0};
+        tern_cpset_add(&s, 0, 0x1f), tern_cpset_add(&s, '"', '"'), tern_cpset_add(&s, '\\', '\\');
         for (size_t r = 0; r < edges.n; r++)
-            cps_add(&s, edges.r[r].lo, edges.r[r].hi);
-        cps_norm(&s);
+            tern_cpset_add(&s, edges.r[r].lo, edges.r[r].hi);
+        tern_cpset_norm(&s);
         class_ranges(&other, &s, 1);
         other.oom |= s.oom;
-        cps_free(&s);
+        tern_cpset_free(&s);
         static const struct {
             uint32_t cp;
             char esc;
@@ -2023,10 +1892,10 @@ static tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int al
         size_t nl = 0;
         int ctl_edge = 0;
         for (size_t e = 0; e < sizeof short_esc / sizeof *short_esc; e++)
-            if (!cps_has(&edges, short_esc[e].cp))
+            if (!tern_cpset_has(&edges, short_esc[e].cp))
                 letters[nl++] = short_esc[e].esc;
         for (uint32_t cp = 0; cp < 0x20; cp++)
-            ctl_edge |= cps_has(&edges, cp);
+            ctl_edge |= tern_cpset_has(&edges, cp);
         sbuf t = {0};
         sbuf_adds(&t, "\"\\\\\" [");
         for (size_t e = 0; e < nl; e++)
@@ -2052,7 +1921,7 @@ static tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int al
     }
     alts.oom |= other.oom | edges.oom;
     sbuf_free(&other);
-    cps_free(&edges);
+    tern_cpset_free(&edges);
     if (!err && alts.len)
         atom_push(o, alts.p, allow_empty && !is_word_end ? "?" : "");
     if (!err && alts.oom)

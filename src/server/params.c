@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/json_util.h"
+#include "core/utf8.h"
 #include "server/server_internal.h"
 
 tern_err *srv_parse_body(const char *body, size_t len, json_t **out) {
@@ -30,36 +31,6 @@ tern_err *srv_parse_body(const char *body, size_t len, json_t **out) {
     return NULL;
 }
 
-/* Length of the valid UTF-8 sequence at s[0, n), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else
-        return 0;
-    if (n < len)
-        return 0;
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[k] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
-}
-
 json_t *srv_json_string_lossy(const char *s, size_t n) {
     json_t *v = json_stringn(s, n);
     if (v)
@@ -67,10 +38,10 @@ json_t *srv_json_string_lossy(const char *s, size_t n) {
     sbuf b = {0};
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq(u + i, n - i);
-        if (k && u[i]) {
-            sbuf_add(&b, s + i, k);
-            i += k;
+        const int k = tern_utf8_check(u + i, n - i);
+        if (k > 0 && u[i]) {
+            sbuf_add(&b, s + i, (size_t)k);
+            i += (size_t)k;
         } else {
             sbuf_add(&b, "\xef\xbf\xbd", 3); /* U+FFFD; NUL too, which JSON text here never needs */
             i++;

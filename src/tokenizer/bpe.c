@@ -178,7 +178,7 @@ static tern_err *encode_chunk(const tern_tokenizer *t, tok_work *w, const char *
         if (t->byte_level) {
             id = t->bytelevel_id[u[i]];
         } else {
-            int k = tok_utf8_check(u + i, n - i);
+            int k = tern_utf8_check(u + i, n - i);
             len = k > 0 ? (size_t)k : 1;
             id = tok_vocab_find(t, s + i, len);
         }
@@ -226,14 +226,10 @@ static tern_err *encode_chunk(const tern_tokenizer *t, tok_work *w, const char *
 
 /* Whether a chunk may end just before the ▁ at s[i] (prev = start of the character before it). */
 static int may_cut(const tern_tokenizer *t, const unsigned char *s, size_t prev, size_t i) {
-    int k = tok_utf8_check(s + prev, i - prev);
+    int k = tern_utf8_check(s + prev, i - prev);
     if (k <= 0 || (size_t)k != i - prev)
         return 0;
-    uint32_t cp = k == 1 ? s[prev]
-                : k == 2 ? (uint32_t)(s[prev] & 0x1f) << 6 | (s[prev + 1] & 0x3f)
-                : k == 3 ? (uint32_t)(s[prev] & 0x0f) << 12 | (uint32_t)(s[prev + 1] & 0x3f) << 6 | (s[prev + 2] & 0x3f)
-                         : (uint32_t)(s[prev] & 0x07) << 18 | (uint32_t)(s[prev + 1] & 0x3f) << 12 |
-                               (uint32_t)(s[prev + 2] & 0x3f) << 6 | (s[prev + 3] & 0x3f);
+    const uint32_t cp = tern_utf8_cp(s + prev, k);
     if (cp == 0x2581)
         return 0; /* inside a run of ▁: runs merge into multi-space tokens */
     size_t lo = 0, hi = t->n_no_split_after;
@@ -286,7 +282,7 @@ tern_err *tok_model_encode(const tern_tokenizer *t, tok_work *w, const char *s, 
         return encode_chunk(t, w, s, n, &prev_unk, out);
     size_t begin = 0, prev = 0;
     for (size_t i = 0; i < n;) {
-        int k = tok_utf8_check(u + i, n - i);
+        int k = tern_utf8_check(u + i, n - i);
         size_t len = k > 0 ? (size_t)k : 1;
         if (i > begin && len == 3 && !memcmp(s + i, "\xe2\x96\x81", 3) && may_cut(t, u, prev, i)) {
             TERN_TRY(encode_chunk(t, w, s + begin, i - begin, &prev_unk, out));

@@ -61,17 +61,14 @@ static int append_piece(const tern_tokenizer *t, tern_token id, int render_speci
     case PIECE_BYTELEVEL:
         for (size_t i = 0; i < n;) {
             const unsigned char *u = (const unsigned char *)s + i;
-            int k = tok_utf8_check(u, n - i);
+            int k = tern_utf8_check(u, n - i);
             if (k <= 0) { /* not valid UTF-8 in the vocabulary: pass the byte through */
                 if (sbuf_add(b, u, 1))
                     return -1;
                 i++;
                 continue;
             }
-            uint32_t cp = k == 1 ? u[0] : k == 2 ? (uint32_t)(u[0] & 0x1f) << 6 | (u[1] & 0x3f)
-                        : k == 3 ? (uint32_t)(u[0] & 0x0f) << 12 | (uint32_t)(u[1] & 0x3f) << 6 | (u[2] & 0x3f)
-                                 : (uint32_t)(u[0] & 0x07) << 18 | (uint32_t)(u[1] & 0x3f) << 12 |
-                                       (uint32_t)(u[2] & 0x3f) << 6 | (u[3] & 0x3f);
+            const uint32_t cp = tern_utf8_cp(u, k);
             int byte = tok_bytelevel_byte(cp);
             if (byte >= 0) {
                 unsigned char c = (unsigned char)byte;
@@ -128,14 +125,14 @@ tern_err *tern_detok_stream_push(tern_detok_stream *s, tern_token id, const char
     const unsigned char *p = (const unsigned char *)s->piece.p;
     size_t n = s->piece.len;
     while (i < n) {
-        int k = tok_utf8_check(p + i, n - i);
+        int k = tern_utf8_check(p + i, n - i);
         if (k == 0)
             break; /* an unfinished character: wait for the next token */
         if (k > 0 ? sbuf_add(&s->out, p + i, (size_t)k) : sbuf_add(&s->out, REPLACEMENT, 3))
             return tern_errf(TERN_ENOMEM, "out of memory");
         i += (size_t)(k > 0 ? k : -k);
     }
-    s->n_pending = n - i; /* at most 3: tok_utf8_check returns 0 only for a valid prefix shorter than 4 */
+    s->n_pending = n - i; /* at most 3: tern_utf8_check returns 0 only for a valid prefix shorter than 4 */
     memcpy(s->pending, p + i, s->n_pending);
     *text = s->out.p ? s->out.p : "";
     *len = s->out.len;

@@ -56,7 +56,7 @@ static const char *decode_string(const char *p, const char *end, char *buf, size
                 p++;
                 continue;
             }
-            const int k = tok_utf8_check((const unsigned char *)p, (size_t)(end - p));
+            const int k = tern_utf8_check((const unsigned char *)p, (size_t)(end - p));
             if (k <= 0)
                 return NULL;
             memcpy(buf + n, p, (size_t)k);

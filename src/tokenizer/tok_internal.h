@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---- token attributes (bit flags) ---- */
@@ -152,9 +153,7 @@ struct tern_tokenizer {
 static inline size_t tok_utf8_len(unsigned char c) {
     return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
 }
-/* Length of the valid UTF-8 character at p (n bytes available): >0 complete, 0 an incomplete but valid
- * prefix that needs more bytes, -k an invalid sequence whose first k bytes (k >= 1) should be replaced. */
-int tok_utf8_check(const unsigned char *p, size_t n);
+/* Decoding and checking a character: core/utf8.h. */
 
 /* ---- vocabulary (vocab.c) ---- */
 /* Allocates the per-token arrays for n tokens (texts empty). */

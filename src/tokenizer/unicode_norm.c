@@ -114,12 +114,12 @@ tern_err *tok_unicode_transform(norm_kind kind, const char *s, size_t n, sbuf *o
     for (size_t i = 0; i < n && !e;) {
         size_t j = i;
         int k;
-        while (j < n && (k = tok_utf8_check((const unsigned char *)s + j, n - j)) > 0)
+        while (j < n && (k = tern_utf8_check((const unsigned char *)s + j, n - j)) > 0)
             j += (size_t)k;
         if (j > i)
             e = transform_run(kind, s + i, j - i, &a, &b, out);
         if (!e && j < n) { /* invalid (or cut) bytes: kept as they are */
-            const int bad = tok_utf8_check((const unsigned char *)s + j, n - j);
+            const int bad = tern_utf8_check((const unsigned char *)s + j, n - j);
             const size_t skip = bad < 0 ? (size_t)-bad : n - j;
             if (sbuf_add(out, s + j, skip))
                 e = tern_errf(TERN_ENOMEM, "out of memory normalizing text");
@@ -137,7 +137,7 @@ void tok_unicode_strip(const char *s, size_t n, int left, int right, size_t *b, 
     while (left && lo < hi) {
         int32_t i = 0;
         UChar32 c;
-        const int k = tok_utf8_check((const unsigned char *)s + lo, hi - lo);
+        const int k = tern_utf8_check((const unsigned char *)s + lo, hi - lo);
         if (k <= 0)
             break;
         U8_NEXT((const uint8_t *)s + lo, i, k, c);
@@ -149,7 +149,7 @@ void tok_unicode_strip(const char *s, size_t n, int left, int right, size_t *b, 
         size_t start = hi - 1; /* back to the lead byte of the last character */
         while (start > lo && ((unsigned char)s[start] & 0xc0) == 0x80 && hi - start < 4)
             start--;
-        const int k = tok_utf8_check((const unsigned char *)s + start, hi - start);
+        const int k = tern_utf8_check((const unsigned char *)s + start, hi - start);
         if (k <= 0 || start + (size_t)k != hi)
             break;
         int32_t i = 0;

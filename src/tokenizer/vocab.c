@@ -283,15 +283,6 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Decodes the code point of a valid UTF-8 sequence of length k at p. */
-static uint32_t cp_at(const unsigned char *p, int k) {
-    return k == 1 ? p[0]
-         : k == 2 ? (uint32_t)(p[0] & 0x1f) << 6 | (p[1] & 0x3f)
-         : k == 3 ? (uint32_t)(p[0] & 0x0f) << 12 | (uint32_t)(p[1] & 0x3f) << 6 | (p[2] & 0x3f)
-                  : (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 | (uint32_t)(p[2] & 0x3f) << 6 |
-                        (p[3] & 0x3f);
-}
-
 tern_err *tok_space_split_index(tern_tokenizer *t) {
     free(t->no_split_after);
     t->no_split_after = NULL;
@@ -305,13 +296,13 @@ tern_err *tok_space_split_index(tern_tokenizer *t) {
         size_t n = t->text_len[id];
         uint32_t prev = 0x2581;
         for (size_t i = 0; i < n;) {
-            int k = tok_utf8_check(s + i, n - i);
+            int k = tern_utf8_check(s + i, n - i);
             if (k <= 0) {
                 prev = 0xfffd; /* stray byte: treat like any non-▁ character, but it cannot be looked up */
                 i++;
                 continue;
             }
-            uint32_t cp = cp_at(s + i, k);
+            uint32_t cp = tern_utf8_cp(s + i, k);
             if (cp == 0x2581 && prev != 0x2581) {
                 if (prev == 0xfffd) /* a token with invalid UTF-8 before ▁: do not cut at all */
                     return NULL;

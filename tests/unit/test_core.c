@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/threadpool.h"
 #include "core/timeutil.h"
+#include "core/utf8.h"
 #include "testutil.h"
 
 static void test_error_wrap(void **state) {
@@ -288,6 +289,63 @@ static void test_cgroup_limits(void **state) {
     assert_true(tern_cpu_count() >= 1 && tern_cpu_count() <= sysconf(_SC_NPROCESSORS_ONLN));
 }
 
+/* UTF-8 as the house reads it: well-formed characters of every length; overlong forms, surrogates, values past
+ * U+10FFFF, stray continuation bytes and invalid leads refused, each maximal subpart one unit; a valid start cut
+ * short is "incomplete"; the loose decoder takes WTF-8's lone surrogates; encoding and decoding are inverses. */
+static void test_utf8(void **state) {
+    static const struct {
+        const char *s;
+        int check; /* tern_utf8_check of the whole string */
+        uint32_t cp;
+    } cases[] = {
+        {"A", 1, 0x41},           {"\xc3\xa9", 2, 0xe9},          {"\xe2\x82\xac", 3, 0x20ac},
+        {"\xf0\x9f\x98\x80", 4, 0x1f600}, {"\xf4\x8f\xbf\xbf", 4, 0x10ffff},
+        {"\xc0\x80", -1, 0},      /* overlong NUL: C0 is never a lead */
+        {"\xe0\x80\x80", -1, 0}, /* overlong: E0 needs A0..BF next */
+        {"\xf0\x80\x80\x80", -1, 0},
+        {"\xed\xa0\x80", -1, 0}, /* a surrogate */
+        {"\xf4\x90\x80\x80", -1, 0}, /* past U+10FFFF */
+        {"\xf5\x80\x80\x80", -1, 0}, /* no such lead */
+        {"\x80", -1, 0},           /* a stray continuation byte */
+        {"\xe2\x28\xa1", -1, 0}, {"\xf0\x9f\x28", -2, 0}, {"\xf0\x9f\x98\x28", -3, 0},
+        {"\xe2\x82", 0, 0},       {"\xf0\x9f\x98", 0, 0}, /* valid starts, cut short */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned char *u = (const unsigned char *)cases[i].s;
+        const size_t n = strlen(cases[i].s);
+        assert_int_equal(tern_utf8_check(u, n), cases[i].check);
+        uint32_t cp = 0xdead;
+        assert_int_equal(tern_utf8_decode(u, n, &cp), cases[i].check > 0 ? cases[i].check : 0);
+        assert_int_equal(cp, cases[i].check > 0 ? cases[i].cp : 0xdead);
+        size_t bad = 99;
+        assert_int_equal(tern_utf8_valid(cases[i].s, n, &bad), cases[i].check > 0);
+        assert_int_equal(bad, cases[i].check > 0 ? 99 : 0);
+    }
+    size_t bad = 0;
+    assert_false(tern_utf8_valid("ok \xe2\x82\xac then \xff", 13, &bad));
+    assert_int_equal(bad, 12); /* "ok " 3, the euro sign 3, " then " 6 */
+    assert_true(tern_utf8_valid("", 0, NULL));
+    /* the loose decoder: a lone surrogate as WTF-8 writes it, and U+FFFD of length 1 for what no lead announces */
+    size_t len = 0;
+    assert_int_equal(tern_utf8_decode_loose((const unsigned char *)"\xed\xa0\x80", 3, &len), 0xd800);
+    assert_int_equal(len, 3);
+    assert_int_equal(tern_utf8_decode_loose((const unsigned char *)"\x80x", 2, &len), 0xfffd);
+    assert_int_equal(len, 1);
+    assert_int_equal(tern_utf8_decode_loose((const unsigned char *)"\xe2\x82", 2, &len), 0xfffd);
+    assert_int_equal(len, 1);
+    /* every code point but the surrogates encodes to bytes that decode back to it, at the length it needs */
+    for (uint32_t cp = 0; cp <= 0x10ffff; cp++) {
+        if (cp >= 0xd800 && cp <= 0xdfff)
+            continue;
+        char b[4];
+        const size_t k = tern_utf8_put(cp, b);
+        assert_int_equal(k, cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4);
+        uint32_t back = 0;
+        if ((size_t)tern_utf8_decode((const unsigned char *)b, k, &back) != k || back != cp)
+            fail_msg("U+%04X does not round-trip", cp);
+    }
+}
+
 static void test_log_and_time(void **state) {
     assert_int_equal(tern_log_parse_level("debug"), TERN_LOG_DEBUG);
     assert_int_equal(tern_log_parse_level("loud"), -1);
@@ -332,7 +390,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
         cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
-        cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune), cmocka_unit_test(test_cgroup_limits), cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune), cmocka_unit_test(test_cgroup_limits), cmocka_unit_test(test_utf8), cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
