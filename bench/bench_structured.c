@@ -53,7 +53,7 @@ static int fail(tern_err *e) {
 }
 
 /* The model's vocabulary as bytes, as the engine builds it (special tokens never match). */
-static tern_err *byte_vocab(const tern_model *m, tern_gvocab **out) {
+static TERN_MUST_CHECK tern_err *byte_vocab(const tern_model *m, tern_gvocab **out) {
     const tern_tokenizer *tok = m->tok;
     size_t V = tern_tokenizer_vocab_size(tok);
     uint8_t **b = calloc(V, sizeof *b), *eog = calloc(V, 1);

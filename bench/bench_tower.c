@@ -93,7 +93,7 @@ typedef struct encoded {
     tern_prompt_embeds rows; /* n, rows, key of whichever it was */
 } encoded;
 
-static tern_err *encode(const tern_model *m, const media *in, tern_pool *pool, encoded *out) {
+static TERN_MUST_CHECK tern_err *encode(const tern_model *m, const media *in, tern_pool *pool, encoded *out) {
     memset(out, 0, sizeof *out);
     if (in->image) {
         TERN_TRY(tern_image_input_embed_rgb(m->image, &in->pic, in->budget, pool, &out->i));
@@ -131,7 +131,7 @@ static void *encode_thread(void *arg) {
 
 /* The chat turn the server would build for the encoded input: the template's marker spliced into start, soft
  * tokens, end. */
-static tern_err *chat_request(tern_model *m, const media *in, const encoded *enc, int32_t **spliced, size_t *n,
+static TERN_MUST_CHECK tern_err *chat_request(tern_model *m, const media *in, const encoded *enc, int32_t **spliced, size_t *n,
                               tern_prompt_embeds *span) {
     tern_chat_info ci;
     tern_model_chat_info(m, &ci);

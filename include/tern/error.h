@@ -15,6 +15,11 @@ extern "C" {
 #define TERN_API __attribute__((visibility("default")))
 #endif
 
+/* On every function that returns an error: a caller that drops it unread gets a compiler warning. */
+#ifndef TERN_MUST_CHECK
+#define TERN_MUST_CHECK __attribute__((warn_unused_result))
+#endif
+
 typedef enum tern_code {
     TERN_OK = 0,
     TERN_EINVAL,       /* bad argument or bad input value */

@@ -66,7 +66,7 @@ typedef struct tern_model_info {
 } tern_model_info;
 
 /* Loads weights (mmapped), tokenizer and chat template; errors name the file at fault. */
-TERN_API tern_err *tern_model_load(const tern_model_opts *o, tern_model **out);
+TERN_API TERN_MUST_CHECK tern_err *tern_model_load(const tern_model_opts *o, tern_model **out);
 /* Frees the model; every engine using it must be destroyed first. NULL is fine. */
 TERN_API void tern_model_free(tern_model *m);
 /* Sizes and memory figures of the model. */
@@ -75,10 +75,10 @@ TERN_API void tern_model_get_info(const tern_model *m, tern_model_info *out);
 TERN_API const char *tern_model_chat_template(const tern_model *m, const char **origin);
 /* Tokenizes len bytes of text into a malloc'd array (*ids, *n; free with tern_free). add_special adds the
  * BOS the tokenizer's config asks for; parse_special turns special-token text ("<start_of_turn>") into ids. */
-TERN_API tern_err *tern_model_tokenize(const tern_model *m, const char *text, size_t len, int add_special, int parse_special,
+TERN_API TERN_MUST_CHECK tern_err *tern_model_tokenize(const tern_model *m, const char *text, size_t len, int add_special, int parse_special,
                                        int32_t **ids, size_t *n);
 /* Decodes ids into a malloc'd NUL-terminated string (free with tern_free); special tokens only if render_special. */
-TERN_API tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids, size_t n, int render_special, char **text,
+TERN_API TERN_MUST_CHECK tern_err *tern_model_detokenize(const tern_model *m, const int32_t *ids, size_t n, int render_special, char **text,
                                          size_t *len);
 /* The bytes one token decodes to on its own (malloc'd, free with tern_free), or NULL for an id out of range. */
 TERN_API char *tern_model_token_piece(const tern_model *m, int32_t id, size_t *len);
@@ -137,7 +137,7 @@ typedef struct tern_engine_opts {
 TERN_API void tern_engine_opts_default(tern_engine_opts *o);
 /* Creates an engine over `m` (which must outlive it) and starts its thread. Errors when the budget cannot
  * hold even one position, or a value is out of range. */
-TERN_API tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engine **out);
+TERN_API TERN_MUST_CHECK tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engine **out);
 /* Stops the engine: queued and running requests finish with TERN_FINISH_CANCELLED (their DONE events are
  * delivered before this returns), then the thread is joined. Streams stay readable until freed. NULL is fine. */
 TERN_API void tern_engine_destroy(tern_engine *e);
@@ -293,7 +293,7 @@ typedef struct tern_stream tern_stream;
  * a pollable stream (free it with tern_stream_free). *id (may be NULL) receives the request id.
  * Fails with TERN_EOVERLOAD when max_queue requests are already waiting, TERN_EINVAL when the request can
  * never run (message says why: prompt beyond the context or the KV budget, bad parameter, unknown token). */
-TERN_API tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_fn cb, void *user,
+TERN_API TERN_MUST_CHECK tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_fn cb, void *user,
                                       tern_stream **stream, uint64_t *id);
 /* Cancels a request: it leaves the queue or its row at the next step and ends with TERN_FINISH_CANCELLED.
  * Returns 1 if the request was still queued or running, 0 otherwise. */

@@ -47,7 +47,7 @@ int tern_audio_is_wav(const void *data, size_t len);
  * `max_seconds` of it (<= 0: all). A data chunk cut short by the end of the file is decoded up to
  * the last whole frame. TERN_EUNSUPPORTED for a well-formed file whose codec is not PCM/float
  * (µ-law, ADPCM, …: the caller may hand those to the container decoder); TERN_EFORMAT otherwise. */
-tern_err *tern_wav_decode(const void *data, size_t len, double max_seconds, tern_pcm *out);
+TERN_MUST_CHECK tern_err *tern_wav_decode(const void *data, size_t len, double max_seconds, tern_pcm *out);
 
 /* ---- container.c ---------------------------------------------------------------------------- */
 
@@ -59,7 +59,7 @@ const char *tern_audio_supported_containers(void);
  * most the first `max_seconds` (<= 0: all); decoding stops there. No temp files, and the demuxer
  * cannot open other files or URLs. Gives up with TERN_ECANCELLED once `timeout_s` seconds
  * (<= 0: the default) have passed. A damaged stream keeps what decoded before the damage. */
-tern_err *tern_audio_decode_container(const void *data, size_t len, double timeout_s, double max_seconds,
+TERN_MUST_CHECK tern_err *tern_audio_decode_container(const void *data, size_t len, double timeout_s, double max_seconds,
                                       tern_pcm *out);
 
 /* ---- resample.c ----------------------------------------------------------------------------- */
@@ -68,7 +68,7 @@ tern_err *tern_audio_decode_container(const void *data, size_t len, double timeo
  * filter (anti-aliased, delay-compensated: output sample i is the signal at time i / rate_out);
  * about n * rate_out / rate_in samples. Equal rates copy the samples untouched. Both rates must be
  * in [TERN_AUDIO_MIN_RATE, TERN_AUDIO_MAX_RATE]. */
-tern_err *tern_audio_resample(const float *in, size_t n, int rate_in, int rate_out, tern_pcm *out);
+TERN_MUST_CHECK tern_err *tern_audio_resample(const float *in, size_t n, int rate_in, int rate_out, tern_pcm *out);
 
 /* ---- decode.c ------------------------------------------------------------------------------- */
 
@@ -76,13 +76,13 @@ tern_err *tern_audio_resample(const float *in, size_t n, int rate_in, int rate_o
  * (decided by content, never by a name or MIME type) goes to the WAV parser, everything else
  * (and WAV with a compressed codec) to libav; other rates are resampled; 16 kHz passes through.
  * `timeout_s` bounds the container decode (<= 0: TERN_AUDIO_DEFAULT_TIMEOUT_S). */
-tern_err *tern_audio_decode(const void *data, size_t len, double timeout_s, tern_pcm *out);
+TERN_MUST_CHECK tern_err *tern_audio_decode(const void *data, size_t len, double timeout_s, tern_pcm *out);
 
 /* tern_audio_decode keeping up to max_samples (> 30 s: a long clip encoded in 30 s windows). */
-tern_err *tern_audio_decode_long(const void *data, size_t len, double timeout_s, size_t max_samples, tern_pcm *out);
+TERN_MUST_CHECK tern_err *tern_audio_decode_long(const void *data, size_t len, double timeout_s, size_t max_samples, tern_pcm *out);
 
 /* tern_audio_decode on the contents of a file; errors are prefixed with the path. */
-tern_err *tern_audio_decode_file(const char *path, double timeout_s, tern_pcm *out);
+TERN_MUST_CHECK tern_err *tern_audio_decode_file(const char *path, double timeout_s, tern_pcm *out);
 
 /* ---- logmel.c ------------------------------------------------------------------------------- */
 
@@ -97,7 +97,7 @@ typedef struct tern_logmel_norm {
 /* Reads per_bin_mean / per_bin_stddev from a preprocessor_config.json (top level, or inside a
  * "feature_extractor" object). Absent or null keys leave that part off; a present key must be an
  * array of 128 numbers (stddev entries non-zero). */
-tern_err *tern_logmel_norm_load(const char *path, tern_logmel_norm *out);
+TERN_MUST_CHECK tern_err *tern_logmel_norm_load(const char *path, tern_logmel_norm *out);
 
 /* Log-mel features with their validity mask. */
 typedef struct tern_logmel {
@@ -131,7 +131,7 @@ size_t tern_audio_soft_tokens(size_t valid_frames);
  * frames at hop 160 keeping 320, float32 periodic Hann product, float64 rfft 512, magnitude, HTK mel
  * bank 0–8 kHz, log(x + 1e-3), optional per-bin normalisation (`norm` may be NULL), invalid frames
  * zeroed. `pool` (may be NULL) spreads frames over threads. */
-tern_err *tern_logmel_compute(const float *samples, size_t n, const tern_logmel_norm *norm, tern_pool *pool,
+TERN_MUST_CHECK tern_err *tern_logmel_compute(const float *samples, size_t n, const tern_logmel_norm *norm, tern_pool *pool,
                               tern_logmel *out);
 
 #endif

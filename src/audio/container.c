@@ -48,7 +48,7 @@ static int deadline_passed(void *opaque) {
     return d->hit;
 }
 
-static tern_err *timeout_error(const deadline *d) {
+static TERN_MUST_CHECK tern_err *timeout_error(const deadline *d) {
     return tern_errf(TERN_ECANCELLED, "audio decode abandoned: over its %.3g s time limit", d->seconds);
 }
 
@@ -122,7 +122,7 @@ static double sample_at(const uint8_t *p, enum AVSampleFormat packed, size_t i) 
 }
 
 /* Appends one decoded frame, mixed down by the mean of its channels. */
-static tern_err *append_frame(mono_buf *mb, const AVFrame *fr) {
+static TERN_MUST_CHECK tern_err *append_frame(mono_buf *mb, const AVFrame *fr) {
     int ch = fr->ch_layout.nb_channels;
     enum AVSampleFormat fmt = (enum AVSampleFormat)fr->format;
     enum AVSampleFormat packed = av_get_packed_sample_fmt(fmt);
@@ -174,14 +174,14 @@ static tern_err *append_frame(mono_buf *mb, const AVFrame *fr) {
 
 /* ---- the decode ----------------------------------------------------------------------------- */
 
-static tern_err *av_err(int rc, const char *what) {
+static TERN_MUST_CHECK tern_err *av_err(int rc, const char *what) {
     char msg[AV_ERROR_MAX_STRING_SIZE] = {0};
     av_strerror(rc, msg, sizeof msg);
     return tern_errf(TERN_EFORMAT, "%s: %s", what, msg);
 }
 
 /* Drains every frame the decoder has ready into mb. */
-static tern_err *drain(AVCodecContext *dec, AVFrame *frame, mono_buf *mb, deadline *dl) {
+static TERN_MUST_CHECK tern_err *drain(AVCodecContext *dec, AVFrame *frame, mono_buf *mb, deadline *dl) {
     for (;;) {
         if (deadline_passed(dl))
             return timeout_error(dl);

@@ -287,7 +287,7 @@ tern_err *tern_logmel_compute(const float *samples, size_t n, const tern_logmel_
 
 /* ---- per-bin normalisation from preprocessor_config.json ------------------------------------ */
 
-static tern_err *read_bins(const json_t *obj, const char *key, const char *path, double *dst, int *present,
+static TERN_MUST_CHECK tern_err *read_bins(const json_t *obj, const char *key, const char *path, double *dst, int *present,
                            int nonzero) {
     json_t *v = json_object_get(obj, key);
     *present = 0;

@@ -15,7 +15,7 @@
 
 #include "audio/audio.h"
 
-static tern_err *av_fail(int rc, const char *what) {
+static TERN_MUST_CHECK tern_err *av_fail(int rc, const char *what) {
     char msg[AV_ERROR_MAX_STRING_SIZE] = {0};
     av_strerror(rc, msg, sizeof msg);
     return tern_errf(TERN_EINTERNAL, "resample: %s failed: %s", what, msg);

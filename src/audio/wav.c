@@ -47,7 +47,7 @@ typedef struct wav_fmt {
 } wav_fmt;
 
 /* Parses a fmt chunk body of `size` bytes (all inside the buffer). */
-static tern_err *parse_fmt(const uint8_t *body, uint32_t size, size_t at, wav_fmt *fmt) {
+static TERN_MUST_CHECK tern_err *parse_fmt(const uint8_t *body, uint32_t size, size_t at, wav_fmt *fmt) {
     if (size < 16)
         return tern_errf(TERN_EFORMAT, "WAV: fmt chunk at offset %zu is %u bytes, need at least 16", at, size);
     fmt->format = rd16(body);

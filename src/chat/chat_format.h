@@ -38,7 +38,7 @@ typedef struct tern_chat_format {
 
 /* Builds the format from the tokenizer, the template source (NULL: none; `origin` names it in errors) and the
  * config's EOS ids. A template that does not compile is an error. */
-tern_err *tern_chat_format_build(const tern_tokenizer *tok, const char *template_src, const char *origin,
+TERN_MUST_CHECK tern_err *tern_chat_format_build(const tern_tokenizer *tok, const char *template_src, const char *origin,
                                  const int32_t *config_eos, int n_config_eos, tern_chat_format **out);
 /* Frees; NULL is fine. */
 void tern_chat_format_free(tern_chat_format *f);
@@ -46,11 +46,11 @@ void tern_chat_format_free(tern_chat_format *f);
 int tern_chat_format_is_stop(const tern_chat_format *f, int32_t id);
 /* Renders a conversation (OpenAI-style messages; tools and kwargs may be NULL) with the template into a malloc'd
  * prompt text (see tern_chat_build_context for what is validated). TERN_EUNSUPPORTED when there is no template. */
-tern_err *tern_chat_format_render(const tern_chat_format *f, const json_t *messages, const json_t *tools,
+TERN_MUST_CHECK tern_err *tern_chat_format_render(const tern_chat_format *f, const json_t *messages, const json_t *tools,
                                   const json_t *kwargs, int add_generation_prompt, char **text, size_t *len);
 /* The same taking audio parts out into `audio` and image parts into `images` (tern_chat_input.audio / .images; NULL
  * refuses them). */
-tern_err *tern_chat_format_render_media(const tern_chat_format *f, const json_t *messages, const json_t *tools,
+TERN_MUST_CHECK tern_err *tern_chat_format_render_media(const tern_chat_format *f, const json_t *messages, const json_t *tools,
                                         const json_t *kwargs, int add_generation_prompt, json_t *audio,
                                         json_t *images, char **text, size_t *len);
 

@@ -9,12 +9,12 @@
 
 #define MAX_TEMPLATE_OUTPUT (64u << 20)
 
-static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
+static TERN_MUST_CHECK tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
 /* ---- content ------------------------------------------------------------------------------ */
 
 /* Appends the text of content parts (OpenAI "text" / Anthropic text blocks) to *acc, joined by '\n'. */
-static tern_err *join_text(json_t **acc, const char *s, size_t n) {
+static TERN_MUST_CHECK tern_err *join_text(json_t **acc, const char *s, size_t n) {
     if (!*acc) {
         *acc = json_stringn(s, n);
         return *acc ? NULL : oom();
@@ -33,7 +33,7 @@ static tern_err *join_text(json_t **acc, const char *s, size_t n) {
 
 /* Media parts are valid OpenAI input that this server cannot feed to the model (audio and images only with a
  * tower). */
-static tern_err *unsupported_part(const char *path, const char *type) {
+static TERN_MUST_CHECK tern_err *unsupported_part(const char *path, const char *type) {
     if (!strcmp(type, "image_url") || !strcmp(type, "image") || !strcmp(type, "input_image"))
         return tern_errf(TERN_EUNSUPPORTED, "%s: this model has no vision tower (config.json has no vision_config and "
                          "no mmproj with one): image input needs a Gemma 4 model with one", path);
@@ -60,7 +60,7 @@ static int known_format(const char *f, size_t n) {
 
 /* An audio part → {"data", "format", "path"} appended to `audio`. input_audio: {"data": base64, "format"};
  * audio_url: {"url": "data:audio/FORMAT;base64,..."} (no remote URLs: the server fetches nothing). */
-static tern_err *audio_part(const json_t *part, const char *type, const char *pp, json_t *audio) {
+static TERN_MUST_CHECK tern_err *audio_part(const json_t *part, const char *type, const char *pp, json_t *audio) {
     const char *data = NULL, *fmt = NULL;
     size_t data_len = 0, fmt_len = 0;
     if (!strcmp(type, "input_audio")) {
@@ -117,7 +117,7 @@ static tern_err *audio_part(const json_t *part, const char *type, const char *pp
 /* An image_url part → {"data": base64 text | "url": http(s) URL, "detail", "path"} appended to `images`.
  * image_url: {"url": "data:image/png;base64,..." or "https://...", "detail": "auto" | "low" | "high"}, or the URL as
  * a bare string. Remote URLs are passed on: the caller fetches them only when allowed. */
-static tern_err *image_part(const json_t *part, const char *pp, json_t *images) {
+static TERN_MUST_CHECK tern_err *image_part(const json_t *part, const char *pp, json_t *images) {
     const json_t *iu = json_object_get(part, "image_url");
     const json_t *u = json_is_object(iu) ? json_object_get(iu, "url") : json_is_string(iu) ? iu : NULL;
     const json_t *detail = json_is_object(iu) ? json_object_get(iu, "detail") : NULL;
@@ -164,7 +164,7 @@ static int is_audio_type(const char *t) { return !strcmp(t, "input_audio") || !s
 /* OpenAI content: a string, or an array of {"type":"text","text":...} parts (and audio or image parts when `audio` /
  * `images` take them). *out is a new string, or with media a list of text parts and {"type": "audio"} /
  * {"type": "image"} items. */
-static tern_err *openai_content(const json_t *c, const char *path, json_t *audio, json_t *images, json_t **out) {
+static TERN_MUST_CHECK tern_err *openai_content(const json_t *c, const char *path, json_t *audio, json_t *images, json_t **out) {
     *out = NULL;
     if (json_is_string(c)) {
         *out = json_copy((json_t *)c);
@@ -233,7 +233,7 @@ static tern_err *openai_content(const json_t *c, const char *path, json_t *audio
 /* ---- tool calls and tools ------------------------------------------------------------------- */
 
 /* An assistant's tool_calls, normalized; "arguments" JSON text becomes the object templates iterate. */
-static tern_err *openai_tool_calls(const json_t *calls, const char *path, json_t **out) {
+static TERN_MUST_CHECK tern_err *openai_tool_calls(const json_t *calls, const char *path, json_t **out) {
     *out = NULL;
     if (!json_is_array(calls))
         return tern_errf(TERN_EINVAL, "%s: expected an array, got %s", path, tern_json_type_name(calls));
@@ -299,7 +299,7 @@ static tern_err *openai_tool_calls(const json_t *calls, const char *path, json_t
     return NULL;
 }
 
-static tern_err *openai_tools(const json_t *tools, json_t **out) {
+static TERN_MUST_CHECK tern_err *openai_tools(const json_t *tools, json_t **out) {
     *out = NULL;
     if (!tools || json_is_null(tools))
         return NULL;
@@ -343,7 +343,7 @@ tern_err *tern_chat_validate_tools(const json_t *tools) {
 
 static int role_is(const char *r, const char *a) { return !strcmp(r, a); }
 
-static tern_err *openai_message(const json_t *m, size_t i, json_t *audio, json_t *images, json_t **out) {
+static TERN_MUST_CHECK tern_err *openai_message(const json_t *m, size_t i, json_t *audio, json_t *images, json_t **out) {
     char path[64];
     snprintf(path, sizeof path, "messages[%zu]", i);
     *out = NULL;
@@ -414,7 +414,7 @@ int tern_chat_template_wants_tool_responses(const char *src) {
 
 /* Moves each run of tool messages into the assistant message with tool_calls just before it, as
  * "tool_responses": [{"name": the called function (found by tool_call_id), "response": the content}]. */
-static tern_err *fold_tool_results(json_t *msgs) {
+static TERN_MUST_CHECK tern_err *fold_tool_results(json_t *msgs) {
     json_t *owner = NULL; /* the assistant message the current run of tool messages answers */
     for (size_t i = 0; i < json_array_size(msgs);) {
         json_t *m = json_array_get(msgs, i);
@@ -530,7 +530,7 @@ tern_err *tern_chat_tokenize(const tern_tokenizer *tok, const char *text, size_t
 /* ---- Anthropic Messages ------------------------------------------------------------------- */
 
 /* Text of a block list / string (tool_result content, system), joined by '\n'; *out a new string or NULL. */
-static tern_err *anthropic_text(const json_t *c, const char *path, json_t **out) {
+static TERN_MUST_CHECK tern_err *anthropic_text(const json_t *c, const char *path, json_t **out) {
     *out = NULL;
     if (json_is_string(c)) {
         *out = json_copy((json_t *)c);
@@ -568,7 +568,7 @@ static tern_err *anthropic_text(const json_t *c, const char *path, json_t **out)
     return NULL;
 }
 
-static tern_err *append_msg(json_t *msgs, json_t *m) {
+static TERN_MUST_CHECK tern_err *append_msg(json_t *msgs, json_t *m) {
     if (!m || json_array_append_new(msgs, m))
         return oom();
     return NULL;
@@ -576,7 +576,7 @@ static tern_err *append_msg(json_t *msgs, json_t *m) {
 
 /* An Anthropic image block {"source": {"type": "base64", "media_type", "data"} | {"type": "url", "url"}} as the
  * OpenAI image_url part the chat path reads. */
-static tern_err *anthropic_image(const json_t *b, const char *pp, json_t **part) {
+static TERN_MUST_CHECK tern_err *anthropic_image(const json_t *b, const char *pp, json_t **part) {
     *part = NULL;
     const json_t *src = json_object_get(b, "source");
     const char *st = json_is_object(src) ? json_string_value(json_object_get(src, "type")) : NULL;
@@ -611,7 +611,7 @@ static tern_err *anthropic_image(const json_t *b, const char *pp, json_t **part)
 }
 
 /* One Anthropic message → zero or more OpenAI messages appended to msgs. */
-static tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
+static TERN_MUST_CHECK tern_err *anthropic_message(const json_t *m, size_t i, json_t *msgs) {
     char path[64];
     snprintf(path, sizeof path, "messages[%zu]", i);
     if (!json_is_object(m))

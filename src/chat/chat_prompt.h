@@ -42,29 +42,29 @@ typedef struct tern_chat_input {
 
 /* Validates `in` and builds a new template context object in *ctx (json_decref it). Template kwargs come
  * first; messages, tools, add_generation_prompt, bos_token and eos_token then take precedence. */
-tern_err *tern_chat_build_context(const tern_chat_input *in, json_t **ctx);
+TERN_MUST_CHECK tern_err *tern_chat_build_context(const tern_chat_input *in, json_t **ctx);
 /* 1 if a template reads tool results only in Gemma's native form (assistant "tool_responses": [{name, response}])
  * and knows nothing of OpenAI tool messages (no "tool_call_id"), as earlier Gemma 4 templates do. */
 int tern_chat_template_wants_tool_responses(const char *template_src);
 /* Validates an OpenAI tools array the way tern_chat_build_context does (NULL or JSON null is fine). */
-tern_err *tern_chat_validate_tools(const json_t *tools);
+TERN_MUST_CHECK tern_err *tern_chat_validate_tools(const json_t *tools);
 /* Renders the template with `ctx` into a malloc'd NUL-terminated prompt; template failures (including the
  * template's own raise_exception) are TERN_EINVAL errors starting with "chat template: ". */
-tern_err *tern_chat_render(const tern_jinja *tpl, const json_t *ctx, char **text, size_t *len);
+TERN_MUST_CHECK tern_err *tern_chat_render(const tern_jinja *tpl, const json_t *ctx, char **text, size_t *len);
 /* Tokenizes a rendered prompt with special-token text as special ids and at most one BOS at the start (the
  * tokenizer's own BOS is added only when the template did not print one). *ids is freed with tern_free. */
-tern_err *tern_chat_tokenize(const tern_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n);
+TERN_MUST_CHECK tern_err *tern_chat_tokenize(const tern_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n);
 
 /* Maps an Anthropic Messages request (its "system", "messages" and "tools") onto new OpenAI-style
  * messages (*messages) and tools (*tools, NULL when there are none). tool_result blocks become tool
  * messages, tool_use blocks assistant tool_calls, thinking blocks reasoning_content. */
-tern_err *tern_chat_from_anthropic(const json_t *req, json_t **messages, json_t **tools);
+TERN_MUST_CHECK tern_err *tern_chat_from_anthropic(const json_t *req, json_t **messages, json_t **tools);
 
 /* Appends an OpenAI Responses `input` (a string or a list of message / function_call / function_call_output /
  * reasoning items) to `messages` as OpenAI-style chat messages (chat_responses.c says how each item maps). */
-tern_err *tern_chat_from_responses_input(const json_t *input, json_t *messages);
+TERN_MUST_CHECK tern_err *tern_chat_from_responses_input(const json_t *input, json_t *messages);
 /* Responses function tools [{type: "function", name, description, parameters, strict}] as chat tools in *tools
  * (NULL for none); a hosted tool type is TERN_EUNSUPPORTED naming it. */
-tern_err *tern_chat_tools_from_responses(const json_t *tools_in, json_t **tools);
+TERN_MUST_CHECK tern_err *tern_chat_tools_from_responses(const json_t *tools_in, json_t **tools);
 
 #endif

@@ -20,14 +20,14 @@
 #include "chat/chat_prompt.h"
 #include "core/json_util.h"
 
-static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
+static TERN_MUST_CHECK tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
-static tern_err *append(json_t *arr, json_t *v) { return !v || json_array_append_new(arr, v) ? oom() : NULL; }
+static TERN_MUST_CHECK tern_err *append(json_t *arr, json_t *v) { return !v || json_array_append_new(arr, v) ? oom() : NULL; }
 
 static const char *type_of(const json_t *o) { return json_string_value(json_object_get(o, "type")); }
 
 /* A message's content: a string stays one; parts become chat parts (text, or input_audio as it is). */
-static tern_err *message_content(const json_t *c, const char *path, json_t **out) {
+static TERN_MUST_CHECK tern_err *message_content(const json_t *c, const char *path, json_t **out) {
     *out = NULL;
     if (json_is_string(c))
         return (*out = json_incref((json_t *)c)) ? NULL : oom();
@@ -91,7 +91,7 @@ static json_t *open_assistant(json_t *msgs) {
     return role && !strcmp(role, "assistant") ? last : NULL;
 }
 
-static tern_err *function_call(const json_t *it, const char *path, json_t *msgs) {
+static TERN_MUST_CHECK tern_err *function_call(const json_t *it, const char *path, json_t *msgs) {
     const json_t *id = json_object_get(it, "call_id"), *name = json_object_get(it, "name");
     const json_t *args = json_object_get(it, "arguments");
     if (!json_is_string(id) || json_string_length(id) == 0)
@@ -118,7 +118,7 @@ static tern_err *function_call(const json_t *it, const char *path, json_t *msgs)
     return calls && !json_array_append_new(calls, call) ? NULL : oom();
 }
 
-static tern_err *function_output(const json_t *it, const char *path, json_t *msgs) {
+static TERN_MUST_CHECK tern_err *function_output(const json_t *it, const char *path, json_t *msgs) {
     const json_t *id = json_object_get(it, "call_id"), *out = json_object_get(it, "output");
     if (!json_is_string(id) || json_string_length(id) == 0)
         return tern_errf(TERN_EINVAL, "%s.call_id: expected a non-empty string", path);
@@ -135,7 +135,7 @@ static tern_err *function_output(const json_t *it, const char *path, json_t *msg
     return append(msgs, json_pack("{s:s,s:O,s:o}", "role", "tool", "tool_call_id", id, "content", content));
 }
 
-static tern_err *message(const json_t *it, const char *path, json_t *msgs) {
+static TERN_MUST_CHECK tern_err *message(const json_t *it, const char *path, json_t *msgs) {
     const char *role = json_string_value(json_object_get(it, "role"));
     if (!role)
         return tern_errf(TERN_EINVAL, "%s.role: expected \"user\", \"assistant\", \"system\" or \"developer\"", path);

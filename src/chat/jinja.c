@@ -77,7 +77,7 @@ void tern_jinja_free(tern_jinja *tpl) {
 
 /* The "chat_template" member of a JSON config: a string, or [{name, template}...] from
  * which "default" is taken. *found = 0 when the member is absent. */
-static tern_err *template_from_config(const char *path, char **out, size_t *out_len, int *found) {
+static TERN_MUST_CHECK tern_err *template_from_config(const char *path, char **out, size_t *out_len, int *found) {
     *found = 0;
     json_t *cfg;
     TERN_TRY(tern_json_load_file(path, MAX_CONFIG_BYTES, &cfg));

@@ -60,13 +60,13 @@ typedef struct tern_jinja_limits {
 /* Compiles template source `src` (`len` bytes of UTF-8; need not be NUL-terminated). `name`
  * (e.g. the file path, NULL = "template") prefixes error messages, which read
  * "NAME:LINE:COLUMN: reason". On success *out is a template to free with tern_jinja_free. */
-tern_err *tern_jinja_compile(const char *src, size_t len, const char *name, tern_jinja **out);
+TERN_MUST_CHECK tern_err *tern_jinja_compile(const char *src, size_t len, const char *name, tern_jinja **out);
 
 /* Renders `tpl` with the variables of `context` (a JSON object, or NULL for none) into a
  * malloc'd NUL-terminated string *out of *out_len bytes (out_len may be NULL). `limits`
  * may be NULL for the defaults. Errors name the line and column of the failing construct;
  * raise_exception("msg") yields an error whose message ends with msg verbatim. */
-tern_err *tern_jinja_render(const tern_jinja *tpl, const json_t *context, const tern_jinja_limits *limits,
+TERN_MUST_CHECK tern_err *tern_jinja_render(const tern_jinja *tpl, const json_t *context, const tern_jinja_limits *limits,
                             char **out, size_t *out_len);
 
 /* Frees a compiled template; NULL is fine. */
@@ -78,6 +78,6 @@ void tern_jinja_free(tern_jinja *tpl);
  * NUL-terminated string of *out_len bytes (out_len may be NULL); *origin (may be NULL)
  * receives a malloc'd description of where it came from ("DIR/chat_template.jinja",
  * "DIR/tokenizer_config.json[chat_template]"), fit to name the template in errors. */
-tern_err *tern_chat_template_load(const char *model_dir, char **out, size_t *out_len, char **origin);
+TERN_MUST_CHECK tern_err *tern_chat_template_load(const char *model_dir, char **out, size_t *out_len, char **origin);
 
 #endif

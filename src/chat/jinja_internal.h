@@ -176,10 +176,10 @@ void jinja_where(const char *name, const char *src, size_t src_len, uint32_t pos
 /* Tokenizes `src` after Hugging Face's preprocessing (trailing newline, lstrip_blocks,
  * trim_blocks, {% generation %} tags); tokens and their strings live in `arena`; the
  * array ends with a TK_EOF token. Errors name the line and column. */
-tern_err *jinja_lex(const char *name, const char *src, size_t len, jarena *arena, jtoken **out, size_t *count);
+TERN_MUST_CHECK tern_err *jinja_lex(const char *name, const char *src, size_t len, jarena *arena, jtoken **out, size_t *count);
 
 /* Parses tokens into top-level statements (nodes in `arena`). */
-tern_err *jinja_parse(const char *name, const char *src, size_t len, const jtoken *toks, size_t count,
+TERN_MUST_CHECK tern_err *jinja_parse(const char *name, const char *src, size_t len, const jtoken *toks, size_t count,
                       jarena *arena, jlist *out);
 
 /* ------------------------------------------------------------------ runtime values */

@@ -56,7 +56,7 @@ static const char *find(const char *hay, size_t n, const char *needle, size_t m)
 }
 
 /* A JSON string from raw bytes; invalid UTF-8 is an error rather than a silent replacement. */
-static tern_err *make_string(const g4_reader *r, const char *p, size_t len, json_t **out) {
+static TERN_MUST_CHECK tern_err *make_string(const g4_reader *r, const char *p, size_t len, json_t **out) {
     *out = json_stringn(p, len);
     if (!*out)
         return tern_errf(TERN_EINVAL, "tool call: invalid UTF-8 in the string at byte %zu", (size_t)(p - r->s));
@@ -64,7 +64,7 @@ static tern_err *make_string(const g4_reader *r, const char *p, size_t len, json
 }
 
 /* <|"|>...<|"|> at r->i: the raw bytes in between. */
-static tern_err *read_quoted(g4_reader *r, const char **p, size_t *len) {
+static TERN_MUST_CHECK tern_err *read_quoted(g4_reader *r, const char **p, size_t *len) {
     size_t start = r->i;
     r->i += QUOTE_LEN;
     const char *end = find(r->s + r->i, r->n - r->i, TERN_G4_QUOTE, QUOTE_LEN);
@@ -110,7 +110,7 @@ static int is_json_number(const char *s, size_t n, int *is_int) {
 }
 
 /* A bare word (number, boolean, null, or an unquoted string the model wrote) up to , } ] or the end. */
-static tern_err *read_bare(g4_reader *r, json_t **out) {
+static TERN_MUST_CHECK tern_err *read_bare(g4_reader *r, json_t **out) {
     size_t b = r->i;
     while (r->i < r->n && r->s[r->i] != ',' && r->s[r->i] != '}' && r->s[r->i] != ']' &&
            !at(r, TERN_G4_QUOTE, QUOTE_LEN))
@@ -153,9 +153,9 @@ static tern_err *read_bare(g4_reader *r, json_t **out) {
     return *out ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
 }
 
-static tern_err *read_value(g4_reader *r, json_t **out);
+static TERN_MUST_CHECK tern_err *read_value(g4_reader *r, json_t **out);
 
-static tern_err *read_object(g4_reader *r, json_t **out) {
+static TERN_MUST_CHECK tern_err *read_object(g4_reader *r, json_t **out) {
     size_t open = r->i++;
     json_t *obj = json_object();
     if (!obj)
@@ -219,7 +219,7 @@ static tern_err *read_object(g4_reader *r, json_t **out) {
     return err;
 }
 
-static tern_err *read_array(g4_reader *r, json_t **out) {
+static TERN_MUST_CHECK tern_err *read_array(g4_reader *r, json_t **out) {
     size_t open = r->i++;
     json_t *arr = json_array();
     if (!arr)
@@ -257,7 +257,7 @@ static tern_err *read_array(g4_reader *r, json_t **out) {
     return err;
 }
 
-static tern_err *read_value(g4_reader *r, json_t **out) {
+static TERN_MUST_CHECK tern_err *read_value(g4_reader *r, json_t **out) {
     skip_ws(r);
     if (r->i >= r->n)
         return tern_errf(TERN_EINVAL, "tool call: expected a value at byte %zu (end of text)", r->i);
@@ -448,7 +448,7 @@ void tern_reply_parser_free(tern_reply_parser *p) {
 
 int tern_reply_parser_tool_calls(const tern_reply_parser *p) { return p->n_calls; }
 
-static tern_err *append(tern_reply_parser *p, const char *s, size_t n) {
+static TERN_MUST_CHECK tern_err *append(tern_reply_parser *p, const char *s, size_t n) {
     return sbuf_add(&p->held, s, n) ? tern_errf(TERN_ENOMEM, "out of memory holding back reply text") : NULL;
 }
 
@@ -460,7 +460,7 @@ static void consume(tern_reply_parser *p, size_t n) {
     p->held.p[p->held.len] = 0;
 }
 
-static tern_err *emit_text(tern_reply_kind kind, const char *s, size_t n, tern_reply_fn fn, void *user) {
+static TERN_MUST_CHECK tern_err *emit_text(tern_reply_kind kind, const char *s, size_t n, tern_reply_fn fn, void *user) {
     if (n == 0)
         return NULL;
     tern_reply_part part = {.kind = kind, .text = s, .len = n};
@@ -483,7 +483,7 @@ unsigned long long tern_reply_malformed_tool_calls(void) { return atomic_load(&m
 
 /* A finished tool call body: a tool call if it parses, else the markup verbatim as content — as llama.cpp's server
  * does — with a warning that says why and a count. */
-static tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n, int closed, tern_reply_fn fn,
+static TERN_MUST_CHECK tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n, int closed, tern_reply_fn fn,
                                 void *user) {
     char *name;
     json_t *args;
@@ -519,7 +519,7 @@ static tern_err *emit_tool_call(tern_reply_parser *p, const char *body, size_t n
 }
 
 /* Processes as much of the held text as can be decided now. */
-static tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
+static TERN_MUST_CHECK tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, void *user) {
     const tern_reply_dialect *d = p->d;
     const size_t CH_OPEN = strlen(d->think_open), CH_CLOSE = strlen(d->think_close), TC_OPEN = strlen(d->call_open),
                  TC_CLOSE = d->call_close ? strlen(d->call_close) : 0;

@@ -68,17 +68,17 @@ extern const tern_reply_dialect tern_dialect_gemma4, tern_dialect_hermes, tern_d
 
 /* A JSON tool call body: {"name": NAME, "arguments"|"parameters": {...}} (arguments may also be a JSON text
  * holding the object, as OpenAI's own messages carry them). */
-tern_err *tern_json_parse_tool_call(const char *body, size_t len, char **name, json_t **args);
+TERN_MUST_CHECK tern_err *tern_json_parse_tool_call(const char *body, size_t len, char **name, json_t **args);
 
 typedef struct tern_reply_parser tern_reply_parser;
 
 /* A parser for dialect d (NULL: Gemma 4's); with parse_tools 0 tool-call markup stays content (the thinking
  * channel is always split). */
-tern_err *tern_reply_parser_new(const tern_reply_dialect *d, int parse_tools, tern_reply_parser **out);
+TERN_MUST_CHECK tern_err *tern_reply_parser_new(const tern_reply_dialect *d, int parse_tools, tern_reply_parser **out);
 /* Feeds the next len bytes of generated text; complete parts go to fn(user, part) in order. */
-tern_err *tern_reply_parser_push(tern_reply_parser *p, const char *text, size_t len, tern_reply_fn fn, void *user);
+TERN_MUST_CHECK tern_err *tern_reply_parser_push(tern_reply_parser *p, const char *text, size_t len, tern_reply_fn fn, void *user);
 /* The text has ended: reports what was held back (an unfinished tool call comes out as content, verbatim). */
-tern_err *tern_reply_parser_finish(tern_reply_parser *p, tern_reply_fn fn, void *user);
+TERN_MUST_CHECK tern_err *tern_reply_parser_finish(tern_reply_parser *p, tern_reply_fn fn, void *user);
 /* Tool calls that did not parse (and were passed on as content), by every parser of this process so far. */
 unsigned long long tern_reply_malformed_tool_calls(void);
 /* Number of tool calls reported so far. */
@@ -88,8 +88,8 @@ void tern_reply_parser_free(tern_reply_parser *p);
 
 /* Parses the text between <|tool_call> and <tool_call|> ("call:NAME{ARGS}") into a malloc'd *name and a new
  * JSON object *args (json_decref it). Errors say what was expected at which byte offset. */
-tern_err *tern_g4_parse_tool_call(const char *body, size_t len, char **name, json_t **args);
+TERN_MUST_CHECK tern_err *tern_g4_parse_tool_call(const char *body, size_t len, char **name, json_t **args);
 /* Parses one Gemma 4 argument value (string, number, boolean, null, object, array) spanning all len bytes. */
-tern_err *tern_g4_parse_value(const char *text, size_t len, json_t **out);
+TERN_MUST_CHECK tern_err *tern_g4_parse_value(const char *text, size_t len, json_t **out);
 
 #endif

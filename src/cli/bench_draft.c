@@ -15,7 +15,7 @@ typedef struct reply {
     tern_usage usage;
 } reply;
 
-static tern_err *answer(tern_engine *e, const int32_t *ids, size_t n_ids, int64_t n, int plain, reply *o) {
+static TERN_MUST_CHECK tern_err *answer(tern_engine *e, const int32_t *ids, size_t n_ids, int64_t n, int plain, reply *o) {
     tern_request r;
     tern_request_default(&r);
     r.prompt_ids = ids;

@@ -71,14 +71,14 @@ static void print_profile(const tern_lm_profile *p, const char *what, double bw_
 }
 
 /* One forward whose tokens are all kept. */
-static tern_err *forward_commit(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
+static TERN_MUST_CHECK tern_err *forward_commit(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
                                 float *hidden) {
     TERN_TRY(tern_lm_forward(m, kv, pool, b, logits, hidden));
     return tern_batch_commit(kv, b);
 }
 
 /* ids[0, n) into sequence 0 in chunks of CHUNK tokens, each chunk's last logits into logits (none when NULL). */
-static tern_err *prefill_seq0(tern_lm *m, tern_kv *kv, tern_pool *pool, const int32_t *ids, int64_t n,
+static TERN_MUST_CHECK tern_err *prefill_seq0(tern_lm *m, tern_kv *kv, tern_pool *pool, const int32_t *ids, int64_t n,
                               float *logits) {
     int seq0 = 0;
     for (int64_t t = 0; t < n; t += CHUNK) {

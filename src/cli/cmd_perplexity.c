@@ -35,7 +35,7 @@ typedef struct ppl {
 
 /* One window: ids[w0, w1) with ids[w0] replaced by BOS (when the model has one), scoring the tokens at
  * positions >= score_from (absolute). */
-static tern_err *run_window(tern_lm *lm, tern_kv *kv, tern_pool *pool, const int32_t *ids, int64_t w0, int64_t w1,
+static TERN_MUST_CHECK tern_err *run_window(tern_lm *lm, tern_kv *kv, tern_pool *pool, const int32_t *ids, int64_t w0, int64_t w1,
                             int64_t score_from, int32_t bos, float *logits, ppl *out) {
     const int64_t V = tern_lm_desc_of(lm)->vocab;
     int seq = 0;

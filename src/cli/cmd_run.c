@@ -59,7 +59,7 @@ typedef struct run_ctx {
 } run_ctx;
 
 /* The prompt ids of a conversation (OpenAI-style messages) rendered with the model's chat template. */
-static tern_err *chat_ids(const run_ctx *c, json_t *messages, int32_t **ids, size_t *n) {
+static TERN_MUST_CHECK tern_err *chat_ids(const run_ctx *c, json_t *messages, int32_t **ids, size_t *n) {
     if (!c->chat->tpl)
         return tern_errf(TERN_ENOTFOUND, "the model has no chat template (use --raw or --ids)");
     json_t *kwargs = json_pack("{s:b}", "enable_thinking", c->think);
@@ -69,7 +69,7 @@ static tern_err *chat_ids(const run_ctx *c, json_t *messages, int32_t **ids, siz
 }
 
 /* Submits `req`, streams the reply to stdout (and into *reply when not NULL); Ctrl-C cancels it. */
-static tern_err *generate(const run_ctx *c, const tern_request *req, sbuf *reply) {
+static TERN_MUST_CHECK tern_err *generate(const run_ctx *c, const tern_request *req, sbuf *reply) {
     tern_stream *s = NULL;
     TERN_TRY(tern_engine_submit(c->engine, req, NULL, NULL, &s, NULL));
     tern_err *err = NULL;
@@ -117,7 +117,7 @@ static json_t *new_conversation(const char *system) {
 }
 
 /* A media part of a file's bytes: an image_url data URI, or an input_audio part. */
-static tern_err *media_part(const char *path, int image, json_t **part) {
+static TERN_MUST_CHECK tern_err *media_part(const char *path, int image, json_t **part) {
     char *bytes = NULL, *b64 = NULL;
     size_t len = 0;
     tern_err *err = tern_read_file(path, 1u << 30, &bytes, &len);
@@ -140,7 +140,7 @@ static tern_err *media_part(const char *path, int image, json_t **part) {
 
 /* A user message with an image and/or an audio clip (the files' bytes) before the prompt text, encoded on a pool of
  * `threads`. */
-static tern_err *media_prompt(const run_ctx *c, const char *system, const char *image, const char *audio,
+static TERN_MUST_CHECK tern_err *media_prompt(const run_ctx *c, const char *system, const char *image, const char *audio,
                               const char *prompt, int threads, int windows, tern_media_prompt *mp) {
     if (!c->chat->tpl)
         return tern_errf(TERN_ENOTFOUND, "the model has no chat template (needed to place the %s)",
@@ -170,7 +170,7 @@ static tern_err *media_prompt(const run_ctx *c, const char *system, const char *
 }
 
 /* The interactive chat: reads lines from stdin until /exit, end of input or Ctrl-C at the prompt. */
-static tern_err *chat(run_ctx *c, const char *system) {
+static TERN_MUST_CHECK tern_err *chat(run_ctx *c, const char *system) {
     const int tty = isatty(STDIN_FILENO);
     json_t *messages = new_conversation(system);
     if (tty)

@@ -32,7 +32,7 @@ static int32_t argmax(const float *v, int64_t n) {
     return (int32_t)best;
 }
 
-static tern_err *write_f32(const char *prefix, const char *suffix, const float *v, size_t n) {
+static TERN_MUST_CHECK tern_err *write_f32(const char *prefix, const char *suffix, const float *v, size_t n) {
     char path[4096];
     snprintf(path, sizeof path, "%s.%s", prefix, suffix);
     return tern_write_file(path, v, n * sizeof *v);
@@ -47,7 +47,7 @@ typedef struct trace {
 } trace;
 
 /* Runs the prefill and R rounds; fills t. */
-static tern_err *run(tern_lm *lm, tern_cache_drafter *d, tern_kv *kv, tern_pool *pool, const int32_t *ids,
+static TERN_MUST_CHECK tern_err *run(tern_lm *lm, tern_cache_drafter *d, tern_kv *kv, tern_pool *pool, const int32_t *ids,
                      int64_t n, trace *t) {
     const tern_lm_desc *ld = tern_lm_desc_of(lm);
     const int64_t K = t->K, V = t->V, H = t->H;

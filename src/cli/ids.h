@@ -7,6 +7,6 @@
 #include "core/status.h"
 
 /* Parses comma- or space-separated non-negative integers into a malloc'd array (at least one). */
-tern_err *tern_parse_ids(const char *s, int32_t **ids, int64_t *n);
+TERN_MUST_CHECK tern_err *tern_parse_ids(const char *s, int32_t **ids, int64_t *n);
 
 #endif

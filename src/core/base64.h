@@ -9,7 +9,7 @@
 /* Decodes text[0, len): the standard alphabet (+/) or the URL-safe one (-_), '=' padding optional but only at the
  * end, ASCII whitespace (line breaks of MIME-wrapped text) skipped. *out is malloc'd (NULL when *n is 0). Errors
  * name the offset of the first offending character. */
-tern_err *tern_base64_decode(const char *text, size_t len, unsigned char **out, size_t *n);
+TERN_MUST_CHECK tern_err *tern_base64_decode(const char *text, size_t len, unsigned char **out, size_t *n);
 
 /* Encodes n bytes as standard padded base64 into a malloc'd NUL-terminated string; NULL when out of memory. */
 char *tern_base64_encode(const void *data, size_t n);

@@ -16,7 +16,7 @@ char *tern_cache_dir(void);
 /* Readies the writing of cache file `path`: creates its folder, and names in tmp (a malloc'd string) the temporary
  * file to write and then rename to `path` — a name pruning can tell from a finished file and trace to its writer
  * (process and machine, so writers in containers sharing the folder never share a temporary). */
-tern_err *tern_cache_begin_write(const char *path, char **tmp);
+TERN_MUST_CHECK tern_err *tern_cache_begin_write(const char *path, char **tmp);
 /* Marks a cache file as used now (its modification time), so pruning keeps it; errors are ignored. */
 void tern_cache_used(const char *path);
 /* Removes tern's cache files in the folder holding `path` (a file of that folder) that were not used for

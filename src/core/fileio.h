@@ -13,7 +13,7 @@ typedef struct tern_mmap {
 } tern_mmap;
 
 /* Maps `path` read-only (MAP_PRIVATE); error names the path and the OS reason. */
-tern_err *tern_mmap_open(const char *path, tern_mmap *out);
+TERN_MUST_CHECK tern_err *tern_mmap_open(const char *path, tern_mmap *out);
 /* Unmaps; a zeroed struct is fine. */
 void tern_mmap_close(tern_mmap *m);
 /* Lets the kernel drop the mapped pages wholly inside [p, p + len) from this process (read-only private file
@@ -24,9 +24,9 @@ void tern_mmap_release(const void *p, size_t len);
  * little at a time at unpredictable places, such as embedding rows. */
 void tern_mmap_prefault(const void *p, size_t len);
 /* Reads a whole file into a NUL-terminated heap buffer (*len excludes the NUL); caps at max_bytes. */
-tern_err *tern_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+TERN_MUST_CHECK tern_err *tern_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 /* Writes `len` bytes to `path` (created/truncated). */
-tern_err *tern_write_file(const char *path, const void *data, size_t len);
+TERN_MUST_CHECK tern_err *tern_write_file(const char *path, const void *data, size_t len);
 /* Returns malloc'd "dir/name" (no double slash); NULL on OOM. */
 char *tern_path_join(const char *dir, const char *name);
 /* 1 if `path` exists and is a regular file. */
@@ -34,9 +34,9 @@ int tern_is_file(const char *path);
 /* 1 if `path` exists and is a directory. */
 int tern_is_dir(const char *path);
 /* Creates `path` and its parents (like mkdir -p). */
-tern_err *tern_mkdir_p(const char *path);
+TERN_MUST_CHECK tern_err *tern_mkdir_p(const char *path);
 /* Calls fn(ctx, name, path) for every regular file directly in `dir` but hidden ones (names starting with '.'),
  * in directory order; an error when the folder cannot be read. */
-tern_err *tern_dir_files(const char *dir, void (*fn)(void *ctx, const char *name, const char *path), void *ctx);
+TERN_MUST_CHECK tern_err *tern_dir_files(const char *dir, void (*fn)(void *ctx, const char *name, const char *path), void *ctx);
 
 #endif

@@ -13,11 +13,11 @@
 #include "tern/error.h"
 
 /* Makes an error with a printf-style message; never returns NULL (falls back to a static OOM error). */
-tern_err *tern_errf(tern_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TERN_MUST_CHECK tern_err *tern_errf(tern_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* va_list form of tern_errf. */
-tern_err *tern_verrf(tern_code code, const char *fmt, va_list ap);
+TERN_MUST_CHECK tern_err *tern_verrf(tern_code code, const char *fmt, va_list ap);
 /* Prefixes `err`'s message with "<context>: " and returns it; NULL in, NULL out. */
-tern_err *tern_err_wrap(tern_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TERN_MUST_CHECK tern_err *tern_err_wrap(tern_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Propagate an error from an expression: TERN_TRY(f(x)); */
 #define TERN_TRY(expr)                    \

@@ -1,6 +1,7 @@
 /* threadpool.c — persistent workers; spin-then-sleep wake-up, static or balanced range split. */
 #include "core/threadpool.h"
 
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -69,6 +70,7 @@ static int take(struct span *s, int front, size_t *b, size_t *e) {
 }
 
 void tern_pool_share(size_t units, size_t t, size_t T, size_t *lo, size_t *hi) {
+    assert(T > 0 && t < T);
     *lo = (size_t)((uint64_t)units * t / T);
     *hi = (size_t)((uint64_t)units * (t + 1) / T);
 }

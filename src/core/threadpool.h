@@ -17,7 +17,7 @@ typedef struct tern_pool tern_pool;
 typedef void (*tern_range_fn)(void *ctx, size_t begin, size_t end, int tid);
 
 /* Creates a pool with `nthreads` threads in total (caller included); 0 = one per online core. */
-tern_err *tern_pool_create(int nthreads, tern_pool **out);
+TERN_MUST_CHECK tern_err *tern_pool_create(int nthreads, tern_pool **out);
 /* Stops and joins the workers; NULL is fine. */
 void tern_pool_destroy(tern_pool *pool);
 /* Number of threads (caller included). */

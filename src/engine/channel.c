@@ -1,5 +1,6 @@
 /* channel.c — delivering one request's events: straight to a callback on the engine thread, or
  * deep-copied into a queue that the consumer reads with tern_stream_next (tern.h). */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,11 @@ static void node_free(ev_node *n) {
 void channel_ref(channel *ch) { atomic_fetch_add(&ch->refs, 1); }
 
 void channel_unref(channel *ch) {
-    if (!ch || atomic_fetch_sub(&ch->refs, 1) != 1)
+    if (!ch)
+        return;
+    const int before = atomic_fetch_sub(&ch->refs, 1);
+    assert(before >= 1); /* one unref per ref: the engine's and the stream's */
+    if (before != 1)
         return;
     for (ev_node *n = ch->head, *next; n; n = next) {
         next = n->next;

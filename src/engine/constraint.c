@@ -12,7 +12,7 @@
 
 #define MAX_CACHED 16 /* compiled grammars kept */
 
-static tern_err *vocab_for(tern_engine *e, int special, tern_gvocab **out) {
+static TERN_MUST_CHECK tern_err *vocab_for(tern_engine *e, int special, tern_gvocab **out) {
     if (e->gvocab[special]) {
         *out = e->gvocab[special];
         return NULL;

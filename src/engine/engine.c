@@ -33,7 +33,7 @@ void tern_request_default(tern_request *r) {
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 /* Resolves defaults and checks ranges; fills e->o, e->budget.total and the prefix-cache cap. */
-static tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64_t *pc_cap) {
+static TERN_MUST_CHECK tern_err *resolve_opts(tern_engine *e, const tern_engine_opts *in, uint64_t *pc_cap) {
     tern_engine_opts o;
     tern_engine_opts_default(&o);
     if (in)

@@ -80,7 +80,7 @@ typedef struct eng_grammar {
 
 /* The compiled grammar for `text` (from the cache, or compiled and cached); special: special tokens match their text
  * (else they never match). Errors are the compiler's (TERN_EINVAL naming line and column). */
-tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int special, eng_grammar **out);
+TERN_MUST_CHECK tern_err *constraint_acquire(tern_engine *e, const char *text, size_t len, int special, eng_grammar **out);
 /* Drops a reference; NULL is fine. */
 void constraint_release(eng_grammar *g);
 /* Drops the engine's cache and vocabularies (at destroy). */
@@ -218,6 +218,6 @@ void *engine_thread_main(void *arg);
 void engine_finish_all(tern_engine *e, tern_finish finish);
 
 /* Validates a submitted request against the engine and copies it (request.c); rejects with TERN_EINVAL. */
-tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out);
+TERN_MUST_CHECK tern_err *request_build(tern_engine *e, const tern_request *r, eng_request **out);
 
 #endif

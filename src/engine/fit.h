@@ -43,7 +43,7 @@ typedef struct tern_fit_plan {
 /* Plans `parallel` rows of `ctx` positions (0 = min(ctx_train, 8192)) of the model `spec` describes with K
  * stored as k_type, V as v_type and `chunk` extra ring slots, in `budget` bytes (0 = exactly what the rows need),
  * forwards of at most step_tokens tokens (0 = the engine's default, 512). */
-tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, uint64_t budget, tern_kv_type k_type,
+TERN_MUST_CHECK tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, uint64_t budget, tern_kv_type k_type,
                            tern_kv_type v_type, int64_t chunk, int64_t step_tokens, tern_fit_plan *out);
 /* The default context: min(ctx_train, 8192). */
 int64_t tern_fit_default_ctx(const tern_lm_desc *d);

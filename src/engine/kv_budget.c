@@ -1,6 +1,8 @@
 /* kv_budget.c — KV cost model and reservations (see kv_budget.h). */
 #include "engine/kv_budget.h"
 
+#include <assert.h>
+
 void tern_kv_cost_from_desc(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, int64_t chunk,
                             tern_kv_cost *out) {
     tern_lm_desc_kv_bytes(d, k_type, v_type, &out->full_per_pos, &out->ring_per_pos);
@@ -56,4 +58,7 @@ int tern_budget_reserve(tern_budget *b, uint64_t bytes) {
     return 1;
 }
 
-void tern_budget_release(tern_budget *b, uint64_t bytes) { b->used = bytes > b->used ? 0 : b->used - bytes; }
+void tern_budget_release(tern_budget *b, uint64_t bytes) {
+    assert(bytes <= b->used); /* a request gives back only what it reserved */
+    b->used = bytes > b->used ? 0 : b->used - bytes;
+}

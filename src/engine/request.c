@@ -32,7 +32,7 @@ void request_free(eng_request *r) {
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-static tern_err *take_prompt(tern_engine *e, const tern_request *r, eng_request *q) {
+static TERN_MUST_CHECK tern_err *take_prompt(tern_engine *e, const tern_request *r, eng_request *q) {
     int has_ids = r->prompt_ids != NULL || r->n_prompt_ids > 0, has_text = r->prompt_text != NULL;
     if (has_ids == has_text)
         return tern_errf(TERN_EINVAL, "a request needs exactly one prompt: token ids or text");
@@ -70,7 +70,7 @@ static tern_err *take_prompt(tern_engine *e, const tern_request *r, eng_request 
 /* Soft-token spans: copied, with each prompt position's row and the key ids the prefix cache sees. A soft
  * position's key id is negative (no token has it), drawn from its span's key and its place in the span, so two
  * different clips of the same length never share cached positions and the same clip again does. */
-static tern_err *take_embeds(tern_engine *e, const tern_request *r, eng_request *q) {
+static TERN_MUST_CHECK tern_err *take_embeds(tern_engine *e, const tern_request *r, eng_request *q) {
     if (r->n_embeds == 0)
         return NULL;
     if (r->n_embeds < 0 || !r->embeds)
@@ -111,7 +111,7 @@ static tern_err *take_embeds(tern_engine *e, const tern_request *r, eng_request 
     return NULL;
 }
 
-static tern_err *take_sampling(tern_engine *e, const tern_request *r, eng_request *q) {
+static TERN_MUST_CHECK tern_err *take_sampling(tern_engine *e, const tern_request *r, eng_request *q) {
     const tern_sampling_params *s = &r->sampling;
     tern_chain_params *p = &q->sp;
     *p = tern_chain_defaults();
@@ -141,7 +141,7 @@ static tern_err *take_sampling(tern_engine *e, const tern_request *r, eng_reques
     return tern_chain_params_check(p, e->vocab);
 }
 
-static tern_err *take_stops(tern_engine *e, const tern_request *r, eng_request *q) {
+static TERN_MUST_CHECK tern_err *take_stops(tern_engine *e, const tern_request *r, eng_request *q) {
     if (r->n_stop_ids < 0 || r->n_stop_ids > TERN_MAX_STOP_IDS || (r->n_stop_ids && !r->stop_ids))
         return tern_errf(TERN_EINVAL, "stop ids: %d given, at most %d", r->n_stop_ids, TERN_MAX_STOP_IDS);
     if (r->n_stop_ids) {
@@ -178,7 +178,7 @@ static tern_err *take_stops(tern_engine *e, const tern_request *r, eng_request *
 }
 
 /* The predicted output and the request's draft length. */
-static tern_err *take_prediction(tern_engine *e, const tern_request *r, eng_request *q) {
+static TERN_MUST_CHECK tern_err *take_prediction(tern_engine *e, const tern_request *r, eng_request *q) {
     if (r->draft_max < 0)
         return tern_errf(TERN_EINVAL, "draft_max must be >= 0 (0 = the server's), got %d", r->draft_max);
     q->draft_max = r->draft_off || e->o.draft_max <= 0 ? 0 : r->draft_max > 0 && r->draft_max < e->o.draft_max
@@ -214,7 +214,7 @@ static tern_err *take_prediction(tern_engine *e, const tern_request *r, eng_requ
 }
 
 /* Rejects a prompt that can never run; clamps max_tokens; fixes the reservation. */
-static tern_err *fit(tern_engine *e, const tern_request *r, eng_request *q) {
+static TERN_MUST_CHECK tern_err *fit(tern_engine *e, const tern_request *r, eng_request *q) {
     const int64_t ctx = e->o.ctx, n = q->n_prompt;
     if (q->embed) { /* the prompt alone */
         if (n > ctx)

@@ -158,7 +158,7 @@ static void finish_row(tern_engine *e, eng_row *w, tern_finish finish, int32_t s
 /* ---- starting a row ------------------------------------------------------------------------- */
 
 /* Prepares an admitted row: tokens, sampler, detokenizer, stop matcher, and the cached prefix. */
-static tern_err *start_row(tern_engine *e, eng_row *w) {
+static TERN_MUST_CHECK tern_err *start_row(tern_engine *e, eng_row *w) {
     eng_request *q = w->req;
     int64_t need = q->n_prompt + q->max_tokens + 1;
     if (need > w->cap_toks) {

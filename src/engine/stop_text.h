@@ -32,9 +32,9 @@ void tern_stop_text_reset(tern_stop_text *st);
 void tern_stop_text_free(tern_stop_text *st);
 /* Adds a piece. *out / *out_len receive the text released now (possibly empty). Returns the index of the
  * stop string found (the earliest in the text; the first listed on a tie), or -1. Errors only on OOM. */
-tern_err *tern_stop_text_push(tern_stop_text *st, const char *piece, size_t len, const char **out, size_t *out_len,
+TERN_MUST_CHECK tern_err *tern_stop_text_push(tern_stop_text *st, const char *piece, size_t len, const char **out, size_t *out_len,
                               int *stop_index);
 /* Releases whatever is held (generation ended without a stop string). */
-tern_err *tern_stop_text_flush(tern_stop_text *st, const char **out, size_t *out_len);
+TERN_MUST_CHECK tern_err *tern_stop_text_flush(tern_stop_text *st, const char **out, size_t *out_len);
 
 #endif

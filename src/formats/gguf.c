@@ -223,7 +223,7 @@ static const char *tensor_name_of(const void *owner, size_t i) { return ((const 
 /* Validating walk                                                                                  */
 
 /* Reads a length-prefixed string; `what` names it in errors ("key", "tensor name", ...). */
-static tern_err *read_string(cursor *c, const char *what, tern_gguf_str *out) {
+static TERN_MUST_CHECK tern_err *read_string(cursor *c, const char *what, tern_gguf_str *out) {
     size_t at = c->pos;
     uint64_t len;
     if (read_u64(c, &len))
@@ -239,7 +239,7 @@ static tern_err *read_string(cursor *c, const char *what, tern_gguf_str *out) {
 }
 
 /* A NUL-terminated copy of a key or tensor name; empty names and embedded NULs are format errors. */
-static tern_err *dup_name(const tern_gguf_str *s, const char *what, size_t at, char **out) {
+static TERN_MUST_CHECK tern_err *dup_name(const tern_gguf_str *s, const char *what, size_t at, char **out) {
     if (s->len == 0)
         return tern_errf(TERN_EFORMAT, "%s at offset %zu is empty", what, at);
     if (memchr(s->ptr, 0, s->len))
@@ -253,12 +253,12 @@ static tern_err *dup_name(const tern_gguf_str *s, const char *what, size_t at, c
     return NULL;
 }
 
-static tern_err *walk_value(cursor *c, uint32_t type, int depth, uint64_t **offsets_out, uint32_t *elem_type_out,
+static TERN_MUST_CHECK tern_err *walk_value(cursor *c, uint32_t type, int depth, uint64_t **offsets_out, uint32_t *elem_type_out,
                             uint64_t *count_out, size_t *elems_off_out);
 
 /* Walks an array value (cursor at its element-type field). With offsets_out, records where each string or
  * array element starts (relative to element 0), so accessors need no walk. */
-static tern_err *walk_array(cursor *c, int depth, uint64_t **offsets_out, uint32_t *elem_type_out, uint64_t *count_out,
+static TERN_MUST_CHECK tern_err *walk_array(cursor *c, int depth, uint64_t **offsets_out, uint32_t *elem_type_out, uint64_t *count_out,
                             size_t *elems_off_out) {
     size_t at = c->pos;
     uint32_t et;
@@ -324,7 +324,7 @@ static tern_err *walk_array(cursor *c, int depth, uint64_t **offsets_out, uint32
 }
 
 /* Walks one value of `type`; for arrays, reports the element type, count, element offset and index. */
-static tern_err *walk_value(cursor *c, uint32_t type, int depth, uint64_t **offsets_out, uint32_t *elem_type_out,
+static TERN_MUST_CHECK tern_err *walk_value(cursor *c, uint32_t type, int depth, uint64_t **offsets_out, uint32_t *elem_type_out,
                             uint64_t *count_out, size_t *elems_off_out) {
     if (type == TERN_GGUF_STRING) {
         tern_gguf_str s;
@@ -342,7 +342,7 @@ static tern_err *walk_value(cursor *c, uint32_t type, int depth, uint64_t **offs
     return NULL;
 }
 
-static tern_err *parse_kvs(tern_gguf *g, cursor *c) {
+static TERN_MUST_CHECK tern_err *parse_kvs(tern_gguf *g, cursor *c) {
     g->kv_hash_cap = hash_cap_for(g->n_kv);
     g->kv_hash = calloc(g->kv_hash_cap, sizeof *g->kv_hash);
     g->kvs = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kvs);
@@ -369,7 +369,7 @@ static tern_err *parse_kvs(tern_gguf *g, cursor *c) {
     return NULL;
 }
 
-static tern_err *read_alignment(tern_gguf *g) {
+static TERN_MUST_CHECK tern_err *read_alignment(tern_gguf *g) {
     g->alignment = TERN_GGUF_DEFAULT_ALIGNMENT;
     if (tern_gguf_find(g, "general.alignment") < 0)
         return NULL;
@@ -381,7 +381,7 @@ static tern_err *read_alignment(tern_gguf *g) {
     return NULL;
 }
 
-static tern_err *parse_tensor_infos(tern_gguf *g, cursor *c) {
+static TERN_MUST_CHECK tern_err *parse_tensor_infos(tern_gguf *g, cursor *c) {
     g->tensor_hash_cap = hash_cap_for(g->n_tensors);
     g->tensor_hash = calloc(g->tensor_hash_cap, sizeof *g->tensor_hash);
     g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors);
@@ -427,7 +427,7 @@ static tern_err *parse_tensor_infos(tern_gguf *g, cursor *c) {
 }
 
 /* Places the data section and checks every tensor of a known type lies inside the file. */
-static tern_err *check_data_section(tern_gguf *g, size_t infos_end) {
+static TERN_MUST_CHECK tern_err *check_data_section(tern_gguf *g, size_t infos_end) {
     uint64_t a = g->alignment;
     uint64_t start = ((uint64_t)infos_end + a - 1) / a * a;
     if (start > g->size) {
@@ -453,7 +453,7 @@ static tern_err *check_data_section(tern_gguf *g, size_t infos_end) {
     return NULL;
 }
 
-static tern_err *parse_all(tern_gguf *g) {
+static TERN_MUST_CHECK tern_err *parse_all(tern_gguf *g) {
     cursor c = {g->base, g->size, 0};
     if (g->size < 4 || memcmp(g->base, "GGUF", 4) != 0)
         return tern_errf(TERN_EFORMAT, "not a GGUF file (bad magic: expected \"GGUF\")");
@@ -485,7 +485,7 @@ static tern_err *parse_all(tern_gguf *g) {
     return check_data_section(g, c.pos);
 }
 
-static tern_err *finish_open(tern_gguf *g, const char *name, tern_gguf **out) {
+static TERN_MUST_CHECK tern_err *finish_open(tern_gguf *g, const char *name, tern_gguf **out) {
     g->name = strdup(name ? name : "gguf");
     tern_err *e = g->name ? parse_all(g) : tern_errf(TERN_ENOMEM, "out of memory");
     if (e) {
@@ -557,7 +557,7 @@ long tern_gguf_find(const tern_gguf *g, const char *key) {
     return key ? hash_find(g->kv_hash, g->kv_hash_cap, key, kv_name_of, g) : -1;
 }
 
-static tern_err *lookup(const tern_gguf *g, const char *key, const gguf_kv **out) {
+static TERN_MUST_CHECK tern_err *lookup(const tern_gguf *g, const char *key, const gguf_kv **out) {
     long i = tern_gguf_find(g, key);
     if (i < 0)
         return tern_errf(TERN_ENOTFOUND, "%s: key '%s' not found", g->name, key ? key : "(null)");
@@ -565,7 +565,7 @@ static tern_err *lookup(const tern_gguf *g, const char *key, const gguf_kv **out
     return NULL;
 }
 
-static tern_err *wrong_type(const tern_gguf *g, const gguf_kv *kv, const char *want) {
+static TERN_MUST_CHECK tern_err *wrong_type(const tern_gguf *g, const gguf_kv *kv, const char *want) {
     return tern_errf(TERN_EFORMAT, "%s: key '%s': expected %s, found %s", g->name, kv->key, want,
                      tern_gguf_type_name((tern_gguf_type)kv->type));
 }
@@ -589,7 +589,7 @@ static int load_int(uint32_t t, const unsigned char *p, int64_t *s, uint64_t *u,
 }
 
 /* Reads an integer value as int64/uint64 with range [lo, hi] (signed view) or [0, uhi] (unsigned view). */
-static tern_err *get_int(const tern_gguf *g, const char *key, const char *want, int64_t lo, uint64_t hi, int64_t *s_out,
+static TERN_MUST_CHECK tern_err *get_int(const tern_gguf *g, const char *key, const char *want, int64_t lo, uint64_t hi, int64_t *s_out,
                          uint64_t *u_out) {
     const gguf_kv *kv;
     TERN_TRY(lookup(g, key, &kv));
@@ -763,7 +763,7 @@ static const unsigned char *elem_at(const tern_gguf_array *a, uint64_t i) {
     return p;
 }
 
-static tern_err *check_index(const tern_gguf_array *a, uint64_t i) {
+static TERN_MUST_CHECK tern_err *check_index(const tern_gguf_array *a, uint64_t i) {
     if (i >= a->count)
         return tern_errf(TERN_EINVAL, "key '%s': index %" PRIu64 " out of range (array has %" PRIu64 " elements)",
                          a->key ? a->key : "?", i, a->count);

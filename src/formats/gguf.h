@@ -100,9 +100,9 @@ typedef struct tern_gguf_tensor {
 typedef struct tern_gguf tern_gguf;
 
 /* Opens and validates `path` (mmapped read-only); errors name the path and the offending offset/key. */
-tern_err *tern_gguf_open(const char *path, tern_gguf **out);
+TERN_MUST_CHECK tern_err *tern_gguf_open(const char *path, tern_gguf **out);
 /* Validates a GGUF held in memory; `data` is borrowed and must outlive *out; `name` prefixes errors. */
-tern_err *tern_gguf_parse(const void *data, size_t size, const char *name, tern_gguf **out);
+TERN_MUST_CHECK tern_err *tern_gguf_parse(const void *data, size_t size, const char *name, tern_gguf **out);
 /* Frees the reader (and unmaps the file if tern_gguf_open mapped it); NULL is fine. */
 void tern_gguf_close(tern_gguf *g);
 
@@ -129,29 +129,29 @@ const char *tern_gguf_type_name(tern_gguf_type t);
 /* Typed getters. Absent key -> TERN_ENOTFOUND; wrong type or a value that does not fit -> TERN_EFORMAT.
  * Integer getters accept any integer type whose value fits exactly; floats accept f32, or f64 exactly
  * representable as f32 (f64 getter: f32 or f64); bool accepts only bool. */
-tern_err *tern_gguf_get_str(const tern_gguf *g, const char *key, tern_gguf_str *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_str(const tern_gguf *g, const char *key, tern_gguf_str *out);
 /* Like tern_gguf_get_str, but a malloc'd NUL-terminated copy (fails if the string holds a NUL byte). */
-tern_err *tern_gguf_get_str_dup(const tern_gguf *g, const char *key, char **out);
-tern_err *tern_gguf_get_u32(const tern_gguf *g, const char *key, uint32_t *out);
-tern_err *tern_gguf_get_i32(const tern_gguf *g, const char *key, int32_t *out);
-tern_err *tern_gguf_get_u64(const tern_gguf *g, const char *key, uint64_t *out);
-tern_err *tern_gguf_get_i64(const tern_gguf *g, const char *key, int64_t *out);
-tern_err *tern_gguf_get_f32(const tern_gguf *g, const char *key, float *out);
-tern_err *tern_gguf_get_f64(const tern_gguf *g, const char *key, double *out);
-tern_err *tern_gguf_get_bool(const tern_gguf *g, const char *key, int *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_str_dup(const tern_gguf *g, const char *key, char **out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_u32(const tern_gguf *g, const char *key, uint32_t *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_i32(const tern_gguf *g, const char *key, int32_t *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_u64(const tern_gguf *g, const char *key, uint64_t *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_i64(const tern_gguf *g, const char *key, int64_t *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_f32(const tern_gguf *g, const char *key, float *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_f64(const tern_gguf *g, const char *key, double *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_bool(const tern_gguf *g, const char *key, int *out);
 /* The array stored under `key`; absent -> TERN_ENOTFOUND, not an array -> TERN_EFORMAT. */
-tern_err *tern_gguf_get_array(const tern_gguf *g, const char *key, tern_gguf_array *out);
+TERN_MUST_CHECK tern_err *tern_gguf_get_array(const tern_gguf *g, const char *key, tern_gguf_array *out);
 
 /* Element i of a string array (i < count, else TERN_EINVAL; wrong element type -> TERN_EFORMAT). */
-tern_err *tern_gguf_array_str(const tern_gguf_array *a, uint64_t i, tern_gguf_str *out);
+TERN_MUST_CHECK tern_err *tern_gguf_array_str(const tern_gguf_array *a, uint64_t i, tern_gguf_str *out);
 /* Element i of an integer array whose value fits in int64 (u64 above INT64_MAX fails). */
-tern_err *tern_gguf_array_i64(const tern_gguf_array *a, uint64_t i, int64_t *out);
+TERN_MUST_CHECK tern_err *tern_gguf_array_i64(const tern_gguf_array *a, uint64_t i, int64_t *out);
 /* Element i of any numeric array (integers, f32, f64, bool) as a double. */
-tern_err *tern_gguf_array_f64(const tern_gguf_array *a, uint64_t i, double *out);
+TERN_MUST_CHECK tern_err *tern_gguf_array_f64(const tern_gguf_array *a, uint64_t i, double *out);
 /* Element i of an f32 array. */
-tern_err *tern_gguf_array_f32(const tern_gguf_array *a, uint64_t i, float *out);
+TERN_MUST_CHECK tern_err *tern_gguf_array_f32(const tern_gguf_array *a, uint64_t i, float *out);
 /* Element i of an array of arrays, as a view (its elements are found by walking). */
-tern_err *tern_gguf_array_sub(const tern_gguf_array *a, uint64_t i, tern_gguf_array *out);
+TERN_MUST_CHECK tern_err *tern_gguf_array_sub(const tern_gguf_array *a, uint64_t i, tern_gguf_array *out);
 
 /* Number of tensor infos. */
 size_t tern_gguf_tensor_count(const tern_gguf *g);
@@ -161,7 +161,7 @@ const tern_gguf_tensor *tern_gguf_tensor_at(const tern_gguf *g, size_t i);
 const tern_gguf_tensor *tern_gguf_find_tensor(const tern_gguf *g, const char *name);
 /* The tensor's bytes inside the file. Unknown/unsized ggml type, a row length that is not a whole number of
  * blocks, or data past the end of the file -> error naming the tensor. */
-tern_err *tern_gguf_tensor_data(const tern_gguf *g, const tern_gguf_tensor *t, const void **data, size_t *nbytes);
+TERN_MUST_CHECK tern_err *tern_gguf_tensor_data(const tern_gguf *g, const tern_gguf_tensor *t, const void **data, size_t *nbytes);
 
 /* Fills the block length (elements) and block size (bytes) of a ggml type and returns 1; returns 0 if this
  * build does not know the type's size. */
@@ -170,6 +170,6 @@ int tern_ggml_type_block(uint32_t ggml_type, uint32_t *block_elems, uint32_t *bl
 const char *tern_ggml_type_name(uint32_t ggml_type);
 /* Bytes of a tensor of this type with row length `row` and `n_elems` elements in total (row must be a
  * multiple of the block length). Errors: unknown type, partial block, overflow. */
-tern_err *tern_ggml_nbytes(uint32_t ggml_type, uint64_t row, uint64_t n_elems, uint64_t *out);
+TERN_MUST_CHECK tern_err *tern_ggml_nbytes(uint32_t ggml_type, uint64_t row, uint64_t n_elems, uint64_t *out);
 
 #endif

@@ -50,7 +50,7 @@ const char *tern_quant_mode_name(int mode) {
     }
 }
 
-static tern_err *parse_mode(const json_t *obj, int *mode) {
+static TERN_MUST_CHECK tern_err *parse_mode(const json_t *obj, int *mode) {
     json_t *v = json_object_get(obj, "mode");
     *mode = TERN_QMODE_AFFINE;
     if (!v || json_is_null(v))
@@ -74,7 +74,7 @@ static tern_err *parse_mode(const json_t *obj, int *mode) {
 /* Reads bits / group_size / mode from `obj`; missing values take the mode's defaults (as MLX's
  * _defaults_for_mode). Unknown keys are refused when `strict` (an override object is passed to MLX's
  * to_quantized as keyword arguments, which refuses them too). */
-static tern_err *parse_params(const json_t *obj, int strict, tern_quant_params *p) {
+static TERN_MUST_CHECK tern_err *parse_params(const json_t *obj, int strict, tern_quant_params *p) {
     int mode;
     TERN_TRY(parse_mode(obj, &mode));
     int64_t dflt_bits = 4, dflt_group = mode == TERN_QMODE_MXFP4 ? 32 : 64;
@@ -164,7 +164,7 @@ static const json_t *find_section(const json_t *root, const char **name) {
 }
 
 /* A Hugging Face style section ({"quant_method": ...}): only mxfp4 maps onto what tern reads. */
-static tern_err *parse_hf_section(const json_t *sec, tern_quant_config *qc) {
+static TERN_MUST_CHECK tern_err *parse_hf_section(const json_t *sec, tern_quant_config *qc) {
     const json_t *m = json_object_get(sec, "quant_method");
     if (!json_is_string(m))
         return tern_errf(TERN_EFORMAT, "\"quant_method\" must be a string");
@@ -177,7 +177,7 @@ static tern_err *parse_hf_section(const json_t *sec, tern_quant_config *qc) {
     return NULL;
 }
 
-static tern_err *parse_section(const json_t *sec, tern_quant_config *qc) {
+static TERN_MUST_CHECK tern_err *parse_section(const json_t *sec, tern_quant_config *qc) {
     if (json_object_get(sec, "quant_method"))
         return parse_hf_section(sec, qc);
     TERN_TRY(parse_params(sec, 0, &qc->global));

@@ -34,7 +34,7 @@ typedef struct tern_quant_config tern_quant_config;
 
 /* Parses the quantization section of a config.json root object into *out (a config with quantized = 0 when
  * there is none); errors name the key ("quantization: \"bits\" = 7 is not supported ..."). */
-tern_err *tern_quant_config_parse(const json_t *config_root, tern_quant_config **out);
+TERN_MUST_CHECK tern_err *tern_quant_config_parse(const json_t *config_root, tern_quant_config **out);
 
 /* Parameters for a module path (tensor name without ".weight"): an override with exactly this path first, then
  * one whose path differs only in the leading prefix ("language_model.model.X", "model.language_model.X",
@@ -56,6 +56,6 @@ void tern_quant_config_free(tern_quant_config *qc);
 
 /* Fallback for a module that has ".scales" but no config entry (affine only): bits = 32*weight_cols_u32/in and
  * group = in/scale_cols, both required to divide exactly and to pass tern_mlx_check. */
-tern_err *tern_quant_infer(int64_t in, int64_t weight_cols_u32, int64_t scale_cols, int *bits, int *group);
+TERN_MUST_CHECK tern_err *tern_quant_infer(int64_t in, int64_t weight_cols_u32, int64_t scale_cols, int *bits, int *group);
 
 #endif

@@ -83,7 +83,7 @@ static int json_nonneg(const json_t *v, int64_t *out) {
 /* ==== one file: parsing ========================================================== */
 
 /* Fills *t from one header entry; errors are relative to the tensor (the caller adds its name). */
-static tern_err *parse_entry(const json_t *entry, const unsigned char *region, uint64_t region_size,
+static TERN_MUST_CHECK tern_err *parse_entry(const json_t *entry, const unsigned char *region, uint64_t region_size,
                              uint64_t region_file_offset, tern_tensor *t) {
     if (!json_is_object(entry))
         return tern_errf(TERN_EFORMAT, "entry must be an object with \"dtype\", \"shape\" and \"data_offsets\"");
@@ -157,7 +157,7 @@ static tern_err *parse_entry(const json_t *entry, const unsigned char *region, u
     return NULL;
 }
 
-static tern_err *parse_metadata(tern_safetensors *f, const json_t *m) {
+static TERN_MUST_CHECK tern_err *parse_metadata(tern_safetensors *f, const json_t *m) {
     if (!json_is_object(m))
         return tern_errf(TERN_EFORMAT, "\"__metadata__\" must be an object of string values");
     size_t n = json_object_size(m);
@@ -181,7 +181,7 @@ static tern_err *parse_metadata(tern_safetensors *f, const json_t *m) {
 
 /* Rejects tensors that share bytes: after sorting by offset only neighbours can overlap,
  * comparing each with the furthest end seen so far. Zero-sized tensors occupy nothing. */
-static tern_err *check_overlaps(tern_safetensors *f) {
+static TERN_MUST_CHECK tern_err *check_overlaps(tern_safetensors *f) {
     if (f->n < 2)
         return NULL;
     const tern_tensor **order = malloc(f->n * sizeof *order);
@@ -210,7 +210,7 @@ static tern_err *check_overlaps(tern_safetensors *f) {
 }
 
 /* Validates the image data[0..size) into f; errors are relative to the file. */
-static tern_err *parse_image(tern_safetensors *f, const unsigned char *data, size_t size) {
+static TERN_MUST_CHECK tern_err *parse_image(tern_safetensors *f, const unsigned char *data, size_t size) {
     if (size < 8)
         return tern_errf(TERN_EFORMAT, "file is %zu bytes, shorter than the 8-byte header length", size);
     uint64_t hlen = 0;
@@ -292,7 +292,7 @@ done:
     return e;
 }
 
-static tern_err *safetensors_new(const char *what, tern_safetensors **out) {
+static TERN_MUST_CHECK tern_err *safetensors_new(const char *what, tern_safetensors **out) {
     *out = NULL;
     tern_safetensors *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(what ? what : "<memory>"))) {
@@ -390,7 +390,7 @@ struct tern_checkpoint {
 #define INDEX_NAME "model.safetensors.index.json"
 
 /* Builds the merged name-sorted view; a name in two files is an error naming both. */
-static tern_err *checkpoint_merge(tern_checkpoint *c) {
+static TERN_MUST_CHECK tern_err *checkpoint_merge(tern_checkpoint *c) {
     size_t total = 0;
     for (size_t i = 0; i < c->n_files; i++)
         total += tern_safetensors_count(c->files[i]);
@@ -408,7 +408,7 @@ static tern_err *checkpoint_merge(tern_checkpoint *c) {
     return NULL;
 }
 
-static tern_err *checkpoint_add_file(tern_checkpoint *c, const char *path) {
+static TERN_MUST_CHECK tern_err *checkpoint_add_file(tern_checkpoint *c, const char *path) {
     tern_safetensors *f;
     TERN_TRY(tern_safetensors_open(path, &f));
     c->files[c->n_files++] = f;
@@ -420,7 +420,7 @@ static int shard_name_ok(const char *s) {
     return *s && strchr(s, '/') == NULL && strchr(s, '\\') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
-static tern_err *checkpoint_open_sharded(tern_checkpoint *c, const char *dir, const char *index_path) {
+static TERN_MUST_CHECK tern_err *checkpoint_open_sharded(tern_checkpoint *c, const char *dir, const char *index_path) {
     json_t *root;
     TERN_TRY(tern_json_load_file(index_path, TERN_ST_MAX_HEADER, &root));
     tern_err *e = NULL;
@@ -515,7 +515,7 @@ static int has_st_suffix(const char *name) {
 }
 
 /* No index and no model.safetensors: accept exactly one *.safetensors file in the directory. */
-static tern_err *find_single_file(const char *dir, char **out) {
+static TERN_MUST_CHECK tern_err *find_single_file(const char *dir, char **out) {
     *out = NULL;
     DIR *d = opendir(dir);
     if (!d)
@@ -683,7 +683,7 @@ static void writer_free(tern_st_writer *w) {
 
 /* Builds the header JSON exactly as the Python library lays it out: compact, __metadata__
  * first, then each tensor as {"dtype", "shape", "data_offsets"} in the order given. */
-static tern_err *writer_header(const tern_st_spec *specs, size_t n, const char *const *kv, const uint64_t *ends,
+static TERN_MUST_CHECK tern_err *writer_header(const tern_st_spec *specs, size_t n, const char *const *kv, const uint64_t *ends,
                                char **out) {
     *out = NULL;
     json_t *root = json_object();
@@ -743,7 +743,7 @@ done:
 }
 
 /* Checks the specs and computes each tensor's end offset. */
-static tern_err *writer_plan(const tern_st_spec *specs, size_t n, uint64_t *ends) {
+static TERN_MUST_CHECK tern_err *writer_plan(const tern_st_spec *specs, size_t n, uint64_t *ends) {
     uint64_t at = 0;
     for (size_t i = 0; i < n; i++) {
         const tern_st_spec *s = &specs[i];

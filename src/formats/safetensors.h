@@ -44,10 +44,10 @@ typedef struct tern_tensor {
 typedef struct tern_safetensors tern_safetensors;
 
 /* Maps and validates the file at `path`; errors name the path and the tensor at fault. */
-tern_err *tern_safetensors_open(const char *path, tern_safetensors **out);
+TERN_MUST_CHECK tern_err *tern_safetensors_open(const char *path, tern_safetensors **out);
 /* Validates a safetensors image in memory (for fuzzing and tests); does not own or copy `data`,
  * which must outlive the result. `what` names the source in errors. */
-tern_err *tern_safetensors_parse(const void *data, size_t size, const char *what, tern_safetensors **out);
+TERN_MUST_CHECK tern_err *tern_safetensors_parse(const void *data, size_t size, const char *what, tern_safetensors **out);
 /* Number of tensors. */
 size_t tern_safetensors_count(const tern_safetensors *f);
 /* The i-th tensor in header order; NULL if i >= count. */
@@ -72,7 +72,7 @@ typedef struct tern_checkpoint tern_checkpoint;
 /* Opens DIR/model.safetensors.index.json (sharded: every shard named in weight_map, each tensor
  * must be in the shard the index says) or else DIR/model.safetensors, or else the single
  * *.safetensors file in DIR. A tensor may live in only one shard. */
-tern_err *tern_checkpoint_open(const char *dir, tern_checkpoint **out);
+TERN_MUST_CHECK tern_err *tern_checkpoint_open(const char *dir, tern_checkpoint **out);
 /* Number of tensors over all files. */
 size_t tern_checkpoint_count(const tern_checkpoint *c);
 /* The i-th tensor, sorted by name (strcmp order); NULL if i >= count. */
@@ -90,7 +90,7 @@ void tern_checkpoint_close(tern_checkpoint *c);
 /* A checkpoint over tensors read from another container (a GGUF file): takes `tensors` (malloc'd, n of them,
  * names and bytes owned by `holder`, which release(holder) frees at close — also on an error here). Two tensors
  * of one name are an error. */
-tern_err *tern_checkpoint_of_tensors(tern_tensor *tensors, size_t n, void (*release)(void *), void *holder,
+TERN_MUST_CHECK tern_err *tern_checkpoint_of_tensors(tern_tensor *tensors, size_t n, void (*release)(void *), void *holder,
                                      tern_checkpoint **out);
 
 /* ---- streaming writer ---------------------------------------------------------------------- */
@@ -109,13 +109,13 @@ typedef struct tern_st_writer tern_st_writer;
  * (list larger element sizes first to keep every tensor aligned, as the Python library does).
  * `metadata_kv` is a NULL-terminated list of key, value strings, or NULL for no __metadata__.
  * The file appears at `path` only when tern_st_writer_close succeeds. */
-tern_err *tern_st_writer_open(const char *path, const tern_st_spec *specs, size_t n, const char *const *metadata_kv,
+TERN_MUST_CHECK tern_err *tern_st_writer_open(const char *path, const tern_st_spec *specs, size_t n, const char *const *metadata_kv,
                               tern_st_writer **out);
 /* Appends the next `len` bytes of tensor data (tensors concatenated in spec order, any chunking);
  * errors if that would exceed the declared total. */
-tern_err *tern_st_writer_write(tern_st_writer *w, const void *data, size_t len);
+TERN_MUST_CHECK tern_err *tern_st_writer_write(tern_st_writer *w, const void *data, size_t len);
 /* Finishes the file; errors if fewer bytes than declared were written or an earlier write failed
  * (and then removes the partial file). Always frees `w`; NULL is fine. */
-tern_err *tern_st_writer_close(tern_st_writer *w);
+TERN_MUST_CHECK tern_err *tern_st_writer_close(tern_st_writer *w);
 
 #endif

@@ -30,7 +30,7 @@ static void shard_name(const tern_sharded_writer *w, int s, char *buf, size_t le
         snprintf(buf, len, "model-%05d-of-%05d.safetensors", s + 1, w->nshards);
 }
 
-static tern_err *open_shard(tern_sharded_writer *w, int s) {
+static TERN_MUST_CHECK tern_err *open_shard(tern_sharded_writer *w, int s) {
     size_t first = 0, count = 0;
     for (size_t i = 0; i < w->n; i++)
         if (w->shard[i] == s) {
@@ -115,7 +115,7 @@ tern_err *tern_sharded_open(const char *dir, const tern_st_spec *specs, size_t n
 }
 
 /* Moves past completed (and empty) tensors, switching shard files at shard boundaries. */
-static tern_err *advance(tern_sharded_writer *w) {
+static TERN_MUST_CHECK tern_err *advance(tern_sharded_writer *w) {
     while (w->next < w->n && w->left == 0) {
         w->next++;
         if (w->next == w->n)

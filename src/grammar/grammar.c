@@ -53,10 +53,10 @@ typedef struct builder {
     tern_err *err;
 } builder;
 
-static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
+static TERN_MUST_CHECK tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
 /* A builder step failed: past the size limits, or out of memory. */
-static tern_err *build_oom(const builder *b) {
+static TERN_MUST_CHECK tern_err *build_oom(const builder *b) {
     if (b->total > MAX_ELEMS || b->n_rules >= MAX_RULES)
         return tern_errf(TERN_EINVAL, "grammar: too large (over %u elements or %d rules once repetitions are "
                                       "expanded)", MAX_ELEMS, MAX_RULES);
@@ -521,7 +521,7 @@ static int emit(tern_grammar *g, tern_gelem e) {
 }
 
 /* Rule ids: the builder's rules first, then one per non-ASCII class (class_rule[c]). */
-static tern_err *lower(builder *b, tern_grammar *g) {
+static TERN_MUST_CHECK tern_err *lower(builder *b, tern_grammar *g) {
     size_t nc = b->n_classes;
     int64_t *class_rule = malloc((nc ? nc : 1) * sizeof *class_rule);
     seqs *cs = calloc(nc ? nc : 1, sizeof *cs);

@@ -40,7 +40,7 @@ typedef struct tern_grammar tern_grammar;
  * escapes, [classes] and [^negated] with ranges, ( groups ), the . wildcard, * + ? {m} {m,} {m,n}, # comments) whose
  * start rule is `root` (or `start` when given and root is absent). Errors (TERN_EINVAL) name the line and column:
  * syntax, an undefined rule, left recursion, a repetition bound over 1000. */
-tern_err *tern_grammar_compile(const char *text, size_t len, tern_grammar **out);
+TERN_MUST_CHECK tern_err *tern_grammar_compile(const char *text, size_t len, tern_grammar **out);
 /* Frees; NULL is fine. */
 void tern_grammar_free(tern_grammar *g);
 /* The element array and the start index of each rule (for the matcher and the mask). */
@@ -63,7 +63,7 @@ typedef struct tern_gstate {
 } tern_gstate;
 
 /* The start state: the root rule's alternatives, expanded. */
-tern_err *tern_gstate_init(const tern_grammar *g, tern_gstate *s);
+TERN_MUST_CHECK tern_err *tern_gstate_init(const tern_grammar *g, tern_gstate *s);
 /* Frees the buffers; a zeroed state is fine. */
 void tern_gstate_free(tern_gstate *s);
 /* *dst = *src (dst's buffers reused). 0, or -1 when out of memory. */

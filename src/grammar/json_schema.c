@@ -69,7 +69,7 @@ typedef struct conv {
     sbuf notes; /* "# ..." lines */
 } conv;
 
-static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
+static TERN_MUST_CHECK tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
 static char *strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *strf(const char *fmt, ...) {
@@ -110,7 +110,7 @@ static rule *find_rule(conv *c, const char *name) {
 
 /* Adds `name ::= body` under a name made from `hint` (an existing rule with that name and body is reused); body NULL
  * reserves a fresh name. *name points into the table (stable until the converter is freed). */
-static tern_err *add_rule(conv *c, const char *hint, const char *body, const char **name) {
+static TERN_MUST_CHECK tern_err *add_rule(conv *c, const char *hint, const char *body, const char **name) {
     char base[MAX_NAME + 1], cand[MAX_NAME + 16];
     sanitize(hint, base);
     for (unsigned i = 0;; i++) {
@@ -146,14 +146,14 @@ static tern_err *add_rule(conv *c, const char *hint, const char *body, const cha
 }
 
 /* Adds a rule from a built buffer (checking it was built whole). */
-static tern_err *add_rule_buf(conv *c, const char *hint, const sbuf *b, const char **name) {
+static TERN_MUST_CHECK tern_err *add_rule_buf(conv *c, const char *hint, const sbuf *b, const char **name) {
     if (b->oom)
         return oom();
     return add_rule(c, hint, b->p ? b->p : "", name);
 }
 
 /* Fills in a reserved rule. */
-static tern_err *set_body(conv *c, const char *name, const sbuf *b) {
+static TERN_MUST_CHECK tern_err *set_body(conv *c, const char *name, const sbuf *b) {
     if (b->oom)
         return oom();
     rule *r = find_rule(c, name);
@@ -435,17 +435,17 @@ static void class_of(sbuf *o, const tern_cpset *s) {
 
 /* ==== primitives ================================================================================================= */
 
-static tern_err *prim(conv *c, enum prim p, const char **name);
+static TERN_MUST_CHECK tern_err *prim(conv *c, enum prim p, const char **name);
 
 /* Appends the name of primitive p to o. */
-static tern_err *prim_push(conv *c, enum prim p, sbuf *o) {
+static TERN_MUST_CHECK tern_err *prim_push(conv *c, enum prim p, sbuf *o) {
     const char *n;
     TERN_TRY(prim(c, p, &n));
     seq_push(o, n);
     return NULL;
 }
 
-static tern_err *prim(conv *c, enum prim p, const char **name) {
+static TERN_MUST_CHECK tern_err *prim(conv *c, enum prim p, const char **name) {
     if (c->prim[p]) {
         *name = c->prim[p];
         return NULL;
@@ -700,7 +700,7 @@ static const struct {
 } TYPES[] = {{"object", T_OBJ},  {"array", T_ARR},    {"string", T_STR}, {"number", T_NUM},
              {"integer", T_INT}, {"boolean", T_BOOL}, {"null", T_NULL}};
 
-static tern_err *type_bit(const json_t *t, const char *path, unsigned *bit) {
+static TERN_MUST_CHECK tern_err *type_bit(const json_t *t, const char *path, unsigned *bit) {
     if (json_is_string(t))
         for (size_t i = 0; i < sizeof TYPES / sizeof *TYPES; i++)
             if (!strcmp(json_string_value(t), TYPES[i].name)) {
@@ -713,7 +713,7 @@ static tern_err *type_bit(const json_t *t, const char *path, unsigned *bit) {
 }
 
 /* The "type" keyword as a mask (0: absent). */
-static tern_err *schema_types(const json_t *s, const char *path, unsigned *mask) {
+static TERN_MUST_CHECK tern_err *schema_types(const json_t *s, const char *path, unsigned *mask) {
     const json_t *t = json_object_get(s, "type");
     *mask = 0;
     if (!t)
@@ -754,7 +754,7 @@ static int value_fits(const json_t *v, unsigned types) {
 }
 
 /* A non-negative integer keyword (absent: dflt). */
-static tern_err *get_count(const json_t *s, const char *key, const char *path, uint64_t dflt, uint64_t *out) {
+static TERN_MUST_CHECK tern_err *get_count(const json_t *s, const char *key, const char *path, uint64_t dflt, uint64_t *out) {
     const json_t *v = json_object_get(s, key);
     *out = dflt;
     if (!v)
@@ -787,7 +787,7 @@ static int in_list(const char *const *list, const char *k) {
 }
 
 /* Strict mode: every keyword supported, nothing constraining beside $ref / allOf / anyOf / oneOf. */
-static tern_err *check_keywords(conv *c, const json_t *s, const char *path) {
+static TERN_MUST_CHECK tern_err *check_keywords(conv *c, const json_t *s, const char *path) {
     if (!c->strict)
         return NULL;
     const char *comp = NULL;
@@ -809,10 +809,10 @@ static tern_err *check_keywords(conv *c, const json_t *s, const char *path) {
 
 /* ==== the walk =================================================================================================== */
 
-static tern_err *gen_body(conv *c, const json_t *s, const char *path, const char *hint, int depth, int top, sbuf *out);
+static TERN_MUST_CHECK tern_err *gen_body(conv *c, const json_t *s, const char *path, const char *hint, int depth, int top, sbuf *out);
 
 /* The rule (or primitive) for subschema s: its name. */
-static tern_err *gen_rule(conv *c, const json_t *s, const char *path, const char *hint, int depth, const char **name) {
+static TERN_MUST_CHECK tern_err *gen_rule(conv *c, const json_t *s, const char *path, const char *hint, int depth, const char **name) {
     sbuf b = {0};
     tern_err *err = gen_body(c, s, path, hint, depth, 0, &b);
     if (!err && b.oom)
@@ -832,7 +832,7 @@ static tern_err *gen_rule(conv *c, const json_t *s, const char *path, const char
 
 /* ---- $ref ---- */
 
-static tern_err *resolve(conv *c, const char *ref, const char *path, const json_t **target, char **tpath, char **hint) {
+static TERN_MUST_CHECK tern_err *resolve(conv *c, const char *ref, const char *path, const json_t **target, char **tpath, char **hint) {
     if (ref[0] != '#')
         return tern_errf(TERN_EINVAL, "%s.$ref: '%s' is not a local reference ('#/...')", path, ref);
     const json_t *cur = c->root;
@@ -883,7 +883,7 @@ static tern_err *resolve(conv *c, const char *ref, const char *path, const json_
     return NULL;
 }
 
-static tern_err *push_chain(conv *c, size_t ref) {
+static TERN_MUST_CHECK tern_err *push_chain(conv *c, size_t ref) {
     if (c->n_chain == c->cap_chain) {
         size_t cap = c->cap_chain ? 2 * c->cap_chain : 16;
         size_t *v = realloc(c->chain, cap * sizeof *v);
@@ -895,7 +895,7 @@ static tern_err *push_chain(conv *c, size_t ref) {
     return NULL;
 }
 
-static tern_err *add_ref(conv *c, const char *ptr, const char *name, size_t *idx) {
+static TERN_MUST_CHECK tern_err *add_ref(conv *c, const char *ptr, const char *name, size_t *idx) {
     if (c->n_refs == c->cap_refs) {
         size_t cap = c->cap_refs ? 2 * c->cap_refs : 16;
         ref_ent *v = realloc(c->refs, cap * sizeof *v);
@@ -910,7 +910,7 @@ static tern_err *add_ref(conv *c, const char *ptr, const char *name, size_t *idx
     return NULL;
 }
 
-static tern_err *gen_ref(conv *c, const json_t *s, const char *path, int depth, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_ref(conv *c, const json_t *s, const char *path, int depth, sbuf *out) {
     const json_t *r = json_object_get(s, "$ref");
     if (!json_is_string(r))
         return tern_errf(TERN_EINVAL, "%s.$ref: must be a string", path);
@@ -1484,7 +1484,7 @@ static int rx_alt(rx *x, sbuf *out, int *nullable, int *n_alts) {
 }
 
 /* The content of a string matching the pattern (between the quotes), appended to out. */
-static tern_err *gen_pattern(conv *c, const char *pat, const char *path, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_pattern(conv *c, const char *pat, const char *path, sbuf *out) {
     rx x = {.c = c, .s = pat, .path = path, .n = strlen(pat)};
     size_t end = x.n;
     int a0 = end && pat[0] == '^', a1 = 0;
@@ -1525,7 +1525,7 @@ static tern_err *gen_pattern(conv *c, const char *pat, const char *path, sbuf *o
     return NULL;
 }
 
-static tern_err *gen_string(conv *c, const json_t *s, const char *path, const char *hint, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_string(conv *c, const json_t *s, const char *path, const char *hint, sbuf *out) {
     uint64_t min, max;
     TERN_TRY(get_count(s, "minLength", path, 0, &min));
     TERN_TRY(get_count(s, "maxLength", path, UNBOUNDED, &max));
@@ -1749,7 +1749,7 @@ static int int_bound(const json_t *v, int upper, int exclusive, int *has, int64_
     return 0;
 }
 
-static tern_err *gen_integer(conv *c, const json_t *s, const char *path, const char *hint, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_integer(conv *c, const json_t *s, const char *path, const char *hint, sbuf *out) {
     int has_lo = 0, has_hi = 0;
     int64_t lo = 0, hi = 0;
     static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
@@ -1793,7 +1793,7 @@ static tern_err *gen_integer(conv *c, const json_t *s, const char *path, const c
     return err;
 }
 
-static tern_err *gen_number(conv *c, const json_t *s, const char *path, const char *hint, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_number(conv *c, const json_t *s, const char *path, const char *hint, sbuf *out) {
     const json_t *mn = json_object_get(s, "minimum"), *xmn = json_object_get(s, "exclusiveMinimum");
     static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
     int any = 0;
@@ -1825,7 +1825,7 @@ static tern_err *gen_number(conv *c, const json_t *s, const char *path, const ch
 /* Keys other than the given words (sorted, distinct, each in the key alphabet): a trie walked into alternatives.
  * JSON keys are string contents (characters written in one canonical escaping where a word's character is
  * concerned); Gemma keys are [A-Za-z0-9_]+. */
-static tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int allow_empty, sbuf *o) {
+static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int allow_empty, sbuf *o) {
     const char *any;
     if (c->gemma)
         any = "[A-Za-z0-9_]";
@@ -1959,7 +1959,7 @@ static void members_tail(conv *c, const member *m, size_t n, size_t j, const cha
 }
 
 /* A member's rule, `hint-kv`: KEY ws ":" ws VALUE ws (JSON) or KEY ":" VALUE (Gemma). */
-static tern_err *member_rule(conv *c, const char *key, const json_t *vs, const char *path, const char *vpath,
+static TERN_MUST_CHECK tern_err *member_rule(conv *c, const char *key, const json_t *vs, const char *path, const char *vpath,
                              const char *vhint, int depth, const char *ws, const char **kv) {
     const char *vname;
     TERN_TRY(gen_rule(c, vs, vpath, vhint, depth, &vname));
@@ -1990,7 +1990,7 @@ static tern_err *member_rule(conv *c, const char *key, const json_t *vs, const c
 }
 
 /* The rule for an additional property: a key that is none of words[0, n) (sorted, any order in), value `ap`. */
-static tern_err *extra_rule(conv *c, const char **words, size_t n, const json_t *ap, const char *path, const char *hint,
+static TERN_MUST_CHECK tern_err *extra_rule(conv *c, const char **words, size_t n, const json_t *ap, const char *path, const char *hint,
                             int depth, const char *ws, const char **kv) {
     qsort(words, n, sizeof *words, cmp_str);
     size_t kept = 0;
@@ -2036,7 +2036,7 @@ static tern_err *extra_rule(conv *c, const char **words, size_t n, const json_t 
 
 /* The object's body from its members: the first present member has no separator, so the rule branches on which
  * member comes first; tail rules (hint-tail-J) hold what may follow. */
-static tern_err *object_rule(conv *c, const member *m, size_t n, const char *extra, const char *hint, const char *ws,
+static TERN_MUST_CHECK tern_err *object_rule(conv *c, const member *m, size_t n, const char *extra, const char *hint, const char *ws,
                              sbuf *out) {
     char sepx[64];
     snprintf(sepx, sizeof sepx, ws ? "\",\" %s" : "\",\"", ws);
@@ -2102,7 +2102,7 @@ static tern_err *object_rule(conv *c, const member *m, size_t n, const char *ext
     return err;
 }
 
-static tern_err *gen_object(conv *c, const json_t *s, const char *path, const char *hint, int depth, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_object(conv *c, const json_t *s, const char *path, const char *hint, int depth, sbuf *out) {
     const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     const json_t *ap = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props))
@@ -2195,7 +2195,7 @@ static tern_err *gen_object(conv *c, const json_t *s, const char *path, const ch
 
 /* ---- arrays ---- */
 
-static tern_err *gen_array(conv *c, const json_t *s, const char *path, const char *hint, int depth, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_array(conv *c, const json_t *s, const char *path, const char *hint, int depth, sbuf *out) {
     const json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems"), *extra;
     const char *prefix_key = "prefixItems", *extra_key = "items";
     uint64_t min, max;
@@ -2299,7 +2299,7 @@ static tern_err *gen_array(conv *c, const json_t *s, const char *path, const cha
 
 /* ---- enum, const, composition ---- */
 
-static tern_err *gen_values(conv *c, const json_t *vals, int is_const, unsigned types, const char *path, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_values(conv *c, const json_t *vals, int is_const, unsigned types, const char *path, sbuf *out) {
     const char *kw = is_const ? "const" : "enum";
     size_t n = is_const ? 1 : json_array_size(vals), n_lits = 0;
     char **lits = calloc(n, sizeof *lits);
@@ -2344,7 +2344,7 @@ static tern_err *gen_values(conv *c, const json_t *vals, int is_const, unsigned 
 
 /* allOf with several schemas, non-strict: their keywords merged (properties and required joined, else the first
  * occurrence wins). */
-static tern_err *merge_all_of(conv *c, const json_t *list, const char *path, json_t **out) {
+static TERN_MUST_CHECK tern_err *merge_all_of(conv *c, const json_t *list, const char *path, json_t **out) {
     json_t *m = json_object(), *props = json_object(), *req = json_array();
     tern_err *err = m && props && req ? NULL : oom();
     for (size_t i = 0; !err && i < json_array_size(list); i++) {
@@ -2394,7 +2394,7 @@ static tern_err *merge_all_of(conv *c, const json_t *list, const char *path, jso
     return NULL;
 }
 
-static tern_err *gen_body(conv *c, const json_t *s, const char *path, const char *hint, int depth, int top, sbuf *out) {
+static TERN_MUST_CHECK tern_err *gen_body(conv *c, const json_t *s, const char *path, const char *hint, int depth, int top, sbuf *out) {
     if (depth > MAX_DEPTH)
         return tern_errf(TERN_EINVAL, "%s: schema nested deeper than %d levels", path, MAX_DEPTH);
     if (json_is_true(s))
@@ -2539,7 +2539,7 @@ static int cmp_rule_name(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-static tern_err *finish(conv *c, char **gbnf) {
+static TERN_MUST_CHECK tern_err *finish(conv *c, char **gbnf) {
     const rule **order = malloc((c->n_rules ? c->n_rules : 1) * sizeof *order);
     if (!order)
         return oom();

@@ -45,10 +45,10 @@ typedef enum {
 
 /* GBNF (start rule `root`, malloc'd into *gbnf) accepting the texts valid against `schema` in `dialect`; strict
  * refuses what cannot be enforced exactly. On error *gbnf is NULL. */
-tern_err *tern_json_schema_to_gbnf(const json_t *schema, tern_json_dialect dialect, int strict, char **gbnf);
+TERN_MUST_CHECK tern_err *tern_json_schema_to_gbnf(const json_t *schema, tern_json_dialect dialect, int strict, char **gbnf);
 /* GBNF (malloc'd into *gbnf) accepting any JSON object, values of any type nested inside (response_format
  * {"type":"json_object"}). */
-tern_err *tern_json_object_gbnf(char **gbnf);
+TERN_MUST_CHECK tern_err *tern_json_object_gbnf(char **gbnf);
 
 /* Appends raw text as a GBNF literal ("..." with quotes, backslashes and control characters escaped, UTF-8 kept);
  * a failed append sets o->oom. For callers assembling grammars around the converter's (forced tool calls). */

@@ -23,7 +23,7 @@ struct tern_gvocab {
     uint32_t max_len;
 };
 
-static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
+static TERN_MUST_CHECK tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
 static const tern_gvocab *sort_vocab; /* qsort has no context argument: the vocabulary being sorted */
 

@@ -25,7 +25,7 @@ typedef struct tern_gvocab tern_gvocab;
 
 /* n tokens; bytes[i] / lens[i] what token i writes (lens[i] 0: the token never matches a grammar), eog[i] 1 for the
  * tokens that end a reply (allowed exactly when the text is a complete sentence). Everything is copied. */
-tern_err *tern_gvocab_new(size_t n, const uint8_t *const *bytes, const uint32_t *lens, const uint8_t *eog,
+TERN_MUST_CHECK tern_err *tern_gvocab_new(size_t n, const uint8_t *const *bytes, const uint32_t *lens, const uint8_t *eog,
                           tern_gvocab **out);
 /* Frees; NULL is fine. */
 void tern_gvocab_free(tern_gvocab *v);
@@ -41,7 +41,7 @@ typedef struct tern_gdfa tern_gdfa;
 #define TERN_GDFA_MAX_STATES 200000
 
 /* A DFA for grammar g over vocabulary v (both must outlive it). */
-tern_err *tern_gdfa_new(const tern_grammar *g, const tern_gvocab *v, tern_gdfa **out);
+TERN_MUST_CHECK tern_err *tern_gdfa_new(const tern_grammar *g, const tern_gvocab *v, tern_gdfa **out);
 /* Frees; NULL is fine. */
 void tern_gdfa_free(tern_gdfa *d);
 /* The start state's id, or -1 when out of memory / states. */

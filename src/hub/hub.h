@@ -43,7 +43,7 @@ void hub_model_free(hub_model *m);
 
 /* Finds ref in the cache without the network: the snapshot its revision points to, and for a GGUF repository the
  * file its tag names (or the one tern would fetch). TERN_ENOTFOUND when it is not there (or not complete). */
-tern_err *hub_find(const char *root, const hub_ref *ref, hub_model *out);
+TERN_MUST_CHECK tern_err *hub_find(const char *root, const hub_ref *ref, hub_model *out);
 
 typedef struct hub_get_options {
     const char *const *include; /* globs over the repository's paths (fnmatch); NULL-terminated, or NULL */
@@ -58,7 +58,7 @@ typedef struct hub_get_options {
  * a GGUF repository gives the file of the tag (default Q4_K_M, else the first) and its mmproj; any other repository
  * the files tern reads (*.json, *.safetensors, *.jinja, *.txt, tokenizer.model). Errors say which: unknown
  * repository or revision, a gated model without HF_TOKEN, a network failure, a checksum mismatch, a full disk. */
-tern_err *hub_get(const char *root, const hub_ref *ref, const hub_get_options *opt, hub_model *out);
+TERN_MUST_CHECK tern_err *hub_get(const char *root, const hub_ref *ref, const hub_get_options *opt, hub_model *out);
 
 /* One cached model, for `tern ls`. */
 typedef struct hub_entry {
@@ -71,9 +71,9 @@ typedef struct hub_entry {
 } hub_entry;
 
 /* Every model in the cache (sorted by name): *out malloc'd, *n entries. */
-tern_err *hub_list(const char *root, hub_entry **out, size_t *n);
+TERN_MUST_CHECK tern_err *hub_list(const char *root, hub_entry **out, size_t *n);
 /* Deletes a model's whole folder from the cache (every revision); TERN_ENOTFOUND when it is not there. */
-tern_err *hub_remove(const char *root, const char *repo);
+TERN_MUST_CHECK tern_err *hub_remove(const char *root, const char *repo);
 
 /* The GGUF file a tag names among paths (case-insensitive, as a word of the file name; mmproj files never), or -1.
  * An empty tag picks Q4_K_M, else the first. A split model's first part (-00001-of-N). */

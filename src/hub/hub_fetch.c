@@ -118,7 +118,7 @@ static char *escape_path(CURL *c, const char *path) {
     return out;
 }
 
-static tern_err *listing_error(const hub_ref *ref, long status, const body *b) {
+static TERN_MUST_CHECK tern_err *listing_error(const hub_ref *ref, long status, const body *b) {
     const char *hint = b->error_msg[0] ? b->error_msg : "";
     if (!strcmp(b->error_code, "RevisionNotFound") || (status == 404 && strcmp(b->error_code, "RepoNotFound") &&
                                                        strcmp(b->error_code, "EntryNotFound") && b->error_code[0]))
@@ -136,7 +136,7 @@ static tern_err *listing_error(const hub_ref *ref, long status, const body *b) {
     return tern_errf(TERN_EIO, "%s answered %ld for %s's file list (%s)", endpoint(), status, ref->repo, hint);
 }
 
-static tern_err *fetch_listing(const hub_ref *ref, hub_listing *out) {
+static TERN_MUST_CHECK tern_err *fetch_listing(const hub_ref *ref, hub_listing *out) {
     memset(out, 0, sizeof *out);
     CURL *c = curl_easy_init();
     if (!c)
@@ -245,7 +245,7 @@ static int matches_any(const char *const *globs, const char *path) {
 }
 
 /* Marks the files to fetch in want[]; an error when a tag names nothing. */
-static tern_err *select_files(const hub_ref *ref, const hub_listing *l, const hub_get_options *opt, char *want) {
+static TERN_MUST_CHECK tern_err *select_files(const hub_ref *ref, const hub_listing *l, const hub_get_options *opt, char *want) {
     const char **paths = malloc((l->n + 1) * sizeof *paths);
     if (!paths)
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -289,7 +289,7 @@ static tern_err *select_files(const hub_ref *ref, const hub_listing *l, const hu
 /* ---- the cache ------------------------------------------------------------------------------------------------ */
 
 /* The folders a file at path goes in (mkdir -p of its parent). */
-static tern_err *make_parent(const char *path) {
+static TERN_MUST_CHECK tern_err *make_parent(const char *path) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -299,7 +299,7 @@ static tern_err *make_parent(const char *path) {
 }
 
 /* snapshots/COMMIT/PATH -> ../../blobs/ETAG (one more ../ per folder in PATH). */
-static tern_err *link_file(const char *repo_dir, const char *commit, const hub_file *f) {
+static TERN_MUST_CHECK tern_err *link_file(const char *repo_dir, const char *commit, const hub_file *f) {
     char link[PATH_MAX], target[PATH_MAX];
     snprintf(link, sizeof link, "%s/snapshots/%s/%s", repo_dir, commit, f->path);
     size_t len = 0;
@@ -314,7 +314,7 @@ static tern_err *link_file(const char *repo_dir, const char *commit, const hub_f
     return NULL;
 }
 
-static tern_err *write_ref(const char *repo_dir, const char *revision, const char *commit) {
+static TERN_MUST_CHECK tern_err *write_ref(const char *repo_dir, const char *revision, const char *commit) {
     if (hub_is_commit(revision))
         return NULL;
     char path[PATH_MAX], tmp[PATH_MAX + 8];
@@ -436,7 +436,7 @@ static void show_progress(progress *pg, const transfer *ts, size_t nts, int forc
 }
 
 /* Opens t's .incomplete file and hashes what it holds; sets the next range. */
-static tern_err *open_part(transfer *t) {
+static TERN_MUST_CHECK tern_err *open_part(transfer *t) {
     t->out = fopen(t->part, "ab+");
     if (!t->out)
         return tern_errf(TERN_EIO, "cannot write %s: %s", t->part, strerror(errno));
@@ -461,7 +461,7 @@ static tern_err *open_part(transfer *t) {
     return NULL;
 }
 
-static tern_err *start_transfer(CURLM *m, transfer *t, const char *repo, const char *commit,
+static TERN_MUST_CHECK tern_err *start_transfer(CURLM *m, transfer *t, const char *repo, const char *commit,
                                 struct curl_slist *headers) {
     tern_err *err = open_part(t);
     if (err)
@@ -559,7 +559,7 @@ static int finish(transfer *t, CURLcode rc, const char *root_hint) {
 }
 
 /* A transfer that ended: its error, or counted as done. */
-static tern_err *file_done(transfer *t, progress *pg) {
+static TERN_MUST_CHECK tern_err *file_done(transfer *t, progress *pg) {
     tern_err *err = t->err;
     t->err = NULL;
     if (err)
@@ -572,7 +572,7 @@ static tern_err *file_done(transfer *t, progress *pg) {
 }
 
 /* Starts (or resumes) t; a file whose .incomplete already holds every byte is checked and finished at once. */
-static tern_err *launch(CURLM *m, transfer *t, const char *repo, const char *commit, struct curl_slist *headers,
+static TERN_MUST_CHECK tern_err *launch(CURLM *m, transfer *t, const char *repo, const char *commit, struct curl_slist *headers,
                         const char *root, progress *pg) {
     tern_err *err = start_transfer(m, t, repo, commit, headers);
     if (err || t->c)
@@ -581,7 +581,7 @@ static tern_err *launch(CURLM *m, transfer *t, const char *repo, const char *com
     return file_done(t, pg);
 }
 
-static tern_err *download(const char *root, const char *repo_dir, const hub_ref *ref, const hub_listing *l,
+static TERN_MUST_CHECK tern_err *download(const char *root, const char *repo_dir, const hub_ref *ref, const hub_listing *l,
                           const char *want, const hub_get_options *opt) {
     size_t n = 0;
     for (size_t i = 0; i < l->n; i++)

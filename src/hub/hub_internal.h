@@ -24,7 +24,7 @@ typedef struct hub_listing {
 
 /* Reads the hub's JSON answer (len bytes; repo names it in errors). Every entry needs a safe relative path, a size
  * and a well-formed ETag, or the whole listing is refused. */
-tern_err *hub_listing_parse(const char *text, size_t len, const char *repo, hub_listing *out);
+TERN_MUST_CHECK tern_err *hub_listing_parse(const char *text, size_t len, const char *repo, hub_listing *out);
 void hub_listing_free(hub_listing *l);
 
 /* A growable list of paths. */

@@ -17,6 +17,6 @@ typedef struct hub_url_limits {
 /* GETs url (http or https only, redirects followed within those, at most 5) into *bytes (malloc'd, *len of them);
  * ctx is a hub_url_limits. Errors say what went wrong (status, size, time, connection) as TERN_EINVAL: the client
  * named the URL. Matches tern_url_fetch_fn. */
-tern_err *hub_url_fetch(void *ctx, const char *url, void **bytes, size_t *len);
+TERN_MUST_CHECK tern_err *hub_url_fetch(void *ctx, const char *url, void **bytes, size_t *len);
 
 #endif

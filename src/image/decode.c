@@ -28,14 +28,14 @@ void tern_image_free(tern_image *im) {
     memset(im, 0, sizeof *im);
 }
 
-static tern_err *check_size(tern_image_format f, int w, int h) {
+static TERN_MUST_CHECK tern_err *check_size(tern_image_format f, int w, int h) {
     if (w > TERN_IMAGE_MAX_SIDE || h > TERN_IMAGE_MAX_SIDE || (uint64_t)w * (uint64_t)h > TERN_IMAGE_MAX_PIXELS)
         return tern_errf(TERN_EINVAL, "the %s is %d x %d pixels; at most %d pixels a side and %u megapixels are "
                          "decoded", tern_image_format_name(f), w, h, TERN_IMAGE_MAX_SIDE, TERN_IMAGE_MAX_PIXELS >> 20);
     return NULL;
 }
 
-static tern_err *av_fail(int rc, tern_image_format f) {
+static TERN_MUST_CHECK tern_err *av_fail(int rc, tern_image_format f) {
     char msg[AV_ERROR_MAX_STRING_SIZE] = {0};
     av_strerror(rc, msg, sizeof msg);
     return rc == AVERROR(ENOMEM) ? tern_errf(TERN_ENOMEM, "out of memory")
@@ -86,7 +86,7 @@ static void convert_palette(const AVFrame *fr, uint8_t *rgb) {
     }
 }
 
-static tern_err *convert_scaled(const AVFrame *fr, uint8_t *rgb) {
+static TERN_MUST_CHECK tern_err *convert_scaled(const AVFrame *fr, uint8_t *rgb) {
     const int w = fr->width, h = fr->height;
     uint8_t *rgba = malloc((size_t)w * (size_t)h * 4);
     int done = rgba ? tern_yuv_to_rgba(fr, rgba) : -1;
@@ -113,7 +113,7 @@ static tern_err *convert_scaled(const AVFrame *fr, uint8_t *rgb) {
 }
 
 /* EXIF orientation (2..8) applied as Pillow's ImageOps.exif_transpose does: flips, rotations, (trans)positions. */
-static tern_err *orient(tern_image *im, int o) {
+static TERN_MUST_CHECK tern_err *orient(tern_image *im, int o) {
     if (o < 2 || o > 8)
         return NULL;
     const int w = im->w, h = im->h, swap = o >= 5;
@@ -163,7 +163,7 @@ static enum AVCodecID codec_of(tern_image_format f) {
 }
 
 /* The first frame the codec makes of the whole file as one packet. */
-static tern_err *decode_frame(const void *data, size_t len, tern_image_format f, AVFrame *fr) {
+static TERN_MUST_CHECK tern_err *decode_frame(const void *data, size_t len, tern_image_format f, AVFrame *fr) {
     const AVCodec *codec = avcodec_find_decoder(codec_of(f));
     if (!codec)
         return tern_errf(TERN_EUNSUPPORTED, "this build's libavcodec has no %s decoder", tern_image_format_name(f));

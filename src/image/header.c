@@ -23,10 +23,10 @@ const char *tern_image_format_name(tern_image_format f) {
 
 const char *tern_image_supported_formats(void) { return "PNG, JPEG, WebP, GIF (first frame), BMP"; }
 
-static tern_err *cut(const char *fmt) { return tern_errf(TERN_EFORMAT, "the %s header is cut short", fmt); }
+static TERN_MUST_CHECK tern_err *cut(const char *fmt) { return tern_errf(TERN_EFORMAT, "the %s header is cut short", fmt); }
 
 /* Chunks up to the first IDAT: IHDR first, and an acTL before the image data marks an animated PNG. */
-static tern_err *png(const uint8_t *d, size_t len, tern_image_header *h) {
+static TERN_MUST_CHECK tern_err *png(const uint8_t *d, size_t len, tern_image_header *h) {
     if (len < 24)
         return cut("PNG");
     if (be32(d + 8) != 13 || memcmp(d + 12, "IHDR", 4))
@@ -47,7 +47,7 @@ static tern_err *png(const uint8_t *d, size_t len, tern_image_header *h) {
 }
 
 /* Segments up to the first frame header (SOF0..SOF15 but DHT, JPG and DAC, which share the range). */
-static tern_err *jpeg(const uint8_t *d, size_t len, tern_image_header *h) {
+static TERN_MUST_CHECK tern_err *jpeg(const uint8_t *d, size_t len, tern_image_header *h) {
     size_t p = 2;
     for (;;) {
         while (p < len && d[p] != 0xFF)
@@ -80,7 +80,7 @@ static tern_err *jpeg(const uint8_t *d, size_t len, tern_image_header *h) {
     }
 }
 
-static tern_err *webp(const uint8_t *d, size_t len, tern_image_header *h) {
+static TERN_MUST_CHECK tern_err *webp(const uint8_t *d, size_t len, tern_image_header *h) {
     if (len < 30)
         return cut("WebP");
     if (!memcmp(d + 12, "VP8 ", 4)) {
@@ -104,7 +104,7 @@ static tern_err *webp(const uint8_t *d, size_t len, tern_image_header *h) {
     return NULL;
 }
 
-static tern_err *bmp(const uint8_t *d, size_t len, tern_image_header *h) {
+static TERN_MUST_CHECK tern_err *bmp(const uint8_t *d, size_t len, tern_image_header *h) {
     if (len < 26)
         return cut("BMP");
     uint32_t dib = le32(d + 14);

@@ -53,7 +53,7 @@ const char *tern_image_supported_formats(void);
 
 /* Reads the format and size from the bytes' own headers (never from a declared type). TERN_EUNSUPPORTED naming the
  * supported formats when the bytes are none of them; TERN_EFORMAT when the header is cut short or inconsistent. */
-tern_err *tern_image_read_header(const void *data, size_t len, tern_image_header *out);
+TERN_MUST_CHECK tern_err *tern_image_read_header(const void *data, size_t len, tern_image_header *out);
 
 /* ---- decode.c ----------------------------------------------------------------------------------------- */
 
@@ -61,13 +61,13 @@ tern_err *tern_image_read_header(const void *data, size_t len, tern_image_header
  * animated PNG or WebP are refused (TERN_EINVAL, with the numbers) before any pixel is decoded; a JPEG's EXIF
  * orientation is applied; an alpha channel is dropped (Pillow's convert("RGB"), what transformers does). Corrupt or
  * cut bytes: TERN_EFORMAT with libav's reason. */
-tern_err *tern_image_decode(const void *data, size_t len, tern_image *out);
+TERN_MUST_CHECK tern_err *tern_image_decode(const void *data, size_t len, tern_image *out);
 
 /* ---- resize.c ----------------------------------------------------------------------------------------- */
 
 /* Resizes src to w x h (both >= 1) as Pillow's Image.resize(…, BICUBIC) does for RGB: separable, horizontal pass
  * first, filter support widened by the scale when shrinking, 22-bit fixed-point taps, each pass rounded and clamped
  * to 8 bits. out->rgb is malloc'd. */
-tern_err *tern_image_resize_bicubic(const tern_image *src, int w, int h, tern_image *out);
+TERN_MUST_CHECK tern_err *tern_image_resize_bicubic(const tern_image *src, int w, int h, tern_image *out);
 
 #endif

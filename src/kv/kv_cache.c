@@ -6,6 +6,7 @@
  * engine's memory budget counts what rows actually reserve, and this makes that count real. */
 #include "kv/kv_cache.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -140,7 +141,9 @@ int tern_kv_n_seq(const tern_kv *kv) { return kv->n_seq; }
 int64_t tern_kv_slots(const tern_kv *kv, int layer) { return kv->layers[layer].slots; }
 
 static unsigned char *slot_ptr(const tern_kv *kv, int layer, int seq, int64_t pos, int value) {
+    assert(layer >= 0 && layer < kv->n_layers && seq >= 0 && seq < kv->n_seq && pos >= 0);
     const kv_layer *L = &kv->layers[layer];
+    assert(L->d.ring || pos < L->slots); /* a full layer never wraps: position 0 would be overwritten */
     int64_t slot = pos % L->slots;
     size_t off = ((size_t)seq * (size_t)L->slots + (size_t)slot) * (value ? L->vbytes : L->kbytes);
     return (value ? L->v : L->k) + off;

@@ -28,11 +28,11 @@ typedef struct tern_kv tern_kv;
 
 /* NULL if layers can store K as k_type and V as v_type: a block type needs every head_dim a multiple of its block
  * (32); else an error naming the layer and the types that fit. */
-tern_err *tern_kv_check_types(const tern_kv_layer_desc *layers, int n_layers, tern_kv_type k_type,
+TERN_MUST_CHECK tern_err *tern_kv_check_types(const tern_kv_layer_desc *layers, int n_layers, tern_kv_type k_type,
                               tern_kv_type v_type);
 /* Allocates storage for n_seq sequences of up to `ctx` positions; ring layers hold window + extra slots. K is
  * stored as k_type, V as v_type; a block type needs every layer's head_dim a multiple of its block (32). */
-tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_seq, int64_t ctx, int64_t window,
+TERN_MUST_CHECK tern_err *tern_kv_create(const tern_kv_layer_desc *layers, int n_layers, int n_seq, int64_t ctx, int64_t window,
                          int64_t extra, tern_kv_type k_type, tern_kv_type v_type, tern_kv **out);
 /* Frees; NULL is fine. */
 void tern_kv_free(tern_kv *kv);
@@ -69,10 +69,10 @@ typedef struct tern_kv_view {
 
 /* Fills *out for cache layer `layer` of sequence `seq`; the view stays valid until the cache is freed, its
  * contents until the sequence is written or truncated. */
-tern_err *tern_kv_view_layer(const tern_kv *kv, int layer, int seq, tern_kv_view *out);
+TERN_MUST_CHECK tern_err *tern_kv_view_layer(const tern_kv *kv, int layer, int seq, tern_kv_view *out);
 /* Sets a sequence's committed length: after writing (grow, commit), or back (truncate) to no less than `extra`
  * positions before the furthest position written (tern_kv_written) when there are sliding layers; 0 resets. */
-tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);
+TERN_MUST_CHECK tern_err *tern_kv_set_len(tern_kv *kv, int seq, int64_t len);
 /* One past the furthest position written to a sequence since its last reset, committed or not. */
 int64_t tern_kv_written(const tern_kv *kv, int seq);
 /* Records that a forward wrote the sequence's positions up to `end` (exclusive), committed or not. */
@@ -103,7 +103,7 @@ void tern_kv_export_pos(const tern_kv *kv, int layer, int seq, int64_t pos, void
 /* Stores K and V bytes as exported (same types) at `pos`; the caller sets the length afterwards. */
 void tern_kv_import_pos(tern_kv *kv, int layer, int seq, int64_t pos, const void *in);
 /* Makes sequence dst hold src's positions [0, len) (what src still holds of them) and sets dst's length to len. */
-tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len);
+TERN_MUST_CHECK tern_err *tern_kv_copy_seq(tern_kv *kv, int dst, int src, int64_t len);
 /* Resets a sequence to length 0 and returns its pages to the operating system. */
 void tern_kv_release(tern_kv *kv, int seq);
 

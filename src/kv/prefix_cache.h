@@ -58,10 +58,10 @@ typedef struct tern_prefix_cache_stats {
 
 /* A cache for sequences of `kv`'s shape (layers, row sizes, K and V types), blocks of `block` tokens, at most
  * cap_bytes of committed blocks. A cap below one block gives a cache that never holds anything. */
-tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t cap_bytes, tern_prefix_cache **out);
+TERN_MUST_CHECK tern_err *tern_prefix_cache_create(const tern_kv *kv, int64_t block, uint64_t cap_bytes, tern_prefix_cache **out);
 /* Adds the disk tier (prefix_disk.h) in dir, at most cap_bytes, for the model model_key names: every block the cache
  * takes in is also written there (in the background), and a lookup continues there where memory ends. */
-tern_err *tern_prefix_cache_open_disk(tern_prefix_cache *pc, const char *dir, uint64_t model_key, uint64_t cap_bytes);
+TERN_MUST_CHECK tern_err *tern_prefix_cache_open_disk(tern_prefix_cache *pc, const char *dir, uint64_t model_key, uint64_t cap_bytes);
 /* Waits until the disk tier has written what it was given (no-op without one). */
 void tern_prefix_cache_flush(tern_prefix_cache *pc);
 /* Frees the cache (writing what the disk tier still has queued); every cursor must have been freed first. NULL is
@@ -91,11 +91,11 @@ int64_t tern_prefix_cache_match_prefetched(tern_prefix_cache *pc, const int32_t 
                                            const tern_pc_node **tail);
 /* Writes the first n_tokens positions of the chain ending at `tail` (what match returned with it) into sequence
  * `seq` of kv (which must have the cache's shape and length 0) and sets the sequence's length to n_tokens. */
-tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, int64_t n_tokens,
+TERN_MUST_CHECK tern_err *tern_prefix_cache_restore(const tern_prefix_cache *pc, const tern_pc_node *tail, int64_t n_tokens,
                                     tern_kv *kv, int seq);
 
 /* A cursor with room for one pending block. */
-tern_err *tern_pc_cursor_new(tern_prefix_cache *pc, tern_pc_cursor **out);
+TERN_MUST_CHECK tern_err *tern_pc_cursor_new(tern_prefix_cache *pc, tern_pc_cursor **out);
 /* Ends any capture and frees; NULL is fine. */
 void tern_pc_cursor_free(tern_pc_cursor *c);
 /* Starts capturing a sequence whose first `pos` positions are the chain ending at `tail` (what match and restore

@@ -32,7 +32,7 @@ typedef struct tern_pc_disk_stats {
 
 /* Opens (creating) the tier in dir for blocks of `block` tokens and `block_bytes` K/V bytes whose meaning `key`
  * names, holding at most cap_bytes, and reads its index (removing what is not sound). Errors name the folder. */
-tern_err *tern_pc_disk_open(const char *dir, uint64_t key, int64_t block, uint64_t block_bytes, uint64_t cap_bytes,
+TERN_MUST_CHECK tern_err *tern_pc_disk_open(const char *dir, uint64_t key, int64_t block, uint64_t block_bytes, uint64_t cap_bytes,
                             tern_pc_disk **out);
 /* Writes what is queued, stops the writer and frees; NULL is fine. */
 void tern_pc_disk_close(tern_pc_disk *d);

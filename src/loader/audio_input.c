@@ -18,7 +18,7 @@ struct tern_audio_input {
 };
 
 /* A tower around enc (taken over). */
-static tern_err *wrap(tern_audio_enc *enc, tern_audio_input **out) {
+static TERN_MUST_CHECK tern_err *wrap(tern_audio_enc *enc, tern_audio_input **out) {
     tern_audio_input *a = calloc(1, sizeof *a);
     if (!a) {
         tern_audio_enc_free(enc);

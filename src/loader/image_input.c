@@ -20,7 +20,7 @@ struct tern_image_input {
     int budget; /* the processor's max_soft_tokens */
 };
 
-static tern_err *wrap(tern_vision_enc *enc, tern_image_input **out) {
+static TERN_MUST_CHECK tern_err *wrap(tern_vision_enc *enc, tern_image_input **out) {
     tern_image_input *a = calloc(1, sizeof *a);
     if (!a) {
         tern_vision_enc_free(enc);
@@ -52,7 +52,7 @@ tern_err *tern_image_input_find(const char *model_path, const char *mmproj, tern
 }
 
 /* The processor's settings: the budget, and the refusal of a normalization the tower does not apply. */
-static tern_err *processor(const json_t *ip, tern_image_input *a) {
+static TERN_MUST_CHECK tern_err *processor(const json_t *ip, tern_image_input *a) {
     int64_t budget;
     TERN_TRY(tern_json_get_int(ip, "max_soft_tokens", a->budget, 1, 1 << 20, &budget));
     if (!tern_vision_enc_budget_ok(a->enc, (int)budget))

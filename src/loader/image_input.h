@@ -27,14 +27,14 @@ typedef struct tern_image_embeds {
 
 /* Loads DIR's vision tower and its processor settings (processor_config.json's "image_processor", or a flat
  * preprocessor_config.json); *out NULL, no error, when the model has no vision tower. */
-tern_err *tern_image_input_load(const char *dir, tern_image_input **out);
+TERN_MUST_CHECK tern_err *tern_image_input_load(const char *dir, tern_image_input **out);
 /* The vision tower of a GGUF multimodal projector file (llama.cpp's mmproj); the processor's defaults (the file
  * carries none of its settings). */
-tern_err *tern_image_input_load_gguf(const char *file, tern_image_input **out);
+TERN_MUST_CHECK tern_err *tern_image_input_load_gguf(const char *file, tern_image_input **out);
 /* The vision tower that goes with the model at model_path: from `mmproj` when given (none, no error, when that
  * file has only an audio tower); else the projector model_path is or holds; else none for a GGUF model; else the
  * folder's own. *out NULL, no error, when there is none. */
-tern_err *tern_image_input_find(const char *model_path, const char *mmproj, tern_image_input **out);
+TERN_MUST_CHECK tern_err *tern_image_input_find(const char *model_path, const char *mmproj, tern_image_input **out);
 /* Frees; NULL is fine. */
 void tern_image_input_free(tern_image_input *a);
 /* Width of an embedding row. */
@@ -51,10 +51,10 @@ void tern_image_input_describe(const tern_image_input *a, char *buf, size_t len)
 /* Decodes `len` bytes (PNG, JPEG, WebP, GIF, BMP) and encodes the image at `budget` soft tokens (0: the
  * default; otherwise one the processor allows, else an error listing them). Errors: undecodable or refused bytes
  * (the reason), an image too thin for the budget. */
-tern_err *tern_image_input_embed(const tern_image_input *a, const void *bytes, size_t len, int budget,
+TERN_MUST_CHECK tern_err *tern_image_input_embed(const tern_image_input *a, const void *bytes, size_t len, int budget,
                                  tern_pool *pool, tern_image_embeds *out);
 /* The same from decoded pixels. */
-tern_err *tern_image_input_embed_rgb(const tern_image_input *a, const tern_image *im, int budget, tern_pool *pool,
+TERN_MUST_CHECK tern_err *tern_image_input_embed_rgb(const tern_image_input *a, const tern_image *im, int budget, tern_pool *pool,
                                      tern_image_embeds *out);
 /* Frees the rows and zeroes; a zeroed struct is fine. */
 void tern_image_embeds_free(tern_image_embeds *e);

@@ -32,7 +32,7 @@ static void *load_tokenizer(void *arg) {
 }
 
 /* tokenizer.chat_template of a GGUF file, when it has one (*text stays NULL otherwise). */
-static tern_err *gguf_template(const char *path, char **text, char **origin) {
+static TERN_MUST_CHECK tern_err *gguf_template(const char *path, char **text, char **origin) {
     tern_gguf *g;
     TERN_TRY(tern_gguf_open(path, &g));
     tern_err *e = NULL;

@@ -26,12 +26,12 @@ struct tern_model {
 const tern_chat_format *tern_model_chat_format(const tern_model *m);
 /* A conversation (OpenAI-style messages; tools and kwargs may be NULL) as prompt ids: rendered with the chat
  * format's template and tokenized with one BOS (*ids freed with tern_free). TERN_EUNSUPPORTED without a template. */
-tern_err *tern_model_chat_prompt(const tern_model *m, const json_t *messages, const json_t *tools,
+TERN_MUST_CHECK tern_err *tern_model_chat_prompt(const tern_model *m, const json_t *messages, const json_t *tools,
                                  const json_t *kwargs, int add_generation_prompt, int32_t **ids, size_t *n);
 
 /* Prompt text (a rendered template, or a completion prompt) as ids the way chat prompts are: special-token text as
  * special ids, one BOS at the start (*ids freed with tern_free). */
-tern_err *tern_model_prompt_ids(const tern_model *m, const char *text, size_t len, int32_t **ids, size_t *n);
+TERN_MUST_CHECK tern_err *tern_model_prompt_ids(const tern_model *m, const char *text, size_t len, int32_t **ids, size_t *n);
 
 /* Audio clips and images a request may carry. */
 #define TERN_MAX_AUDIO_CLIPS 16
@@ -69,7 +69,7 @@ typedef struct tern_media_opts {
  * one placeholder per soft token, and the end marker (per 30 s window of audio). Errors name the part
  * ("messages[0].content[1]: ..."): no tower, bad base64, an undecodable or refused file, more than
  * TERN_MAX_AUDIO_CLIPS clips or TERN_MAX_IMAGES images, a template that placed no marker. */
-tern_err *tern_model_chat_prompt_media(const tern_model *m, const json_t *messages, const json_t *tools,
+TERN_MUST_CHECK tern_err *tern_model_chat_prompt_media(const tern_model *m, const json_t *messages, const json_t *tools,
                                        const json_t *kwargs, int add_generation_prompt, const tern_media_opts *o,
                                        tern_media_prompt *out);
 /* Frees and zeroes; a zeroed struct is fine. */
@@ -88,7 +88,7 @@ typedef struct tern_splice_kind {
 /* Replaces the k-th marker of each kind in ids[0, n) by its items — groups[k] consecutive ones — each as start,
  * item.n placeholders (the marker id) and end, filling spans[] (one per item of every kind, in prompt order);
  * each kind's marker count must equal its number of groups. *out is malloc'd. */
-tern_err *tern_media_splice(const int32_t *ids, size_t n, const tern_splice_kind *kinds, int n_kinds, int32_t **out,
+TERN_MUST_CHECK tern_err *tern_media_splice(const int32_t *ids, size_t n, const tern_splice_kind *kinds, int n_kinds, int32_t **out,
                             size_t *n_out, tern_prompt_embeds *spans);
 
 #endif

@@ -63,7 +63,7 @@ tern_err *tern_media_splice(const int32_t *ids, size_t n, const tern_splice_kind
 }
 
 /* The base64 payload of a media part ("data"), decoded. */
-static tern_err *part_bytes(const json_t *part, const char *what, unsigned char **bytes, size_t *len) {
+static TERN_MUST_CHECK tern_err *part_bytes(const json_t *part, const char *what, unsigned char **bytes, size_t *len) {
     const json_t *data = json_object_get(part, "data");
     TERN_TRY(tern_base64_decode(json_string_value(data), json_string_length(data), bytes, len));
     if (*len == 0) {
@@ -75,14 +75,14 @@ static tern_err *part_bytes(const json_t *part, const char *what, unsigned char 
 }
 
 /* An error about one part: named by its path, a client's fault unless memory or the server failed. */
-static tern_err *part_error(tern_err *err, const json_t *part) {
+static TERN_MUST_CHECK tern_err *part_error(tern_err *err, const json_t *part) {
     if (err->code != TERN_ENOMEM && err->code != TERN_EINTERNAL)
         err->code = TERN_EINVAL;
     return tern_err_wrap(err, "%s", json_string_value(json_object_get(part, "path")));
 }
 
 /* One audio part {"data", "format", "path"} → its embeddings, one per 30 s window (*out, *n). */
-static tern_err *encode_clip(const tern_model *m, const json_t *part, const tern_media_opts *o,
+static TERN_MUST_CHECK tern_err *encode_clip(const tern_model *m, const json_t *part, const tern_media_opts *o,
                              tern_audio_embeds **out, int *n) {
     unsigned char *bytes = NULL;
     size_t len = 0;
@@ -94,7 +94,7 @@ static tern_err *encode_clip(const tern_model *m, const json_t *part, const tern
 }
 
 /* One image part {"data" | "url", "detail", "path"} → its embeddings at the detail's budget. */
-static tern_err *encode_image(const tern_model *m, const json_t *part, const tern_media_opts *o,
+static TERN_MUST_CHECK tern_err *encode_image(const tern_model *m, const json_t *part, const tern_media_opts *o,
                               tern_image_embeds *out) {
     const char *detail = json_string_value(json_object_get(part, "detail"));
     const char *url = json_string_value(json_object_get(part, "url"));
@@ -119,7 +119,7 @@ static tern_err *encode_image(const tern_model *m, const json_t *part, const ter
     return err ? part_error(err, part) : NULL;
 }
 
-static tern_err *encode_audio_parts(const tern_model *m, const json_t *audio, const tern_media_opts *o,
+static TERN_MUST_CHECK tern_err *encode_audio_parts(const tern_model *m, const json_t *audio, const tern_media_opts *o,
                                     tern_media_prompt *out, int *groups) {
     for (size_t k = 0; k < json_array_size(audio); k++) {
         tern_audio_embeds *w = NULL;
@@ -143,7 +143,7 @@ static tern_err *encode_audio_parts(const tern_model *m, const json_t *audio, co
     return NULL;
 }
 
-static tern_err *encode_image_parts(const tern_model *m, const json_t *images, const tern_media_opts *o,
+static TERN_MUST_CHECK tern_err *encode_image_parts(const tern_model *m, const json_t *images, const tern_media_opts *o,
                                     tern_media_prompt *out) {
     const size_t n = json_array_size(images);
     if (n && !(out->images = calloc(n, sizeof *out->images)))
@@ -167,7 +167,7 @@ static tern_prompt_embeds *items_of(const tern_media_prompt *p, int audio) {
     return v;
 }
 
-static tern_err *splice(const tern_model *m, const int32_t *ids, size_t n_ids, const int *groups, int n_audio_parts,
+static TERN_MUST_CHECK tern_err *splice(const tern_model *m, const int32_t *ids, size_t n_ids, const int *groups, int n_audio_parts,
                         tern_media_prompt *out) {
     const tern_chat_format *f = m->chat;
     tern_splice_kind kinds[2];

@@ -9,7 +9,7 @@
 #include "formats/gguf.h"
 
 /* Whether the projector file holds the kind's tower. */
-static tern_err *holds(const char *file, const char *kind, const char *tensor, int *yes) {
+static TERN_MUST_CHECK tern_err *holds(const char *file, const char *kind, const char *tensor, int *yes) {
     tern_gguf *g;
     TERN_TRY(tern_gguf_open(file, &g));
     char type_key[64], has_key[64];

@@ -15,7 +15,7 @@ typedef enum tern_tower_source {
  * projector model_path is or holds, each only when its metadata names that kind's projector and its weights are
  * there (`tensor`: one every such tower has; a converter run on a checkpoint whose tower was cut away writes the
  * keys alone); else nothing for a GGUF model; else the folder. *file is malloc'd for TERN_TOWER_MMPROJ. */
-tern_err *tern_mmproj_locate(const char *model_path, const char *mmproj, const char *kind, const char *tensor,
+TERN_MUST_CHECK tern_err *tern_mmproj_locate(const char *model_path, const char *mmproj, const char *kind, const char *tensor,
                              tern_tower_source *src, char **file);
 
 #endif

@@ -17,10 +17,10 @@ struct tern_gguf;
 /* Loads DIR's audio tower (config.json + safetensors, any layout the family knows, float or MLX-quantized linears).
  * *out is NULL, with no error, when the config has no audio_config; a tower that is configured but missing or
  * mis-shaped in the checkpoint is an error naming the tensor. */
-tern_err *tern_audio_enc_load(const char *dir, tern_audio_enc **out);
+TERN_MUST_CHECK tern_err *tern_audio_enc_load(const char *dir, tern_audio_enc **out);
 /* Loads the audio tower of a GGUF multimodal projector file (llama.cpp's mmproj-*.gguf), chosen by its
  * clip.audio.projector_type; a file without an audio tower, or one of a kind this build lacks, is an error. */
-tern_err *tern_audio_enc_load_gguf(const char *file, tern_audio_enc **out);
+TERN_MUST_CHECK tern_err *tern_audio_enc_load_gguf(const char *file, tern_audio_enc **out);
 /* Frees; NULL is fine. */
 void tern_audio_enc_free(tern_audio_enc *e);
 /* Width of one embedding row (the text model's hidden size). */
@@ -31,7 +31,7 @@ size_t tern_audio_enc_tokens(const tern_audio_enc *e, size_t mel_frames);
 uint64_t tern_audio_enc_work_bytes(const tern_audio_enc *e, size_t mel_frames);
 /* One clip: mel [frames][128] (valid frames only) → out [tern_audio_enc_tokens(frames)][dim]. `pool` (may be NULL)
  * runs the matrix products. */
-tern_err *tern_audio_enc_run(const tern_audio_enc *e, tern_pool *pool, const float *mel, size_t frames, float *out);
+TERN_MUST_CHECK tern_err *tern_audio_enc_run(const tern_audio_enc *e, tern_pool *pool, const float *mel, size_t frames, float *out);
 /* One line for `tern info`: the tower's shape and storage. */
 void tern_audio_enc_describe(const tern_audio_enc *e, char *buf, size_t len);
 

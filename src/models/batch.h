@@ -38,7 +38,7 @@ static inline int64_t tern_batch_row_pos(const tern_batch *b, const tern_kv *kv,
     return b->pos ? b->pos[r] : tern_kv_len(kv, b->seq[r]);
 }
 /* Commits every row of a forward that ran: each sequence's length becomes its row's position + n_tok. */
-tern_err *tern_batch_commit(tern_kv *kv, const tern_batch *b);
+TERN_MUST_CHECK tern_err *tern_batch_commit(tern_kv *kv, const tern_batch *b);
 
 /* The phases of a forward pass, as a profile charges its time. */
 typedef enum tern_phase {

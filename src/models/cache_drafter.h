@@ -32,15 +32,15 @@ typedef struct tern_cache_drafter_desc {
 
 /* Loads MODEL_DIR as an assistant drafter; errors name what is wrong (not an assistant, missing or mis-shaped
  * tensors). */
-tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out);
+TERN_MUST_CHECK tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out);
 /* Frees; NULL is fine. */
 void tern_cache_drafter_free(tern_cache_drafter *a);
 const tern_cache_drafter_desc *tern_cache_drafter_desc_of(const tern_cache_drafter *a);
 /* NULL when the drafter can read a target of description t as is (vocabulary, width, and per block type the
  * head dim, KV heads and window of the target cache layer it reads); else an error with both sides' numbers. */
-tern_err *tern_cache_drafter_check_target(const tern_cache_drafter *a, const tern_lm_desc *t);
+TERN_MUST_CHECK tern_err *tern_cache_drafter_check_target(const tern_cache_drafter *a, const tern_lm_desc *t);
 /* Picks the head (TERN_DRAFT_HEAD_CENTROID needs the checkpoint's centroids). */
-tern_err *tern_cache_drafter_set_head(tern_cache_drafter *a, tern_draft_head head);
+TERN_MUST_CHECK tern_err *tern_cache_drafter_set_head(tern_cache_drafter *a, tern_draft_head head);
 
 /* The target cache one step reads: sequence `seq` of the target's KV cache `kv`, whose committed length is the
  * query position P (positions < P are attended). */
@@ -56,6 +56,6 @@ typedef struct tern_cache_drafter_io {
 } tern_cache_drafter_io;
 
 /* One draft step at query position P = the sequence's committed length. */
-tern_err *tern_cache_drafter_step(tern_cache_drafter *a, tern_pool *pool, const tern_cache_drafter_io *io);
+TERN_MUST_CHECK tern_err *tern_cache_drafter_step(tern_cache_drafter *a, tern_pool *pool, const tern_cache_drafter_io *io);
 
 #endif

@@ -53,7 +53,7 @@ typedef struct stager {
     size_t used, cap;
 } stager;
 
-static tern_err *put(stager *sw, const void *data, size_t len) {
+static TERN_MUST_CHECK tern_err *put(stager *sw, const void *data, size_t len) {
     if (sw->used + len > sw->cap) {
         TERN_TRY(tern_sharded_write(sw->w, sw->buf, sw->used));
         sw->used = 0;
@@ -77,7 +77,7 @@ static void store(const float *x, int64_t n, tern_dtype dt, void *dst) {
 
 /* Writes part `part` of tensor `index`: its values (part 0), or a quantized tensor's scales (1) or biases (2),
  * which come from re-quantizing the rows rather than being held from part 0. */
-static tern_err *write_part(stager *sw, const tern_out_tensor *t, size_t index, int part, tern_row_fn row_fn,
+static TERN_MUST_CHECK tern_err *write_part(stager *sw, const tern_out_tensor *t, size_t index, int part, tern_row_fn row_fn,
                             void *ctx) {
     const tern_wspec *s = t->spec;
     const int64_t in = s->shape[s->ndim - 1];

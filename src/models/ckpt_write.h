@@ -37,7 +37,7 @@ typedef tern_err *(*tern_row_fn)(void *ctx, size_t index, int64_t row, float *ou
 void tern_ckpt_plan(tern_out_tensor *t, const tern_wspec *spec, tern_layout layout, const tern_quant_config *qc,
                     tern_dtype float_dtype, tern_dtype scale_dtype);
 /* Writes the planned tensors (rows from `row`) and the raw ones into dir. */
-tern_err *tern_ckpt_write(const char *dir, const tern_out_tensor *ts, size_t n, const tern_raw_tensor *raw,
+TERN_MUST_CHECK tern_err *tern_ckpt_write(const char *dir, const tern_out_tensor *ts, size_t n, const tern_raw_tensor *raw,
                           size_t n_raw, tern_row_fn row, void *ctx, uint64_t shard_bytes, const char *format);
 
 #endif

@@ -10,7 +10,7 @@
 #include "tensor/attention.h"
 #include "tensor/ops.h"
 
-static tern_err *check_batch(const tern_kv *kv, const tern_batch *b, int64_t vocab, int64_t *T) {
+static TERN_MUST_CHECK tern_err *check_batch(const tern_kv *kv, const tern_batch *b, int64_t vocab, int64_t *T) {
     *T = 0;
     if (b->n_rows <= 0)
         return tern_errf(TERN_EINVAL, "empty batch");

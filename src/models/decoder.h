@@ -50,7 +50,7 @@ uint64_t tern_dec_work_bytes(const tern_dec_buf *bufs, int n_bufs, int64_t T);
  * keep, the context, the ring's chunk limit, ids inside [0, vocab) where no embedding is given) and sets up D for
  * its tokens: buffers zeroed in the cache's work area, each *bufs[i].at set, the sequences marked written, the
  * profile's clock started. On an error nothing is left to free. */
-tern_err *tern_dec_begin(tern_dec *D, tern_kv *kv, tern_pool *pool, const tern_batch *b, int64_t vocab,
+TERN_MUST_CHECK tern_err *tern_dec_begin(tern_dec *D, tern_kv *kv, tern_pool *pool, const tern_batch *b, int64_t vocab,
                          const tern_dec_buf *bufs, int n_bufs, tern_lm_profile *prof);
 
 /* Profiling: charges the time since the last mark to phase ph, and the bytes of the product s (or NULL) that ran
@@ -89,7 +89,7 @@ typedef struct tern_dec_head {
  * [n_logits][vocab] = the head over the final-normed rows of those wanting logits (normed into scratch [T][hidden]
  * first); either output may be NULL. Then counts the pass in the profile and frees D; the error says when a
  * product ran out of memory (its results would be wrong, so none are given). */
-tern_err *tern_dec_finish(tern_dec *D, const tern_dec_head *h, const float *x, float *scratch, float *logits,
+TERN_MUST_CHECK tern_err *tern_dec_finish(tern_dec *D, const tern_dec_head *h, const float *x, float *scratch, float *logits,
                           float *hidden);
 
 #endif

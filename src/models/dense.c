@@ -221,7 +221,7 @@ static const float *LF(dense_model *m, int l, const char *what) {
     return tern_weights_floats(m->w, name);
 }
 
-static tern_err *bind(dense_model *m) {
+static TERN_MUST_CHECK tern_err *bind(dense_model *m) {
     const tern_dense_config *c = &m->c;
     if (!(m->layers = calloc((size_t)c->n_layers, sizeof *m->layers)) || !(m->inv_freq = tern_dense_inv_freq(c)))
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -270,7 +270,7 @@ static tern_product qkv_of(const dense_layer *L) { return (tern_product){{L->q, 
 static tern_product gate_up_of(const dense_layer *L) { return (tern_product){{L->gate, L->up}, 2}; }
 
 /* The packed copies laid out along the products of a pass in the order it runs them, the head last. */
-static tern_err *pack(dense_model *m, const char *dir, int threads) {
+static TERN_MUST_CHECK tern_err *pack(dense_model *m, const char *dir, int threads) {
     const size_t n_max = (size_t)(4 * m->c.n_layers + 1);
     tern_product *list = malloc(n_max * sizeof *list);
     if (!list)

@@ -48,35 +48,35 @@ typedef struct tern_dense_config {
 } tern_dense_config;
 
 /* Parses config.json's root for family f; errors name the key and what was wrong with it. */
-tern_err *tern_dense_config_parse(const tern_dense_family *f, const json_t *root, tern_dense_config *c);
+TERN_MUST_CHECK tern_err *tern_dense_config_parse(const tern_dense_family *f, const json_t *root, tern_dense_config *c);
 /* The tensor list of c, names relative to "model." (the head rooted as "lm_head"). */
-tern_err *tern_dense_specs(const tern_dense_config *c, tern_wspec **specs, size_t *n);
+TERN_MUST_CHECK tern_err *tern_dense_specs(const tern_dense_config *c, tern_wspec **specs, size_t *n);
 /* The same from config.json's root, parsed for family f (the table's config_specs). */
-tern_err *tern_dense_config_specs(const tern_dense_family *f, const json_t *root, tern_wspec **specs, size_t *n);
+TERN_MUST_CHECK tern_err *tern_dense_config_specs(const tern_dense_family *f, const json_t *root, tern_wspec **specs, size_t *n);
 /* inv_freq [head_dim / 2] of c's RoPE (the stored factors not applied), or NULL when out of memory. */
 float *tern_dense_inv_freq(const tern_dense_config *c);
 
 /* The GGUF file at path as family f wrote it (dense_gguf.c): *config the config.json object its metadata stands for
  * (caller's reference), *ck its tensors under Hugging Face's names. */
-tern_err *tern_dense_gguf_open(const tern_dense_family *f, const char *path, json_t **config,
+TERN_MUST_CHECK tern_err *tern_dense_gguf_open(const tern_dense_family *f, const char *path, json_t **config,
                                struct tern_checkpoint **ck);
 struct tern_gguf;
 /* The same from an open GGUF (taken over: closed with the checkpoint, or on an error). */
-tern_err *tern_dense_gguf_from(const tern_dense_family *f, struct tern_gguf *g, json_t **config,
+TERN_MUST_CHECK tern_err *tern_dense_gguf_from(const tern_dense_family *f, struct tern_gguf *g, json_t **config,
                                struct tern_checkpoint **ck);
 
 /* The architecture-table entry points of every dense family; a family's file passes its traits to parse and
  * fills the rest of its row with TERN_DENSE_ENTRIES. */
-tern_err *tern_dense_parse(const tern_dense_family *f, const char *dir, const json_t *root, void **state,
+TERN_MUST_CHECK tern_err *tern_dense_parse(const tern_dense_family *f, const char *dir, const json_t *root, void **state,
                            tern_lm_desc *d);
 void tern_dense_state_free(void *state);
 uint64_t tern_dense_work_bytes(const void *state, int64_t T);
 void tern_dense_report(const char *dir, const void *state, const tern_lm_desc *d, FILE *out);
-tern_err *tern_dense_load(const char *dir, void *state, int threads, void **impl);
+TERN_MUST_CHECK tern_err *tern_dense_load(const char *dir, void *state, int threads, void **impl);
 void tern_dense_free(void *impl);
 int tern_dense_layout_threads(const void *impl);
 uint64_t tern_dense_decode_bytes(const void *impl);
-tern_err *tern_dense_forward(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
+TERN_MUST_CHECK tern_err *tern_dense_forward(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits,
                              float *hidden);
 void tern_dense_set_profile(void *impl, tern_lm_profile *p);
 void tern_dense_embed(const void *impl, int32_t id, float *out);

@@ -18,7 +18,7 @@
         (dst) = v_;                                                                         \
     } while (0)
 
-static tern_err *parse_rope(const json_t *root, tern_dense_config *c) {
+static TERN_MUST_CHECK tern_err *parse_rope(const json_t *root, tern_dense_config *c) {
     TERN_TRY(tern_json_get_num(root, "rope_theta", 10000.0, &c->rope_theta));
     const json_t *rs = json_object_get(root, "rope_scaling");
     if (!rs || json_is_null(rs))
@@ -57,7 +57,7 @@ static tern_err *parse_rope(const json_t *root, tern_dense_config *c) {
 }
 
 /* eos_token_id: one id or a list. */
-static tern_err *parse_eos(const json_t *root, tern_dense_config *c) {
+static TERN_MUST_CHECK tern_err *parse_eos(const json_t *root, tern_dense_config *c) {
     const json_t *e = json_object_get(root, "eos_token_id");
     if (!e || json_is_null(e))
         return NULL;

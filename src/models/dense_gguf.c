@@ -69,7 +69,7 @@ static char *rename_tensor(const char *name, void *ctx, int *oom) {
 }
 
 /* Sets config[key] from the GGUF's u32 `arch.what` when present (required: an error when absent). */
-static tern_err *copy_u32(const tern_gguf *g, const char *arch, const char *what, int required, json_t *config,
+static TERN_MUST_CHECK tern_err *copy_u32(const tern_gguf *g, const char *arch, const char *what, int required, json_t *config,
                           const char *key) {
     char k[160];
     snprintf(k, sizeof k, "%s.%s", arch, what);
@@ -81,7 +81,7 @@ static tern_err *copy_u32(const tern_gguf *g, const char *arch, const char *what
     return NULL;
 }
 
-static tern_err *copy_f64(const tern_gguf *g, const char *arch, const char *what, json_t *config, const char *key) {
+static TERN_MUST_CHECK tern_err *copy_f64(const tern_gguf *g, const char *arch, const char *what, json_t *config, const char *key) {
     char k[160];
     snprintf(k, sizeof k, "%s.%s", arch, what);
     if (tern_gguf_find(g, k) < 0)
@@ -92,7 +92,7 @@ static tern_err *copy_f64(const tern_gguf *g, const char *arch, const char *what
     return NULL;
 }
 
-static tern_err *config_of(const tern_dense_family *f, const tern_gguf *g, json_t *c) {
+static TERN_MUST_CHECK tern_err *config_of(const tern_dense_family *f, const tern_gguf *g, json_t *c) {
     const char *a = f->gguf_arch;
     json_object_set_new(c, "model_type", json_string(f->name));
     TERN_TRY(copy_u32(g, a, "embedding_length", 1, c, "hidden_size"));

@@ -83,7 +83,7 @@ static float embed_scale_for(const tern_weight *w, double width) {
     return s;
 }
 
-static tern_err *bind_layers(tern_gemma4 *m) {
+static TERN_MUST_CHECK tern_err *bind_layers(tern_gemma4 *m) {
     const tern_gemma4_config *c = &m->c;
     m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
     if (!m->layers)
@@ -158,7 +158,7 @@ static tern_err *bind_layers(tern_gemma4 *m) {
     return NULL;
 }
 
-static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads);
+static TERN_MUST_CHECK tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads);
 
 tern_err *tern_gemma4_load(const char *dir, tern_gemma4 **out) { return tern_gemma4_load_threads(dir, 0, out); }
 
@@ -368,7 +368,7 @@ static mm_set gate_up_of(const layer_weights *L) { return (mm_set){{L->gate, L->
 /* The packed copies of the weights, laid out for a pool of `threads` threads (tern_weights_pack) along the
  * dense products of a forward pass in the order it runs them (MoE experts aside): at most 6 per layer, the
  * per-layer-input model projection first and the tied head last. */
-static tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
+static TERN_MUST_CHECK tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads) {
     mm_set *list = malloc((size_t)(6 * m->c.num_hidden_layers + 2) * sizeof *list);
     if (!list)
         return tern_errf(TERN_ENOMEM, "out of memory");

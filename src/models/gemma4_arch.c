@@ -21,7 +21,7 @@ static void state_free(void *state) {
     free(st);
 }
 
-static tern_err *parse(const char *dir, const json_t *root, void **state, tern_lm_desc *d) {
+static TERN_MUST_CHECK tern_err *parse(const char *dir, const json_t *root, void **state, tern_lm_desc *d) {
     g4_state *st = calloc(1, sizeof *st);
     if (!st)
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -164,7 +164,7 @@ static void report(const char *dir, const void *state, const tern_lm_desc *d, FI
     tern_weights_report_list(gw, out);
 }
 
-static tern_err *load(const char *dir, void *state, int threads, void **impl) {
+static TERN_MUST_CHECK tern_err *load(const char *dir, void *state, int threads, void **impl) {
     tern_gemma4 *m = NULL;
     TERN_TRY(tern_gemma4_load_parsed(dir, &((g4_state *)state)->p, threads, &m));
     *impl = m;
@@ -174,7 +174,7 @@ static tern_err *load(const char *dir, void *state, int threads, void **impl) {
 static void model_free(void *impl) { tern_gemma4_free(impl); }
 static int layout_threads(const void *impl) { return tern_gemma4_layout_threads(impl); }
 static uint64_t decode_bytes(const void *impl) { return tern_gemma4_decode_bytes(impl); }
-static tern_err *forward(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden) {
+static TERN_MUST_CHECK tern_err *forward(void *impl, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden) {
     return tern_gemma4_forward(impl, kv, pool, b, logits, hidden);
 }
 static void set_profile(void *impl, tern_lm_profile *p) { tern_gemma4_set_profile(impl, p); }

@@ -59,7 +59,7 @@ static float *vec(const tern_cache_drafter *a, const char *fmt, int layer) {
 }
 
 /* Binds a root-level tensor (the projections, the centroids). */
-static tern_err *bind_root(tern_cache_drafter *a, const char *name, int64_t rows, int64_t cols, tern_weight *w) {
+static TERN_MUST_CHECK tern_err *bind_root(tern_cache_drafter *a, const char *name, int64_t rows, int64_t cols, tern_weight *w) {
     tern_wspec s = {.suffix = 1, .rooted = 1, .kind = TERN_WK_LINEAR, .ndim = 2, .shape = {rows, cols}};
     snprintf(s.name, sizeof s.name, "%s", name);
     char why[640];
@@ -67,7 +67,7 @@ static tern_err *bind_root(tern_cache_drafter *a, const char *name, int64_t rows
     return why[0] ? tern_errf(TERN_EFORMAT, "%s", why) : NULL;
 }
 
-static tern_err *bind_head(tern_cache_drafter *a, const json_t *root) {
+static TERN_MUST_CHECK tern_err *bind_head(tern_cache_drafter *a, const json_t *root) {
     const tern_tensor *order = tern_checkpoint_find(a->p.ck, "masked_embedding.token_ordering");
     const tern_tensor *cw = tern_checkpoint_find(a->p.ck, "masked_embedding.centroids.weight");
     if (!order && !cw)
@@ -95,7 +95,7 @@ static tern_err *bind_head(tern_cache_drafter *a, const json_t *root) {
     return NULL;
 }
 
-static tern_err *bind_layers(tern_cache_drafter *a) {
+static TERN_MUST_CHECK tern_err *bind_layers(tern_cache_drafter *a) {
     const tern_gemma4_config *c = &a->p.c;
     const int N = (int)c->num_hidden_layers;
     if (!(a->layers = calloc((size_t)N, sizeof *a->layers)))
@@ -131,7 +131,7 @@ static tern_err *bind_layers(tern_cache_drafter *a) {
     return NULL;
 }
 
-static tern_err *alloc_buffers(tern_cache_drafter *a) {
+static TERN_MUST_CHECK tern_err *alloc_buffers(tern_cache_drafter *a) {
     const tern_gemma4_config *c = &a->p.c;
     const int64_t H = c->hidden_size, Ht = a->d.backbone_hidden, nH = c->num_attention_heads;
     const int64_t hd = c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim;

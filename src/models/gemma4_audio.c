@@ -74,20 +74,20 @@ static float *own(g4audio *a, size_t n) {
     return p;
 }
 
-static tern_err *vec(g4audio *a, const char *rel, size_t n, float **out) {
+static TERN_MUST_CHECK tern_err *vec(g4audio *a, const char *rel, size_t n, float **out) {
     return tern_tower_floats(&a->src, rel, n, out);
 }
 
-static tern_err *matrix(g4audio *a, const char *rel, int64_t out, int64_t in, tern_weight *w) {
+static TERN_MUST_CHECK tern_err *matrix(g4audio *a, const char *rel, int64_t out, int64_t in, tern_weight *w) {
     return tern_tower_matrix(&a->src, rel, out, in, w);
 }
 
-static tern_err *clipped(g4audio *a, const char *rel, int64_t out, int64_t in, tern_clin *l) {
+static TERN_MUST_CHECK tern_err *clipped(g4audio *a, const char *rel, int64_t out, int64_t in, tern_clin *l) {
     return tern_tower_clipped(&a->src, rel, out, in, a->c.clipped, l);
 }
 
 /* A 3x3 convolution's weight as [out][kh][kw][in] float32, from either layout. */
-static tern_err *conv3x3(g4audio *a, const char *rel, int64_t co, int64_t ci, float **out, tern_weight *w) {
+static TERN_MUST_CHECK tern_err *conv3x3(g4audio *a, const char *rel, int64_t co, int64_t ci, float **out, tern_weight *w) {
     size_t n = (size_t)(co * ci * 9);
     float *raw = own(a, n);
     if (!raw || !(*out = own(a, n)))
@@ -103,7 +103,7 @@ static tern_err *conv3x3(g4audio *a, const char *rel, int64_t co, int64_t ci, fl
     return NULL;
 }
 
-static tern_err *parse_cfg(const json_t *root, audio_cfg *c) {
+static TERN_MUST_CHECK tern_err *parse_cfg(const json_t *root, audio_cfg *c) {
     const json_t *ac = json_object_get(root, "audio_config");
     const json_t *tc = json_object_get(root, "text_config");
     tern_err *err = NULL;
@@ -166,7 +166,7 @@ static void g4a_free(void *impl) {
     free(a);
 }
 
-static tern_err *load_layer(g4audio *a, int l) {
+static TERN_MUST_CHECK tern_err *load_layer(g4audio *a, int l) {
     const audio_cfg *c = &a->c;
     alayer *L = &a->layer[l];
     int64_t D = c->D, hd = D / c->heads;
@@ -285,7 +285,7 @@ tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, i
     return NULL;
 }
 
-static tern_err *g4a_load(const char *dir, const void *config_root, void **impl) {
+static TERN_MUST_CHECK tern_err *g4a_load(const char *dir, const void *config_root, void **impl) {
     tern_checkpoint *ck;
     TERN_TRY(tern_checkpoint_open(dir, &ck));
     return tern_gemma4_audio_load_from(ck, config_root, 0, dir, impl);
@@ -633,7 +633,7 @@ static void work_free(work *w) {
         free(all[i]);
 }
 
-static tern_err *g4a_run(const void *impl, tern_pool *pool, const float *mel, size_t frames, float *out) {
+static TERN_MUST_CHECK tern_err *g4a_run(const void *impl, tern_pool *pool, const float *mel, size_t frames, float *out) {
     const g4audio *a = impl;
     const audio_cfg *c = &a->c;
     const int64_t T1 = (int64_t)half_up(frames), T = (int64_t)half_up((size_t)T1), D = c->D;

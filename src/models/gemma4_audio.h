@@ -22,7 +22,7 @@ json_t *tern_gemma4_audio_synth_config(int64_t text_hidden);
  * (norms, convolutions, clip bounds, per-dimension scales, the output bias) as raw float32 tensors with values drawn
  * from `seed`. *arena owns the specs, the raw tensors and their data: tern_gemma4_audio_synth_free it after
  * writing. */
-tern_err *tern_gemma4_audio_synth_tensors(const json_t *root, int mlx, uint64_t seed, tern_wspec **specs,
+TERN_MUST_CHECK tern_err *tern_gemma4_audio_synth_tensors(const json_t *root, int mlx, uint64_t seed, tern_wspec **specs,
                                           size_t *n_specs, tern_raw_tensor **raw, size_t *n_raw, void **arena);
 /* Frees what tern_gemma4_audio_synth_tensors made; NULL is fine. */
 void tern_gemma4_audio_synth_free(void *arena);
@@ -32,11 +32,11 @@ void tern_gemma4_audio_synth_free(void *arena);
 /* The tower of config.json `root` bound in ck (taken over: closed with the tower, or here on an error), named as
  * Hugging Face names it; scales_softplused: the per-dimension attention scales hold softplus(p), not p. `what`
  * names the source in errors. */
-tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, int scales_softplused,
+TERN_MUST_CHECK tern_err *tern_gemma4_audio_load_from(tern_checkpoint *ck, const json_t *root, int scales_softplused,
                                       const char *what, void **impl);
 struct tern_gguf;
 /* The tower from an open GGUF multimodal projector file (llama.cpp's mmproj) whose projector type is gemma4a (the
  * caller checks), taken over: closed with the tower, or here on an error. */
-tern_err *tern_gemma4_audio_gguf_from(struct tern_gguf *g, void **impl);
+TERN_MUST_CHECK tern_err *tern_gemma4_audio_gguf_from(struct tern_gguf *g, void **impl);
 
 #endif

@@ -103,7 +103,7 @@ static char *rename_tensor(const char *name, void *ctx, int *oom) {
 
 /* The config.json object (audio_config and the text width) the file's metadata and shapes stand for (the caller
  * chose this reader by the file's projector type). */
-static tern_err *config_of(const tern_gguf *g, json_t **out) {
+static TERN_MUST_CHECK tern_err *config_of(const tern_gguf *g, json_t **out) {
     *out = NULL;
     uint32_t D, layers, heads, text, mels;
     TERN_TRY(tern_gguf_u32_in(g, "clip.audio.embedding_length", 8, 65536, &D));

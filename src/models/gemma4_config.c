@@ -19,7 +19,7 @@
         (dst) = v_;                                                         \
     } while (0)
 
-static tern_err *parse_rope(const json_t *tc, tern_gemma4_config *c, const char *where) {
+static TERN_MUST_CHECK tern_err *parse_rope(const json_t *tc, tern_gemma4_config *c, const char *where) {
     c->rope[TERN_LAYER_SLIDING] = (tern_rope_params){TERN_ROPE_DEFAULT, 10000.0, 1.0, 1.0};
     c->rope[TERN_LAYER_FULL] = (tern_rope_params){TERN_ROPE_PROPORTIONAL, 1000000.0, 0.25, 1.0};
     const json_t *rp = json_object_get(tc, "rope_parameters");
@@ -69,7 +69,7 @@ static tern_err *parse_rope(const json_t *tc, tern_gemma4_config *c, const char 
     return NULL;
 }
 
-static tern_err *parse_layer_types(const json_t *tc, tern_gemma4_config *c, const char *where) {
+static TERN_MUST_CHECK tern_err *parse_layer_types(const json_t *tc, tern_gemma4_config *c, const char *where) {
     const json_t *lt = json_object_get(tc, "layer_types");
     int64_t n = c->num_hidden_layers;
     if (!lt || json_is_null(lt)) {
@@ -107,7 +107,7 @@ static void add_eos(tern_gemma4_config *c, int64_t id) {
 }
 
 /* eos_token_id may be one integer or a list; ids from every level are merged. */
-static tern_err *parse_eos(const json_t *obj, tern_gemma4_config *c) {
+static TERN_MUST_CHECK tern_err *parse_eos(const json_t *obj, tern_gemma4_config *c) {
     const json_t *e = json_object_get(obj, "eos_token_id");
     if (!e || json_is_null(e))
         return NULL;
@@ -127,7 +127,7 @@ static tern_err *parse_eos(const json_t *obj, tern_gemma4_config *c) {
     return NULL;
 }
 
-static tern_err *validate(const tern_gemma4_config *c, const char *w) {
+static TERN_MUST_CHECK tern_err *validate(const tern_gemma4_config *c, const char *w) {
     if (c->num_attention_heads % c->num_key_value_heads)
         return tern_errf(TERN_EFORMAT, "%s: num_attention_heads (%lld) is not a multiple of num_key_value_heads (%lld)",
                          w, (long long)c->num_attention_heads, (long long)c->num_key_value_heads);

@@ -61,9 +61,9 @@ typedef struct tern_gemma4_config {
 } tern_gemma4_config;
 
 /* Parses a config.json object; errors name the offending key ("text_config.sliding_window: ..."). */
-tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *out);
+TERN_MUST_CHECK tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *out);
 /* Loads and parses DIR/config.json (or a path to a .json file). */
-tern_err *tern_gemma4_config_load(const char *path, tern_gemma4_config *out);
+TERN_MUST_CHECK tern_err *tern_gemma4_config_load(const char *path, tern_gemma4_config *out);
 
 /* The last cache-owning layer at or below `layer` reading the same type (GEMMA4.md §1 KV sharing):
  * `layer` itself for layers below first_shared, else the last non-shared layer of that type. */

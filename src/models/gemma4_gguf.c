@@ -107,7 +107,7 @@ static char *rename_tensor(const char *name, void *ctx, int *oom) {
 }
 
 /* Reads a per-layer value that GGUF stores either once or as an array of one per layer. */
-static tern_err *per_layer(const tern_gguf *g, const char *key, uint32_t layers, int64_t *out) {
+static TERN_MUST_CHECK tern_err *per_layer(const tern_gguf *g, const char *key, uint32_t layers, int64_t *out) {
     tern_gguf_array a;
     tern_err *e = tern_gguf_get_array(g, key, &a);
     if (!e) {
@@ -130,7 +130,7 @@ static tern_err *per_layer(const tern_gguf *g, const char *key, uint32_t layers,
     return NULL;
 }
 
-static tern_err *get_f64_or(const tern_gguf *g, const char *key, double dflt, double *v) {
+static TERN_MUST_CHECK tern_err *get_f64_or(const tern_gguf *g, const char *key, double dflt, double *v) {
     *v = dflt;
     return tern_gguf_find(g, key) < 0 ? NULL : tern_gguf_get_f64(g, key, v);
 }
@@ -144,7 +144,7 @@ static const tern_gguf_tensor *layer_tensor(const tern_gguf *g, uint32_t i, cons
 
 /* K=V attention, inferred as llama.cpp infers it: a full-attention layer that computes its own K/V and has no
  * attn_v takes V from the K projection (the metadata does not say so). All such layers must agree. */
-static tern_err *k_eq_v_of(const tern_gguf *g, const uint8_t *full, uint32_t owners, int *k_eq_v) {
+static TERN_MUST_CHECK tern_err *k_eq_v_of(const tern_gguf *g, const uint8_t *full, uint32_t owners, int *k_eq_v) {
     uint32_t with_v = 0, without_v = 0, first_with = 0, first_without = 0;
     for (uint32_t i = 0; i < owners; i++) {
         if (!full[i])
@@ -168,7 +168,7 @@ typedef struct moe_shape {
     int64_t experts, top_k, width; /* E, experts per token, expert intermediate size */
 } moe_shape;
 
-static tern_err *moe_of(const tern_gguf *g, uint32_t layers, uint32_t hidden, moe_shape *m) {
+static TERN_MUST_CHECK tern_err *moe_of(const tern_gguf *g, uint32_t layers, uint32_t hidden, moe_shape *m) {
     memset(m, 0, sizeof *m);
     const tern_gguf_tensor *router = layer_tensor(g, 0, "ffn_gate_inp.weight");
     for (uint32_t i = 1; i < layers; i++)
@@ -231,7 +231,7 @@ static tern_err *moe_of(const tern_gguf *g, uint32_t layers, uint32_t hidden, mo
 }
 
 /* The config.json object Hugging Face would carry for this file's text model. */
-static tern_err *config_of(const tern_gguf *g, json_t **out) {
+static TERN_MUST_CHECK tern_err *config_of(const tern_gguf *g, json_t **out) {
     uint32_t layers, hidden, ctx, heads_scalar = 0, window, shared = 0, pl = 0, kd, kd_swa, vocab, pl_vocab = 0;
     TERN_TRY(tern_gguf_get_u32(g, ARCH "block_count", &layers));
     if (layers == 0 || layers > TERN_MAX_LAYERS)

@@ -9,9 +9,9 @@
 
 /* Opens the GGUF file at `path`: *config the config.json object its metadata stands for (caller's reference),
  * *ck its tensors under Hugging Face's names (bytes in the mapped file, released with the checkpoint). */
-tern_err *tern_gemma4_gguf_open(const char *path, json_t **config, tern_checkpoint **ck);
+TERN_MUST_CHECK tern_err *tern_gemma4_gguf_open(const char *path, json_t **config, tern_checkpoint **ck);
 struct tern_gguf;
 /* The same from an open GGUF (taken over: closed with the checkpoint, or on an error). */
-tern_err *tern_gemma4_gguf_from(struct tern_gguf *g, json_t **config, tern_checkpoint **ck);
+TERN_MUST_CHECK tern_err *tern_gemma4_gguf_from(struct tern_gguf *g, json_t **config, tern_checkpoint **ck);
 
 #endif

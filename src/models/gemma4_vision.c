@@ -58,7 +58,7 @@ typedef struct g4vision {
 
 /* ---- configuration --------------------------------------------------------------------------------------- */
 
-static tern_err *parse_cfg(const json_t *root, vis_cfg *c) {
+static TERN_MUST_CHECK tern_err *parse_cfg(const json_t *root, vis_cfg *c) {
     const json_t *vc = json_object_get(root, "vision_config");
     const json_t *tc = json_object_get(root, "text_config");
     tern_err *err = NULL;
@@ -123,7 +123,7 @@ static void g4v_free(void *impl) {
     free(v);
 }
 
-static tern_err *load_layer(g4vision *v, int l) {
+static TERN_MUST_CHECK tern_err *load_layer(g4vision *v, int l) {
     const vis_cfg *c = &v->c;
     vlayer *L = &v->layer[l];
     const int64_t H = c->H, q = c->heads * c->hd, kv = c->kv_heads * c->hd;
@@ -212,7 +212,7 @@ tern_err *tern_gemma4_vision_load_from(tern_checkpoint *ck, const json_t *root, 
     return NULL;
 }
 
-static tern_err *g4v_load(const char *dir, const void *config_root, void **impl) {
+static TERN_MUST_CHECK tern_err *g4v_load(const char *dir, const void *config_root, void **impl) {
     tern_checkpoint *ck;
     TERN_TRY(tern_checkpoint_open(dir, &ck));
     return tern_gemma4_vision_load_from(ck, config_root, 0, dir, impl);
@@ -237,7 +237,7 @@ static int g4v_budget_nearest(const void *impl, int want) {
 
 /* get_aspect_ratio_preserving_size: the largest multiple of k*p on each side within budget * k^2 patches at the
  * image's aspect ratio, a side that rounds to zero taking one k*p and the other floor(long / short) of them. */
-static tern_err *g4v_plan(const void *impl, int w, int h, int budget, tern_vision_plan *pl) {
+static TERN_MUST_CHECK tern_err *g4v_plan(const void *impl, int w, int h, int budget, tern_vision_plan *pl) {
     const vis_cfg *c = &((const g4vision *)impl)->c;
     const double max_patches = (double)budget * (double)(c->k * c->k);
     const double factor = sqrt(max_patches * (double)(c->p * c->p) / ((double)h * (double)w));
@@ -466,7 +466,7 @@ static void work_free(work *w) {
         free(*f[i]);
 }
 
-static tern_err *g4v_run(const void *impl, tern_pool *pool, const uint8_t *rgb, const tern_vision_plan *pl,
+static TERN_MUST_CHECK tern_err *g4v_run(const void *impl, tern_pool *pool, const uint8_t *rgb, const tern_vision_plan *pl,
                          float *out) {
     const g4vision *v = impl;
     const vis_cfg *c = &v->c;

@@ -22,7 +22,7 @@ json_t *tern_gemma4_vision_synth_config(int64_t text_hidden);
  * specs (kind TERN_WK_LINEAR, rooted names, for the caller's planner and row source), every other tensor (norms,
  * position table, clip bounds, standardization) as raw float32 tensors with values drawn from `seed`. *arena owns
  * them: tern_gemma4_vision_synth_free it after writing. */
-tern_err *tern_gemma4_vision_synth_tensors(const json_t *root, int mlx, uint64_t seed, tern_wspec **specs,
+TERN_MUST_CHECK tern_err *tern_gemma4_vision_synth_tensors(const json_t *root, int mlx, uint64_t seed, tern_wspec **specs,
                                            size_t *n_specs, tern_raw_tensor **raw, size_t *n_raw, void **arena);
 /* Frees what tern_gemma4_vision_synth_tensors made; NULL is fine. */
 void tern_gemma4_vision_synth_free(void *arena);
@@ -32,11 +32,11 @@ void tern_gemma4_vision_synth_free(void *arena);
 /* The tower of config.json `root` bound in ck (taken over: closed with the tower, or here on an error), named as
  * Hugging Face names it; patch_chw: the patch embedding is stored [H][3][p][p] (a convolution, as GGUF keeps it)
  * rather than [H][p*p*3]. `what` names the source in errors. */
-tern_err *tern_gemma4_vision_load_from(tern_checkpoint *ck, const json_t *root, int patch_chw, const char *what,
+TERN_MUST_CHECK tern_err *tern_gemma4_vision_load_from(tern_checkpoint *ck, const json_t *root, int patch_chw, const char *what,
                                        void **impl);
 struct tern_gguf;
 /* The tower from an open GGUF multimodal projector file (llama.cpp's mmproj) whose vision projector type is
  * gemma4v (the caller checks), taken over: closed with the tower, or here on an error. */
-tern_err *tern_gemma4_vision_gguf_from(struct tern_gguf *g, void **impl);
+TERN_MUST_CHECK tern_err *tern_gemma4_vision_gguf_from(struct tern_gguf *g, void **impl);
 
 #endif

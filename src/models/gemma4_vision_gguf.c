@@ -90,7 +90,7 @@ static char *rename_tensor(const char *name, void *ctx, int *oom) {
 }
 
 /* The config.json object (vision_config and the text width) the file's metadata and shapes stand for. */
-static tern_err *config_of(const tern_gguf *g, json_t **out) {
+static TERN_MUST_CHECK tern_err *config_of(const tern_gguf *g, json_t **out) {
     *out = NULL;
     uint32_t H, layers, heads, I, text, patch;
     TERN_TRY(tern_gguf_u32_in(g, "clip.vision.embedding_length", 8, 65536, &H));

@@ -21,7 +21,7 @@ static tern_qblock qblock_of(uint32_t ggml_type) {
     }
 }
 
-static tern_err *tensor_of(const tern_gguf *g, const tern_gguf_tensor *t, char *name, tern_tensor *out) {
+static TERN_MUST_CHECK tern_err *tensor_of(const tern_gguf *g, const tern_gguf_tensor *t, char *name, tern_tensor *out) {
     tern_dtype dt = TERN_DT_U8;
     const tern_qblock qb = qblock_of(t->ggml_type);
     switch (t->ggml_type) {

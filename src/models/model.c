@@ -53,7 +53,7 @@ void tern_lm_desc_kv_bytes(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_t
 }
 
 /* A GGUF model: the architecture its metadata names, parsed from the file (no config.json: root NULL). */
-static tern_err *spec_load_gguf(const char *file, tern_lm_spec **out) {
+static TERN_MUST_CHECK tern_err *spec_load_gguf(const char *file, tern_lm_spec **out) {
     tern_gguf *g;
     TERN_TRY(tern_gguf_open(file, &g));
     char *name = NULL;

@@ -58,7 +58,7 @@ typedef struct tern_lm tern_lm;
 
 /* Parses MODEL_DIR's config.json and checkpoint headers and finds its architecture (errors name the
  * model_type when no entry runs it); no weights are read. */
-tern_err *tern_lm_spec_load(const char *dir, tern_lm_spec **out);
+TERN_MUST_CHECK tern_err *tern_lm_spec_load(const char *dir, tern_lm_spec **out);
 /* Frees; NULL is fine. */
 void tern_lm_spec_free(tern_lm_spec *s);
 /* The description. */
@@ -71,7 +71,7 @@ void tern_lm_spec_report(const tern_lm_spec *s, FILE *out);
 
 /* Loads MODEL_DIR: the spec, then the weights (mmapped; packed for the int8 kernels laid out for a pool of
  * `threads`, 0 = one per core); refuses a checkpoint with missing or mis-shaped tensors. */
-tern_err *tern_lm_load(const char *dir, int threads, tern_lm **out);
+TERN_MUST_CHECK tern_err *tern_lm_load(const char *dir, int threads, tern_lm **out);
 /* Frees; NULL is fine. */
 void tern_lm_free(tern_lm *m);
 /* What loading parsed. */
@@ -82,14 +82,14 @@ int tern_lm_layout_threads(const tern_lm *m);
 /* Bytes of weights one decode step streams. */
 uint64_t tern_lm_decode_bytes(const tern_lm *m);
 /* A KV cache for this model: n_seq sequences of up to ctx positions; ring layers keep window + chunk slots. */
-tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
+TERN_MUST_CHECK tern_err *tern_lm_kv_create(const tern_lm *m, int n_seq, int64_t ctx, int64_t chunk, tern_kv_type k_type,
                             tern_kv_type v_type, tern_kv **out);
 /* Runs a batch (see tern_batch): logits [n_logits][vocab] and/or hidden [n_hidden][hidden] of the tokens that want
  * them. Commits nothing. */
-tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
+TERN_MUST_CHECK tern_err *tern_lm_forward(tern_lm *m, tern_kv *kv, tern_pool *pool, const tern_batch *b, float *logits, float *hidden);
 /* out[hidden] = the input embedding of token `id` as the forward feeds it (scaled): what a drafter reading this
  * model's embedding takes. */
-tern_err *tern_lm_embed(const tern_lm *m, int32_t id, float *out);
+TERN_MUST_CHECK tern_err *tern_lm_embed(const tern_lm *m, int32_t id, float *out);
 /* From now on every forward adds its phases to *p (NULL stops). */
 void tern_lm_set_profile(tern_lm *m, tern_lm_profile *p);
 

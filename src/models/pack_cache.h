@@ -44,7 +44,7 @@ typedef struct tern_pack_cache_out {
 uint8_t *tern_pack_cache_begin(const char *path, size_t bytes, tern_pack_cache_out *o);
 /* Seals the packed bytes (checksum, header, read-only) and renames the file to its final name; on an error the
  * file is removed but the mapping stays valid. Release the mapping with tern_pack_cache_unmap(o->data, bytes). */
-tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key);
+TERN_MUST_CHECK tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key);
 /* Removes an unpublished file and its mapping (after a failure while packing). */
 void tern_pack_cache_abandon(tern_pack_cache_out *o);
 

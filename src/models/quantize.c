@@ -27,7 +27,7 @@ typedef struct quant_rows {
     row_src *src;
 } quant_rows;
 
-static tern_err *source_row(void *ctx, size_t index, int64_t row, float *out) {
+static TERN_MUST_CHECK tern_err *source_row(void *ctx, size_t index, int64_t row, float *out) {
     const row_src *s = &((const quant_rows *)ctx)->src[index];
     int64_t r = row;
     if (s->rows_per_block)
@@ -41,7 +41,7 @@ static tern_dtype float_dtype_of(const tern_weight *w) {
 }
 
 /* Resolves the source of output tensor `name` (in the MLX naming) among the bound source weights. */
-static tern_err *find_source(const tern_weights *gw, const tern_gemma4_config *c, const char *name, row_src *s) {
+static TERN_MUST_CHECK tern_err *find_source(const tern_weights *gw, const tern_gemma4_config *c, const char *name, row_src *s) {
     memset(s, 0, sizeof *s);
     const char *sw = strstr(name, "experts.switch_glu.");
     if (sw && gw->layout == TERN_LAYOUT_HF) {
@@ -65,7 +65,7 @@ static tern_err *find_source(const tern_weights *gw, const tern_gemma4_config *c
     return NULL;
 }
 
-static tern_err *copy_side_files(const char *in_dir, const char *out_dir) {
+static TERN_MUST_CHECK tern_err *copy_side_files(const char *in_dir, const char *out_dir) {
     static const char *files[] = {"tokenizer.json",          "tokenizer_config.json",  "chat_template.jinja",
                                   "generation_config.json",  "special_tokens_map.json", "preprocessor_config.json",
                                   "processor_config.json",   "tokenizer.model"};

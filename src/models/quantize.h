@@ -10,6 +10,6 @@
 #include "core/status.h"
 
 /* Reads the float checkpoint in in_dir and writes out_dir with bits (4 or 8) and group (32, 64, 128). */
-tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits, int group, uint64_t shard_bytes);
+TERN_MUST_CHECK tern_err *tern_quantize_model(const char *in_dir, const char *out_dir, int bits, int group, uint64_t shard_bytes);
 
 #endif

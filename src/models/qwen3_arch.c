@@ -4,11 +4,11 @@
 
 static const tern_dense_family QWEN3 = {.name = "qwen3", .gguf_arch = "qwen3", .qk_norm = 1};
 
-static tern_err *parse(const char *dir, const json_t *root, void **state, tern_lm_desc *d) {
+static TERN_MUST_CHECK tern_err *parse(const char *dir, const json_t *root, void **state, tern_lm_desc *d) {
     return tern_dense_parse(&QWEN3, dir, root, state, d);
 }
 
-static tern_err *config_specs(const json_t *root, tern_wspec **specs, size_t *n) {
+static TERN_MUST_CHECK tern_err *config_specs(const json_t *root, tern_wspec **specs, size_t *n) {
     return tern_dense_config_specs(&QWEN3, root, specs, n);
 }
 

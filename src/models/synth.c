@@ -228,7 +228,7 @@ typedef struct synth_rows {
 } synth_rows;
 
 /* Row `row` of tensor `index`: a pure function of (seed, tensor name, row), so any row can be made again. */
-static tern_err *synth_row(void *ctx, size_t index, int64_t row, float *out) {
+static TERN_MUST_CHECK tern_err *synth_row(void *ctx, size_t index, int64_t row, float *out) {
     const synth_rows *sr = ctx;
     const tern_wspec *s = sr->ts[index].spec;
     float mean, std;
@@ -242,7 +242,7 @@ static tern_err *synth_row(void *ctx, size_t index, int64_t row, float *out) {
     return NULL;
 }
 
-static tern_err *write_json(const char *dir, const char *name, json_t *v) {
+static TERN_MUST_CHECK tern_err *write_json(const char *dir, const char *name, json_t *v) {
     char *path = tern_path_join(dir, name);
     tern_err *e = path && v ? tern_json_save_file(v, path) : tern_errf(TERN_ENOMEM, "out of memory");
     free(path);
@@ -275,7 +275,7 @@ static int append(void **dst, size_t *len, const void *src, size_t n, size_t siz
 
 /* Gemma 4's tensor list for the config (the text decoder, and with o->audio / o->vision the towers: their float
  * tensors in *raw, malloc'd), the layout it is written in, its vocabulary and per-layer input widths. */
-static tern_err *gemma4_specs(json_t *config, const tern_synth_opts *o, int quant, tern_wspec **specs, size_t *n,
+static TERN_MUST_CHECK tern_err *gemma4_specs(json_t *config, const tern_synth_opts *o, int quant, tern_wspec **specs, size_t *n,
                               tern_layout *layout, tern_raw_tensor **raw, size_t *n_raw, tower_part *towers,
                               int64_t *vocab, int64_t *ple_width) {
     tern_gemma4_config c;

@@ -28,13 +28,13 @@ typedef struct tern_synth_opts {
 
 /* The config.json object of a named preset (tiny, e2b, e4b, 12b, 26b-a4b, 31b, e4b-moe-like), or loaded from a
  * path. */
-tern_err *tern_synth_config(const char *preset_or_path, json_t **out);
+TERN_MUST_CHECK tern_err *tern_synth_config(const char *preset_or_path, json_t **out);
 /* Keeps the first `layers` layers of a config (its num_hidden_layers and layer_types): a model of a real layout
  * small enough to run here. */
-tern_err *tern_synth_cut_layers(json_t *config, int64_t layers);
+TERN_MUST_CHECK tern_err *tern_synth_cut_layers(json_t *config, int64_t layers);
 /* Parses "f32|bf16|f16|q8|q4". */
-tern_err *tern_synth_parse_dtype(const char *s, tern_synth_dtype *out);
+TERN_MUST_CHECK tern_err *tern_synth_parse_dtype(const char *s, tern_synth_dtype *out);
 /* Writes a complete checkpoint for `config` into out_dir (created if needed). */
-tern_err *tern_synth_write(const json_t *config, const tern_synth_opts *opts, const char *out_dir);
+TERN_MUST_CHECK tern_err *tern_synth_write(const json_t *config, const tern_synth_opts *opts, const char *out_dir);
 
 #endif

@@ -30,12 +30,12 @@ void tern_tower_src_free(tern_tower_src *s);
 /* The full stored name of `rel` under the layout's root. */
 void tern_tower_name(const tern_tower_src *s, const char *rel, char *buf, size_t len);
 /* The stored tensor `rel` as float32 (F32, F16 or BF16), checked to hold n values, into out[n]. */
-tern_err *tern_tower_read(const tern_tower_src *s, const char *rel, size_t n, float *out);
+TERN_MUST_CHECK tern_err *tern_tower_read(const tern_tower_src *s, const char *rel, size_t n, float *out);
 /* tern_tower_read into a new array the source owns (rel NULL: a zeroed array of n for the tower's own use). */
-tern_err *tern_tower_floats(tern_tower_src *s, const char *rel, size_t n, float **out);
+TERN_MUST_CHECK tern_err *tern_tower_floats(tern_tower_src *s, const char *rel, size_t n, float **out);
 /* The matrix `rel` (+ ".weight") bound as [out, in], float or MLX-quantized; an error names it when missing or
  * mis-shaped. */
-tern_err *tern_tower_matrix(const tern_tower_src *s, const char *rel, int64_t out, int64_t in, tern_weight *w);
+TERN_MUST_CHECK tern_err *tern_tower_matrix(const tern_tower_src *s, const char *rel, int64_t out, int64_t in, tern_weight *w);
 
 /* Gemma4ClippableLinear: y = clamp(clamp(x, in_lo, in_hi) W^T, out_lo, out_hi); infinite bounds do nothing. */
 typedef struct tern_clin {
@@ -45,7 +45,7 @@ typedef struct tern_clin {
 
 /* The clippable linear `rel`: its matrix at rel.linear, its bounds beside it (rel.input_min, …) when `clipped` and
  * stored; a bound left out keeps the reference's infinite default. */
-tern_err *tern_tower_clipped(const tern_tower_src *s, const char *rel, int64_t out, int64_t in, int clipped,
+TERN_MUST_CHECK tern_err *tern_tower_clipped(const tern_tower_src *s, const char *rel, int64_t out, int64_t in, int clipped,
                              tern_clin *l);
 /* y [T][out] = the clipped linear of x [T][in] (x unchanged: clamped into tmp [T][in] when bounded). 0, or -1 when
  * scratch memory ran out. */
@@ -77,7 +77,7 @@ void tern_tower_synth_raw(tern_tower_synth *A, const char *rel, int ndim, const 
 /* A clippable linear: rel.linear and four bounds around +-bound (std 2) that rarely clip unit-scale activations. */
 void tern_tower_synth_clipped(tern_tower_synth *A, const char *rel, int64_t out, int64_t in, float bound);
 /* Hands out the lists (raw names fixed up); NULL, or out of memory (the arena then freed). */
-tern_err *tern_tower_synth_finish(tern_tower_synth *A, tern_wspec **specs, size_t *n_specs, tern_raw_tensor **raw,
+TERN_MUST_CHECK tern_err *tern_tower_synth_finish(tern_tower_synth *A, tern_wspec **specs, size_t *n_specs, tern_raw_tensor **raw,
                                   size_t *n_raw);
 /* Frees the arena and everything in it; NULL is fine. */
 void tern_tower_synth_free(tern_tower_synth *A);

@@ -18,7 +18,7 @@ struct tern_vision_enc {
     void *impl;
 };
 
-static tern_err *wrap(const tern_vision_arch *arch, void *impl, tern_vision_enc **out) {
+static TERN_MUST_CHECK tern_err *wrap(const tern_vision_arch *arch, void *impl, tern_vision_enc **out) {
     tern_vision_enc *e = calloc(1, sizeof *e);
     if (!e) {
         arch->free(impl);

@@ -24,10 +24,10 @@ typedef struct tern_vision_plan {
 /* Loads DIR's vision tower (config.json + safetensors, Hugging Face or mlx-vlm names, float or MLX-quantized
  * linears). *out is NULL, with no error, when the config has no vision_config; a tower that is configured but
  * missing or mis-shaped in the checkpoint is an error naming the tensor. */
-tern_err *tern_vision_enc_load(const char *dir, tern_vision_enc **out);
+TERN_MUST_CHECK tern_err *tern_vision_enc_load(const char *dir, tern_vision_enc **out);
 /* Loads the vision tower of a GGUF multimodal projector file (llama.cpp's mmproj-*.gguf), chosen by its
  * clip.vision.projector_type (or clip.projector_type); a file without a vision tower is an error saying so. */
-tern_err *tern_vision_enc_load_gguf(const char *file, tern_vision_enc **out);
+TERN_MUST_CHECK tern_err *tern_vision_enc_load_gguf(const char *file, tern_vision_enc **out);
 /* Frees; NULL is fine. */
 void tern_vision_enc_free(tern_vision_enc *e);
 /* Width of one embedding row (the text model's hidden size). */
@@ -38,12 +38,12 @@ int tern_vision_enc_budget_ok(const tern_vision_enc *e, int budget);
 int tern_vision_enc_budget_nearest(const tern_vision_enc *e, int want);
 /* The processor's plan for a w x h image at `budget` soft tokens (an allowed one). An image too thin to resize
  * within the budget is an error naming its size. */
-tern_err *tern_vision_enc_plan(const tern_vision_enc *e, int w, int h, int budget, tern_vision_plan *p);
+TERN_MUST_CHECK tern_err *tern_vision_enc_plan(const tern_vision_enc *e, int w, int h, int budget, tern_vision_plan *p);
 /* Bytes of scratch memory one run making `tokens` soft tokens allocates (what fit plans for). */
 uint64_t tern_vision_enc_work_bytes(const tern_vision_enc *e, size_t tokens);
 /* One image: rgb [p->h][p->w][3] already at the plan's size → out [p->tokens][dim]. `pool` (may be NULL) runs the
  * products. */
-tern_err *tern_vision_enc_run(const tern_vision_enc *e, tern_pool *pool, const uint8_t *rgb,
+TERN_MUST_CHECK tern_err *tern_vision_enc_run(const tern_vision_enc *e, tern_pool *pool, const uint8_t *rgb,
                               const tern_vision_plan *p, float *out);
 /* One line for `tern info`: the tower's shape and storage. */
 void tern_vision_enc_describe(const tern_vision_enc *e, char *buf, size_t len);

@@ -305,7 +305,7 @@ static void share_of_part(const tern_product *p, int i, int t, int threads, int6
 }
 
 /* Lays out product p's matrices with thread t's share of the product's blocks at cursor[t] (advanced). */
-static tern_err *place_split(const tern_product *p, int threads, uint8_t **cursor) {
+static TERN_MUST_CHECK tern_err *place_split(const tern_product *p, int threads, uint8_t **cursor) {
     int64_t *first = malloc((size_t)threads * sizeof *first);
     uint8_t **at = malloc((size_t)threads * sizeof *at);
     tern_err *err = first && at ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
@@ -392,7 +392,7 @@ static void fill_range(void *ctx, size_t begin, size_t end, int tid) {
     }
 }
 
-static tern_err *fill_all(tern_weights *w, int threads, size_t total) {
+static TERN_MUST_CHECK tern_err *fill_all(tern_weights *w, int threads, size_t total) {
     size_t n = 0, cap = 256;
     fill_task *tasks = malloc(cap * sizeof *tasks);
     tern_err *err = tasks ? NULL : tern_errf(TERN_ENOMEM, "out of memory");

@@ -88,7 +88,7 @@ enum { TERN_PACK_NONE = 0, TERN_PACK_PACKED, TERN_PACK_FROM_CACHE };
 /* Resolves specs [n] (taken over, freed with the weights) in `ck` under `layout`; the stored tensors under the
  * layout's prefix that no spec names are listed as extra, the rest counted as other. Problems are collected, not
  * returned as an error: the caller decides (info lists them, the loader refuses). */
-tern_err *tern_weights_bind(tern_wspec *specs, size_t n, tern_layout layout, const struct tern_quant_config *qc,
+TERN_MUST_CHECK tern_err *tern_weights_bind(tern_wspec *specs, size_t n, tern_layout layout, const struct tern_quant_config *qc,
                             const struct tern_checkpoint *ck, tern_weights **out);
 /* Binds one tensor of `ck` to *w as `s` describes it (float, or MLX-quantized per qc); on a problem *w is left
  * with fmt TERN_WF_NONE and why says "missing: NAME" or "mis-shaped: NAME: ...". */
@@ -111,11 +111,11 @@ typedef struct tern_product {
  * restart at every product. Packable matrices not listed follow whole. Lookup-only tables are left as stored. With cache_path (pack_cache.h), the arena is that file, mapped, when it was made from the same
  * checkpoint (source_key) and layout; otherwise the weights are packed (on `threads` threads) straight into a new
  * cache file, or into memory when none can be made. */
-tern_err *tern_weights_pack(tern_weights *w, const tern_product *products, size_t n,
+TERN_MUST_CHECK tern_err *tern_weights_pack(tern_weights *w, const tern_product *products, size_t n,
                                    int threads, const char *cache_path, uint64_t source_key);
 /* tern_weights_pack with the cache file of the model at `dir` (its folder or GGUF file; pack_cache.h), the time
  * it took logged. */
-tern_err *tern_weights_pack_for(tern_weights *w, const tern_product *products, size_t n, int threads, const char *dir);
+TERN_MUST_CHECK tern_err *tern_weights_pack_for(tern_weights *w, const tern_product *products, size_t n, int threads, const char *dir);
 /* Bytes of the packed copies tern_weights_pack makes of stored blocks (GGUF Q4_0 / Q8_0 matrices in
  * products), where the int8 kernels run; *replaced = the stored blocks' bytes that then leave memory (all but the
  * tied head's, which embedding lookups read). */

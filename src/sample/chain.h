@@ -36,14 +36,14 @@ typedef struct tern_chain tern_chain;
 tern_chain_params tern_chain_defaults(void);
 /* Checks ranges (temperature >= 0, top_p in (0, 1], min_p in [0, 1], repeat > 0, bias ids in the
  * vocabulary, ...); errors name the parameter. */
-tern_err *tern_chain_params_check(const tern_chain_params *p, int64_t vocab);
+TERN_MUST_CHECK tern_err *tern_chain_params_check(const tern_chain_params *p, int64_t vocab);
 /* A chain with scratch for a vocabulary of `vocab` tokens. */
-tern_err *tern_chain_new(int64_t vocab, tern_chain **out);
+TERN_MUST_CHECK tern_err *tern_chain_new(int64_t vocab, tern_chain **out);
 /* Frees; NULL is fine. */
 void tern_chain_free(tern_chain *c);
 /* Starts a request: parameters (checked), RNG seeded, window cleared and then fed the last
  * penalty_last_n tokens of `context` (the prompt; may be NULL). */
-tern_err *tern_chain_start(tern_chain *c, const tern_chain_params *p, const int32_t *context, int64_t n_context);
+TERN_MUST_CHECK tern_err *tern_chain_start(tern_chain *c, const tern_chain_params *p, const int32_t *context, int64_t n_context);
 /* Chooses the next token from logits[vocab] (not modified); fills *lp when logprobs were asked for
  * (lp may be NULL). Does not accept it. */
 int32_t tern_chain_choose(tern_chain *c, const float *logits, tern_logprobs *lp);

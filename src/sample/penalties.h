@@ -36,7 +36,7 @@ typedef struct tern_bias {
 } tern_bias;
 
 /* Prepares an empty window over a vocabulary; last_n as in the struct. Zero the struct first. */
-tern_err *tern_penalty_window_init(tern_penalty_window *w, int64_t vocab, int64_t last_n);
+TERN_MUST_CHECK tern_err *tern_penalty_window_init(tern_penalty_window *w, int64_t vocab, int64_t last_n);
 /* Empties the window (cost: the distinct tokens in it), keeping its storage and size. */
 void tern_penalty_window_clear(tern_penalty_window *w);
 /* Frees the storage; a zeroed struct is fine. */

@@ -65,7 +65,7 @@ static json_t *tool_use_block(msg_run *c, const tern_reply_part *p, int with_inp
                      input ? input : json_object());
 }
 
-static tern_err *on_part(void *user, const tern_reply_part *p) {
+static TERN_MUST_CHECK tern_err *on_part(void *user, const tern_reply_part *p) {
     msg_run *c = user;
     if (!c->streaming) {
         json_t *last = json_array_size(c->content) ? json_array_get(c->content, json_array_size(c->content) - 1) : NULL;
@@ -128,7 +128,7 @@ static tern_err *on_part(void *user, const tern_reply_part *p) {
     return c->out->oom ? tern_errf(TERN_ENOMEM, "out of memory") : NULL;
 }
 
-static tern_err *msg_token(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *msg_token(void *ctx, const tern_event *ev, sbuf *out) {
     msg_run *c = ctx;
     c->out = out;
     return tern_reply_parser_push(c->parser, ev->text, ev->text_len, on_part, c);
@@ -144,7 +144,7 @@ static json_t *usage_json(const msg_run *c, int with_input) {
     return u;
 }
 
-static tern_err *msg_done(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *msg_done(void *ctx, const tern_event *ev, sbuf *out) {
     msg_run *c = ctx;
     c->out = out;
     TERN_TRY(tern_reply_parser_push(c->parser, ev->text, ev->text_len, on_part, c));
@@ -221,7 +221,7 @@ json_t *srv_messages_response(void *run) {
 
 /* thinking → chat_template_kwargs.enable_thinking; tool_choice → which tools the model sees, and for "any" / "tool"
  * the grammar of the forced call (*gbnf, NULL otherwise). */
-static tern_err *anthropic_options(const tern_server *s, const json_t *body, json_t **tools, json_t **kwargs,
+static TERN_MUST_CHECK tern_err *anthropic_options(const tern_server *s, const json_t *body, json_t **tools, json_t **kwargs,
                                    int *parse_tools, char **gbnf) {
     *gbnf = NULL;
     *kwargs = json_object();
@@ -277,7 +277,7 @@ static tern_err *anthropic_options(const tern_server *s, const json_t *body, jso
 }
 
 /* Messages + options → prompt ids. */
-static tern_err *build_prompt(tern_server *s, const json_t *body, tern_media_prompt *mp, int *parse_tools,
+static TERN_MUST_CHECK tern_err *build_prompt(tern_server *s, const json_t *body, tern_media_prompt *mp, int *parse_tools,
                               char **gbnf) {
     json_t *msgs = NULL, *tools = NULL, *kwargs = NULL;
     *gbnf = NULL;

@@ -87,7 +87,7 @@ static int next_param(const char **p, const char *end, param *out) {
 /* RFC 2046 §5.1.1: 1..70 characters, not ending in a space. Its bchars set is narrower than printable ASCII, but
  * clients stray outside it and the parser treats the boundary as plain bytes, so only what would break the line
  * structure or the quoting (controls, non-ASCII, '"') is refused. */
-static tern_err *check_boundary(const char *b, size_t n) {
+static TERN_MUST_CHECK tern_err *check_boundary(const char *b, size_t n) {
     if (n < 1 || n > SRV_MULTIPART_BOUNDARY_CAP - 1)
         return tern_errf(TERN_EINVAL, "multipart boundary is %zu characters long; RFC 2046 allows 1 to %d", n,
                          SRV_MULTIPART_BOUNDARY_CAP - 1);
@@ -193,7 +193,7 @@ static int find_delimiter(const scan *s, size_t from, size_t *lf, size_t *next) 
 
 /* Content-Disposition: form-data; name="..."; filename="...". filename* (RFC 5987 encoding) is ignored: RFC 7578
  * §4.2 says not to send it, and the filename only hints at the format, which is sniffed from the bytes anyway. */
-static tern_err *parse_disposition(const char *v, size_t n, size_t index, srv_part *pt) {
+static TERN_MUST_CHECK tern_err *parse_disposition(const char *v, size_t n, size_t index, srv_part *pt) {
     char ex[64];
     size_t tl = 0;
     while (tl < n && v[tl] != ';' && !is_ws((unsigned char)v[tl]))
@@ -230,7 +230,7 @@ static tern_err *parse_disposition(const char *v, size_t n, size_t index, srv_pa
 }
 
 /* Reads part `index`'s header lines from *pos through the blank line; *pos is then where its data starts. */
-static tern_err *parse_headers(const scan *s, size_t *pos, size_t index, srv_part *pt) {
+static TERN_MUST_CHECK tern_err *parse_headers(const scan *s, size_t *pos, size_t index, srv_part *pt) {
     char ex[64];
     size_t p = *pos;
     const char *disp = NULL;

@@ -29,11 +29,11 @@ typedef struct srv_part {
 /* Copies the boundary parameter of a `multipart/form-data; boundary=...` Content-Type value into boundary[cap]
  * (NUL-terminated; cap >= SRV_MULTIPART_BOUNDARY_CAP always suffices); TERN_EINVAL if the type is another one or
  * the boundary is missing or malformed. */
-tern_err *srv_multipart_boundary(const char *content_type, char *boundary, size_t cap);
+TERN_MUST_CHECK tern_err *srv_multipart_boundary(const char *content_type, char *boundary, size_t cap);
 /* Splits body[0, len) on `boundary` (without its leading "--") into at most max_parts parts, in body order (a body
  * holding only the closing delimiter has none); TERN_EINVAL naming what is wrong for any malformed body or too many
  * parts (*n_parts is then 0). */
-tern_err *srv_multipart_parse(const void *body, size_t len, const char *boundary, srv_part *parts, size_t max_parts,
+TERN_MUST_CHECK tern_err *srv_multipart_parse(const void *body, size_t len, const char *boundary, srv_part *parts, size_t max_parts,
                               size_t *n_parts);
 /* The first of parts[0, n) whose name is exactly `name`, or NULL. */
 const srv_part *srv_multipart_find(const srv_part *parts, size_t n, const char *name);

@@ -46,7 +46,7 @@ static char *instruction(const char *language, const char *prompt) {
 }
 
 /* Reads the upload into the chat body it stands for; *text_reply says response_format "text". */
-static tern_err *read_upload(srv_req *r, json_t **chat, int *text_reply) {
+static TERN_MUST_CHECK tern_err *read_upload(srv_req *r, json_t **chat, int *text_reply) {
     *chat = NULL;
     *text_reply = 0;
     const char *ctype = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);

@@ -84,7 +84,7 @@ static json_t *tool_call_json(chat_run *c, const tern_reply_part *p, int index, 
 
 /* ---- reply parts ---------------------------------------------------------------------------------- */
 
-static tern_err *on_part(void *user, const tern_reply_part *p) {
+static TERN_MUST_CHECK tern_err *on_part(void *user, const tern_reply_part *p) {
     chat_run *c = user;
     if (c->streaming) {
         send_role(c);
@@ -110,7 +110,7 @@ static tern_err *on_part(void *user, const tern_reply_part *p) {
     return rc ? tern_errf(TERN_ENOMEM, "out of memory") : NULL;
 }
 
-static tern_err *chat_token(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *chat_token(void *ctx, const tern_event *ev, sbuf *out) {
     chat_run *c = ctx;
     c->out = out;
     if (c->streaming)
@@ -123,7 +123,7 @@ static tern_err *chat_token(void *ctx, const tern_event *ev, sbuf *out) {
     return tern_reply_parser_push(c->parser, ev->text, ev->text_len, on_part, c);
 }
 
-static tern_err *chat_done(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *chat_done(void *ctx, const tern_event *ev, sbuf *out) {
     chat_run *c = ctx;
     c->out = out;
     if (c->streaming)
@@ -270,7 +270,7 @@ tern_err *srv_resolve_tools(const json_t *body, json_t **tools_out, int *parse_t
     return NULL;
 }
 
-static tern_err *check_unsupported(const json_t *body) {
+static TERN_MUST_CHECK tern_err *check_unsupported(const json_t *body) {
     const json_t *rf = json_object_get(body, "response_format");
     if (rf && !json_is_null(rf)) {
         const json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;

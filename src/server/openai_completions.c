@@ -63,7 +63,7 @@ static void send_chunk(cmpl_run *c, sbuf *out, const char *text, size_t len, con
     json_decref(v);
 }
 
-static tern_err *cmpl_token(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *cmpl_token(void *ctx, const tern_event *ev, sbuf *out) {
     cmpl_run *c = ctx;
     if (c->logprobs) {
         size_t len = 0;
@@ -94,7 +94,7 @@ static tern_err *cmpl_token(void *ctx, const tern_event *ev, sbuf *out) {
     return out->oom ? tern_errf(TERN_ENOMEM, "out of memory") : NULL;
 }
 
-static tern_err *cmpl_done(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *cmpl_done(void *ctx, const tern_event *ev, sbuf *out) {
     cmpl_run *c = ctx;
     c->usage = ev->usage;
     c->finish = ev->finish == TERN_FINISH_LENGTH ? "length" : "stop";
@@ -126,7 +126,7 @@ static void cmpl_fail(void *ctx, int status, const char *message, sbuf *out) {
 static const srv_gen_ops CMPL_OPS = {cmpl_token, cmpl_done, cmpl_fail, cmpl_free};
 
 /* The prompt: a string, one string in an array, token ids, or one array of token ids. */
-static tern_err *read_prompt(tern_server *s, const json_t *body, int32_t **ids, size_t *n, char **echo_text) {
+static TERN_MUST_CHECK tern_err *read_prompt(tern_server *s, const json_t *body, int32_t **ids, size_t *n, char **echo_text) {
     const json_t *p = json_object_get(body, "prompt");
     *ids = NULL;
     *n = 0;

@@ -19,12 +19,12 @@ typedef struct emb_slot {
     int64_t prompt_tokens;
 } emb_slot;
 
-static tern_err *emb_token(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *emb_token(void *ctx, const tern_event *ev, sbuf *out) {
     (void)ctx, (void)ev, (void)out;
     return NULL;
 }
 
-static tern_err *emb_done(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *emb_done(void *ctx, const tern_event *ev, sbuf *out) {
     (void)out;
     emb_slot *s = ctx;
     if (!ev->embedding || ev->n_embedding != s->H)
@@ -42,7 +42,7 @@ static void emb_free(void *ctx) { (void)ctx; } /* slots belong to the handler */
 static const srv_gen_ops EMB_OPS = {emb_token, emb_done, emb_fail, emb_free};
 
 /* Checks one input: a non-empty string, or a non-empty list of token ids inside the vocabulary. */
-static tern_err *check_input(const json_t *v, size_t i, int64_t vocab, int list) {
+static TERN_MUST_CHECK tern_err *check_input(const json_t *v, size_t i, int64_t vocab, int list) {
     char where[32];
     snprintf(where, sizeof where, list ? "input[%zu]" : "input", i);
     if (json_is_string(v)) {
@@ -65,7 +65,7 @@ static tern_err *check_input(const json_t *v, size_t i, int64_t vocab, int list)
 }
 
 /* The inputs as a list: a string or one token list is one input. */
-static tern_err *read_inputs(const json_t *body, int64_t vocab, json_t **list) {
+static TERN_MUST_CHECK tern_err *read_inputs(const json_t *body, int64_t vocab, json_t **list) {
     const json_t *in = json_object_get(body, "input");
     *list = NULL;
     if (!in || json_is_null(in))
@@ -89,7 +89,7 @@ static tern_err *read_inputs(const json_t *body, int64_t vocab, json_t **list) {
     return NULL;
 }
 
-static tern_err *read_options(const json_t *body, int64_t H, int *base64, int64_t *dims) {
+static TERN_MUST_CHECK tern_err *read_options(const json_t *body, int64_t H, int *base64, int64_t *dims) {
     const json_t *model = json_object_get(body, "model"), *fmt = json_object_get(body, "encoding_format");
     const json_t *d = json_object_get(body, "dimensions"), *user = json_object_get(body, "user");
     if (model && !json_is_null(model) && !json_is_string(model))
@@ -152,7 +152,7 @@ static json_t *vector_json(const float *v, int64_t n, int base64) {
 }
 
 /* Starts input i's run. */
-static tern_err *start(srv_req *r, const json_t *in, emb_slot *slot, srv_gen **g) {
+static TERN_MUST_CHECK tern_err *start(srv_req *r, const json_t *in, emb_slot *slot, srv_gen **g) {
     tern_request q;
     tern_request_default(&q);
     q.embed = 1;

@@ -44,7 +44,7 @@ typedef struct resp_run {
     json_t *history;       /* the conversation before the reply, as chat messages (instructions not included) */
 } resp_run;
 
-static tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
+static TERN_MUST_CHECK tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
 static void resp_free(void *ctx) {
     resp_run *c = ctx;
@@ -85,7 +85,7 @@ static const char *item_id(resp_run *c, int index) {
 
 static json_t *copy_of(resp_run *c, int index) { return json_deep_copy(json_array_get(c->output, (size_t)index)); }
 
-static tern_err *open_item(resp_run *c, tern_reply_kind kind) {
+static TERN_MUST_CHECK tern_err *open_item(resp_run *c, tern_reply_kind kind) {
     char id[64];
     int msg = kind == TERN_REPLY_CONTENT;
     srv_make_id(c->srv, msg ? "msg_" : "rs_", id, sizeof id);
@@ -105,7 +105,7 @@ static tern_err *open_item(resp_run *c, tern_reply_kind kind) {
     return NULL;
 }
 
-static tern_err *close_item(resp_run *c) {
+static TERN_MUST_CHECK tern_err *close_item(resp_run *c) {
     if (c->open < 0)
         return NULL;
     int idx = c->open, msg = c->open_kind == TERN_REPLY_CONTENT;
@@ -139,7 +139,7 @@ static tern_err *close_item(resp_run *c) {
     return NULL;
 }
 
-static tern_err *function_call(resp_run *c, const tern_reply_part *p) {
+static TERN_MUST_CHECK tern_err *function_call(resp_run *c, const tern_reply_part *p) {
     TERN_TRY(close_item(c));
     char id[64], call_id[64];
     srv_make_id(c->srv, "fc_", id, sizeof id);
@@ -162,7 +162,7 @@ static tern_err *function_call(resp_run *c, const tern_reply_part *p) {
     return NULL;
 }
 
-static tern_err *on_part(void *user, const tern_reply_part *p) {
+static TERN_MUST_CHECK tern_err *on_part(void *user, const tern_reply_part *p) {
     resp_run *c = user;
     if (p->kind == TERN_REPLY_TOOL_CALL)
         return function_call(c, p);
@@ -188,7 +188,7 @@ static tern_err *on_part(void *user, const tern_reply_part *p) {
 
 /* ---- the run's ops ---------------------------------------------------------------------------------------- */
 
-static tern_err *resp_token(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *resp_token(void *ctx, const tern_event *ev, sbuf *out) {
     resp_run *c = ctx;
     c->out = out;
     c->token_reasoned = 0;
@@ -220,7 +220,7 @@ static json_t *assistant_message(resp_run *c) {
     return m;
 }
 
-static tern_err *resp_done(void *ctx, const tern_event *ev, sbuf *out) {
+static TERN_MUST_CHECK tern_err *resp_done(void *ctx, const tern_event *ev, sbuf *out) {
     resp_run *c = ctx;
     c->out = out;
     TERN_TRY(resp_token(c, ev, out));
@@ -296,7 +296,7 @@ static void resp_in_free(resp_in *in) {
 static int is_set(const json_t *v) { return v && !json_is_null(v); }
 
 /* A field of type `want` (json_is_*), or absent / null. */
-static tern_err *want_type(const json_t *body, const char *key, int (*is)(const json_t *), const char *what) {
+static TERN_MUST_CHECK tern_err *want_type(const json_t *body, const char *key, int (*is)(const json_t *), const char *what) {
     const json_t *v = json_object_get(body, key);
     if (is_set(v) && !is(v))
         return tern_errf(TERN_EINVAL, "'%s' must be %s, got %s", key, what, tern_json_type_name(v));
@@ -309,7 +309,7 @@ static int is_array(const json_t *v) { return json_is_array(v); }
 static int is_bool(const json_t *v) { return json_is_boolean(v); }
 
 /* Fields of the API this server does not implement: a 400 naming them rather than a reply that ignored them. */
-static tern_err *refuse_unsupported(const json_t *b) {
+static TERN_MUST_CHECK tern_err *refuse_unsupported(const json_t *b) {
     if (json_is_true(json_object_get(b, "background")))
         return tern_errf(TERN_EUNSUPPORTED, "'background': true is not supported: this server answers within the "
                                             "request (use 'stream' for early output)");
@@ -346,7 +346,7 @@ static tern_err *refuse_unsupported(const json_t *b) {
 }
 
 /* The input as items with ids, the way GET .../input_items lists them. */
-static tern_err *input_items(tern_server *s, const json_t *input, json_t **out) {
+static TERN_MUST_CHECK tern_err *input_items(tern_server *s, const json_t *input, json_t **out) {
     json_t *items = json_array();
     if (!items)
         return oom();
@@ -388,7 +388,7 @@ static tern_err *input_items(tern_server *s, const json_t *input, json_t **out) 
 }
 
 /* text.format → the reply's grammar; the echo is text {format}. */
-static tern_err *text_format(const json_t *b, char **gbnf, json_t **echo) {
+static TERN_MUST_CHECK tern_err *text_format(const json_t *b, char **gbnf, json_t **echo) {
     *gbnf = NULL;
     *echo = NULL;
     TERN_TRY(want_type(b, "text", is_object, "an object {\"format\": ...}"));
@@ -421,7 +421,7 @@ static tern_err *text_format(const json_t *b, char **gbnf, json_t **echo) {
 }
 
 /* tool_choice in chat terms: the strings as they are, {type: "function", name} as a named function. */
-static tern_err *tool_choice(const json_t *b, json_t **out) {
+static TERN_MUST_CHECK tern_err *tool_choice(const json_t *b, json_t **out) {
     const json_t *tc = json_object_get(b, "tool_choice");
     *out = NULL;
     if (!is_set(tc) || json_is_string(tc))
@@ -440,7 +440,7 @@ static tern_err *tool_choice(const json_t *b, json_t **out) {
 }
 
 /* reasoning {effort, summary}: an effort other than "none" / "minimal" turns the template's thinking on. */
-static tern_err *reasoning(const json_t *b, json_t *kwargs, json_t **echo) {
+static TERN_MUST_CHECK tern_err *reasoning(const json_t *b, json_t *kwargs, json_t **echo) {
     TERN_TRY(want_type(b, "reasoning", is_object, "an object {\"effort\", \"summary\"}"));
     const json_t *rs = json_object_get(b, "reasoning");
     const json_t *effort = json_object_get(rs, "effort"), *summary = json_object_get(rs, "summary");
@@ -463,7 +463,7 @@ static tern_err *reasoning(const json_t *b, json_t *kwargs, json_t **echo) {
     return (*echo = json_pack("{s:O?,s:O?}", "effort", effort, "summary", summary)) ? NULL : oom();
 }
 
-static tern_err *metadata(const json_t *b) {
+static TERN_MUST_CHECK tern_err *metadata(const json_t *b) {
     TERN_TRY(want_type(b, "metadata", is_object, "an object of string values"));
     const json_t *md = json_object_get(b, "metadata");
     if (json_object_size(md) > 16)
@@ -480,7 +480,7 @@ static tern_err *metadata(const json_t *b) {
 }
 
 /* Reads a Responses body into chat terms. prior: the stored conversation previous_response_id names, or NULL. */
-static tern_err *read_request(tern_server *s, const json_t *b, json_t *prior, resp_in *in) {
+static TERN_MUST_CHECK tern_err *read_request(tern_server *s, const json_t *b, json_t *prior, resp_in *in) {
     memset(in, 0, sizeof *in);
     TERN_TRY(refuse_unsupported(b));
     const json_t *input = json_object_get(b, "input");
@@ -585,7 +585,7 @@ static tern_err *read_request(tern_server *s, const json_t *b, json_t *prior, re
     return err;
 }
 
-static tern_err *run_new(tern_server *s, resp_in *in, int streaming, int parse_tools, resp_run **out) {
+static TERN_MUST_CHECK tern_err *run_new(tern_server *s, resp_in *in, int streaming, int parse_tools, resp_run **out) {
     resp_run *c = calloc(1, sizeof *c);
     if (!c)
         return oom();

@@ -57,7 +57,7 @@ json_t *srv_json_logprob(float lp) { return json_real(isfinite(lp) ? (double)lp 
 /* ---- typed fields ------------------------------------------------------------------------------- */
 
 /* A number field in [lo, hi]; absent or null leaves *out and returns with *present = 0. */
-static tern_err *num_field(const json_t *o, const char *key, double lo, double hi, double *out, int *present) {
+static TERN_MUST_CHECK tern_err *num_field(const json_t *o, const char *key, double lo, double hi, double *out, int *present) {
     const json_t *v = json_object_get(o, key);
     if (present)
         *present = 0;
@@ -75,7 +75,7 @@ static tern_err *num_field(const json_t *o, const char *key, double lo, double h
 }
 
 /* An integer field in [lo, hi] (an integral real such as 100.0 counts). */
-static tern_err *int_field(const json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, int *present) {
+static TERN_MUST_CHECK tern_err *int_field(const json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, int *present) {
     const json_t *v = json_object_get(o, key);
     if (present)
         *present = 0;
@@ -99,7 +99,7 @@ static tern_err *int_field(const json_t *o, const char *key, int64_t lo, int64_t
     return NULL;
 }
 
-static tern_err *bool_field(const json_t *o, const char *key, int *out) {
+static TERN_MUST_CHECK tern_err *bool_field(const json_t *o, const char *key, int *out) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return NULL;
@@ -110,7 +110,7 @@ static tern_err *bool_field(const json_t *o, const char *key, int *out) {
 }
 
 /* stop / stop_sequences: a string or an array of up to max non-empty strings. */
-static tern_err *stops_field(const json_t *o, const char *key, int allow_string, int max, srv_params *p) {
+static TERN_MUST_CHECK tern_err *stops_field(const json_t *o, const char *key, int allow_string, int max, srv_params *p) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
         return NULL;
@@ -145,7 +145,7 @@ static tern_err *stops_field(const json_t *o, const char *key, int allow_string,
     return NULL;
 }
 
-static tern_err *logit_bias_field(const json_t *o, int64_t vocab, srv_params *p) {
+static TERN_MUST_CHECK tern_err *logit_bias_field(const json_t *o, int64_t vocab, srv_params *p) {
     const json_t *v = json_object_get(o, "logit_bias");
     if (!v || json_is_null(v))
         return NULL;
@@ -185,7 +185,7 @@ static tern_err *logit_bias_field(const json_t *o, int64_t vocab, srv_params *p)
 
 /* OpenAI predicted outputs: {"type": "content", "content": "..." or [{"type": "text", "text": "..."}, ...]}, the
  * text parts joined. */
-static tern_err *prediction_field(const json_t *body, srv_params *p) {
+static TERN_MUST_CHECK tern_err *prediction_field(const json_t *body, srv_params *p) {
     const json_t *pr = json_object_get(body, "prediction");
     if (!pr || json_is_null(pr))
         return NULL;

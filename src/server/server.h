@@ -46,12 +46,12 @@ typedef struct tern_server tern_server;
 void tern_server_config_default(tern_server_config *c);
 /* Binds host:port and listens, so that a caller can learn that the address is taken (or not permitted) before
  * it spends time loading a model; *fd goes into tern_server_config.listen_fd (or is closed by the caller). */
-tern_err *tern_server_listen(const char *host, int port, int *fd);
+TERN_MUST_CHECK tern_err *tern_server_listen(const char *host, int port, int *fd);
 /* Starts listening; `m` and `e` must outlive the server (see tern_server_detach_engine). Errors name the address
  * when it cannot be bound and the template when it does not compile. With m and e NULL the server starts
  * loading: /health answers 503 {"status": "loading"}, /metrics answers, every other request gets 503 with
  * Retry-After, until tern_server_attach. */
-tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_config *c, tern_server **out);
+TERN_MUST_CHECK tern_err *tern_server_start(tern_model *m, tern_engine *e, const tern_server_config *c, tern_server **out);
 /* The model has loaded: the server started without one serves m through e from now on. */
 void tern_server_attach(tern_server *s, tern_model *m, tern_engine *e);
 /* The port actually bound. */

@@ -88,7 +88,7 @@ typedef struct srv_resp_store srv_resp_store;
 #define SRV_RESPONSES_STORE_BYTES ((size_t)64 << 20)
 
 /* A store of at most max_count responses and max_bytes bytes; max_count 0 keeps nothing. */
-tern_err *srv_resp_store_new(int max_count, size_t max_bytes, srv_resp_store **out);
+TERN_MUST_CHECK tern_err *srv_resp_store_new(int max_count, size_t max_bytes, srv_resp_store **out);
 /* Frees every entry; NULL is fine. */
 void srv_resp_store_free(srv_resp_store *st);
 /* 1 if the store keeps anything. */
@@ -232,7 +232,7 @@ struct srv_gen {
 
 /* Submits `req` for endpoint ops/ctx (the gen owns ctx from here on, even on failure). On failure the error says
  * why (TERN_EOVERLOAD → 429, TERN_EINVAL → 400, shutting down → TERN_ECANCELLED → 503). */
-tern_err *srv_gen_start(srv_req *r, const tern_request *req, int streaming, const srv_gen_ops *ops, void *ctx,
+TERN_MUST_CHECK tern_err *srv_gen_start(srv_req *r, const tern_request *req, int streaming, const srv_gen_ops *ops, void *ctx,
                         srv_gen **out);
 /* Non-streaming: waits for the end. Returns 0 when on_done ran, 1 when the request failed (fail_status /
  * fail_msg say how), -1 when the client went away (nothing can be sent). */
@@ -262,10 +262,10 @@ json_t *srv_messages_response(void *run);
 
 /* A /v1/responses body read into chat terms (messages with the instructions first, tools, tool_choice, the text
  * format's grammar checked, sampling fields): what the handler renders and validates next. Errors name the field. */
-tern_err *srv_responses_chat_body(tern_server *s, const json_t *body, json_t **chat);
+TERN_MUST_CHECK tern_err *srv_responses_chat_body(tern_server *s, const json_t *body, json_t **chat);
 /* A /v1/embeddings body: its inputs as a list (each a string or a token-id array), encoding_format and dimensions
  * (1..hidden). Errors name the field. */
-tern_err *srv_embeddings_read(const json_t *body, int64_t vocab, int64_t hidden, json_t **inputs, int *base64,
+TERN_MUST_CHECK tern_err *srv_embeddings_read(const json_t *body, int64_t vocab, int64_t hidden, json_t **inputs, int *base64,
                               int64_t *dims);
 
 /* A Responses reply in the making (openai_responses.c), not stored; NULL on OOM. Freed by its ops' free_ctx. */
@@ -291,10 +291,10 @@ typedef struct srv_params {
 
 /* The grammar of the body's response_format (json_object, json_schema) or llama.cpp `grammar` field; *gbnf NULL
  * (no error) when the body asks for neither. Errors name the field (a 400). */
-tern_err *srv_response_grammar(const json_t *body, char **gbnf);
+TERN_MUST_CHECK tern_err *srv_response_grammar(const json_t *body, char **gbnf);
 /* The grammar of one forced tool call in the model's dialect (srv_dialect): a call of `only` (NULL: any of `tools`, OpenAI-style
  * [{"type":"function","function":{name, parameters}}]) with arguments valid against its parameters schema. */
-tern_err *srv_tool_call_grammar(const tern_server *s, const json_t *tools, const char *only, char **gbnf);
+TERN_MUST_CHECK tern_err *srv_tool_call_grammar(const tern_server *s, const json_t *tools, const char *only, char **gbnf);
 /* The markup the model writes tool calls and reasoning in (its chat format's; Gemma 4's without one). */
 static inline const tern_reply_dialect *srv_dialect(const tern_server *s) {
     return s->chat && s->chat->dialect ? s->chat->dialect : &tern_dialect_gemma4;
@@ -306,7 +306,7 @@ void srv_params_set_grammar(srv_params *p, char *gbnf, int special);
  * request's validated fields: special tokens are rendered (the reply parser reads the markup) and generation stops
  * where Gemma 4 opens a tool response for the caller to fill. Takes mp and p (freed here); like srv_gen_start
  * otherwise. */
-tern_err *srv_gen_start_chat_media(srv_req *r, tern_server *s, srv_params *p, tern_media_prompt *mp,
+TERN_MUST_CHECK tern_err *srv_gen_start_chat_media(srv_req *r, tern_server *s, srv_params *p, tern_media_prompt *mp,
                                    const srv_gen_ops *ops, void *ctx, srv_gen **out);
 
 /* Which dialect's field names and ranges apply. */
@@ -314,10 +314,10 @@ typedef enum { PARAMS_CHAT, PARAMS_COMPLETIONS, PARAMS_MESSAGES } srv_params_kin
 
 /* Validates and reads the sampling and output fields of a request body (an object) into *p (free with
  * srv_params_free even on error). vocab bounds logit_bias token ids. Errors are TERN_EINVAL naming the field. */
-tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t vocab, srv_params *p);
+TERN_MUST_CHECK tern_err *srv_params_parse(const json_t *body, srv_params_kind kind, int64_t vocab, srv_params *p);
 void srv_params_free(srv_params *p);
 /* Parses a request body into a JSON object; errors say where the JSON is broken. */
-tern_err *srv_parse_body(const char *body, size_t len, json_t **out);
+TERN_MUST_CHECK tern_err *srv_parse_body(const char *body, size_t len, json_t **out);
 /* A JSON string from bytes that may not be valid UTF-8 (invalid sequences become U+FFFD). */
 json_t *srv_json_string_lossy(const char *s, size_t n);
 /* A JSON number for a log-probability (-9999 for -inf / NaN, which JSON cannot carry). */
@@ -328,11 +328,11 @@ json_t *srv_json_logprob(float lp);
 /* OpenAI tool_choice over a chat body's tools: "none" hides the tools; "required" forces a call of one of them and a
  * named function a call of that one (by a grammar: *forced is then 1), which is then the only tool shown.
  * *tools_out is a new reference or NULL; *parse_tools says whether to parse calls. */
-tern_err *srv_resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools, int *forced);
+TERN_MUST_CHECK tern_err *srv_resolve_tools(const json_t *body, json_t **tools_out, int *parse_tools, int *forced);
 /* Renders and tokenizes a chat for this model (messages/tools in OpenAI form) whose messages may carry audio and
  * image parts: those are encoded by the model's towers on the server's media pool, one request at a time
  * (text-only requests never wait for it). */
-tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
+TERN_MUST_CHECK tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
                                 int add_generation_prompt, tern_media_prompt *mp);
 /* The OpenAI usage object. */
 json_t *srv_usage_json(const tern_usage *u);

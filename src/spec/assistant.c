@@ -17,12 +17,12 @@ typedef struct assistant {
     float *emb, *h, *h_next, *logits;
 } assistant;
 
-static tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
+static TERN_MUST_CHECK tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
     (void)s, (void)row, (void)prediction, (void)n_prediction;
     return NULL;
 }
 
-static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
+static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
     assistant *a = (assistant *)s;
     const tern_lm_desc *t = tern_lm_desc_of(a->target);
     const size_t H = (size_t)t->hidden;

@@ -72,22 +72,22 @@ struct tern_draft_source {
 };
 
 /* Prompt lookup over `rows` rows: matches of the last max_n .. min_n tokens. */
-tern_err *tern_draft_ngram_new(int rows, int min_n, int max_n, tern_draft_source **out);
+TERN_MUST_CHECK tern_err *tern_draft_ngram_new(int rows, int min_n, int max_n, tern_draft_source **out);
 /* Predicted outputs over `rows` rows, followed in the prediction's text (tok gives each token's bytes and
  * tokenizes the rest of a token the output stopped inside). */
-tern_err *tern_draft_prediction_new(int rows, const tern_tokenizer *tok, tern_draft_source **out);
+TERN_MUST_CHECK tern_err *tern_draft_prediction_new(int rows, const tern_tokenizer *tok, tern_draft_source **out);
 /* A drafter model reading `target`'s cache `kv` (its sequence r for row r), from dir; refused at start when its
  * geometry does not fit the target (the message gives both sides' numbers). */
-tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,
+TERN_MUST_CHECK tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,
                                    tern_pool *pool, tern_draft_source **out);
 struct tern_model;
 /* Two-model drafting with the checkpoint at dir, for `rows` rows of up to ctx tokens; refused when its vocabulary
  * differs from the target's. */
-tern_err *tern_draft_model_new(const char *dir, const struct tern_model *target, int rows, int64_t ctx,
+TERN_MUST_CHECK tern_err *tern_draft_model_new(const char *dir, const struct tern_model *target, int rows, int64_t ctx,
                                tern_pool *pool, tern_draft_source **out);
 /* The drafter at dir, whichever kind its config.json says: a Gemma 4 assistant (reads kv, the target's cache) or a
  * model of its own (two-model). */
-tern_err *tern_draft_open(const char *dir, tern_draft_head head, const struct tern_model *target, const tern_kv *kv,
+TERN_MUST_CHECK tern_err *tern_draft_open(const char *dir, tern_draft_head head, const struct tern_model *target, const tern_kv *kv,
                           int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out);
 /* Frees; NULL is fine. */
 void tern_draft_source_free(tern_draft_source *s);

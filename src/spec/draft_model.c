@@ -31,7 +31,7 @@ typedef struct draft_model {
     uint8_t *prefill;
 } draft_model;
 
-static tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
+static TERN_MUST_CHECK tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
     draft_model *d = (draft_model *)s;
     (void)prediction, (void)n_prediction;
     d->r[row].n_in = 0;
@@ -40,7 +40,7 @@ static tern_err *row_start(tern_draft_source *s, int row, const int32_t *predict
 
 /* One forward of the asks' rows that still have tokens to feed: up to `chunk` of each row's backlog (catch-up),
  * or its last draft. Fills each fed row's logits at its last token. Returns the rows fed. */
-static tern_err *feed(draft_model *d, tern_draft_ask *asks, int n, int *todo, int *fed_rows, int *n_fed_rows) {
+static TERN_MUST_CHECK tern_err *feed(draft_model *d, tern_draft_ask *asks, int n, int *todo, int *fed_rows, int *n_fed_rows) {
     int nr = 0;
     int64_t T = 0;
     for (int i = 0; i < n; i++) {
@@ -78,7 +78,7 @@ static tern_err *feed(draft_model *d, tern_draft_ask *asks, int n, int *todo, in
     return NULL;
 }
 
-static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
+static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
     draft_model *d = (draft_model *)s;
     int todo[256], fed[256], n_fed;
     for (int i = 0; i < n; i++) {
@@ -140,7 +140,7 @@ static void source_free(tern_draft_source *s) {
 static const tern_draft_vt vt = {"draft_model", row_start, draft, commit, row_end, source_free};
 
 /* The same vocabulary: the same size and every token the same text. */
-static tern_err *same_vocabulary(const tern_model *target, const tern_model *draft) {
+static TERN_MUST_CHECK tern_err *same_vocabulary(const tern_model *target, const tern_model *draft) {
     const int64_t vt_ = tern_lm_desc_of(target->lm)->vocab, vd = tern_lm_desc_of(draft->lm)->vocab;
     if (vt_ != vd)
         return tern_errf(TERN_EINVAL, "its vocabulary has %lld tokens, the model's %lld: a drafter must share the "

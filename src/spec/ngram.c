@@ -9,12 +9,12 @@ typedef struct ngram {
     int min_n, max_n;
 } ngram;
 
-static tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
+static TERN_MUST_CHECK tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
     (void)s, (void)row, (void)prediction, (void)n_prediction;
     return NULL;
 }
 
-static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
+static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
     const ngram *g = (const ngram *)s;
     for (int i = 0; i < n; i++) {
         tern_draft_ask *a = &asks[i];

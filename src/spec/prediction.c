@@ -48,7 +48,7 @@ static void row_clear(pred_row *r) {
     memset(r, 0, sizeof *r);
 }
 
-static tern_err *row_start(tern_draft_source *s, int row, const int32_t *pred, int64_t n_pred) {
+static TERN_MUST_CHECK tern_err *row_start(tern_draft_source *s, int row, const int32_t *pred, int64_t n_pred) {
     prediction *p = (prediction *)s;
     pred_row *r = &p->r[row];
     row_clear(r);
@@ -156,7 +156,7 @@ static void rejoin(pred_row *r) {
     }
 }
 
-static tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
+static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
     prediction *p = (prediction *)s;
     for (int i = 0; i < n; i++) {
         tern_draft_ask *a = &asks[i];

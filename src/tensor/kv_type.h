@@ -27,7 +27,7 @@ typedef enum tern_kv_type {
 } tern_kv_type;
 
 /* The type named `name` ("bf16", "f16", "f32", "q8_0", "q4_0"); an error listing the names otherwise. */
-tern_err *tern_kv_type_parse(const char *name, tern_kv_type *out);
+TERN_MUST_CHECK tern_err *tern_kv_type_parse(const char *name, tern_kv_type *out);
 /* The type's name. */
 const char *tern_kv_type_name(tern_kv_type t);
 /* Values per block: 32 for q8_0 and q4_0, 1 for the float types. */

@@ -13,7 +13,7 @@
 typedef struct tern_membw tern_membw;
 
 /* A probe over a `bytes` buffer, every page touched. */
-tern_err *tern_membw_create(size_t bytes, tern_membw **out);
+TERN_MUST_CHECK tern_err *tern_membw_create(size_t bytes, tern_membw **out);
 /* One pass over the whole buffer with every thread of the pool; returns the seconds it took. */
 double tern_membw_pass(tern_membw *p, tern_pool *pool);
 /* Bytes one pass reads. */

@@ -143,7 +143,7 @@ size_t tern_qpack_block_bytes(const tern_weight *w) {
 
 size_t tern_qpack_bytes(const tern_weight *w) { return tern_qpack_block_bytes(w) * (size_t)tern_qpack_blocks(w); }
 
-static tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, int fill,
+static TERN_MUST_CHECK tern_err *create(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, int fill,
                         tern_qpack **out) {
     *out = NULL;
     const char *name = w->name ? w->name : "weight";

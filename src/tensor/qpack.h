@@ -86,14 +86,14 @@ int64_t tern_qpack_blocks(const tern_weight *w);
 size_t tern_qpack_block_bytes(const tern_weight *w);
 /* Packs the whole weight (rows flattened over leading dims) into a new tern_qpack; *out NULL on error. With
  * `at` non-NULL (64-byte aligned, tern_qpack_bytes long) the codes go there and stay the caller's. */
-tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out);
+TERN_MUST_CHECK tern_err *tern_qpack_create(const tern_weight *w, uint8_t *at, tern_qpack **out);
 /* A tern_qpack describing a packed copy at `at` (mapped from a cache, or to be filled block by block with
  * tern_qpack_block), nothing packed. */
-tern_err *tern_qpack_place(const tern_weight *w, uint8_t *at, tern_qpack **out);
+TERN_MUST_CHECK tern_err *tern_qpack_place(const tern_weight *w, uint8_t *at, tern_qpack **out);
 /* The same with the blocks in n pieces placed by the caller: blocks [first[i], first[i + 1]) at at[i]
  * (64-byte aligned, room for their blocks); first[0] must be 0 and first increasing, below the block count.
  * With fill 0 the blocks are only described (already there, or filled by the caller). */
-tern_err *tern_qpack_create_split(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, int fill,
+TERN_MUST_CHECK tern_err *tern_qpack_create_split(const tern_weight *w, int n, const int64_t *first, uint8_t *const *at, int fill,
                                   tern_qpack **out);
 void tern_qpack_free(tern_qpack *p);
 

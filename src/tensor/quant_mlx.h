@@ -22,7 +22,7 @@
 
 /* Validates a (bits, group, in) triple: bits in {2,3,4,5,6,8}, group a power of two >= 8 (MLX writes 32, 64
  * or 128), in > 0, in % group == 0 and in*bits % 32 == 0; the error names the offending value. */
-tern_err *tern_mlx_check(int bits, int group, int64_t in);
+TERN_MUST_CHECK tern_err *tern_mlx_check(int bits, int group, int64_t in);
 
 /* uint32 words per packed row of `in` values at `bits` bits: in*bits/32 (exact for a triple that passes
  * tern_mlx_check; rounded down otherwise). */

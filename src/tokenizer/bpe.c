@@ -49,7 +49,7 @@ void tok_work_free(tok_work *w) {
     free(w);
 }
 
-static tern_err *heap_push(tok_work *w, cand c) {
+static TERN_MUST_CHECK tern_err *heap_push(tok_work *w, cand c) {
     if (w->n_heap == w->cap_heap) {
         size_t nc = w->cap_heap ? w->cap_heap * 2 : 256;
         cand *nh = realloc(w->heap, nc * sizeof *nh);
@@ -117,7 +117,7 @@ static int32_t pair_result(const tern_tokenizer *t, const char *s, const sym *L,
 }
 
 /* Pushes the candidate for the pair (l, r) if the model has one. */
-static tern_err *try_pair(const tern_tokenizer *t, tok_work *w, const char *s, int32_t l, int32_t r) {
+static TERN_MUST_CHECK tern_err *try_pair(const tern_tokenizer *t, tok_work *w, const char *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0)
         return NULL;
     const sym *L = &w->syms[l], *R = &w->syms[r];
@@ -136,7 +136,7 @@ static int stale(const tok_work *w, const cand *c, int32_t left) {
 }
 
 /* Emits the ids of an unknown symbol: byte tokens, or <unk> (fused with a preceding <unk> when asked). */
-static tern_err *emit_unknown(const tern_tokenizer *t, const unsigned char *p, size_t n, int *prev_unk,
+static TERN_MUST_CHECK tern_err *emit_unknown(const tern_tokenizer *t, const unsigned char *p, size_t n, int *prev_unk,
                               tern_tokens *out) {
     if (t->byte_fallback) {
         int all = 1;
@@ -158,7 +158,7 @@ static tern_err *emit_unknown(const tern_tokenizer *t, const unsigned char *p, s
 }
 
 /* Runs the merge loop over one chunk of a piece; prev_unk carries <unk> fusing across chunks. */
-static tern_err *encode_chunk(const tern_tokenizer *t, tok_work *w, const char *s, size_t n, int *prev_unk,
+static TERN_MUST_CHECK tern_err *encode_chunk(const tern_tokenizer *t, tok_work *w, const char *s, size_t n, int *prev_unk,
                               tern_tokens *out) {
     const unsigned char *u = (const unsigned char *)s;
     /* Initial symbols: bytes (byte-level) or UTF-8 characters (a stray byte is a symbol of its own). */

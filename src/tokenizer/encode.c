@@ -31,7 +31,7 @@ typedef struct enc_ctx {
 } enc_ctx;
 
 /* Runs one stretch of plain text (no added tokens in it) through the pipeline. */
-static tern_err *encode_segment(enc_ctx *c, const char *s, size_t n, int first) {
+static TERN_MUST_CHECK tern_err *encode_segment(enc_ctx *c, const char *s, size_t n, int first) {
     if (n == 0)
         return NULL;
     const tern_tokenizer *t = c->t;
@@ -71,7 +71,7 @@ static int32_t match_added(const tern_tokenizer *t, const char *text, size_t len
     return -1;
 }
 
-static tern_err *encode_all(enc_ctx *c, const char *text, size_t len, int add_special, int parse_special) {
+static TERN_MUST_CHECK tern_err *encode_all(enc_ctx *c, const char *text, size_t len, int add_special, int parse_special) {
     const tern_tokenizer *t = c->t;
     if (add_special)
         for (size_t i = 0; i < t->n_prefix; i++)

@@ -252,7 +252,7 @@ void tok_hf_bulk_free(tok_hf_bulk *b) {
 
 /* After entry i of `what` (model.vocab or model.merges), at *p: a ',' and a next entry, or the closing bracket.
  * Moves *p to the next entry (or the bracket); an error when neither follows. */
-static tern_err *next_entry(const char **p, const char *end, char close, const char *what, size_t i) {
+static TERN_MUST_CHECK tern_err *next_entry(const char **p, const char *end, char close, const char *what, size_t i) {
     *p = skip_ws(*p, end);
     if (*p < end && **p == ',') {
         *p = skip_ws(*p + 1, end);

@@ -113,7 +113,7 @@ static void write_bytelevel(FILE *f, const tok_pre_name *pre) {
 
 /* The pre-tokenizer of a byte-level vocabulary (NULL for a SentencePiece-style one); an error for a byte-level
  * one whose pre-tokenizer is unknown. */
-static tern_err *bytelevel_pre(const tern_gguf *g, const tok_pre_name **pre) {
+static TERN_MUST_CHECK tern_err *bytelevel_pre(const tern_gguf *g, const tok_pre_name **pre) {
     *pre = NULL;
     tern_gguf_str model = {0}, name = {0};
     if (tern_gguf_find(g, "tokenizer.ggml.model") >= 0)
@@ -129,7 +129,7 @@ static tern_err *bytelevel_pre(const tern_gguf *g, const tok_pre_name **pre) {
     return NULL;
 }
 
-static tern_err *write_tokenizer_json(const tern_gguf *g, int64_t V, const char *path) {
+static TERN_MUST_CHECK tern_err *write_tokenizer_json(const tern_gguf *g, int64_t V, const char *path) {
     tern_gguf_array toks, types, merges;
     const tok_pre_name *pre;
     TERN_TRY(bytelevel_pre(g, &pre));
@@ -238,7 +238,7 @@ done:
 }
 
 /* Writes "key": the text of the token tokenizer.ggml.<id_key> names, or null when there is none below V. */
-static tern_err *put_special(FILE *f, const tern_gguf *g, const char *key, const char *id_key, int64_t V) {
+static TERN_MUST_CHECK tern_err *put_special(FILE *f, const tern_gguf *g, const char *key, const char *id_key, int64_t V) {
     char k[96];
     snprintf(k, sizeof k, "tokenizer.ggml.%s", id_key);
     uint32_t id = 0;
@@ -259,7 +259,7 @@ static tern_err *put_special(FILE *f, const tern_gguf *g, const char *key, const
     return NULL;
 }
 
-static tern_err *write_tokenizer_config(const tern_gguf *g, int64_t V, const char *path) {
+static TERN_MUST_CHECK tern_err *write_tokenizer_config(const tern_gguf *g, int64_t V, const char *path) {
     const tok_pre_name *pre;
     TERN_TRY(bytelevel_pre(g, &pre));
     int add_bos = !pre;

@@ -10,6 +10,6 @@
 
 /* Writes the tokenizer files of the SentencePiece-style BPE vocabulary in `gguf_path` into
  * out_dir, keeping the first `vocab_size` tokens (and only the merges among them). */
-tern_err *tern_hf_export_tokenizer(const char *gguf_path, int64_t vocab_size, const char *out_dir);
+TERN_MUST_CHECK tern_err *tern_hf_export_tokenizer(const char *gguf_path, int64_t vocab_size, const char *out_dir);
 
 #endif

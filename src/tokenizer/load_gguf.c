@@ -12,7 +12,7 @@
 #include "tokenizer/tok_internal.h"
 
 /* Adds a normalizer step (literal strings copied). */
-static tern_err *add_norm(tern_tokenizer *t, norm_kind kind, const char *pattern, const char *content) {
+static TERN_MUST_CHECK tern_err *add_norm(tern_tokenizer *t, norm_kind kind, const char *pattern, const char *content) {
     norm_step *n = realloc(t->norms, (t->n_norms + 1) * sizeof *n);
     if (!n)
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -31,7 +31,7 @@ static tern_err *add_norm(tern_tokenizer *t, norm_kind kind, const char *pattern
 }
 
 /* Adds a pre-tokenizer step; a regex pattern is compiled. */
-static tern_err *add_pre(tern_tokenizer *t, pre_kind kind, const char *regex) {
+static TERN_MUST_CHECK tern_err *add_pre(tern_tokenizer *t, pre_kind kind, const char *regex) {
     pre_step *p = realloc(t->pres, (t->n_pres + 1) * sizeof *p);
     if (!p)
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -47,7 +47,7 @@ static tern_err *add_pre(tern_tokenizer *t, pre_kind kind, const char *regex) {
 }
 
 /* The pre-tokenizer a "gpt2" vocabulary names (tokenizer.ggml.pre): its regexes in order, and its flags. */
-static tern_err *named_pre(tern_tokenizer *t, const char *pre, unsigned *flags) {
+static TERN_MUST_CHECK tern_err *named_pre(tern_tokenizer *t, const char *pre, unsigned *flags) {
     const tok_pre_name *d = tok_pre_by_name(pre);
     if (!d)
         return tern_errf(TERN_EUNSUPPORTED,
@@ -66,7 +66,7 @@ static tern_err *named_pre(tern_tokenizer *t, const char *pre, unsigned *flags) 
 }
 
 /* Reads the merges ("left right" strings) into the id-pair table; merges naming unknown tokens are skipped. */
-static tern_err *load_merges(tern_tokenizer *t, const tern_gguf *g) {
+static TERN_MUST_CHECK tern_err *load_merges(tern_tokenizer *t, const tern_gguf *g) {
     tern_gguf_array m;
     TERN_TRY(tern_gguf_get_array(g, "tokenizer.ggml.merges", &m));
     if (m.elem_type != TERN_GGUF_STRING)
@@ -119,7 +119,7 @@ static tern_err *load_merges(tern_tokenizer *t, const tern_gguf *g) {
 /* Reads an optional special-token id; a value outside the vocabulary is ignored (the default stays). */
 /* A special token's id into *id (left as it is when the key is absent). A value of another type is an error, as
  * llama.cpp refuses it; an id outside the vocabulary is ignored with a warning, as llama.cpp does. */
-static tern_err *read_id(const tern_gguf *g, const char *key, int32_t n_vocab, tern_token *id) {
+static TERN_MUST_CHECK tern_err *read_id(const tern_gguf *g, const char *key, int32_t n_vocab, tern_token *id) {
     uint32_t v;
     if (tern_gguf_find(g, key) < 0)
         return NULL;
@@ -170,7 +170,7 @@ static char *tables_cache(const tern_gguf *g, int kind, const tern_gguf_array *t
     return tok_cache_path_for(key);
 }
 
-static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_override, int cacheable) {
+static TERN_MUST_CHECK tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_override, int cacheable) {
     char *model = NULL, *pre = NULL;
     TERN_TRY(tern_gguf_get_str_dup(g, "tokenizer.ggml.model", &model));
     tern_err *e = NULL;
@@ -319,7 +319,7 @@ static tern_err *build(tern_tokenizer *t, const tern_gguf *g, const char *pre_ov
     return e;
 }
 
-static tern_err *from_gguf(const tern_gguf *g, const char *pre, int cacheable, tern_tokenizer **out) {
+static TERN_MUST_CHECK tern_err *from_gguf(const tern_gguf *g, const char *pre, int cacheable, tern_tokenizer **out) {
     *out = NULL;
     tern_tokenizer *t = calloc(1, sizeof *t);
     if (!t)

@@ -43,7 +43,7 @@ typedef struct vocab_ctx {
     int64_t max_id;
 } vocab_ctx;
 
-static tern_err *vocab_count(void *ctx, const char *text, size_t len, int32_t id) {
+static TERN_MUST_CHECK tern_err *vocab_count(void *ctx, const char *text, size_t len, int32_t id) {
     vocab_ctx *c = ctx;
     (void)text, (void)len;
     c->entries++;
@@ -51,14 +51,14 @@ static tern_err *vocab_count(void *ctx, const char *text, size_t len, int32_t id
     return NULL;
 }
 
-static tern_err *vocab_set(void *ctx, const char *text, size_t len, int32_t id) {
+static TERN_MUST_CHECK tern_err *vocab_set(void *ctx, const char *text, size_t len, int32_t id) {
     vocab_ctx *c = ctx;
     TERN_TRY(tok_vocab_set(c->t, id, text, len));
     c->t->attr[id] = TA_NORMAL;
     return NULL;
 }
 
-static tern_err *load_vocab(tern_tokenizer *t, const tok_hf_bulk *b, const json_t *added) {
+static TERN_MUST_CHECK tern_err *load_vocab(tern_tokenizer *t, const tok_hf_bulk *b, const json_t *added) {
     if (!b->vocab)
         return tern_errf(TERN_EFORMAT, "model.vocab: expected an object of token -> id");
     vocab_ctx c = {.t = t, .max_id = -1};
@@ -106,13 +106,13 @@ typedef struct merge_ctx {
     size_t cap;
 } merge_ctx;
 
-static tern_err *merge_count(void *ctx, const char *l, size_t ll, const char *r, size_t rl, size_t i) {
+static TERN_MUST_CHECK tern_err *merge_count(void *ctx, const char *l, size_t ll, const char *r, size_t rl, size_t i) {
     (void)l, (void)ll, (void)r, (void)rl, (void)i;
     ((merge_ctx *)ctx)->cap++;
     return NULL;
 }
 
-static tern_err *merge_add(void *ctx, const char *l, size_t ll, const char *r, size_t rl, size_t i) {
+static TERN_MUST_CHECK tern_err *merge_add(void *ctx, const char *l, size_t ll, const char *r, size_t rl, size_t i) {
     merge_ctx *c = ctx;
     int32_t li = tok_vocab_find(c->t, l, ll), ri = tok_vocab_find(c->t, r, rl);
     if (li < 0 || ri < 0)
@@ -134,7 +134,7 @@ static tern_err *merge_add(void *ctx, const char *l, size_t ll, const char *r, s
     return tok_merges_add(c->t, li, ri, res, (int32_t)i);
 }
 
-static tern_err *load_merges(tern_tokenizer *t, const tok_hf_bulk *b, const json_t *model) {
+static TERN_MUST_CHECK tern_err *load_merges(tern_tokenizer *t, const tok_hf_bulk *b, const json_t *model) {
     if (!b->merges) {
         const json_t *merges = json_object_get(model, "merges");
         return merges ? tern_errf(TERN_EFORMAT, "model.merges: expected an array") : NULL;
@@ -152,7 +152,7 @@ static tern_err *load_merges(tern_tokenizer *t, const tok_hf_bulk *b, const json
 
 /* ---- normalizers ---- */
 
-static tern_err *pattern_of(const json_t *obj, const char *what, char **lit, size_t *lit_len, void **regex) {
+static TERN_MUST_CHECK tern_err *pattern_of(const json_t *obj, const char *what, char **lit, size_t *lit_len, void **regex) {
     const json_t *p = json_object_get(obj, "pattern");
     const char *s;
     *lit = NULL;
@@ -174,7 +174,7 @@ static tern_err *pattern_of(const json_t *obj, const char *what, char **lit, siz
     return tern_errf(TERN_EFORMAT, "%s: pattern must be {\"String\": ...} or {\"Regex\": ...}", what);
 }
 
-static tern_err *add_normalizer(tern_tokenizer *t, const json_t *n, int depth) {
+static TERN_MUST_CHECK tern_err *add_normalizer(tern_tokenizer *t, const json_t *n, int depth) {
     if (json_is_null(n) || !n)
         return NULL;
     const char *type = jstr(n, "type");
@@ -241,7 +241,7 @@ static tern_err *add_normalizer(tern_tokenizer *t, const json_t *n, int depth) {
 
 /* ---- pre-tokenizers ---- */
 
-static tern_err *push_pre(tern_tokenizer *t, pre_step *st) {
+static TERN_MUST_CHECK tern_err *push_pre(tern_tokenizer *t, pre_step *st) {
     pre_step *np = realloc(t->pres, (t->n_pres + 1) * sizeof *np);
     if (!np) {
         free(st->literal);
@@ -255,7 +255,7 @@ static tern_err *push_pre(tern_tokenizer *t, pre_step *st) {
     return NULL;
 }
 
-static tern_err *behavior_of(const json_t *p, const char *what, split_behavior *out) {
+static TERN_MUST_CHECK tern_err *behavior_of(const json_t *p, const char *what, split_behavior *out) {
     const char *b = jstr(p, "behavior");
     static const struct {
         const char *name;
@@ -277,7 +277,7 @@ static tern_err *behavior_of(const json_t *p, const char *what, split_behavior *
     return tern_errf(TERN_EFORMAT, "%s: unknown behavior '%s'", what, b);
 }
 
-static tern_err *regex_step(tern_tokenizer *t, const char *re, split_behavior b, int invert) {
+static TERN_MUST_CHECK tern_err *regex_step(tern_tokenizer *t, const char *re, split_behavior b, int invert) {
     pre_step st = {0};
     st.kind = PRE_SPLIT;
     st.behavior = b;
@@ -286,7 +286,7 @@ static tern_err *regex_step(tern_tokenizer *t, const char *re, split_behavior b,
     return push_pre(t, &st);
 }
 
-static tern_err *add_pretokenizer(tern_tokenizer *t, const json_t *p, int depth) {
+static TERN_MUST_CHECK tern_err *add_pretokenizer(tern_tokenizer *t, const json_t *p, int depth) {
     if (!p || json_is_null(p))
         return NULL;
     const char *type = jstr(p, "type");
@@ -352,7 +352,7 @@ static tern_err *add_pretokenizer(tern_tokenizer *t, const json_t *p, int depth)
 
 /* ---- post-processor: which ids add_special puts before and after ---- */
 
-static tern_err *push_id(tern_token **list, size_t *n, tern_token id) {
+static TERN_MUST_CHECK tern_err *push_id(tern_token **list, size_t *n, tern_token id) {
     tern_token *nl = realloc(*list, (*n + 1) * sizeof *nl);
     if (!nl)
         return tern_errf(TERN_ENOMEM, "out of memory");
@@ -361,7 +361,7 @@ static tern_err *push_id(tern_token **list, size_t *n, tern_token id) {
     return NULL;
 }
 
-static tern_err *special_ids(tern_tokenizer *t, const json_t *pp, const char *name, tern_token **list, size_t *n) {
+static TERN_MUST_CHECK tern_err *special_ids(tern_tokenizer *t, const json_t *pp, const char *name, tern_token **list, size_t *n) {
     const json_t *st = json_object_get(json_object_get(pp, "special_tokens"), name);
     const json_t *ids = json_object_get(st, "ids");
     if (json_is_array(ids)) {
@@ -380,7 +380,7 @@ static tern_err *special_ids(tern_tokenizer *t, const json_t *pp, const char *na
     return push_id(list, n, id);
 }
 
-static tern_err *add_postprocessor(tern_tokenizer *t, const json_t *pp, int depth) {
+static TERN_MUST_CHECK tern_err *add_postprocessor(tern_tokenizer *t, const json_t *pp, int depth) {
     if (!pp || json_is_null(pp))
         return NULL;
     const char *type = jstr(pp, "type");
@@ -431,7 +431,7 @@ static tern_err *add_postprocessor(tern_tokenizer *t, const json_t *pp, int dept
 
 /* ---- decoder ---- */
 
-static tern_err *add_decoder(tern_tokenizer *t, const json_t *d, int depth, int *fused) {
+static TERN_MUST_CHECK tern_err *add_decoder(tern_tokenizer *t, const json_t *d, int depth, int *fused) {
     if (!d || json_is_null(d))
         return NULL;
     const char *type = jstr(d, "type");
@@ -489,7 +489,7 @@ static tern_err *add_decoder(tern_tokenizer *t, const json_t *d, int depth, int 
 /* ---- tokenizer_config.json ---- */
 
 /* Puts `id` into (add) or out of (!add) the front of prefix / the back of suffix. */
-static tern_err *force_edge(tern_token **list, size_t *n, tern_token id, int add, int front) {
+static TERN_MUST_CHECK tern_err *force_edge(tern_token **list, size_t *n, tern_token id, int add, int front) {
     size_t k = 0;
     for (size_t i = 0; i < *n; i++)
         if ((*list)[i] != id)
@@ -505,7 +505,7 @@ static tern_err *force_edge(tern_token **list, size_t *n, tern_token id, int add
     return NULL;
 }
 
-static tern_err *apply_config(tern_tokenizer *t, const json_t *cfg) {
+static TERN_MUST_CHECK tern_err *apply_config(tern_tokenizer *t, const json_t *cfg) {
     static const char *const bos_names[] = {"<bos>", "<s>", "<|begin_of_text|>", NULL};
     static const char *const eos_names[] = {"<eos>", "</s>", "<|end_of_text|>", "<|endoftext|>", NULL};
     if (cfg) {
@@ -542,7 +542,7 @@ typedef struct tables_cache {
     int hit;
 } tables_cache;
 
-static tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk *bulk, const json_t *cfg,
+static TERN_MUST_CHECK tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk *bulk, const json_t *cfg,
                        tables_cache *tc) {
     if (!json_is_object(root))
         return tern_errf(TERN_EFORMAT, "expected a JSON object at the top level");
@@ -597,7 +597,7 @@ static tern_err *build(tern_tokenizer *t, const json_t *root, const tok_hf_bulk 
 /* Tokenizers smaller than this build their tables faster than a cache file would be found and checked. */
 #define CACHE_MIN_JSON_BYTES ((size_t)1 << 20)
 
-static tern_err *load_hf(const char *json, size_t json_len, const char *config_json, size_t config_len,
+static TERN_MUST_CHECK tern_err *load_hf(const char *json, size_t json_len, const char *config_json, size_t config_len,
                          const char *name, int cacheable, tern_tokenizer **out) {
     *out = NULL;
     if (!name)

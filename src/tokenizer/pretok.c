@@ -158,7 +158,7 @@ static int spans_add(span_list *l, size_t b, size_t e, int m) {
 }
 
 /* Finds all matches of `re` (or of the literal) in s and lists matches and the gaps between them. */
-static tern_err *find_spans(const void *re, const char *lit, size_t lit_len, const char *s, size_t n, span_list *out,
+static TERN_MUST_CHECK tern_err *find_spans(const void *re, const char *lit, size_t lit_len, const char *s, size_t n, span_list *out,
                             pcre2_match_data **md) {
     out->n = 0;
     size_t pos = 0, gap = 0;
@@ -205,7 +205,7 @@ static tern_err *find_spans(const void *re, const char *lit, size_t lit_len, con
 /* Applies a Split behavior to the spans of s and appends the resulting pieces. Mirrors Hugging Face:
  * MergedWithPrevious glues a match to a preceding gap, MergedWithNext to a following gap, Contiguous fuses
  * runs of matches, Removed drops matches, Isolated keeps everything apart; `invert` swaps matches and gaps. */
-static tern_err *apply_split(split_behavior bh, int invert, const char *s, span_list *sp, tok_pieces *out) {
+static TERN_MUST_CHECK tern_err *apply_split(split_behavior bh, int invert, const char *s, span_list *sp, tok_pieces *out) {
     if (invert)
         for (size_t i = 0; i < sp->n; i++)
             sp->v[i].is_match = !sp->v[i].is_match;
@@ -331,7 +331,7 @@ fail:
 
 /* ---- pre-tokenizers ---- */
 
-static tern_err *split_newlines(const char *s, size_t n, tok_pieces *out) {
+static TERN_MUST_CHECK tern_err *split_newlines(const char *s, size_t n, tok_pieces *out) {
     size_t b = 0;
     for (size_t i = 1; i <= n; i++)
         if (i == n || (s[i] == '\n') != (s[b] == '\n')) {
@@ -343,7 +343,7 @@ static tern_err *split_newlines(const char *s, size_t n, tok_pieces *out) {
 
 /* Metaspace: ' ' -> replacement, prefix the replacement unless present, then optionally split so each
  * replacement starts a piece (MergedWithNext). */
-static tern_err *metaspace(const pre_step *st, const char *s, size_t n, int first, tok_pieces *out, span_list *sp,
+static TERN_MUST_CHECK tern_err *metaspace(const pre_step *st, const char *s, size_t n, int first, tok_pieces *out, span_list *sp,
                            pcre2_match_data **md) {
     sbuf b = {0};
     int prepend = st->add_prefix_space && (!st->prepend_first_only || first);
@@ -367,7 +367,7 @@ oom:
     return tern_errf(TERN_ENOMEM, "out of memory");
 }
 
-static tern_err *apply_step(const pre_step *st, const char *s, size_t n, int first, tok_pieces *out, span_list *sp,
+static TERN_MUST_CHECK tern_err *apply_step(const pre_step *st, const char *s, size_t n, int first, tok_pieces *out, span_list *sp,
                             pcre2_match_data **md) {
     switch (st->kind) {
     case PRE_NEWLINES:

@@ -157,21 +157,21 @@ static inline size_t tok_utf8_len(unsigned char c) {
 
 /* ---- vocabulary (vocab.c) ---- */
 /* Allocates the per-token arrays for n tokens (texts empty). */
-tern_err *tok_vocab_alloc(tern_tokenizer *t, int32_t n, int with_scores);
+TERN_MUST_CHECK tern_err *tok_vocab_alloc(tern_tokenizer *t, int32_t n, int with_scores);
 /* Sets token id's text (copied into the pool); call for each id, then tok_vocab_index. */
-tern_err *tok_vocab_set(tern_tokenizer *t, int32_t id, const char *text, size_t len);
+TERN_MUST_CHECK tern_err *tok_vocab_set(tern_tokenizer *t, int32_t id, const char *text, size_t len);
 /* Builds the text -> id hash; a duplicate text keeps the lower id unless `dup_error`, then fails naming both. */
-tern_err *tok_vocab_index(tern_tokenizer *t, int dup_error);
+TERN_MUST_CHECK tern_err *tok_vocab_index(tern_tokenizer *t, int dup_error);
 /* The id of exactly these bytes, or -1. */
 int32_t tok_vocab_find(const tern_tokenizer *t, const char *text, size_t len);
 /* Adds a merge (left, right) -> result with `rank`; a repeated pair keeps its first (lowest) rank. */
-tern_err *tok_merges_add(tern_tokenizer *t, int32_t left, int32_t right, int32_t result, int32_t rank);
+TERN_MUST_CHECK tern_err *tok_merges_add(tern_tokenizer *t, int32_t left, int32_t right, int32_t result, int32_t rank);
 /* Sizes the merge table for n merges (call before adding). */
-tern_err *tok_merges_reserve(tern_tokenizer *t, size_t n);
+TERN_MUST_CHECK tern_err *tok_merges_reserve(tern_tokenizer *t, size_t n);
 /* Looks up a merge; returns its rank or -1, and the result id. */
 int32_t tok_merges_find(const tern_tokenizer *t, int32_t left, int32_t right, int32_t *result);
 /* Builds the added-token matcher from the TA_CONTROL/TA_USER/TA_UNKNOWN attributes. */
-tern_err *tok_added_index(tern_tokenizer *t);
+TERN_MUST_CHECK tern_err *tok_added_index(tern_tokenizer *t);
 /* Fills byte_id[] from "<0xXX>" tokens and bytelevel_id[] from the GPT-2 byte stand-ins. */
 void tok_byte_tables(tern_tokenizer *t);
 /* The GPT-2 byte -> stand-in code point map, and its inverse (-1 for code points that are not stand-ins). */
@@ -180,7 +180,7 @@ int tok_bytelevel_byte(uint32_t cp);
 /* Enables cutting long character-level pieces before each U+2581 "▁": exact because a merge across such a
  * cut would have to produce a token holding "x▁" (x not ▁), and the characters x that do occur so are
  * recorded and never cut after. Turns the merge loop on a 1 MB line into many short ones. */
-tern_err *tok_space_split_index(tern_tokenizer *t);
+TERN_MUST_CHECK tern_err *tok_space_split_index(tern_tokenizer *t);
 /* Marks well-known end-of-turn tokens and sets eot; call after attributes and special ids are known. */
 void tok_find_eog(tern_tokenizer *t);
 /* Sets the description string. */
@@ -205,11 +205,11 @@ const tok_pre_name *tok_pre_by_name(const char *name);
 
 /* ---- pipeline (pretok.c) ---- */
 /* Compiles a regex with Unicode properties; errors name the pattern and the position. */
-tern_err *tok_regex_compile(const char *pattern, size_t len, void **out);
+TERN_MUST_CHECK tern_err *tok_regex_compile(const char *pattern, size_t len, void **out);
 void tok_regex_free(void *re);
 /* The same for a tokenizer.json pattern: \w and \W first take Oniguruma's meaning (Hugging Face compiles these
  * patterns with Oniguruma). */
-tern_err *tok_regex_compile_hf(const char *pattern, size_t len, void **out);
+TERN_MUST_CHECK tern_err *tok_regex_compile_hf(const char *pattern, size_t len, void **out);
 /* The GPT-2 regex (Hugging Face ByteLevel with use_regex). */
 extern const char *const TOK_RE_GPT2;
 
@@ -223,14 +223,14 @@ typedef struct tok_pieces {
 } tok_pieces;
 
 /* Appends a piece (copying its bytes). */
-tern_err *tok_pieces_add(tok_pieces *p, const char *s, size_t n);
+TERN_MUST_CHECK tern_err *tok_pieces_add(tok_pieces *p, const char *s, size_t n);
 void tok_pieces_clear(tok_pieces *p);
 void tok_pieces_free(tok_pieces *p);
 /* Applies the normalizers to one segment: *out (malloc'd) / *out_len. */
-tern_err *tok_normalize(const tern_tokenizer *t, const char *s, size_t n, char **out, size_t *out_len);
+TERN_MUST_CHECK tern_err *tok_normalize(const tern_tokenizer *t, const char *s, size_t n, char **out, size_t *out_len);
 /* Applies the pre-tokenizers to one normalized segment; `first` marks the text's first segment. Pieces are
  * appended to *out (scratch is reused between steps). */
-tern_err *tok_pretokenize(const tern_tokenizer *t, const char *s, size_t n, int first, tok_pieces *out,
+TERN_MUST_CHECK tern_err *tok_pretokenize(const tern_tokenizer *t, const char *s, size_t n, int first, tok_pieces *out,
                           tok_pieces *scratch);
 void tok_pipeline_free(tern_tokenizer *t);
 
@@ -238,7 +238,7 @@ void tok_pipeline_free(tern_tokenizer *t);
 struct sbuf;
 /* Appends s[0, n) transformed by `kind` (NFC, NFD, NFKC, NFKD, LOWERCASE or STRIP_ACCENTS) to out: each run of
  * valid UTF-8 transformed, invalid bytes kept as they are. */
-tern_err *tok_unicode_transform(norm_kind kind, const char *s, size_t n, struct sbuf *out);
+TERN_MUST_CHECK tern_err *tok_unicode_transform(norm_kind kind, const char *s, size_t n, struct sbuf *out);
 /* The part [*b, *e) of s[0, n) left after trimming White_Space characters on the chosen sides. */
 void tok_unicode_strip(const char *s, size_t n, int left, int right, size_t *b, size_t *e);
 
@@ -254,15 +254,15 @@ typedef struct tok_hf_bulk {
 } tok_hf_bulk;
 /* Finds model.vocab (an object) and model.merges (an array) in a tokenizer.json text; when the walk cannot
  * follow the text, nothing is cut and the JSON library is left to read and judge all of it. */
-tern_err *tok_hf_cut(const char *json, size_t len, tok_hf_bulk *out);
+TERN_MUST_CHECK tern_err *tok_hf_cut(const char *json, size_t len, tok_hf_bulk *out);
 void tok_hf_bulk_free(tok_hf_bulk *b);
 typedef tern_err *(*tok_vocab_fn)(void *ctx, const char *text, size_t len, int32_t id);
 typedef tern_err *(*tok_merge_fn)(void *ctx, const char *left, size_t left_len, const char *right, size_t right_len,
                                   size_t index);
 /* Calls fn for each "token": id of model.vocab's text (ids non-negative integers); stops at fn's first error. */
-tern_err *tok_hf_each_vocab(const char *s, size_t n, tok_vocab_fn fn, void *ctx);
+TERN_MUST_CHECK tern_err *tok_hf_each_vocab(const char *s, size_t n, tok_vocab_fn fn, void *ctx);
 /* Calls fn for each merge of model.merges' text ("left right" or ["left", "right"]); stops at fn's first error. */
-tern_err *tok_hf_each_merge(const char *s, size_t n, tok_merge_fn fn, void *ctx);
+TERN_MUST_CHECK tern_err *tok_hf_each_merge(const char *s, size_t n, tok_merge_fn fn, void *ctx);
 
 /* ---- the vocabulary and merge tables kept between loads (tok_cache.c) ---- */
 /* The cache file for a tokenizer.json text (malloc'd; NULL when caching is off), and the text's key. */
@@ -273,7 +273,7 @@ char *tok_cache_path_for(uint64_t *key);
  * when it holds them for `key`, whole and unchanged: 1; otherwise 0 and the tokenizer is left as it was. */
 int tok_cache_read(tern_tokenizer *t, const char *path, uint64_t key);
 /* Writes the tokenizer's vocabulary and merge tables as the cache for `key`. */
-tern_err *tok_cache_write(const tern_tokenizer *t, const char *path, uint64_t key);
+TERN_MUST_CHECK tern_err *tok_cache_write(const tern_tokenizer *t, const char *path, uint64_t key);
 
 /* ---- models (bpe.c) ---- */
 /* Scratch reused across pieces of one encode call. */
@@ -281,6 +281,6 @@ typedef struct tok_work tok_work;
 tok_work *tok_work_new(void);
 void tok_work_free(tok_work *w);
 /* Tokenizes one pre-token and appends its ids. */
-tern_err *tok_model_encode(const tern_tokenizer *t, tok_work *w, const char *s, size_t n, tern_tokens *out);
+TERN_MUST_CHECK tern_err *tok_model_encode(const tern_tokenizer *t, tok_work *w, const char *s, size_t n, tern_tokens *out);
 
 #endif

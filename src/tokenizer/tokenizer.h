@@ -34,50 +34,50 @@ typedef struct tern_tokens {
 
 /* Loads from a model directory (tokenizer.json, plus tokenizer_config.json when present), a tokenizer.json
  * file, or a GGUF file (model or vocab-only); the kind is decided by what `path` is and holds. */
-tern_err *tern_tokenizer_load(const char *path, tern_tokenizer **out);
+TERN_MUST_CHECK tern_err *tern_tokenizer_load(const char *path, tern_tokenizer **out);
 /* Loads a model directory: dir/tokenizer.json (required) and dir/tokenizer_config.json (optional). */
-tern_err *tern_tokenizer_load_dir(const char *dir, tern_tokenizer **out);
+TERN_MUST_CHECK tern_err *tern_tokenizer_load_dir(const char *dir, tern_tokenizer **out);
 /* Loads a tokenizer.json file and, if config_path is not NULL, its tokenizer_config.json. */
-tern_err *tern_tokenizer_load_hf(const char *json_path, const char *config_path, tern_tokenizer **out);
+TERN_MUST_CHECK tern_err *tern_tokenizer_load_hf(const char *json_path, const char *config_path, tern_tokenizer **out);
 /* Loads from JSON text in memory (config_json may be NULL); `name` prefixes errors. */
-tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const char *config_json, size_t config_len,
+TERN_MUST_CHECK tern_err *tern_tokenizer_load_hf_buf(const char *json, size_t json_len, const char *config_json, size_t config_len,
                                      const char *name, tern_tokenizer **out);
 /* Loads the vocabulary stored in a GGUF file. */
-tern_err *tern_tokenizer_load_gguf(const char *path, tern_tokenizer **out);
+TERN_MUST_CHECK tern_err *tern_tokenizer_load_gguf(const char *path, tern_tokenizer **out);
 /* The same with the pre-tokenizer named `pre` (a tokenizer.ggml.pre name) instead of the file's; NULL: the file's. */
-tern_err *tern_tokenizer_load_gguf_pre(const char *path, const char *pre, tern_tokenizer **out);
+TERN_MUST_CHECK tern_err *tern_tokenizer_load_gguf_pre(const char *path, const char *pre, tern_tokenizer **out);
 /* Loads the vocabulary from an open GGUF (nothing is kept pointing into it afterwards). */
-tern_err *tern_tokenizer_from_gguf(const struct tern_gguf *g, tern_tokenizer **out);
+TERN_MUST_CHECK tern_err *tern_tokenizer_from_gguf(const struct tern_gguf *g, tern_tokenizer **out);
 /* Frees the tokenizer; NULL is fine. */
 void tern_tokenizer_free(tern_tokenizer *t);
 
 /* Calls piece(ctx, s, n) for each piece the normalizers and pre-tokenizers make of plain text (added and special
  * tokens are not split out), in order: what the model then tokenizes piece by piece. For tests and tools. */
-tern_err *tern_pretokenize(const tern_tokenizer *t, const char *text, size_t len,
+TERN_MUST_CHECK tern_err *tern_pretokenize(const tern_tokenizer *t, const char *text, size_t len,
                            void (*piece)(void *ctx, const char *s, size_t n), void *ctx);
 /* Appends the ids of `text` (len bytes, any bytes; invalid UTF-8 goes through byte fallback) to *out.
  * add_special: add the BOS/EOS (or template) tokens the tokenizer's configuration asks for.
  * parse_special: text spelling a special token (e.g. "<bos>") becomes that token; otherwise it is plain text.
  * Tokens that are added but not special are always matched, as Hugging Face and llama.cpp do. */
-tern_err *tern_tokenize(const tern_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+TERN_MUST_CHECK tern_err *tern_tokenize(const tern_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                         tern_tokens *out);
 /* Appends one id to a list. */
-tern_err *tern_tokens_push(tern_tokens *list, tern_token id);
+TERN_MUST_CHECK tern_err *tern_tokens_push(tern_tokens *list, tern_token id);
 /* Frees a list's storage and zeroes it. */
 void tern_tokens_free(tern_tokens *list);
 
 /* Decodes ids to a malloc'd NUL-terminated string (*out_len excludes the NUL). Special tokens are written as
  * their text when render_special, else dropped. Bytes that do not form valid UTF-8 become U+FFFD. Ids out
  * of range are an error. */
-tern_err *tern_detokenize(const tern_tokenizer *t, const tern_token *ids, size_t n, int render_special, char **out,
+TERN_MUST_CHECK tern_err *tern_detokenize(const tern_tokenizer *t, const tern_token *ids, size_t n, int render_special, char **out,
                           size_t *out_len);
 
 /* Streaming decoder: push ids one at a time, get back only complete UTF-8 characters. */
 typedef struct tern_detok_stream tern_detok_stream;
 /* Creates a stream decoder over `t` (which must outlive it). */
-tern_err *tern_detok_stream_new(const tern_tokenizer *t, int render_special, tern_detok_stream **out);
+TERN_MUST_CHECK tern_err *tern_detok_stream_new(const tern_tokenizer *t, int render_special, tern_detok_stream **out);
 /* Decodes one id; *text and *len receive the newly complete text (possibly empty), valid until the next call. */
-tern_err *tern_detok_stream_push(tern_detok_stream *s, tern_token id, const char **text, size_t *len);
+TERN_MUST_CHECK tern_err *tern_detok_stream_push(tern_detok_stream *s, tern_token id, const char **text, size_t *len);
 /* Ends the stream: bytes of an unfinished character come out as U+FFFD. The stream can then start anew. */
 void tern_detok_stream_flush(tern_detok_stream *s, const char **text, size_t *len);
 /* Frees the stream; NULL is fine. */

@@ -38,7 +38,7 @@ static int u16_reserve(u16buf *b, int64_t n) {
 }
 
 /* Transforms one valid UTF-8 run, appending the result to out. */
-static tern_err *transform_run(norm_kind kind, const char *s, size_t n, u16buf *a, u16buf *b, sbuf *out) {
+static TERN_MUST_CHECK tern_err *transform_run(norm_kind kind, const char *s, size_t n, u16buf *a, u16buf *b, sbuf *out) {
     UErrorCode st = U_ZERO_ERROR;
     int32_t len = 0;
     if (n > INT32_MAX / 4 || u16_reserve(a, (int64_t)n + 1))

@@ -10,7 +10,7 @@
 #include "chat/tool_calls.h"
 #include "server/server_internal.h"
 
-static tern_err *sink(void *user, const tern_reply_part *p) {
+static TERN_MUST_CHECK tern_err *sink(void *user, const tern_reply_part *p) {
     size_t *count = user;
     *count += p->kind == TERN_REPLY_TOOL_CALL ? strlen(p->arguments) : p->len;
     return NULL;

@@ -217,7 +217,7 @@ static void test_anthropic_system_and_thinking(void **state) {
     json_decref(areq);
 }
 
-static tern_err *build(const char *req_json) {
+static TERN_MUST_CHECK tern_err *build(const char *req_json) {
     json_t *req = json_loads(req_json, 0, NULL);
     assert_non_null(req);
     tern_chat_input in = {.messages = json_object_get(req, "messages"),
@@ -397,7 +397,7 @@ static void test_validation_errors(void **state) {
                   "chat_template_kwargs: expected an object");
 }
 
-static tern_err *anth(const char *req_json) {
+static TERN_MUST_CHECK tern_err *anth(const char *req_json) {
     json_t *req = json_loads(req_json, 0, NULL);
     assert_non_null(req);
     json_t *m = NULL, *t = NULL;

@@ -30,7 +30,7 @@
 static tern_model *model, *model_bf16, *model_q4;
 static char model_dir[4096], model_dir_bf16[4096], model_dir_q4[4096];
 
-static tern_err *make_model(const char *name, tern_synth_dtype dt, char *dir, tern_model **out) {
+static TERN_MUST_CHECK tern_err *make_model(const char *name, tern_synth_dtype dt, char *dir, tern_model **out) {
     TERN_TRY(tu_tiny_model(name, dt, 7, NULL, dir));
     tern_model_opts mo = {.model_dir = dir};
     return tern_model_load(&mo, out);

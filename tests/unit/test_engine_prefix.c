@@ -577,7 +577,8 @@ static void test_prefix_disk_killed_writer(void **state) {
                     float k[64] = {(float)p}, v[64] = {(float)-p};
                     for (int l = 0; l < 2; l++)
                         tern_kv_write(kv, l, 0, p, k, v);
-                    tern_kv_set_len(kv, 0, p + 1);
+                    if (tern_kv_set_len(kv, 0, p + 1))
+                        _exit(4);
                     tern_pc_cursor_capture(cur, kv, 0, ids, p + 1);
                 }
                 tern_pc_cursor_end(cur);

@@ -75,7 +75,7 @@ static void pad_to(buf *b, size_t align) {
         put_u8(b, 0);
 }
 
-static tern_err *parse(const buf *b, tern_gguf **g) { return tern_gguf_parse(b->p, b->n, "t.gguf", g); }
+static TERN_MUST_CHECK tern_err *parse(const buf *b, tern_gguf **g) { return tern_gguf_parse(b->p, b->n, "t.gguf", g); }
 
 /* ---- the real vocabulary files ---------------------------------------------------------------- */
 

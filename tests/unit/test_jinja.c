@@ -32,7 +32,7 @@ typedef struct jcase {
 #define FIXED_NOW 1709987696
 
 /* Renders `tpl` with JSON text `ctx`; returns the error (NULL on success). */
-static tern_err *render(const char *tpl, const char *ctx, const tern_jinja_limits *lim, char **out, size_t *len) {
+static TERN_MUST_CHECK tern_err *render(const char *tpl, const char *ctx, const tern_jinja_limits *lim, char **out, size_t *len) {
     tern_jinja *t;
     json_t *c = NULL;
     *out = NULL;

@@ -636,7 +636,7 @@ static void expect(const char *schema, int dialect, int strict, const char *cons
 #define J TERN_JSON_DIALECT_JSON
 #define G TERN_JSON_DIALECT_GEMMA
 
-static tern_err *convert(const char *schema, int dialect, int strict) {
+static TERN_MUST_CHECK tern_err *convert(const char *schema, int dialect, int strict) {
     json_t *s = js(schema);
     char *g = (char *)1;
     tern_err *e = tern_json_schema_to_gbnf(s, dialect, strict, &g);

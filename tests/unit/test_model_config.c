@@ -6,7 +6,7 @@
 #include "models/gemma4_config.h"
 #include "testutil.h"
 
-static tern_err *parse(const char *text, tern_gemma4_config *c) {
+static TERN_MUST_CHECK tern_err *parse(const char *text, tern_gemma4_config *c) {
     json_t *root;
     TERN_TRY(tern_json_load_buf(text, strlen(text), "config.json", &root));
     tern_err *e = tern_gemma4_config_parse(root, c);

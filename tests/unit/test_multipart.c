@@ -32,7 +32,7 @@ typedef struct parsed {
     size_t n;
 } parsed;
 
-static tern_err *parse_max(parsed *p, const void *body, size_t len, const char *boundary, size_t max_parts) {
+static TERN_MUST_CHECK tern_err *parse_max(parsed *p, const void *body, size_t len, const char *boundary, size_t max_parts) {
     assert_true(max_parts <= 8);
     p->body = malloc(len ? len : 1);
     assert_non_null(p->body);
@@ -44,10 +44,10 @@ static tern_err *parse_max(parsed *p, const void *body, size_t len, const char *
         assert_int_equal(p->n, 0);
     return err;
 }
-static tern_err *parse(parsed *p, const void *body, size_t len, const char *boundary) {
+static TERN_MUST_CHECK tern_err *parse(parsed *p, const void *body, size_t len, const char *boundary) {
     return parse_max(p, body, len, boundary, 8);
 }
-static tern_err *parse_str(parsed *p, const char *body, const char *boundary) {
+static TERN_MUST_CHECK tern_err *parse_str(parsed *p, const char *body, const char *boundary) {
     return parse(p, body, strlen(body), boundary);
 }
 static void parsed_free(parsed *p) {

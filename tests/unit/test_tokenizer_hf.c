@@ -437,7 +437,7 @@ static const char *MERGES =
     "[[\"a\",\"-\"],[\"-\",\"b\"],[\"a-\",\"b\"],[\"a\",\"b\"],[\"-\",\"-\"],[\"\xe2\x96\x81\",\"a\"],\"1 2\"]";
 
 /* Builds a tokenizer.json around VOCAB/MERGES with the given declarations (NULL = null) and loads it. */
-static tern_err *make(const char *model_extra, const char *added, const char *norm, const char *pre, const char *post,
+static TERN_MUST_CHECK tern_err *make(const char *model_extra, const char *added, const char *norm, const char *pre, const char *post,
                       const char *dec, const char *config, tern_tokenizer **out) {
     size_t cap = 8192;
     char *json = malloc(cap);

@@ -110,7 +110,7 @@ typedef struct collected {
 } collected;
 
 /* Renders parts as C:text C| / R:text R| / T:name(args) T|, merging consecutive text of the same kind. */
-static tern_err *collect(void *user, const tern_reply_part *p) {
+static TERN_MUST_CHECK tern_err *collect(void *user, const tern_reply_part *p) {
     collected *c = user;
     static const char tag[] = "?CRT";
     if (p->kind != TERN_REPLY_TOOL_CALL && (int)p->kind == c->last_kind)
