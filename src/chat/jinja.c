@@ -1,6 +1,5 @@
-/* jinja.c — the public face of the Jinja renderer (jinja.h): compiling a template
- * (UTF-8 check, lexer, parser), freeing it, locating errors by line and column, and
- * finding a model's chat template on disk. Rendering itself is in jinja_eval.c. */
+/* jinja.c — the public face of the Jinja renderer (jinja.h): compiling a template (UTF-8 check, lexer, parser),
+ * freeing it, and finding a model's chat template on disk. Rendering itself is in jinja_eval.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,20 +7,6 @@
 #include "chat/jinja_internal.h"
 #include "core/fileio.h"
 #include "core/json_util.h"
-
-void jinja_where(const char *name, const char *src, size_t src_len, uint32_t pos, char *buf, size_t cap) {
-    size_t line = 1, col = 1;
-    if (pos > src_len)
-        pos = (uint32_t)src_len;
-    for (size_t i = 0; i < pos; i++) {
-        if (src[i] == '\n') {
-            line++;
-            col = 1;
-        } else if (((unsigned char)src[i] & 0xC0) != 0x80)
-            col++;
-    }
-    snprintf(buf, cap, "%s:%zu:%zu: ", name ? name : "template", line, col);
-}
 
 tern_err *tern_jinja_compile(const char *src, size_t len, const char *name, tern_jinja **out) {
     *out = NULL;

@@ -1,7 +1,8 @@
-/* jinja_internal.h — what the pieces of the Jinja renderer share: tokens (jinja_lexer.c),
- * the syntax tree (jinja_parser.c), runtime values and text helpers (jinja_value.c,
- * jinja_text.c), the interpreter (jinja_eval.c) and the built-in filters, tests and
- * methods (jinja_filters.c). Nothing here is part of the public API (jinja.h). */
+/* jinja_internal.h — what the pieces of the Jinja renderer share: the arena everything lives in
+ * (jinja_arena.c) and the text helpers (jinja_text.c), the floor the rest stands on; tokens
+ * (jinja_lexer.c), the syntax tree (jinja_parser.c), runtime values (jinja_value.c), the
+ * interpreter (jinja_eval.c) and the built-in filters, tests and methods (jinja_filters.c).
+ * Nothing here is part of the public API (jinja.h). */
 #ifndef TERN_CHAT_JINJA_INTERNAL_H
 #define TERN_CHAT_JINJA_INTERNAL_H
 
@@ -80,7 +81,7 @@ typedef struct jtoken {
     uint32_t pos; /* byte offset in the original template source */
 } jtoken;
 
-/* ------------------------------------------------------------------ compile-time memory */
+/* ------------------------------------------------------------------ memory (jinja_arena.c) */
 
 /* A bump allocator; everything is freed at once. `cap` bounds the total (0 = none). */
 typedef struct jarena {
@@ -170,7 +171,7 @@ struct tern_jinja {
     jlist body;        /* top-level statements */
 };
 
-/* Formats "NAME:LINE:COL: " for byte offset `pos` of the original source into buf. */
+/* Formats "NAME:LINE:COL: " for byte offset `pos` of the original source into buf (jinja_text.c). */
 void jinja_where(const char *name, const char *src, size_t src_len, uint32_t pos, char *buf, size_t cap);
 
 /* Tokenizes `src` after Hugging Face's preprocessing (trailing newline, lstrip_blocks,

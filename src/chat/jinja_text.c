@@ -1,7 +1,8 @@
 /* jinja_text.c — text and number conventions of JavaScript that the Jinja renderer must
- * reproduce to match @huggingface/jinja byte for byte: UTF-8 walking, JS white space,
- * UTF-16 lengths and ordering, Number.prototype.toString, ToNumber, parseInt and
- * parseFloat. Pure functions over (pointer, length) strings. */
+ * reproduce to match @huggingface/jinja byte for byte: JS white space, UTF-16 lengths and
+ * ordering, Number.prototype.toString, ToNumber, parseInt and parseFloat; and where a byte
+ * offset of a template's source is (line and column) for messages. Pure functions over
+ * (pointer, length) strings. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,4 +255,19 @@ double jt_parse_float(const char *s, size_t n) {
     if (!len)
         return NAN;
     return strtod_span(s, i, len, neg);
+}
+
+/* Line and column count characters (UTF-8 lead bytes), from 1. */
+void jinja_where(const char *name, const char *src, size_t src_len, uint32_t pos, char *buf, size_t cap) {
+    size_t line = 1, col = 1;
+    if (pos > src_len)
+        pos = (uint32_t)src_len;
+    for (size_t i = 0; i < pos; i++) {
+        if (src[i] == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)src[i] & 0xC0) != 0x80)
+            col++;
+    }
+    snprintf(buf, cap, "%s:%zu:%zu: ", name ? name : "template", line, col);
 }
