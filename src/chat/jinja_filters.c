@@ -748,191 +748,232 @@ static jrc unknown_filter(jctx *c, uint32_t pos, const char *name, size_t n, jv 
 
 static jrc filter_select(jctx *c, uint32_t pos, jv v, jv *args, size_t nargs, int keep_if, jv *out);
 
-/* Filters written without arguments ("x | name"). */
-static jrc filter_plain(jctx *c, uint32_t pos, jv v, const char *name, size_t n, jenv *env, jv *out) {
-#define F(lit) NAME_IS(name, n, lit)
-    if (F("safe")) {
-        *out = v;
-        return JR_OK;
+/* ---- filters written without arguments ("x | name"): one function each, found by name and value type ---- */
+
+typedef jrc (*plain_fn)(jctx *c, uint32_t pos, jv v, jv *out);
+
+static jrc pf_self(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    *out = v;
+    return JR_OK;
+}
+
+static jrc pf_tojson(jctx *c, uint32_t pos, jv v, jv *out) {
+    jjson_opts o = {.undef_to_null = 1};
+    jbuf b = {0};
+    if (jv_to_json(c, pos, v, &o, 0, &b)) {
+        jb_free(&b);
+        return JR_ERR;
     }
-    if (F("tojson")) {
-        jjson_opts o = {.undef_to_null = 1};
-        jbuf b = {0};
-        if (jv_to_json(c, pos, v, &o, 0, &b)) {
-            jb_free(&b);
+    return jb_take(c, pos, &b, out);
+}
+
+static jrc pf_first(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    *out = v.u.a->n ? v.u.a->items[0] : jv_undef();
+    return JR_OK;
+}
+
+static jrc pf_last(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    *out = v.u.a->n ? v.u.a->items[v.u.a->n - 1] : jv_undef();
+    return JR_OK;
+}
+
+static jrc pf_length(jctx *c, uint32_t pos, jv v, jv *out) {
+    if (v.t == JV_STR) {
+        *out = jv_int((double)jt_utf16_len(v.u.s.p, v.u.s.n));
+        return jx_charge(c, pos, v.u.s.n >> 6);
+    }
+    *out = jv_int((double)(v.t == JV_ARRAY ? v.u.a->n : v.u.o->n));
+    return JR_OK;
+}
+
+static jrc pf_reverse(jctx *c, uint32_t pos, jv v, jv *out) {
+    jarr *a = v.u.a, *r = jv_new_arr(c, pos, a->n);
+    if (!r)
+        return JR_ERR;
+    for (size_t i = 0; i < a->n; i++)
+        r->items[i] = a->items[a->n - 1 - i];
+    *out = jv_arr(r);
+    return JR_OK;
+}
+
+static jrc pf_sort(jctx *c, uint32_t pos, jv v, jv *out) {
+    jarr *a = v.u.a, *r = jv_new_arr(c, pos, a->n);
+    if (!r)
+        return JR_ERR;
+    if (a->n)
+        memcpy(r->items, a->items, a->n * sizeof(jv));
+    sort_opts so = {0};
+    *out = jv_arr(r);
+    return sort_values(c, pos, r->items, r->n, cmp_items, &so);
+}
+
+/* An array's items joined as their raw strings (join), or the array as JSON text (string). */
+static jrc arr_text(jctx *c, uint32_t pos, jv v, int as_json, jv *out) {
+    jbuf b = {0};
+    jrc rc = JR_OK;
+    if (as_json) {
+        jjson_opts o = {0};
+        rc = jv_to_json(c, pos, v, &o, 0, &b);
+    } else
+        for (size_t i = 0; i < v.u.a->n && !rc; i++)
+            rc = jv_raw_string(c, pos, v.u.a->items[i], &b);
+    if (rc) {
+        jb_free(&b);
+        return rc;
+    }
+    return jb_take(c, pos, &b, out);
+}
+static jrc pf_arr_join(jctx *c, uint32_t pos, jv v, jv *out) { return arr_text(c, pos, v, 0, out); }
+static jrc pf_arr_string(jctx *c, uint32_t pos, jv v, jv *out) { return arr_text(c, pos, v, 1, out); }
+
+/* Python Jinja's select/reject with no test: truthiness */
+static jrc pf_select(jctx *c, uint32_t pos, jv v, jv *out) { return filter_select(c, pos, v, NULL, 0, 1, out); }
+static jrc pf_reject(jctx *c, uint32_t pos, jv v, jv *out) { return filter_select(c, pos, v, NULL, 0, 0, out); }
+
+static jrc pf_unique(jctx *c, uint32_t pos, jv v, jv *out) {
+    jarr *a = v.u.a, *r = jv_new_arr(c, pos, a->n);
+    if (!r)
+        return JR_ERR;
+    size_t k = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        if (jx_charge(c, pos, k))
             return JR_ERR;
+        int seen = 0;
+        for (size_t j = 0; j < k && !seen; j++) {
+            jv x = r->items[j], y = a->items[i];
+            /* Set membership is SameValueZero on the underlying values */
+            seen = jv_strict_eq(x, y) || ((x.t == JV_INT || x.t == JV_FLOAT) && (y.t == JV_INT || y.t == JV_FLOAT) &&
+                                          isnan(x.u.num) && isnan(y.u.num));
         }
-        return jb_take(c, pos, &b, out);
+        if (!seen)
+            r->items[k++] = a->items[i];
     }
-    switch (v.t) {
-    case JV_ARRAY: {
-        jarr *a = v.u.a;
-        if (F("list")) {
-            *out = v;
-            return JR_OK;
-        }
-        if (F("first") || F("last")) {
-            *out = a->n ? a->items[F("first") ? 0 : a->n - 1] : jv_undef();
-            return JR_OK;
-        }
-        if (F("length")) {
-            *out = jv_int((double)a->n);
-            return JR_OK;
-        }
-        if (F("reverse")) {
-            jarr *r = jv_new_arr(c, pos, a->n);
-            if (!r)
-                return JR_ERR;
-            for (size_t i = 0; i < a->n; i++)
-                r->items[i] = a->items[a->n - 1 - i];
-            *out = jv_arr(r);
-            return JR_OK;
-        }
-        if (F("sort")) {
-            jarr *r = jv_new_arr(c, pos, a->n);
-            if (!r)
-                return JR_ERR;
-            if (a->n)
-                memcpy(r->items, a->items, a->n * sizeof(jv));
-            sort_opts so = {0};
-            *out = jv_arr(r);
-            return sort_values(c, pos, r->items, r->n, cmp_items, &so);
-        }
-        if (F("join") || F("string")) {
-            jbuf b = {0};
-            jrc rc = JR_OK;
-            if (F("string")) {
-                jjson_opts o = {0};
-                rc = jv_to_json(c, pos, v, &o, 0, &b);
-            } else
-                for (size_t i = 0; i < a->n && !rc; i++)
-                    rc = jv_raw_string(c, pos, a->items[i], &b);
-            if (rc) {
-                jb_free(&b);
-                return rc;
-            }
-            return jb_take(c, pos, &b, out);
-        }
-        if (F("select") || F("reject")) /* Python Jinja's, with no test: truthiness */
-            return filter_select(c, pos, v, NULL, 0, F("select"), out);
-        if (F("unique")) {
-            jarr *r = jv_new_arr(c, pos, a->n);
-            if (!r)
-                return JR_ERR;
-            size_t k = 0;
-            for (size_t i = 0; i < a->n; i++) {
-                if (jx_charge(c, pos, k))
-                    return JR_ERR;
-                int seen = 0;
-                for (size_t j = 0; j < k && !seen; j++) {
-                    jv x = r->items[j], y = a->items[i];
-                    /* Set membership is SameValueZero on the underlying values */
-                    seen = jv_strict_eq(x, y) || ((x.t == JV_INT || x.t == JV_FLOAT) && (y.t == JV_INT || y.t == JV_FLOAT) &&
-                                                  isnan(x.u.num) && isnan(y.u.num));
-                }
-                if (!seen)
-                    r->items[k++] = a->items[i];
-            }
-            r->n = k;
-            *out = jv_arr(r);
-            return JR_OK;
-        }
-        break;
+    r->n = k;
+    *out = jv_arr(r);
+    return JR_OK;
+}
+
+static jrc pf_upper(jctx *c, uint32_t pos, jv v, jv *out) { return jv_upper(c, pos, v, out); }
+static jrc pf_lower(jctx *c, uint32_t pos, jv v, jv *out) { return jv_lower(c, pos, v, out); }
+static jrc pf_title(jctx *c, uint32_t pos, jv v, jv *out) { return str_title(c, pos, v, out); }
+static jrc pf_capitalize(jctx *c, uint32_t pos, jv v, jv *out) { return str_capitalize(c, pos, v, out); }
+static jrc pf_trim(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    return str_trim(v, 1, 1, out);
+}
+static jrc pf_indent(jctx *c, uint32_t pos, jv v, jv *out) { return str_indent(c, pos, v, 4, 0, 0, out); }
+
+/* int and float: a string parsed as JavaScript's parseInt/parseFloat (NaN: 0), a number or boolean converted
+ * (int truncates toward minus infinity, as floor). */
+static jrc pf_int(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    if (v.t == JV_STR) {
+        double d = jt_parse_int(v.u.s.p, v.u.s.n);
+        *out = jv_int(isnan(d) ? 0 : d);
+    } else
+        *out = jv_int(v.t == JV_BOOL ? v.u.b : floor(v.u.num));
+    return JR_OK;
+}
+
+static jrc pf_float(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    if (v.t == JV_STR) {
+        double d = jt_parse_float(v.u.s.p, v.u.s.n);
+        *out = jv_float(isnan(d) ? 0 : d);
+    } else
+        *out = jv_float(v.t == JV_BOOL ? v.u.b : v.u.num);
+    return JR_OK;
+}
+
+static jrc pf_abs(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    *out = v.t == JV_INT ? jv_int(fabs(v.u.num)) : jv_float(fabs(v.u.num));
+    return JR_OK;
+}
+
+static jrc pf_num_string(jctx *c, uint32_t pos, jv v, jv *out) {
+    jbuf b = {0};
+    if (jv_display(c, pos, v, &b)) {
+        jb_free(&b);
+        return JR_ERR;
     }
-    case JV_STR:
-        if (F("length")) {
-            *out = jv_int((double)jt_utf16_len(v.u.s.p, v.u.s.n));
-            return jx_charge(c, pos, v.u.s.n >> 6);
-        }
-        if (F("upper"))
-            return jv_upper(c, pos, v, out);
-        if (F("lower"))
-            return jv_lower(c, pos, v, out);
-        if (F("title"))
-            return str_title(c, pos, v, out);
-        if (F("capitalize"))
-            return str_capitalize(c, pos, v, out);
-        if (F("trim"))
-            return str_trim(v, 1, 1, out);
-        if (F("indent"))
-            return str_indent(c, pos, v, 4, 0, 0, out);
-        if (F("join") || F("string")) {
-            *out = v;
-            return JR_OK;
-        }
-        if (F("int")) {
-            double d = jt_parse_int(v.u.s.p, v.u.s.n);
-            *out = jv_int(isnan(d) ? 0 : d);
-            return JR_OK;
-        }
-        if (F("float")) {
-            double d = jt_parse_float(v.u.s.p, v.u.s.n);
-            *out = jv_float(isnan(d) ? 0 : d);
-            return JR_OK;
-        }
-        break;
-    case JV_INT:
-    case JV_FLOAT:
-        if (F("abs")) {
-            *out = v.t == JV_INT ? jv_int(fabs(v.u.num)) : jv_float(fabs(v.u.num));
-            return JR_OK;
-        }
-        if (F("int")) {
-            *out = jv_int(floor(v.u.num));
-            return JR_OK;
-        }
-        if (F("float")) {
-            *out = jv_float(v.u.num);
-            return JR_OK;
-        }
-        if (F("string")) {
-            jbuf b = {0};
-            if (jv_display(c, pos, v, &b)) {
-                jb_free(&b);
-                return JR_ERR;
-            }
-            return jb_take(c, pos, &b, out);
-        }
-        break;
-    case JV_OBJECT: {
-        if (F("items"))
-            return jx_obj_items(c, pos, v.u.o, out);
-        if (F("length")) {
-            *out = jv_int((double)v.u.o->n);
-            return JR_OK;
-        }
+    return jb_take(c, pos, &b, out);
+}
+
+static jrc pf_bool_string(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    *out = v.u.b ? jv_str("true", 4) : jv_str("false", 5);
+    return JR_OK;
+}
+
+static jrc pf_items(jctx *c, uint32_t pos, jv v, jv *out) { return jx_obj_items(c, pos, v.u.o, out); }
+
+#define ON(t) (1u << (t))
+#define NUM (ON(JV_INT) | ON(JV_FLOAT))
+#define ANY (~0u)
+/* The value types a filter takes without arguments, as @huggingface/jinja has them. */
+static const struct {
+    const char *name;
+    unsigned types;
+    plain_fn fn;
+} PLAIN[] = {
+    {"safe", ANY, pf_self},
+    {"tojson", ANY, pf_tojson},
+    {"list", ON(JV_ARRAY), pf_self},
+    {"first", ON(JV_ARRAY), pf_first},
+    {"last", ON(JV_ARRAY), pf_last},
+    {"length", ON(JV_ARRAY) | ON(JV_STR) | ON(JV_OBJECT), pf_length},
+    {"reverse", ON(JV_ARRAY), pf_reverse},
+    {"sort", ON(JV_ARRAY), pf_sort},
+    {"join", ON(JV_ARRAY), pf_arr_join},
+    {"string", ON(JV_ARRAY), pf_arr_string},
+    {"select", ON(JV_ARRAY), pf_select},
+    {"reject", ON(JV_ARRAY), pf_reject},
+    {"unique", ON(JV_ARRAY), pf_unique},
+    {"upper", ON(JV_STR), pf_upper},
+    {"lower", ON(JV_STR), pf_lower},
+    {"title", ON(JV_STR), pf_title},
+    {"capitalize", ON(JV_STR), pf_capitalize},
+    {"trim", ON(JV_STR), pf_trim},
+    {"indent", ON(JV_STR), pf_indent},
+    {"join", ON(JV_STR), pf_self},
+    {"string", ON(JV_STR), pf_self},
+    {"int", ON(JV_STR) | NUM | ON(JV_BOOL), pf_int},
+    {"float", ON(JV_STR) | NUM | ON(JV_BOOL), pf_float},
+    {"abs", NUM, pf_abs},
+    {"string", NUM, pf_num_string},
+    {"items", ON(JV_OBJECT), pf_items},
+    {"bool", ON(JV_BOOL), pf_self},
+    {"string", ON(JV_BOOL), pf_bool_string},
+};
+/* The types that have filters of their own; a filter on any other (undefined, null, a function, ...) is refused
+ * whatever its name, but for those that take ANY. */
+#define TYPED (ON(JV_ARRAY) | ON(JV_STR) | NUM | ON(JV_OBJECT) | ON(JV_BOOL))
+
+static jrc filter_plain(jctx *c, uint32_t pos, jv v, const char *name, size_t n, jenv *env, jv *out) {
+    const unsigned type = ON(v.t);
+    for (size_t i = 0; i < sizeof PLAIN / sizeof PLAIN[0]; i++)
+        if ((PLAIN[i].types & type) && strlen(PLAIN[i].name) == n && !memcmp(name, PLAIN[i].name, n))
+            return PLAIN[i].fn(c, pos, v, out);
+    if (!(type & TYPED))
+        return jx_fail(c, pos, "cannot apply the filter '%.*s' to a %s", (int)n, name, jv_type_name(v));
+    if (v.t == JV_OBJECT) { /* an object's own methods, called without arguments: "x | keys" */
         int oom = 0;
         jv m = jx_builtin_member(c, v, name, n, &oom);
         if (oom)
             return jx_fail(c, pos, "out of memory");
         if (m.t == JV_FUNC)
             return jx_call_builtin(c, pos, m.u.f, NULL, 0, env, out);
-        break;
     }
-    case JV_BOOL:
-        if (F("bool")) {
-            *out = v;
-            return JR_OK;
-        }
-        if (F("int")) {
-            *out = jv_int(v.u.b);
-            return JR_OK;
-        }
-        if (F("float")) {
-            *out = jv_float(v.u.b);
-            return JR_OK;
-        }
-        if (F("string")) {
-            *out = v.u.b ? jv_str("true", 4) : jv_str("false", 5);
-            return JR_OK;
-        }
-        break;
-    default:
-        return jx_fail(c, pos, "cannot apply the filter '%.*s' to a %s", (int)n, name, jv_type_name(v));
-    }
-#undef F
     return unknown_filter(c, pos, name, n, v);
 }
+#undef ON
+#undef NUM
+#undef ANY
+#undef TYPED
 
 static jrc filter_call(jctx *c, uint32_t pos, jv v, const char *name, size_t n, jv *args, size_t nargs, jobj *kw,
                        jenv *env, const jnode *node, jv *out);
