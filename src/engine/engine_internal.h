@@ -25,7 +25,7 @@
 #include "loader/loader.h"
 #include "models/model.h"
 #include "sample/chain.h"
-#include "spec/draft.h"
+#include "draft/draft.h"
 #include "tern/tern.h"
 #include "tokenizer/tokenizer.h"
 

@@ -14,7 +14,7 @@
 #include "models/model.h"
 #include "models/synth.h"
 #include "sample/sampler.h"
-#include "spec/draft.h"
+#include "draft/draft.h"
 #include "tern/tern.h"
 #include "testutil.h"
 

@@ -2,7 +2,7 @@
  * and what followed them there is proposed (code edits, quoting, repeated structure). No state between steps. */
 #include <stdlib.h>
 
-#include "spec/draft.h"
+#include "draft/draft.h"
 
 typedef struct ngram {
     tern_draft_source base;

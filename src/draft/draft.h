@@ -12,8 +12,8 @@
  *   assistant.c   a drafter model that reads the target's cache (the Gemma 4 assistant, models/cache_drafter.h):
  *                 it needs the target's final hidden state at the position before the fed token
  *   draft_model.c a smaller model with the same vocabulary, decoding ahead with its own cache */
-#ifndef TERN_SPEC_DRAFT_H
-#define TERN_SPEC_DRAFT_H
+#ifndef TERN_DRAFT_DRAFT_H
+#define TERN_DRAFT_DRAFT_H
 
 #include <stdint.h>
 

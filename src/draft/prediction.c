@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec/draft.h"
+#include "draft/draft.h"
 #include "tokenizer/tokenizer.h"
 
 /* Output bytes looked for when rejoining: enough to place a repeated phrase, few enough to rejoin soon. */

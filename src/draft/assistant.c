@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "sample/sampler.h"
-#include "spec/draft.h"
+#include "draft/draft.h"
 
 typedef struct assistant {
     tern_draft_source base;

@@ -10,7 +10,7 @@
 #include "core/json_util.h"
 #include "loader/loader.h"
 #include "sample/sampler.h"
-#include "spec/draft.h"
+#include "draft/draft.h"
 
 typedef struct dm_row {
     int64_t n_in; /* the row's first n_in tokens (then, during a draft, its drafts) are in the drafter's cache */

@@ -1,5 +1,5 @@
 /* lookup.c — finding the row's last tokens earlier in a token sequence (see tern_draft_lookup in draft.h). */
-#include "spec/draft.h"
+#include "draft/draft.h"
 
 #include <stdlib.h>
 
