@@ -194,22 +194,3 @@ tern_err *tern_draft_model_new(const char *dir, const tern_model *target, int ro
     *out = &d->base;
     return NULL;
 }
-
-tern_err *tern_draft_open(const char *dir, tern_draft_head head, const tern_model *target, const tern_kv *kv,
-                          int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out) {
-    *out = NULL;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    json_t *root = NULL;
-    tern_err *err = tern_json_load_file(path, 16u << 20, &root);
-    if (err)
-        return tern_err_wrap(err, "draft model");
-    const json_t *type = json_object_get(root, "model_type");
-    const int assistant = json_is_string(type) && !strcmp(json_string_value(type), "gemma4_assistant");
-    json_decref(root);
-    if (assistant)
-        return tern_draft_assistant_new(dir, head, target->lm, kv, pool, out);
-    if (head != TERN_DRAFT_HEAD_AUTO)
-        return tern_errf(TERN_EINVAL, "--draft-head applies to an assistant drafter; %s is a model of its own", dir);
-    return tern_draft_model_new(dir, target, rows, ctx, pool, out);
-}

@@ -19,6 +19,9 @@
 
 typedef struct tern_cache_drafter tern_cache_drafter;
 
+/* 1 when a config.json's model_type names a cache drafter architecture tern has (gemma4_assistant). */
+int tern_cache_drafter_type(const char *model_type);
+
 /* Which head scores the drafter's tokens: the checkpoint's choice (the centroid head when it has one), or the
  * full tied head over every token. */
 typedef enum { TERN_DRAFT_HEAD_AUTO = 0, TERN_DRAFT_HEAD_FULL, TERN_DRAFT_HEAD_CENTROID } tern_draft_head;

@@ -155,6 +155,8 @@ static TERN_MUST_CHECK tern_err *alloc_buffers(tern_cache_drafter *a) {
     return NULL;
 }
 
+int tern_cache_drafter_type(const char *model_type) { return model_type && !strcmp(model_type, "gemma4_assistant"); }
+
 tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out) {
     *out = NULL;
     char *cfg_path = tern_path_join(dir, "config.json");
@@ -166,7 +168,7 @@ tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out) {
     if (err)
         return tern_err_wrap(err, "%s", dir);
     const json_t *type = json_object_get(root, "model_type");
-    if (!json_is_string(type) || strcmp(json_string_value(type), "gemma4_assistant")) {
+    if (!tern_cache_drafter_type(json_string_value(type))) {
         err = tern_errf(TERN_EINVAL, "%s: model_type is \"%s\", not \"gemma4_assistant\" (a Gemma 4 assistant "
                                      "drafter)", dir, json_is_string(type) ? json_string_value(type) : "?");
         json_decref(root);
