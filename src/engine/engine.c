@@ -221,8 +221,7 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
             !e->b_prefill || !e->ready || !e->hidden)
             err = tern_errf(TERN_ENOMEM, "out of memory for %d rows", P);
     }
-    for (int k = 0; k < TERN_DRAFT_KINDS; k++)
-        e->draft_pause[k] = 8;
+    tern_draft_lessons_init(&e->lessons);
     if (!err && e->o.draft_max > 0) {
         err = tern_draft_prediction_new(P, m->tok, &e->sources[TERN_DRAFT_PREDICTION]);
         if (!err && e->o.draft_ngram)

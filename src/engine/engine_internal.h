@@ -26,6 +26,7 @@
 #include "models/model.h"
 #include "sample/chain.h"
 #include "draft/draft.h"
+#include "draft/policy.h"
 #include "tern/tern.h"
 #include "tokenizer/tokenizer.h"
 
@@ -160,11 +161,7 @@ typedef struct eng_row {
     uint64_t *gmask;         /* constrained rows: mask scratch [(vocab + 63) / 64] */
     const char *gfail;       /* set by sampling when the grammar left no token: the row ends with this error */
     int n_chosen;
-    int k;                   /* drafts to ask for next (adaptive) */
-    int rest;                /* steps left without drafting after acceptance collapsed */
-    int rest_len;            /* the next such pause */
-    float rate_plain, rate_draft; /* running tokens per second of step time, without and with drafts */
-    float acc_len;          /* running mean of drafted tokens kept per verify step */
+    tern_draft_policy pol;   /* when it drafts and how much (draft/policy.h) */
     int64_t drafted, accepted, pred_accepted, pred_rejected;
     float *pooled;           /* [hidden] embedding rows: the pooled hidden state so far (made at the first) */
 } eng_row;
@@ -181,8 +178,7 @@ struct tern_engine {
     tern_kv_cost cost;
     tern_prefix_cache *pc; /* NULL when off */
     tern_draft_source *sources[TERN_DRAFT_KINDS]; /* NULL when off */
-    int draft_pause[TERN_DRAFT_KINDS]; /* plain steps a new row of the source starts with: 8, doubled while its
-                                        * drafting is found slower than plain decoding (engine thread only) */
+    tern_draft_lessons lessons; /* what each source's rows have taught its new ones (engine thread only) */
     eng_row *rows;         /* [parallel] */
     float *logits;         /* [parallel * (draft_max + 1)][vocab] */
     float *hidden;         /* [step_tokens + parallel * (draft_max + 1)][hidden]: the hidden states a step's tokens

@@ -18,7 +18,8 @@
  * row's result depends only on its own inputs. The verifier (speculative decoding) feeds a row
  * its last token and the drafted ones, takes logits for all of them, accepts a prefix with
  * tern_chain_accept, rolls the KV back with tern_kv_set_len, and hands the prefix-cache cursor
- * only the committed length. */
+ * only the committed length; when a row drafts and how much is the draft room's policy
+ * (draft/policy.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,15 +185,8 @@ static TERN_MUST_CHECK tern_err *start_row(tern_engine *e, eng_row *w) {
     tern_stop_text_init(&w->stop, (const char *const *)q->stops, q->stop_lens, q->n_stops);
     w->drafted = w->accepted = w->pred_accepted = w->pred_rejected = 0;
     w->src = NULL;
-    w->k = q->draft_max;
-    w->rest_len = 8;
-    w->rate_plain = w->rate_draft = 0;
-    w->acc_len = (float)q->draft_max; /* start hopeful: the first step drafts all it may */
-    if (q->draft_max > 0) /* the request's prediction, else a draft model, else prompt lookup (each if on) */
-        w->src = e->sources[q->n_prediction                    ? TERN_DRAFT_PREDICTION
-                            : e->sources[TERN_DRAFT_ASSISTANT] ? TERN_DRAFT_ASSISTANT
-                            : e->sources[TERN_DRAFT_MODEL]     ? TERN_DRAFT_MODEL
-                                                               : TERN_DRAFT_NGRAM];
+    if (q->draft_max > 0)
+        w->src = tern_draft_pick(e->sources, q->n_prediction > 0);
     if (w->src) {
         tern_err *err = w->src->vt->row_start(w->src, w->seq, q->prediction, q->n_prediction);
         if (err) { /* the row decodes plainly */
@@ -204,9 +198,7 @@ static TERN_MUST_CHECK tern_err *start_row(tern_engine *e, eng_row *w) {
             pthread_mutex_unlock(&e->mu);
         }
     }
-    /* Plain steps first: the speed drafting has to beat (more of them while this source has lately been slower
-     * than plain decoding on this machine). */
-    w->rest = w->src && e->draft_pause[w->src->kind] > 8 ? e->draft_pause[w->src->kind] : 2;
+    tern_draft_policy_start(&w->pol, q->draft_max, w->src ? (int)w->src->kind : -1, &e->lessons);
     if (q->embed) { /* every position's hidden state is pooled, so none comes from the cache */
         if (!w->pooled && !(w->pooled = malloc((size_t)e->desc->hidden * sizeof *w->pooled)))
             return tern_errf(TERN_ENOMEM, "out of memory");
@@ -370,37 +362,27 @@ static int prefill_order(tern_engine *e, int *order) {
     return n;
 }
 
-/* How many tokens a decoding row asks its source for this step: its adaptive length, within what max_tokens
- * leaves after this step's own token and what the step's token budget has left. */
-static int draft_ask(const tern_engine *e, eng_row *w, int64_t room) {
-    if (!w->src)
-        return 0;
-    if (w->rest > 0) { /* drafting was not paying: decode plainly for a while, then try again */
-        w->rest--;
-        return 0;
-    }
-    int64_t k = w->k, left = w->req->max_tokens - w->n_gen - 1;
-    k = k < left ? k : left;
-    k = k < room ? k : room;
-    return k >= e->o.draft_min ? (int)k : 0;
-}
-
-/* Asks every source for its rows' drafts (one call per source for all its rows); sets each decoding row's n_draft. */
-/* The grammar state of a constrained row after its drafted tokens out[0, n): -2 when one is not allowed. */
-static int32_t draft_state(const eng_row *w, const int32_t *out, int n) {
-    int32_t st = w->gstate;
-    for (int i = 0; i < n && st >= 0; i++)
-        st = tern_gdfa_token(w->req->grammar->dfa, st, out[i]);
-    return st;
+/* How many of the drafted tokens out[0, n) a constrained row's grammar allows one after another from the row's
+ * state; the state after them in *st. */
+static int draft_allowed(const eng_row *w, const int32_t *out, int n, int32_t *st) {
+    int32_t s = w->gstate;
+    int i = 0;
+    for (int32_t next; i < n && (next = tern_gdfa_token(w->req->grammar->dfa, s, out[i])) >= 0; i++)
+        s = next;
+    *st = s;
+    return i;
 }
 
 /* tern_draft_ask.constrain for a constrained row: its grammar's mask at the next drafted position. */
 static int draft_constrain(const tern_draft_ask *a, float *logits, int64_t vocab) {
     eng_row *w = a->constrain_ctx;
-    int32_t st = draft_state(w, a->out, a->n_out);
-    return st < 0 || constraint_mask(w->req->grammar, st, logits, vocab, w->gmask) ? -1 : 0;
+    int32_t st;
+    if (draft_allowed(w, a->out, a->n_out, &st) < a->n_out)
+        return -1;
+    return constraint_mask(w->req->grammar, st, logits, vocab, w->gmask) ? -1 : 0;
 }
 
+/* Asks every source for its rows' drafts (one call per source for all its rows); sets each decoding row's n_draft. */
 static void gather_drafts(tern_engine *e, const int *rows, int n) {
     tern_draft_ask asks[TERN_DRAFT_KINDS][256];
     int n_asks[TERN_DRAFT_KINDS] = {0};
@@ -408,7 +390,7 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
     for (int i = 0; i < n; i++) {
         eng_row *w = &e->rows[rows[i]];
         w->n_draft = 0;
-        int k = draft_ask(e, w, room);
+        int k = w->src ? tern_draft_policy_ask(&w->pol, w->req->max_tokens - w->n_gen - 1, room, e->o.draft_min) : 0;
         if (k <= 0)
             continue;
         room -= k;
@@ -436,57 +418,29 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
             eng_row *w = &e->rows[a->row];
             /* A constrained row keeps its drafts up to the first one its grammar forbids (lookup and predictions
              * draft from text that need not follow it). */
-            for (int j = 0, st = w->gstate; w->req->grammar && j < a->n_out; j++)
-                if ((st = tern_gdfa_token(w->req->grammar->dfa, st, a->out[j])) < 0) {
-                    a->n_out = j;
-                    break;
-                }
+            int32_t st;
+            if (w->req->grammar)
+                a->n_out = draft_allowed(w, a->out, a->n_out, &st);
             w->n_draft = a->n_out >= e->o.draft_min ? a->n_out : 0;
         }
     }
 }
 
-/* After a decoding step of a row with a draft source: the drafts' fate in the counters, the row's speed (tokens
- * per second of step time) drafting and not, and its next draft length — a little more than the drafts it has been
- * keeping per step (a running mean), so full agreement grows it to draft_max and a run that keeps k tokens settles
- * near k + 2. When almost nothing is kept, or drafting has been slower than plain steps, the row decodes plainly
- * for a while (a pause that doubles each time drafting fails again after it), then tries again. */
+/* After a decoding step of a row with a draft source: the drafts' fate in the counters, and the policy's view of
+ * the step (draft/policy.h). */
 static void count_drafts(tern_engine *e, eng_row *w, double dt) {
-    float *rate = w->n_draft ? &w->rate_draft : &w->rate_plain;
-    const float r = dt > 0 ? (float)((double)w->n_chosen / dt) : 0.0f;
-    *rate = *rate > 0 ? 0.7f * *rate + 0.3f * r : r;
-    if (!w->n_draft)
-        return;
-    const int kept = w->n_chosen - 1, K = w->req->draft_max;
-    w->drafted += w->n_draft;
-    w->accepted += kept;
-    if (w->src->kind == TERN_DRAFT_PREDICTION) {
-        w->pred_accepted += kept;
-        w->pred_rejected += w->n_draft - kept;
+    if (w->n_draft) {
+        const int kept = w->n_chosen - 1;
+        w->drafted += w->n_draft;
+        w->accepted += kept;
+        if (w->src->kind == TERN_DRAFT_PREDICTION) {
+            w->pred_accepted += kept;
+            w->pred_rejected += w->n_draft - kept;
+        }
+        e->m.draft_tokens[w->src->kind] += (uint64_t)w->n_draft;
+        e->m.draft_accepted[w->src->kind] += (uint64_t)kept;
     }
-    e->m.draft_tokens[w->src->kind] += (uint64_t)w->n_draft;
-    e->m.draft_accepted[w->src->kind] += (uint64_t)kept;
-    w->acc_len = 0.5f * w->acc_len + 0.5f * (float)kept;
-    const int k = (int)(w->acc_len + 0.5f) + 2;
-    w->k = k < K ? k : K;
-    const int slower = w->rate_plain > 0 && w->rate_draft < w->rate_plain;
-    /* What rows of a source found lately, for its new rows: drafts kept and still slower says the drafting costs
-     * more than it yields on this machine (a prediction's worth is its request's own, so it teaches nothing). */
-    int *learned = &e->draft_pause[w->src->kind];
-    const int teaches = w->src->kind != TERN_DRAFT_PREDICTION && kept && w->rate_plain > 0;
-    if (kept && !slower) {
-        w->rest_len = 8;
-        if (teaches)
-            *learned = *learned > 16 ? *learned / 2 : 8;
-    }
-    if (w->acc_len < 0.25f || slower) {
-        w->rest = w->rest_len;
-        w->rest_len = w->rest_len < 256 ? 2 * w->rest_len : 256;
-        w->acc_len = 1.0f;
-        w->rate_draft = 0; /* judged afresh after the pause */
-        if (teaches && slower)
-            *learned = *learned < 256 ? 2 * *learned : 256;
-    }
+    tern_draft_policy_after(&w->pol, (int)w->src->kind, w->n_draft, w->n_chosen, dt, w->req->draft_max, &e->lessons);
 }
 
 static void step(tern_engine *e) {

@@ -15,6 +15,7 @@
 #include "models/synth.h"
 #include "sample/sampler.h"
 #include "draft/draft.h"
+#include "draft/policy.h"
 #include "tern/tern.h"
 #include "testutil.h"
 
@@ -624,9 +625,71 @@ static void test_lookup(void **state) {
     assert_int_equal(tern_draft_lookup(hay, 6, none, 1, 0, 1, 4, -1, 4, out, NULL), 0);
 }
 
+/* The drafting policy: the source a request gets; a row starts with plain steps, then asks for all it may; full
+ * agreement keeps the length at draft_max, a run keeping k settles near k + 2, the asks stay within what the reply
+ * and the step have room for; nothing kept starts a pause that doubles when drafting fails again after it; a
+ * source whose drafts are kept but slower than plain steps teaches its new rows to start with a longer pause. */
+static void test_draft_policy(void **state) {
+    tern_draft_source ngram = {.kind = TERN_DRAFT_NGRAM}, pred = {.kind = TERN_DRAFT_PREDICTION},
+                      assist = {.kind = TERN_DRAFT_ASSISTANT};
+    tern_draft_source *src[TERN_DRAFT_KINDS] = {&ngram, &pred, NULL, NULL};
+    assert_ptr_equal(tern_draft_pick(src, 1), &pred);
+    assert_ptr_equal(tern_draft_pick(src, 0), &ngram);
+    src[TERN_DRAFT_ASSISTANT] = &assist;
+    assert_ptr_equal(tern_draft_pick(src, 0), &assist);
+    assert_ptr_equal(tern_draft_pick(src, 1), &pred);
+
+    tern_draft_lessons l;
+    tern_draft_lessons_init(&l);
+    tern_draft_policy p;
+    tern_draft_policy_start(&p, 8, TERN_DRAFT_NGRAM, &l);
+    assert_int_equal(tern_draft_policy_ask(&p, 100, 100, 1), 0); /* two plain steps first */
+    tern_draft_policy_after(&p, TERN_DRAFT_NGRAM, 0, 1, 0.010, 8, &l);
+    assert_int_equal(tern_draft_policy_ask(&p, 100, 100, 1), 0);
+    tern_draft_policy_after(&p, TERN_DRAFT_NGRAM, 0, 1, 0.010, 8, &l);
+    assert_int_equal(tern_draft_policy_ask(&p, 100, 100, 1), 8); /* hopeful: all it may */
+    assert_int_equal(tern_draft_policy_ask(&p, 5, 100, 1), 5);   /* within what the reply leaves */
+    assert_int_equal(tern_draft_policy_ask(&p, 100, 3, 1), 3);   /* and the step's budget */
+    assert_int_equal(tern_draft_policy_ask(&p, 100, 3, 4), 0);   /* fewer than draft_min: none */
+    for (int i = 0; i < 6; i++) /* everything kept, and faster: stays at draft_max */
+        tern_draft_policy_after(&p, TERN_DRAFT_NGRAM, 8, 9, 0.012, 8, &l);
+    assert_int_equal(p.k, 8);
+    for (int i = 0; i < 12; i++) /* 3 of 8 kept a step: settles at 3 + 2 */
+        tern_draft_policy_after(&p, TERN_DRAFT_NGRAM, 8, 4, 0.012, 8, &l);
+    assert_int_equal(p.k, 5);
+    assert_int_equal(p.rest, 0);
+    int steps = 0; /* nothing kept: the running mean falls below a quarter of a token within a few steps */
+    while (p.rest == 0 && steps < 6)
+        tern_draft_policy_after(&p, TERN_DRAFT_NGRAM, 5, 1, 0.012, 8, &l), steps++;
+    assert_int_equal(steps, 4); /* 3 -> 1.5 -> 0.75 -> 0.375 -> 0.19 */
+    assert_int_equal(p.rest, 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(tern_draft_policy_ask(&p, 100, 100, 1), 0);
+    assert_true(tern_draft_policy_ask(&p, 100, 100, 1) > 0);
+    tern_draft_policy_after(&p, TERN_DRAFT_NGRAM, 1, 1, 0.012, 8, &l); /* fails again: the next pause is 16 */
+    assert_int_equal(p.rest, 16);
+    assert_int_equal(l.pause[TERN_DRAFT_NGRAM], 8);
+
+    /* drafts kept, but steps with them slower than plain ones: a pause, and new rows start with a longer one */
+    tern_draft_policy q;
+    tern_draft_policy_start(&q, 8, TERN_DRAFT_NGRAM, &l);
+    tern_draft_policy_after(&q, TERN_DRAFT_NGRAM, 0, 1, 0.010, 8, &l); /* plain: 100 tokens/s */
+    tern_draft_policy_after(&q, TERN_DRAFT_NGRAM, 4, 2, 0.040, 8, &l); /* drafting: 50 tokens/s */
+    assert_true(q.rest > 0);
+    assert_int_equal(l.pause[TERN_DRAFT_NGRAM], 16);
+    tern_draft_policy_start(&q, 8, TERN_DRAFT_NGRAM, &l);
+    assert_int_equal(q.rest, 16);
+    /* a prediction's rows teach nothing */
+    tern_draft_policy_start(&q, 8, TERN_DRAFT_PREDICTION, &l);
+    tern_draft_policy_after(&q, TERN_DRAFT_PREDICTION, 0, 1, 0.010, 8, &l);
+    tern_draft_policy_after(&q, TERN_DRAFT_PREDICTION, 4, 2, 0.040, 8, &l);
+    assert_int_equal(l.pause[TERN_DRAFT_PREDICTION], 8);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_draft_policy),
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_prediction_text_aligned),
         cmocka_unit_test(test_prediction_split_token),
