@@ -80,15 +80,33 @@ TERN_MUST_CHECK tern_err *tern_draft_prediction_new(int rows, const tern_tokeniz
  * geometry does not fit the target (the message gives both sides' numbers). */
 TERN_MUST_CHECK tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const tern_lm *target, const tern_kv *kv,
                                    tern_pool *pool, tern_draft_source **out);
-struct tern_model;
-/* Two-model drafting with the checkpoint at dir, for `rows` rows of up to ctx tokens; refused when its vocabulary
- * differs from the target's. */
-TERN_MUST_CHECK tern_err *tern_draft_model_new(const char *dir, const struct tern_model *target, int rows, int64_t ctx,
-                               tern_pool *pool, tern_draft_source **out);
-/* The drafter at dir, whichever kind its config.json says: a Gemma 4 assistant (reads kv, the target's cache) or a
- * model of its own (two-model). */
-TERN_MUST_CHECK tern_err *tern_draft_open(const char *dir, tern_draft_head head, const struct tern_model *target, const tern_kv *kv,
-                          int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out);
+/* How the engine hands the draft room a model of its own: `load` loads the checkpoint at dir (with the engine's
+ * loader) into a network and its tokenizer, held by *handle until `release` frees it. The draft room stays below
+ * the loader. */
+typedef struct tern_draft_loader {
+    TERN_MUST_CHECK tern_err *(*load)(void *ctx, const char *dir, void **handle, tern_lm **lm,
+                                      const tern_tokenizer **tok);
+    void (*release)(void *handle);
+    void *ctx;
+} tern_draft_loader;
+
+/* The target a drafter drafts for: its network, its tokenizer and its KV cache (sequence r for row r). */
+typedef struct tern_draft_target {
+    tern_lm *lm;
+    const tern_tokenizer *tok;
+    const tern_kv *kv;
+} tern_draft_target;
+
+/* Two-model drafting with the checkpoint at dir (loaded by ld, released with the source), for `rows` rows of up to
+ * ctx tokens; refused when its vocabulary differs from the target's. */
+TERN_MUST_CHECK tern_err *tern_draft_model_new(const char *dir, const tern_draft_loader *ld,
+                                               const tern_draft_target *target, int rows, int64_t ctx,
+                                               tern_pool *pool, tern_draft_source **out);
+/* The drafter at dir, whichever kind its config.json says (draft/open.c): a cache drafter such as the Gemma 4
+ * assistant (reads the target's cache) or a model of its own (two-model, loaded by ld). */
+TERN_MUST_CHECK tern_err *tern_draft_open(const char *dir, tern_draft_head head, const tern_draft_target *target,
+                                          const tern_draft_loader *ld, int rows, int64_t ctx, tern_pool *pool,
+                                          tern_draft_source **out);
 /* Frees; NULL is fine. */
 void tern_draft_source_free(tern_draft_source *s);
 

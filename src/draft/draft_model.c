@@ -7,10 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json_util.h"
-#include "loader/loader.h"
-#include "sample/sampler.h"
 #include "draft/draft.h"
+#include "sample/sampler.h"
 
 typedef struct dm_row {
     int64_t n_in; /* the row's first n_in tokens (then, during a draft, its drafts) are in the drafter's cache */
@@ -18,7 +16,9 @@ typedef struct dm_row {
 
 typedef struct draft_model {
     tern_draft_source base;
-    tern_model *m;
+    tern_draft_loader ld;
+    void *handle; /* the loaded drafter, released with the source */
+    tern_lm *lm;
     tern_kv *kv;
     tern_pool *pool;
     int rows;
@@ -71,7 +71,7 @@ static TERN_MUST_CHECK tern_err *feed(draft_model *d, tern_draft_ask *asks, int 
         return NULL;
     tern_batch b = {.n_rows = nr, .seq = d->seq, .n_tok = d->ntok, .ids = d->ids, .out = TERN_OUT_LAST,
                     .row_prefill = d->prefill};
-    TERN_TRY(tern_lm_forward(d->m->lm, d->kv, d->pool, &b, d->logits, NULL));
+    TERN_TRY(tern_lm_forward(d->lm, d->kv, d->pool, &b, d->logits, NULL));
     TERN_TRY(tern_batch_commit(d->kv, &b));
     for (int k = 0; k < nr; k++)
         d->r[asks[fed_rows[k]].row].n_in += d->ntok[k];
@@ -133,21 +133,23 @@ static void source_free(tern_draft_source *s) {
     free(d->ids);
     free(d->prefill);
     tern_kv_free(d->kv);
-    tern_model_free(d->m);
+    if (d->handle)
+        d->ld.release(d->handle);
     free(d);
 }
 
 static const tern_draft_vt vt = {"draft_model", row_start, draft, commit, row_end, source_free};
 
 /* The same vocabulary: the same size and every token the same text. */
-static TERN_MUST_CHECK tern_err *same_vocabulary(const tern_model *target, const tern_model *draft) {
-    const int64_t vt_ = tern_lm_desc_of(target->lm)->vocab, vd = tern_lm_desc_of(draft->lm)->vocab;
+static TERN_MUST_CHECK tern_err *same_vocabulary(const tern_draft_target *target, const tern_lm *lm,
+                                                 const tern_tokenizer *tok) {
+    const int64_t vt_ = tern_lm_desc_of(target->lm)->vocab, vd = tern_lm_desc_of(lm)->vocab;
     if (vt_ != vd)
         return tern_errf(TERN_EINVAL, "its vocabulary has %lld tokens, the model's %lld: a drafter must share the "
                          "model's vocabulary", (long long)vd, (long long)vt_);
     for (int32_t id = 0; id < vt_; id++) {
         size_t la = 0, lb = 0;
-        char *a = tern_model_token_piece(target, id, &la), *b = tern_model_token_piece(draft, id, &lb);
+        char *a = tern_tokenizer_token_piece(target->tok, id, &la), *b = tern_tokenizer_token_piece(tok, id, &lb);
         const int same = a && b && la == lb && !memcmp(a, b, la);
         free(a);
         free(b);
@@ -158,24 +160,25 @@ static TERN_MUST_CHECK tern_err *same_vocabulary(const tern_model *target, const
     return NULL;
 }
 
-tern_err *tern_draft_model_new(const char *dir, const tern_model *target, int rows, int64_t ctx, tern_pool *pool,
-                               tern_draft_source **out) {
+tern_err *tern_draft_model_new(const char *dir, const tern_draft_loader *ld, const tern_draft_target *target, int rows,
+                               int64_t ctx, tern_pool *pool, tern_draft_source **out) {
     *out = NULL;
     draft_model *d = calloc(1, sizeof *d);
     if (!d)
         return tern_errf(TERN_ENOMEM, "out of memory");
     d->base = (tern_draft_source){&vt, TERN_DRAFT_MODEL, 0};
+    d->ld = *ld;
     d->rows = rows;
     d->ctx = ctx;
     d->chunk = 256;
     d->pool = pool;
-    tern_model_opts mo = {.model_dir = dir, .threads = tern_pool_size(pool)};
-    tern_err *err = tern_model_load(&mo, &d->m);
+    const tern_tokenizer *tok = NULL;
+    tern_err *err = ld->load(ld->ctx, dir, &d->handle, &d->lm, &tok);
     if (!err)
-        err = same_vocabulary(target, d->m);
+        err = same_vocabulary(target, d->lm, tok);
     if (!err) {
-        d->vocab = tern_lm_desc_of(d->m->lm)->vocab;
-        err = tern_lm_kv_create(d->m->lm, rows, ctx, d->chunk, TERN_KV_BF16, TERN_KV_BF16, &d->kv);
+        d->vocab = tern_lm_desc_of(d->lm)->vocab;
+        err = tern_lm_kv_create(d->lm, rows, ctx, d->chunk, TERN_KV_BF16, TERN_KV_BF16, &d->kv);
     }
     if (!err) {
         d->r = calloc((size_t)rows, sizeof *d->r);

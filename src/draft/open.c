@@ -8,26 +8,25 @@
 #include "core/fileio.h"
 #include "core/json_util.h"
 #include "draft/draft.h"
-#include "loader/loader.h"
 
 typedef struct drafter_args {
     const char *dir;
     tern_draft_head head;
-    const struct tern_model *target;
-    const tern_kv *kv;
+    const tern_draft_target *target;
+    const tern_draft_loader *ld;
     int rows;
     int64_t ctx;
     tern_pool *pool;
 } drafter_args;
 
 static tern_err *open_cache_drafter(const drafter_args *a, tern_draft_source **out) {
-    return tern_draft_assistant_new(a->dir, a->head, a->target->lm, a->kv, a->pool, out);
+    return tern_draft_assistant_new(a->dir, a->head, a->target->lm, a->target->kv, a->pool, out);
 }
 
 static tern_err *open_model(const drafter_args *a, tern_draft_source **out) {
     if (a->head != TERN_DRAFT_HEAD_AUTO)
         return tern_errf(TERN_EINVAL, "--draft-head applies to an assistant drafter; %s is a model of its own", a->dir);
-    return tern_draft_model_new(a->dir, a->target, a->rows, a->ctx, a->pool, out);
+    return tern_draft_model_new(a->dir, a->ld, a->target, a->rows, a->ctx, a->pool, out);
 }
 
 static const struct {
@@ -38,8 +37,8 @@ static const struct {
     {NULL, open_model},                            /* a smaller model of the same vocabulary, with its own cache */
 };
 
-tern_err *tern_draft_open(const char *dir, tern_draft_head head, const struct tern_model *target, const tern_kv *kv,
-                          int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out) {
+tern_err *tern_draft_open(const char *dir, tern_draft_head head, const tern_draft_target *target,
+                          const tern_draft_loader *ld, int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out) {
     *out = NULL;
     char *path = tern_path_join(dir, "config.json");
     if (!path)
@@ -50,7 +49,7 @@ tern_err *tern_draft_open(const char *dir, tern_draft_head head, const struct te
     if (err)
         return tern_err_wrap(err, "draft model");
     const char *type = json_string_value(json_object_get(root, "model_type"));
-    const drafter_args a = {dir, head, target, kv, rows, ctx, pool};
+    const drafter_args a = {dir, head, target, ld, rows, ctx, pool};
     for (size_t i = 0; i < sizeof DRAFTERS / sizeof DRAFTERS[0]; i++)
         if (!DRAFTERS[i].accepts || DRAFTERS[i].accepts(type)) {
             json_decref(root);

@@ -164,6 +164,22 @@ static void engine_free(tern_engine *e) {
     free(e);
 }
 
+/* The draft room's loader (draft.h): a two-model drafter's checkpoint loaded as a model like the target, on as many
+ * threads as the engine's pool. */
+static TERN_MUST_CHECK tern_err *load_drafter(void *ctx, const char *dir, void **handle, tern_lm **lm,
+                                              const tern_tokenizer **tok) {
+    const tern_engine *e = ctx;
+    tern_model_opts mo = {.model_dir = dir, .threads = tern_pool_size(e->pool)};
+    tern_model *m = NULL;
+    TERN_TRY(tern_model_load(&mo, &m));
+    *handle = m;
+    *lm = m->lm;
+    *tok = m->tok;
+    return NULL;
+}
+
+static void release_drafter(void *handle) { tern_model_free(handle); }
+
 tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engine **out) {
     *out = NULL;
     if (!m)
@@ -227,9 +243,11 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         if (!err && e->o.draft_ngram)
             err = tern_draft_ngram_new(P, 1, 4, &e->sources[TERN_DRAFT_NGRAM]);
         tern_draft_source *dm = NULL;
+        const tern_draft_target target = {m->lm, m->tok, e->kv};
+        const tern_draft_loader ld = {load_drafter, release_drafter, e};
         if (!err && e->o.draft_model)
-            err = tern_draft_open(e->o.draft_model, (tern_draft_head)e->o.draft_head, m, e->kv, P, e->o.ctx, e->pool,
-                                  &dm);
+            err = tern_draft_open(e->o.draft_model, (tern_draft_head)e->o.draft_head, &target, &ld, P, e->o.ctx,
+                                  e->pool, &dm);
         if (dm)
             e->sources[dm->kind] = dm;
     }

@@ -2,7 +2,8 @@
 # The engine, server, chat, fit, the KV budget and the verbs know models only through the architecture table
 # (src/models/model.h): no Gemma 4 symbol or header outside src/models/, except the synth verb, which writes
 # Gemma 4 checkpoints by design. Chat and the tokenizer serve both the loader and the server, so they call
-# neither the loaded model (tern_model_*) nor the engine. Fails listing every place that breaks a rule.
+# neither the loaded model (tern_model_*) nor the engine; the draft room is handed a network, a tokenizer and a loader
+# by the engine, so it calls neither the loader nor the engine. Fails listing every place that breaks a rule.
 # usage: arch_boundary.sh SOURCE_DIR
 set -eu
 cd "$1"
@@ -20,4 +21,12 @@ if [ -n "$up" ]; then
     echo "$up"
     exit 1
 fi
-echo "architecture boundary: only src/models/ (and the synth verb) name Gemma 4; chat and tokenizer stay below"
+down=$(grep -rnE 'tern_model_[a-z_]*\(|tern_engine_[a-z_]*\(|"loader/|"engine/|"server/' src/draft \
+    --include='*.c' --include='*.h' || true)
+if [ -n "$down" ]; then
+    echo "draft/ reaching up into the loader, the engine or the server (the engine hands it a network, a tokenizer"
+    echo "and a loader; draft.h):"
+    echo "$down"
+    exit 1
+fi
+echo "architecture boundary: only src/models/ (and the synth verb) name Gemma 4; chat, tokenizer and draft stay below"
