@@ -868,24 +868,23 @@ static jrc pf_indent(jctx *c, uint32_t pos, jv v, jv *out) { return str_indent(c
 
 /* int and float: a string parsed as JavaScript's parseInt/parseFloat (NaN: 0), a number or boolean converted
  * (int truncates toward minus infinity, as floor). */
-static jrc pf_int(jctx *c, uint32_t pos, jv v, jv *out) {
-    (void)c, (void)pos;
+static jrc to_number(jv v, int as_int, jv *out) {
+    double d;
     if (v.t == JV_STR) {
-        double d = jt_parse_int(v.u.s.p, v.u.s.n);
-        *out = jv_int(isnan(d) ? 0 : d);
+        d = as_int ? jt_parse_int(v.u.s.p, v.u.s.n) : jt_parse_float(v.u.s.p, v.u.s.n);
+        d = isnan(d) ? 0 : d;
     } else
-        *out = jv_int(v.t == JV_BOOL ? v.u.b : floor(v.u.num));
+        d = v.t == JV_BOOL ? v.u.b : as_int ? floor(v.u.num) : v.u.num;
+    *out = as_int ? jv_int(d) : jv_float(d);
     return JR_OK;
 }
-
+static jrc pf_int(jctx *c, uint32_t pos, jv v, jv *out) {
+    (void)c, (void)pos;
+    return to_number(v, 1, out);
+}
 static jrc pf_float(jctx *c, uint32_t pos, jv v, jv *out) {
     (void)c, (void)pos;
-    if (v.t == JV_STR) {
-        double d = jt_parse_float(v.u.s.p, v.u.s.n);
-        *out = jv_float(isnan(d) ? 0 : d);
-    } else
-        *out = jv_float(v.t == JV_BOOL ? v.u.b : v.u.num);
-    return JR_OK;
+    return to_number(v, 0, out);
 }
 
 static jrc pf_abs(jctx *c, uint32_t pos, jv v, jv *out) {
