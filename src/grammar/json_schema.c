@@ -182,7 +182,7 @@ TERN_MUST_CHECK tern_err *js_prim(conv *c, enum prim p, const char **name) {
                     d[0], d[0], d[0], d[0]);
         break;
     case P_STRING:
-        if (c->gemma) {
+        if (c->d->raw_text) {
             DEP(0, P_GSTR_BODY);
             sbuf_printf(&b, "\"<|\\\"|>\" %s \"<|\\\"|>\"", d[0]);
         } else {
@@ -211,7 +211,7 @@ TERN_MUST_CHECK tern_err *js_prim(conv *c, enum prim p, const char **name) {
         if ((err = add_rule(c, names[p], NULL, &c->prim[p])))
             goto done;
         DEP(0, P_VALUE);
-        if (c->gemma) {
+        if (c->d->raw_text) { /* keys as text, and (the same dialect) no white space */
             DEP(1, P_KEY);
             sbuf_printf(&b, "\"{\" ( %s \":\" %s ( \",\" %s \":\" %s )* )? \"}\"", d[1], d[0], d[1], d[0]);
         } else {
@@ -228,7 +228,7 @@ TERN_MUST_CHECK tern_err *js_prim(conv *c, enum prim p, const char **name) {
         if ((err = add_rule(c, names[p], NULL, &c->prim[p])))
             goto done;
         DEP(0, P_VALUE);
-        if (c->gemma) {
+        if (!c->d->spaced) {
             sbuf_printf(&b, "\"[\" ( %s ( \",\" %s )* )? \"]\"", d[0], d[0]);
         } else {
             DEP(1, P_WS);
@@ -330,6 +330,36 @@ int js_gemma_bare_key(const char *k, size_t n) {
 
 int js_has_gemma_quote(const char *s, size_t n) { return n >= 5 && memmem(s, n, GEMMA_QUOTE, 5) != NULL; }
 
+static int json_key(sbuf *o, const char *k, size_t n) {
+    js_json_str(o, k, n);
+    return 1;
+}
+
+/* Gemma 4 writes a key bare when it reads back as itself, else between its delimiters (which it cannot hold). */
+static int gemma_key(sbuf *o, const char *k, size_t n) {
+    if (js_gemma_bare_key(k, n))
+        sbuf_add(o, k, n);
+    else if (js_has_gemma_quote(k, n))
+        return 0;
+    else
+        sbuf_printf(o, "%s%.*s%s", GEMMA_QUOTE, (int)n, k, GEMMA_QUOTE);
+    return 1;
+}
+
+/* A Gemma 4 string is its raw text between the delimiters, which it cannot hold (nor a NUL). */
+static int gemma_string(sbuf *o, const char *s, size_t n) {
+    if (js_has_gemma_quote(s, n) || memchr(s, 0, n))
+        return 0;
+    sbuf_adds(o, GEMMA_QUOTE);
+    sbuf_add(o, s, n);
+    sbuf_adds(o, GEMMA_QUOTE);
+    return 1;
+}
+
+static const js_dialect JSON = {.title = "JSON", .quote = "\"", .spaced = 1, .key = json_key, .string = json_key};
+static const js_dialect GEMMA = {.title = "Gemma 4 tool-call", .quote = GEMMA_QUOTE, .raw_text = 1, .args_object = 1,
+                                 .key_class = "[A-Za-z0-9_]", .key = gemma_key, .string = gemma_string};
+
 /* The text of value v in the dialect; 1 on success, 0 if Gemma's syntax cannot hold it (a string containing
  * <|"|>), -1 if nested too deeply. */
 static int render(const conv *c, sbuf *o, const json_t *v, int depth) {
@@ -346,14 +376,8 @@ static int render(const conv *c, sbuf *o, const json_t *v, int depth) {
             if (!first)
                 sbuf_adds(o, ",");
             first = 0;
-            if (!c->gemma)
-                js_json_str(o, k, kn);
-            else if (js_gemma_bare_key(k, kn))
-                sbuf_add(o, k, kn);
-            else if (js_has_gemma_quote(k, kn))
+            if (!c->d->key(o, k, kn))
                 return 0;
-            else
-                sbuf_printf(o, "%s%s%s", GEMMA_QUOTE, k, GEMMA_QUOTE);
             sbuf_adds(o, ":");
             int r = render(c, o, x, depth + 1);
             if (r <= 0)
@@ -375,18 +399,7 @@ static int render(const conv *c, sbuf *o, const json_t *v, int depth) {
         return 1;
     }
     case JSON_STRING: {
-        const char *s = json_string_value(v);
-        size_t n = json_string_length(v);
-        if (!c->gemma) {
-            js_json_str(o, s, n);
-            return 1;
-        }
-        if (js_has_gemma_quote(s, n) || memchr(s, 0, n))
-            return 0;
-        sbuf_adds(o, GEMMA_QUOTE);
-        sbuf_add(o, s, n);
-        sbuf_adds(o, GEMMA_QUOTE);
-        return 1;
+        return c->d->string(o, json_string_value(v), json_string_length(v));
     }
     case JSON_INTEGER: sbuf_printf(o, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); return 1;
     case JSON_REAL: real_text(o, json_real_value(v)); return 1;
@@ -699,7 +712,7 @@ static TERN_MUST_CHECK tern_err *gen_string(conv *c, const json_t *s, const char
         return js_prim_push(c, P_STRING, out);
     sbuf b = {0};
     tern_err *err = NULL;
-    const char *q = c->gemma ? GEMMA_QUOTE : "\"";
+    const char *q = c->d->quote;
     js_seq_lit(&b, q, strlen(q));
     if (pat) {
         err = js_gen_pattern(c, json_string_value(pat), path, &b);
@@ -711,7 +724,7 @@ static TERN_MUST_CHECK tern_err *gen_string(conv *c, const json_t *s, const char
             js_note(c, path, "only the format is enforced (not the length)");
     } else {
         const char *ch = "[^<\\x00]";
-        if (!c->gemma)
+        if (!c->d->raw_text)
             err = js_prim(c, P_CHAR, &ch);
         if (!err)
             js_rep_push(&b, ch, min, max);
@@ -755,7 +768,7 @@ static TERN_MUST_CHECK tern_err *gen_array(conv *c, const json_t *s, const char 
         return tern_errf(TERN_EINVAL, "%s: minItems %llu is more than the %llu items allowed", path,
                          (unsigned long long)min, (unsigned long long)total_max);
     const char *ws = NULL;
-    if (!c->gemma)
+    if (c->d->spaced)
         TERN_TRY(js_prim(c, P_WS, &ws));
     /* Everything inside comes after "[". */
     size_t saved_base = c->chain_base;
@@ -928,7 +941,7 @@ static TERN_MUST_CHECK tern_err *gen_body(conv *c, const json_t *s, const char *
     if (depth > MAX_DEPTH)
         return tern_errf(TERN_EINVAL, "%s: schema nested deeper than %d levels", path, MAX_DEPTH);
     if (json_is_true(s))
-        return js_prim_push(c, top && c->gemma ? P_OBJECT : P_VALUE, out);
+        return js_prim_push(c, top && c->d->args_object ? P_OBJECT : P_VALUE, out);
     if (json_is_false(s))
         return tern_errf(TERN_EINVAL, "%s: the schema false accepts no value", path);
     if (!json_is_object(s))
@@ -989,7 +1002,7 @@ static TERN_MUST_CHECK tern_err *gen_body(conv *c, const json_t *s, const char *
 
     unsigned types;
     TERN_TRY(schema_types(s, path, &types));
-    if (top && c->gemma) { /* the arguments of a call: an object */
+    if (top && c->d->args_object) {
         if (types && !(types & T_OBJ))
             return tern_errf(TERN_EINVAL, "%s: tool arguments in the Gemma dialect must be an object", path);
         types = T_OBJ;
@@ -1018,7 +1031,7 @@ static TERN_MUST_CHECK tern_err *gen_body(conv *c, const json_t *s, const char *
             if (json_object_get(s, infer[i].key))
                 types |= infer[i].bit;
         if (!types)
-            return js_prim_push(c, top && c->gemma ? P_OBJECT : P_VALUE, out);
+            return js_prim_push(c, top && c->d->args_object ? P_OBJECT : P_VALUE, out);
     }
     if (types & T_NUM)
         types &= ~(unsigned)T_INT;
@@ -1078,7 +1091,7 @@ static TERN_MUST_CHECK tern_err *finish(conv *c, char **gbnf) {
     qsort(order, c->n_rules, sizeof *order, cmp_rule_name);
     sbuf o = {0};
     tern_err *err = NULL;
-    sbuf_printf(&o, "# generated from a JSON Schema (%s syntax)\n", c->gemma ? "Gemma 4 tool-call" : "JSON");
+    sbuf_printf(&o, "# generated from a JSON Schema (%s syntax)\n", c->d->title);
     sbuf_add(&o, c->notes.p, c->notes.len);
     for (size_t i = 0; i < c->n_rules && !err; i++) {
         if (!order[i]->body)
@@ -1103,7 +1116,7 @@ tern_err *tern_json_schema_to_gbnf(const json_t *schema, tern_json_dialect diale
         return tern_errf(TERN_EINVAL, "schema: missing");
     if (dialect != TERN_JSON_DIALECT_JSON && dialect != TERN_JSON_DIALECT_GEMMA)
         return tern_errf(TERN_EINVAL, "schema: unknown dialect %d", (int)dialect);
-    conv c = {.root = schema, .gemma = dialect == TERN_JSON_DIALECT_GEMMA, .strict = !!strict};
+    conv c = {.root = schema, .d = dialect == TERN_JSON_DIALECT_GEMMA ? &GEMMA : &JSON, .strict = !!strict};
     const char *root;
     size_t idx;
     sbuf b = {0};
@@ -1125,7 +1138,7 @@ tern_err *tern_json_schema_to_gbnf(const json_t *schema, tern_json_dialect diale
 
 tern_err *tern_json_object_gbnf(char **gbnf) {
     *gbnf = NULL;
-    conv c = {0};
+    conv c = {.d = &JSON};
     const char *root, *obj;
     sbuf b = {0};
     tern_err *err = add_rule(&c, "root", NULL, &root);

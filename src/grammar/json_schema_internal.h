@@ -42,9 +42,24 @@ enum prim {
     P_GSTR_LT, P_GSTR_EXIT, P_GSTR_BODY, P_DATE, P_TIME, P_DATETIME, P_UUID, P_EMAIL, P_COUNT
 };
 
+/* The syntax the grammar is written in (json_schema.h's tern_json_dialect; the chat format picks it): what differs
+ * between JSON text and Gemma 4's tool-call arguments, named. */
+typedef struct js_dialect {
+    const char *title;     /* in the grammar's first comment */
+    const char *quote;     /* a string's delimiters */
+    int spaced;            /* white space may stand between tokens */
+    int raw_text;          /* strings (and keys) are raw text: no escapes, never NUL or '<' (the delimiter's start) */
+    int args_object;       /* the top level is a call's arguments, always an object */
+    const char *key_class; /* the characters an additional property's key is made of (NULL: any string's) */
+    /* Writes a constant's key or string value in the dialect's syntax into o; 0 when the dialect cannot write it. */
+    int (*key)(sbuf *o, const char *k, size_t n);
+    int (*string)(sbuf *o, const char *s, size_t n);
+} js_dialect;
+
 typedef struct conv {
     const json_t *root;
-    int gemma, strict;
+    const js_dialect *d;
+    int strict;
     rule *rules;
     size_t n_rules, cap_rules;
     ref_ent *refs;

@@ -13,10 +13,8 @@
  * JSON keys are string contents (characters written in one canonical escaping where a word's character is
  * concerned); Gemma keys are [A-Za-z0-9_]+. */
 static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int allow_empty, sbuf *o) {
-    const char *any;
-    if (c->gemma)
-        any = "[A-Za-z0-9_]";
-    else
+    const char *any = c->d->key_class;
+    if (!any)
         TERN_TRY(js_prim(c, P_CHAR, &any));
     int is_word_end = k && strlen(w[0]) == pos;
     size_t i = is_word_end;
@@ -30,7 +28,7 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
         while (j < k && !memcmp(w[j] + pos, w[i] + pos, (size_t)len))
             j++;
         sbuf a = {0}, t = {0};
-        if (c->gemma)
+        if (c->d->raw_text)
             tern_gbnf_literal(&a, w[i] + pos, (size_t)len);
         else
             js_json_str(&t, w[i] + pos, (size_t)len), tern_gbnf_literal(&a, t.p + 1, t.len - 2);
@@ -52,7 +50,7 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
     tern_cpset_norm(&edges);
     /* Any other first character, then anything. */
     sbuf other = {0};
-    if (c->gemma) {
+    if (c->d->key_class) { /* the key alphabet, [A-Za-z0-9_], less the edges */
         tern_cpset s = {0};
         tern_cpset_add(&s, '0', '9'), tern_cpset_add(&s, 'A', 'Z'), tern_cpset_add(&s, 'a', 'z'), tern_cpset_add(&s, '_', '_');
         tern_cpset_norm(&s);
@@ -153,7 +151,7 @@ static TERN_MUST_CHECK tern_err *member_rule(conv *c, const char *key, const jso
     size_t kn = strlen(key);
     sbuf b = {0}, t = {0};
     tern_err *err = NULL;
-    if (!c->gemma) {
+    if (!c->d->raw_text) {
         js_json_str(&t, key, kn);
         tern_gbnf_literal(&b, t.p, t.len);
         sbuf_printf(&b, " %s \":\" %s %s %s", ws, ws, vname, ws);
@@ -184,15 +182,15 @@ static TERN_MUST_CHECK tern_err *extra_rule(conv *c, const char **words, size_t 
     for (size_t i = 0; i < n; i++) {
         if (kept && !strcmp(words[kept - 1], words[i]))
             continue;
-        int ok = 1; /* Gemma's extra keys are [A-Za-z0-9_]+: other names cannot come up */
-        for (const char *p = words[i]; c->gemma && *p; p++)
+        int ok = 1; /* keys of a key alphabet ([A-Za-z0-9_]+): other names cannot come up */
+        for (const char *p = words[i]; c->d->key_class && *p; p++)
             ok &= js_is_alnum((unsigned char)*p) || *p == '_';
         if (ok)
             words[kept++] = words[i];
     }
     sbuf key = {0}, b = {0};
     tern_err *err = NULL;
-    if (c->gemma) {
+    if (c->d->key_class) {
         err = not_words(c, words, kept, 0, 0, &key);
     } else if (!kept) {
         err = js_prim_push(c, P_STRING, &key);
@@ -209,7 +207,7 @@ static TERN_MUST_CHECK tern_err *extra_rule(conv *c, const char **words, size_t 
     if (!err)
         err = json_is_object(ap) ? js_gen_rule(c, ap, vpath, vhint, depth, &vname) : js_prim(c, P_VALUE, &vname);
     if (!err) {
-        if (c->gemma)
+        if (!c->d->spaced)
             sbuf_printf(&b, "%s \":\" %s", key.p, vname);
         else
             sbuf_printf(&b, "%s %s \":\" %s %s %s", key.p, ws, ws, vname, ws);
@@ -308,7 +306,7 @@ TERN_MUST_CHECK tern_err *js_gen_object(conv *c, const json_t *s, const char *pa
         return js_prim_push(c, P_OBJECT, out);
 
     const char *ws = NULL;
-    if (!c->gemma)
+    if (c->d->spaced)
         TERN_TRY(js_prim(c, P_WS, &ws));
     size_t cap = n_props + n_req + 1;
     member *m = calloc(cap, sizeof *m);

@@ -30,7 +30,7 @@ static int set_expr(rx *x, const tern_cpset *in, sbuf *o) {
     for (size_t i = 0; i < in->n; i++)
         tern_cpset_add(&s, in->r[i].lo, in->r[i].hi);
     tern_cpset_norm(&s);
-    if (c->gemma) {
+    if (c->d->raw_text) {
         tern_cpset_remove(&s, 0, 0);
         tern_cpset_remove(&s, '<', '<');
         if (s.n)
@@ -117,7 +117,7 @@ static int set_expr(rx *x, const tern_cpset *in, sbuf *o) {
 /* The encoding of one literal character when it has exactly one (appended to lit), else 0. */
 static int rx_lit_bytes(rx *x, uint32_t cp, sbuf *litb) {
     char u[4];
-    if (x->c->gemma) {
+    if (x->c->d->raw_text) {
         if (cp == 0 || cp == '<')
             return 0;
         sbuf_add(litb, u, tern_utf8_put(cp, u));
@@ -429,7 +429,7 @@ static int rx_atom(rx *x, sbuf *e, sbuf *litb, int *is_lit, int *nullable) {
         x->i += (size_t)len;
     }
     if (!is_set) {
-        if (x->c->gemma && cp == '<')
+        if (x->c->d->raw_text && cp == '<')
             return rx_fail(x, "'<' cannot be matched in the Gemma dialect (it would risk the <|\"|> delimiter)");
         if (rx_lit_bytes(x, cp, litb)) {
             *is_lit = 1;
@@ -565,7 +565,7 @@ TERN_MUST_CHECK tern_err *js_gen_pattern(conv *c, const char *pat, const char *p
         return x.err;
     }
     const char *any = "[^<\\x00]";
-    tern_err *err = c->gemma || (a0 && a1) ? NULL : js_prim(c, P_CHAR, &any);
+    tern_err *err = c->d->raw_text || (a0 && a1) ? NULL : js_prim(c, P_CHAR, &any);
     if (err) {
         sbuf_free(&body);
         return err;
