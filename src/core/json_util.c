@@ -26,6 +26,16 @@ tern_err *tern_json_load_file(const char *path, size_t max_bytes, json_t **out) 
     return e;
 }
 
+tern_err *tern_json_load_in(const char *dir, const char *name, size_t max_bytes, json_t **out) {
+    *out = NULL;
+    char *path = tern_path_join(dir, name);
+    if (!path)
+        return tern_errf(TERN_ENOMEM, "out of memory");
+    tern_err *err = tern_json_load_file(path, max_bytes, out);
+    free(path);
+    return err;
+}
+
 tern_err *tern_json_get_int(const json_t *obj, const char *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out) {
     json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {

@@ -9,6 +9,8 @@
 
 /* Parses a JSON file (size-capped at max_bytes) into *out; the error names file, line and column. */
 TERN_MUST_CHECK tern_err *tern_json_load_file(const char *path, size_t max_bytes, json_t **out);
+/* tern_json_load_file of the file `name` in folder dir (a checkpoint's "config.json", say). */
+TERN_MUST_CHECK tern_err *tern_json_load_in(const char *dir, const char *name, size_t max_bytes, json_t **out);
 /* Parses a buffer; `what` names the source in errors. */
 TERN_MUST_CHECK tern_err *tern_json_load_buf(const char *buf, size_t len, const char *what, json_t **out);
 /* Reads an integer member: absent or null -> *out = dflt; wrong type or out of [lo,hi] -> error naming `key`. */

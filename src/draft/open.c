@@ -1,11 +1,8 @@
 /* open.c — which kind of drafter a draft model's folder holds, and opening it (see draft.h). The drafter kinds are a
  * table: the first whose test accepts the checkpoint's model_type opens it; a model of its own (two-model drafting)
  * takes whatever the others do not. */
-#include <stdlib.h>
-
 #include <jansson.h>
 
-#include "core/fileio.h"
 #include "core/json_util.h"
 #include "draft/draft.h"
 
@@ -40,12 +37,8 @@ static const struct {
 tern_err *tern_draft_open(const char *dir, tern_draft_head head, const tern_draft_target *target,
                           const tern_draft_loader *ld, int rows, int64_t ctx, tern_pool *pool, tern_draft_source **out) {
     *out = NULL;
-    char *path = tern_path_join(dir, "config.json");
-    if (!path)
-        return tern_errf(TERN_ENOMEM, "out of memory");
     json_t *root = NULL;
-    tern_err *err = tern_json_load_file(path, 16u << 20, &root);
-    free(path);
+    tern_err *err = tern_json_load_in(dir, "config.json", 16u << 20, &root);
     if (err)
         return tern_err_wrap(err, "draft model");
     const char *type = json_string_value(json_object_get(root, "model_type"));

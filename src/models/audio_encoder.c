@@ -7,7 +7,6 @@
 
 #include <jansson.h>
 
-#include "core/fileio.h"
 #include "core/json_util.h"
 #include "formats/gguf.h"
 
@@ -20,12 +19,8 @@ struct tern_audio_enc {
 
 tern_err *tern_audio_enc_load(const char *dir, tern_audio_enc **out) {
     *out = NULL;
-    char *path = tern_path_join(dir, "config.json");
-    if (!path)
-        return tern_errf(TERN_ENOMEM, "out of memory");
     json_t *root = NULL;
-    tern_err *err = tern_json_load_file(path, 16u << 20, &root);
-    free(path);
+    tern_err *err = tern_json_load_in(dir, "config.json", 16u << 20, &root);
     if (err)
         return err;
     const json_t *ac = json_object_get(root, "audio_config");

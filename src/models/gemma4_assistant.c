@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
 #include "core/json_util.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
@@ -159,12 +158,8 @@ int tern_cache_drafter_type(const char *model_type) { return model_type && !strc
 
 tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out) {
     *out = NULL;
-    char *cfg_path = tern_path_join(dir, "config.json");
-    if (!cfg_path)
-        return tern_errf(TERN_ENOMEM, "out of memory");
     json_t *root = NULL;
-    tern_err *err = tern_json_load_file(cfg_path, 16u << 20, &root);
-    free(cfg_path);
+    tern_err *err = tern_json_load_in(dir, "config.json", 16u << 20, &root);
     if (err)
         return tern_err_wrap(err, "%s", dir);
     const json_t *type = json_object_get(root, "model_type");

@@ -7,7 +7,6 @@
 
 #include <jansson.h>
 
-#include "core/fileio.h"
 #include "core/json_util.h"
 #include "formats/gguf.h"
 
@@ -32,12 +31,8 @@ static TERN_MUST_CHECK tern_err *wrap(const tern_vision_arch *arch, void *impl, 
 
 tern_err *tern_vision_enc_load(const char *dir, tern_vision_enc **out) {
     *out = NULL;
-    char *path = tern_path_join(dir, "config.json");
-    if (!path)
-        return tern_errf(TERN_ENOMEM, "out of memory");
     json_t *root = NULL;
-    tern_err *err = tern_json_load_file(path, 16u << 20, &root);
-    free(path);
+    tern_err *err = tern_json_load_in(dir, "config.json", 16u << 20, &root);
     if (err)
         return err;
     const json_t *vc = json_object_get(root, "vision_config");
