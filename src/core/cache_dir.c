@@ -63,9 +63,9 @@ tern_err *tern_cache_begin_write(const char *path, char **tmp) {
 void tern_cache_used(const char *path) { (void)utimensat(AT_FDCWD, path, NULL, 0); }
 
 /* The writer of a temporary "NAME.tmp.PID.HOST" (or "NAME.tmp.PID", as written before hosts were named): its pid,
- * or 0 when `name` is not a temporary; *here says whether the writer ran on this machine (only then can the pid be
- * asked whether it still runs). */
-static long temp_writer(const char *name, int *here) {
+ * or 0 when `name` is not a temporary; *here says whether the writer ran on this machine, named `host` (only then
+ * can the pid be asked whether it still runs). */
+static long temp_writer(const char *name, const char *host, int *here) {
     const char *t = strstr(name, ".tmp.");
     *here = 0;
     if (!t)
@@ -74,8 +74,6 @@ static long temp_writer(const char *name, int *here) {
     const long pid = strtol(t + 5, &end, 10);
     if (pid <= 0 || (*end && *end != '.'))
         return 0;
-    char host[65];
-    this_host(host);
     *here = !*end || !strcmp(end + 1, host);
     return pid;
 }
@@ -96,6 +94,8 @@ void tern_cache_prune(const char *path, double max_age_days) {
     if (!d)
         return;
     const time_t now = time(NULL);
+    char host[65];
+    this_host(host);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!ours(e->d_name))
@@ -106,7 +106,7 @@ void tern_cache_prune(const char *path, double max_age_days) {
         if (lstat(file, &st) || !S_ISREG(st.st_mode))
             continue;
         int here;
-        const long pid = temp_writer(e->d_name, &here);
+        const long pid = temp_writer(e->d_name, host, &here);
         const int writer_gone = pid && here && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
         if (writer_gone || difftime(now, st.st_mtime) > max_age_days * 86400.0)
             unlink(file);
