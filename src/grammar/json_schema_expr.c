@@ -6,6 +6,9 @@
 #include "core/utf8.h"
 #include "grammar/json_schema_internal.h"
 
+const struct js_short_esc JS_SHORT_ESC[JS_N_SHORT_ESC] = {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {8, 'b'},
+                                                          {12, 'f'},  {10, 'n'},   {13, 'r'},  {9, 't'}};
+
 static const char *skip_quoted(const char *p) {
     char close = *p == '"' ? '"' : ']';
     for (p++; *p && *p != close; p++)

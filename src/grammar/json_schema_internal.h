@@ -100,6 +100,13 @@ TERN_MUST_CHECK tern_err *js_gen_rule(conv *c, const json_t *s, const char *path
 
 /* ---- json_schema_expr.c: GBNF expression text ---- */
 
+/* The characters JSON can escape with a letter (\" \\ \/ \b \f \n \r \t), and those letters. */
+#define JS_N_SHORT_ESC 8
+extern const struct js_short_esc {
+    uint32_t cp;
+    char esc;
+} JS_SHORT_ESC[JS_N_SHORT_ESC];
+
 /* 1 if e is a single rule name. */
 int js_is_name(const char *e);
 /* Appends e as one element of a sequence (grouped when it has alternatives). */

@@ -69,16 +69,12 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
         js_class_ranges(&other, &s, 1);
         other.oom |= s.oom;
         tern_cpset_free(&s);
-        static const struct {
-            uint32_t cp;
-            char esc;
-        } short_esc[] = {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {8, 'b'}, {12, 'f'}, {10, 'n'}, {13, 'r'}, {9, 't'}};
         char letters[16];
         size_t nl = 0;
         int ctl_edge = 0;
-        for (size_t e = 0; e < sizeof short_esc / sizeof *short_esc; e++)
-            if (!tern_cpset_has(&edges, short_esc[e].cp))
-                letters[nl++] = short_esc[e].esc;
+        for (size_t e = 0; e < JS_N_SHORT_ESC; e++)
+            if (!tern_cpset_has(&edges, JS_SHORT_ESC[e].cp))
+                letters[nl++] = JS_SHORT_ESC[e].esc;
         for (uint32_t cp = 0; cp < 0x20; cp++)
             ctl_edge |= tern_cpset_has(&edges, cp);
         sbuf t = {0};

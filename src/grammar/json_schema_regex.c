@@ -52,15 +52,11 @@ static int set_expr(rx *x, const tern_cpset *in, sbuf *o) {
         }
         o->oom |= a.oom;
         tern_cpset_free(&a);
-        static const struct {
-            uint32_t cp;
-            char esc;
-        } short_esc[] = {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {8, 'b'}, {12, 'f'}, {10, 'n'}, {13, 'r'}, {9, 't'}};
         char letters[16];
         size_t nl = 0;
-        for (size_t i = 0; i < sizeof short_esc / sizeof *short_esc; i++)
-            if (tern_cpset_has(&s, short_esc[i].cp))
-                letters[nl++] = short_esc[i].esc;
+        for (size_t i = 0; i < JS_N_SHORT_ESC; i++)
+            if (tern_cpset_has(&s, JS_SHORT_ESC[i].cp))
+                letters[nl++] = JS_SHORT_ESC[i].esc;
         if (nl) {
             sbuf t = {0};
             sbuf_adds(&t, "\"\\\\\" ");
