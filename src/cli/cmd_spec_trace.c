@@ -74,7 +74,7 @@ static TERN_MUST_CHECK tern_err *run(tern_lm *lm, tern_cache_drafter *d, tern_kv
         int32_t tok = last;
         for (int64_t j = 0; j < K && !err; j++) {
             err = tern_lm_embed(lm, tok, emb);
-            tern_cache_drafter_io io = {.kv = kv, .seq = seq, .target = ld, .emb = emb, .h = h,
+            tern_cache_drafter_io io = {.kv = kv, .target = ld, .n = 1, .seq = &seq, .emb = emb, .h = h,
                                         .logits = t->draft_logits + (r * K + j) * V, .h_out = t->draft_h + (r * K + j) * H};
             if (!err)
                 err = tern_cache_drafter_step(d, pool, &io);

@@ -1,7 +1,8 @@
 /* assistant.c — drafting with a model that reads the target's cache (the Gemma 4 assistant): from the fed token
  * and the target's final hidden state before it, k greedy steps of the drafter, each feeding the target's
- * embedding of the token it drafted last and its own projected hidden state (GEMMA4.md §5). Its proposals are the
- * drafter's argmax, a one-hot q: the engine's verification keeps the target's distribution exactly. */
+ * embedding of the token it drafted last and its own projected hidden state (GEMMA4.md §5); all rows step
+ * together, so each step reads the drafter's weights once. Its proposals are the drafter's argmax, a one-hot q:
+ * the engine's verification keeps the target's distribution exactly. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,10 @@ typedef struct assistant {
     const tern_lm *target;
     const tern_kv *kv;
     tern_pool *pool;
-    float *emb, *h, *h_next, *logits;
+    int rows;                         /* the target cache's sequences: at most one ask each */
+    int *live, *seq;                  /* [rows] the asks still drafting, and their cache sequences */
+    int32_t *tok;                     /* [rows] the token each drafts from */
+    float *emb, *h, *h_next, *logits; /* [rows][hidden], [rows][vocab] */
 } assistant;
 
 static TERN_MUST_CHECK tern_err *row_start(tern_draft_source *s, int row, const int32_t *prediction, int64_t n_prediction) {
@@ -22,28 +26,49 @@ static TERN_MUST_CHECK tern_err *row_start(tern_draft_source *s, int row, const 
     return NULL;
 }
 
+/* Every row still drafting takes one step together; a row leaves when it has its k tokens or its grammar allows
+ * nothing. Rows keep their order, so the live ones' hidden states move only towards the front. */
 static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *asks, int n) {
     assistant *a = (assistant *)s;
     const tern_lm_desc *t = tern_lm_desc_of(a->target);
-    const size_t H = (size_t)t->hidden;
+    const size_t H = (size_t)t->hidden, V = (size_t)t->vocab;
+    if (n > a->rows)
+        return tern_errf(TERN_EINVAL, "%d rows asked of a drafter for %d", n, a->rows);
+    int m = 0;
     for (int i = 0; i < n; i++) {
         tern_draft_ask *q = &asks[i];
         q->n_out = 0;
-        int32_t tok = q->toks[q->n_toks - 1];
-        memcpy(a->h, q->hidden, H * sizeof *a->h);
-        for (int j = 0; j < q->k; j++) {
-            TERN_TRY(tern_lm_embed(a->target, tok, a->emb));
-            tern_cache_drafter_io io = {.kv = a->kv, .seq = q->row, .target = t, .emb = a->emb, .h = a->h,
-                                        .logits = a->logits, .h_out = a->h_next};
-            TERN_TRY(tern_cache_drafter_step(a->d, a->pool, &io));
-            if (q->constrain && q->constrain(q, a->logits, t->vocab))
-                break;
-            tok = tern_argmax(a->logits, t->vocab);
-            q->out[q->n_out++] = tok;
-            float *swap = a->h;
-            a->h = a->h_next;
-            a->h_next = swap;
+        if (q->k <= 0)
+            continue;
+        a->live[m] = i;
+        a->tok[m] = q->toks[q->n_toks - 1];
+        memcpy(a->h + m * H, q->hidden, H * sizeof *a->h);
+        m++;
+    }
+    while (m > 0) {
+        for (int r = 0; r < m; r++) {
+            a->seq[r] = asks[a->live[r]].row;
+            TERN_TRY(tern_lm_embed(a->target, a->tok[r], a->emb + r * H));
         }
+        tern_cache_drafter_io io = {.kv = a->kv, .target = t, .n = m, .seq = a->seq, .emb = a->emb, .h = a->h,
+                                    .logits = a->logits, .h_out = a->h_next};
+        TERN_TRY(tern_cache_drafter_step(a->d, a->pool, &io));
+        int kept = 0;
+        for (int r = 0; r < m; r++) {
+            tern_draft_ask *q = &asks[a->live[r]];
+            float *lg = a->logits + r * V;
+            if (q->constrain && q->constrain(q, lg, t->vocab))
+                continue;
+            const int32_t tok = tern_argmax(lg, t->vocab);
+            q->out[q->n_out++] = tok;
+            if (q->n_out == q->k)
+                continue;
+            a->live[kept] = a->live[r];
+            a->tok[kept] = tok;
+            memcpy(a->h + kept * H, a->h_next + r * H, H * sizeof *a->h);
+            kept++;
+        }
+        m = kept;
     }
     return NULL;
 }
@@ -54,6 +79,9 @@ static void row_end(tern_draft_source *s, int row) { (void)s, (void)row; }
 static void source_free(tern_draft_source *s) {
     assistant *a = (assistant *)s;
     tern_cache_drafter_free(a->d);
+    free(a->live);
+    free(a->seq);
+    free(a->tok);
     free(a->emb);
     free(a->h);
     free(a->h_next);
@@ -80,11 +108,15 @@ tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const 
     if (!err && head != TERN_DRAFT_HEAD_AUTO)
         err = tern_cache_drafter_set_head(a->d, head);
     if (!err) {
-        a->emb = malloc((size_t)t->hidden * sizeof *a->emb);
-        a->h = malloc((size_t)t->hidden * sizeof *a->h);
-        a->h_next = malloc((size_t)t->hidden * sizeof *a->h_next);
-        a->logits = malloc((size_t)t->vocab * sizeof *a->logits);
-        if (!a->emb || !a->h || !a->h_next || !a->logits)
+        const size_t R = (size_t)(a->rows = tern_kv_n_seq(kv));
+        a->live = malloc(R * sizeof *a->live);
+        a->seq = malloc(R * sizeof *a->seq);
+        a->tok = malloc(R * sizeof *a->tok);
+        a->emb = malloc(R * (size_t)t->hidden * sizeof *a->emb);
+        a->h = malloc(R * (size_t)t->hidden * sizeof *a->h);
+        a->h_next = malloc(R * (size_t)t->hidden * sizeof *a->h_next);
+        a->logits = malloc(R * (size_t)t->vocab * sizeof *a->logits);
+        if (!a->live || !a->seq || !a->tok || !a->emb || !a->h || !a->h_next || !a->logits)
             err = tern_errf(TERN_ENOMEM, "out of memory");
     }
     if (err) {

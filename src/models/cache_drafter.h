@@ -6,7 +6,7 @@
  *
  *   load          config.json + safetensors (Hugging Face or MLX-quantized), every tensor checked
  *   check_target  the drafter's attention geometry against the target's cache, refused with the numbers
- *   step          one draft step of one sequence */
+ *   step          one draft step of several sequences, batched */
 #ifndef TERN_MODELS_CACHE_DRAFTER_H
 #define TERN_MODELS_CACHE_DRAFTER_H
 
@@ -45,20 +45,23 @@ TERN_MUST_CHECK tern_err *tern_cache_drafter_check_target(const tern_cache_draft
 /* Picks the head (TERN_DRAFT_HEAD_CENTROID needs the checkpoint's centroids). */
 TERN_MUST_CHECK tern_err *tern_cache_drafter_set_head(tern_cache_drafter *a, tern_draft_head head);
 
-/* The target cache one step reads: sequence `seq` of the target's KV cache `kv`, whose committed length is the
- * query position P (positions < P are attended). */
+/* One step of n sequences: row r reads sequence seq[r] of the target's KV cache `kv`, whose committed length is
+ * that row's query position P (positions < P are attended). */
 typedef struct tern_cache_drafter_io {
     const tern_kv *kv;
-    int seq;
     const tern_lm_desc *target; /* for the cache layers to read */
-    const float *emb;           /* [backbone_hidden] the target's scaled embedding of the token drafted from */
-    const float *h;             /* [backbone_hidden] the target's final normed hidden at P - 1, or the last step's h */
-    float *logits;              /* out [vocab] (the centroid head: tokens outside the chosen clusters get the
+    int n;
+    const int *seq;             /* [n] */
+    const float *emb;           /* [n][backbone_hidden] the target's scaled embedding of the token drafted from */
+    const float *h;             /* [n][backbone_hidden] the target's final normed hidden at P - 1, or the last step's
+                                 * h_out */
+    float *logits;              /* out [n][vocab] (the centroid head: tokens outside the chosen clusters get the
                                  * lowest score minus 1) */
-    float *h_out;               /* out [backbone_hidden] */
+    float *h_out;               /* out [n][backbone_hidden] */
 } tern_cache_drafter_io;
 
-/* One draft step at query position P = the sequence's committed length. */
+/* One draft step of io->n sequences, each at its own query position: every product reads the drafter's weights
+ * once for all rows, and each row's results are what a step of that row alone gives. */
 TERN_MUST_CHECK tern_err *tern_cache_drafter_step(tern_cache_drafter *a, tern_pool *pool, const tern_cache_drafter_io *io);
 
 #endif

@@ -23,23 +23,6 @@
 
 /* ---- weights ------------------------------------------------------------------------------ */
 
-typedef struct layer_weights {
-    int type;       /* tern_layer_type */
-    int cache;      /* KV cache layer this layer reads (its own, or its donor's when KV-shared) */
-    int owns_cache; /* computes K/V and writes them */
-    int k_eq_v;     /* full layer without v_proj: v is the raw k projection */
-    int64_t hd, kvh, ffn;
-    const tern_weight *q, *k, *v, *o;
-    const tern_weight *gate, *up, *down;
-    const tern_weight *pl_gate, *pl_proj;                  /* per-layer input (PLE) */
-    const tern_weight *router, *exp_gate_up, *exp_gate, *exp_up, *exp_down; /* MoE */
-    const float *input_norm, *post_attn_norm, *pre_ff_norm, *post_ff_norm; /* [H] */
-    const float *q_norm, *k_norm;                                         /* [hd] */
-    const float *pl_norm;                                                 /* [H] */
-    const float *pre_ff2_norm, *post_ff1_norm, *post_ff2_norm;            /* [H] (MoE) */
-    const float *router_scale, *per_expert_scale;                         /* [H], [E] */
-    float layer_scalar;
-} layer_weights;
 
 struct tern_gemma4 {
     tern_gemma4_config c;
@@ -50,25 +33,11 @@ struct tern_gemma4 {
     const float *ple_norm;   /* [P] */
     const float *final_norm; /* [H] */
     float embed_scale, ple_scale;
-    layer_weights *layers;
+    tern_gemma4_layer *layers;
     float *inv_freq[2]; /* by layer type: [head_dim/2] */
     tern_lm_profile *prof; /* tern_gemma4_set_profile, or NULL */
     int layout_threads; /* the pool size the packed weights are laid out for */
 };
-
-static const tern_weight *W(const tern_gemma4 *m, const char *fmt, int layer) {
-    char name[128];
-    snprintf(name, sizeof name, fmt, layer);
-    const tern_weight *w = tern_weights_find(m->gw, name);
-    return w && w->fmt != TERN_WF_NONE ? w : NULL;
-}
-
-/* A small float vector (norm weight, scalar) converted once to f32, kept with the weights. */
-static const float *V(tern_gemma4 *m, const char *fmt, int layer) {
-    char name[128];
-    snprintf(name, sizeof name, fmt, layer);
-    return tern_weights_floats(m->gw, name);
-}
 
 /* sqrt(width) as the reference applies it: cast to the embedding's dtype first (GEMMA4.md §1). */
 static float embed_scale_for(const tern_weight *w, double width) {
@@ -88,74 +57,18 @@ static TERN_MUST_CHECK tern_err *bind_layers(tern_gemma4 *m) {
     m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
     if (!m->layers)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    m->embed = W(m, "embed_tokens", 0);
-    m->final_norm = V(m, "norm", 0);
+    m->embed = tern_gemma4_weight(m->gw, "embed_tokens", 0);
+    m->final_norm = tern_weights_floats(m->gw, "norm");
     m->embed_scale = embed_scale_for(m->embed, (double)c->hidden_size);
     if (c->hidden_size_per_layer_input > 0) {
-        m->embed_ple = W(m, "embed_tokens_per_layer", 0);
-        m->ple_proj = W(m, "per_layer_model_projection", 0);
-        m->ple_norm = V(m, "per_layer_projection_norm", 0);
+        m->embed_ple = tern_gemma4_weight(m->gw, "embed_tokens_per_layer", 0);
+        m->ple_proj = tern_gemma4_weight(m->gw, "per_layer_model_projection", 0);
+        m->ple_norm = tern_weights_floats(m->gw, "per_layer_projection_norm");
         m->ple_scale = embed_scale_for(m->embed_ple, (double)c->hidden_size_per_layer_input);
     }
-    for (int i = 0; i < c->num_hidden_layers; i++) {
-        layer_weights *L = &m->layers[i];
-        L->type = c->layer_types[i];
-        L->cache = tern_gemma4_kv_source(c, i);
-        L->owns_cache = L->cache == i;
-        L->k_eq_v = c->attention_k_eq_v && L->type == TERN_LAYER_FULL;
-        L->hd = tern_gemma4_layer_head_dim(c, i);
-        L->kvh = tern_gemma4_layer_kv_heads(c, i);
-        L->ffn = tern_gemma4_layer_ffn(c, i);
-        L->q = W(m, "layers.%d.self_attn.q_proj", i);
-        L->k = W(m, "layers.%d.self_attn.k_proj", i);
-        L->v = W(m, "layers.%d.self_attn.v_proj", i);
-        L->o = W(m, "layers.%d.self_attn.o_proj", i);
-        L->gate = W(m, "layers.%d.mlp.gate_proj", i);
-        L->up = W(m, "layers.%d.mlp.up_proj", i);
-        L->down = W(m, "layers.%d.mlp.down_proj", i);
-        L->input_norm = V(m, "layers.%d.input_layernorm", i);
-        L->post_attn_norm = V(m, "layers.%d.post_attention_layernorm", i);
-        L->pre_ff_norm = V(m, "layers.%d.pre_feedforward_layernorm", i);
-        L->post_ff_norm = V(m, "layers.%d.post_feedforward_layernorm", i);
-        L->q_norm = V(m, "layers.%d.self_attn.q_norm", i);
-        L->k_norm = L->owns_cache ? V(m, "layers.%d.self_attn.k_norm", i) : NULL;
-        const float *ls = V(m, "layers.%d.layer_scalar", i);
-        L->layer_scalar = ls ? ls[0] : 1.0f;
-        if (c->hidden_size_per_layer_input > 0) {
-            L->pl_gate = W(m, "layers.%d.per_layer_input_gate", i);
-            L->pl_proj = W(m, "layers.%d.per_layer_projection", i);
-            L->pl_norm = V(m, "layers.%d.post_per_layer_input_norm", i);
-        }
-        if (c->enable_moe_block) {
-            L->router = W(m, "layers.%d.router.proj", i);
-            L->router_scale = V(m, "layers.%d.router.scale", i);
-            L->per_expert_scale = V(m, "layers.%d.router.per_expert_scale", i);
-            L->exp_gate_up = W(m, "layers.%d.experts.gate_up_proj", i);
-            L->exp_gate = W(m, "layers.%d.experts.switch_glu.gate_proj", i);
-            L->exp_up = W(m, "layers.%d.experts.switch_glu.up_proj", i);
-            L->exp_down = W(m, "layers.%d.experts.down_proj", i);
-            if (!L->exp_down)
-                L->exp_down = W(m, "layers.%d.experts.switch_glu.down_proj", i);
-            L->pre_ff2_norm = V(m, "layers.%d.pre_feedforward_layernorm_2", i);
-            L->post_ff1_norm = V(m, "layers.%d.post_feedforward_layernorm_1", i);
-            L->post_ff2_norm = V(m, "layers.%d.post_feedforward_layernorm_2", i);
-        }
-        int ok = L->q && L->o && L->gate && L->up && L->down && L->input_norm && L->post_attn_norm &&
-                 L->pre_ff_norm && L->post_ff_norm && L->q_norm;
-        if (L->owns_cache)
-            ok = ok && L->k && L->k_norm && (L->k_eq_v || L->v);
-        if (c->enable_moe_block)
-            ok = ok && L->router && L->router_scale && L->per_expert_scale && L->exp_down &&
-                 (L->exp_gate_up || (L->exp_gate && L->exp_up)) && L->pre_ff2_norm && L->post_ff1_norm && L->post_ff2_norm;
-        if (!ok)
-            return tern_errf(TERN_ENOMEM, "layer %d: out of memory binding weights", i);
-    }
-    for (int t = 0; t < 2; t++) {
-        int64_t hd = t == TERN_LAYER_FULL ? c->global_head_dim : c->head_dim;
-        if (!(m->inv_freq[t] = tern_gemma4_rope_inv_freq(&c->rope[t], hd)))
-            return tern_errf(TERN_ENOMEM, "out of memory");
-    }
-    return NULL;
+    for (int i = 0; i < c->num_hidden_layers; i++)
+        TERN_TRY(tern_gemma4_layer_bind(m->gw, c, i, &m->layers[i]));
+    return tern_gemma4_rope_tables(c, m->inv_freq);
 }
 
 static TERN_MUST_CHECK tern_err *pack_products(tern_gemma4 *m, const char *dir, int threads);
@@ -356,14 +269,14 @@ static void mm(fwd *F, const mm_set *s, float *x, float *const *ys, const mm_set
 static mm_set first_product(const tern_gemma4 *m, int l) {
     if (l >= m->c.num_hidden_layers)
         return one(m->embed);
-    const layer_weights *L = &m->layers[l];
+    const tern_gemma4_layer *L = &m->layers[l];
     if (!L->owns_cache)
         return one(L->q);
     return (mm_set){{L->q, L->k, L->v}, L->k_eq_v ? 2 : 3};
 }
 
 /* Layer L's gate and up projections, which read the same normed input. */
-static mm_set gate_up_of(const layer_weights *L) { return (mm_set){{L->gate, L->up}, 2}; }
+static mm_set gate_up_of(const tern_gemma4_layer *L) { return (mm_set){{L->gate, L->up}, 2}; }
 
 /* The packed copies of the weights, laid out for a pool of `threads` threads (tern_weights_pack) along the
  * dense products of a forward pass in the order it runs them (MoE experts aside): at most 6 per layer, the
@@ -376,7 +289,7 @@ static TERN_MUST_CHECK tern_err *pack_products(tern_gemma4 *m, const char *dir, 
     if (m->ple_proj)
         list[n++] = one(m->ple_proj);
     for (int l = 0; l < m->c.num_hidden_layers; l++) {
-        const layer_weights *L = &m->layers[l];
+        const tern_gemma4_layer *L = &m->layers[l];
         list[n++] = first_product(m, l);
         list[n++] = one(L->o);
         list[n++] = gate_up_of(L);
@@ -394,7 +307,7 @@ static TERN_MUST_CHECK tern_err *pack_products(tern_gemma4 *m, const char *dir, 
 
 typedef struct attn_job {
     fwd *F;
-    const layer_weights *L;
+    const tern_gemma4_layer *L;
     int64_t nH;
     const float *inv_freq;
     int layer;
@@ -405,7 +318,7 @@ typedef struct attn_job {
 static void qk_prep_range(void *ctx, size_t b, size_t e, int tid) {
     const attn_job *j = ctx;
     fwd *F = j->F;
-    const layer_weights *L = j->L;
+    const tern_gemma4_layer *L = j->L;
     const int64_t hd = L->hd, kvh = L->kvh;
     const float eps = (float)F->m->c.rms_norm_eps;
     for (size_t t = b; t < e; t++) {
@@ -442,7 +355,7 @@ static void rope_range(void *ctx, size_t b, size_t e, int tid) {
 
 /* The attention block; F->xn already holds this layer's normed input when `normed` (the previous layer's last
  * residual pass produced it). */
-static void attention(fwd *F, const layer_weights *L, int layer, int normed) {
+static void attention(fwd *F, const tern_gemma4_layer *L, int layer, int normed) {
     tern_gemma4 *m = F->m;
     const tern_gemma4_config *c = &m->c;
     const int64_t T = F->D.T, nH = c->num_attention_heads, hd = L->hd, kvh = L->kvh;
@@ -483,7 +396,7 @@ static void gelu_f16_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 /* down(gelu_tanh(gate(xn)) * up(xn)) for all tokens, into out [T][H]; `next` follows down. */
-static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_set *next) {
+static void mlp(fwd *F, const tern_gemma4_layer *L, float *xn, float *out, const mm_set *next) {
     const mm_set gate_up = gate_up_of(L), down = one(L->down);
     float *ys[2] = {F->g, F->u};
     mm(F, &gate_up, xn, ys, &down);
@@ -499,7 +412,7 @@ static void mlp(fwd *F, const layer_weights *L, float *xn, float *out, const mm_
 
 typedef struct moe_job {
     fwd *F;
-    const layer_weights *L;
+    const tern_gemma4_layer *L;
     int64_t P;          /* token-expert pairs: T * K */
     const int32_t *tok; /* [P] each pair's token, pairs in expert order (each expert's tokens ascending) */
     const float *w;     /* [P] each pair's weight */
@@ -561,7 +474,7 @@ static int expert_slabs(fwd *F, const moe_job *j, const int32_t *end, int64_t ro
  * the tokens routed to it (its rows read once per pass, not once per token), all experts' products in a few
  * parallel regions, on y = pre_ff2(x) (F->xn); each token's weighted sum, its experts added in ascending order
  * whatever else is in the batch, goes to F->moe [T][H]. */
-static void moe_block(fwd *F, const layer_weights *L) {
+static void moe_block(fwd *F, const tern_gemma4_layer *L) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->D.T, H = c->hidden_size, E = c->num_experts, I = c->moe_intermediate_size;
     const int64_t K = c->top_k_experts, P = T * K;
@@ -659,7 +572,7 @@ done:
 
 /* The feed-forward block on F->xn (x already normed by pre_ff_norm); its output added to x, which is then
  * scaled by `scale` and, given x_norm, normed with it into F->xn. */
-static void feed_forward(fwd *F, const layer_weights *L, int layer, float scale, const float *x_norm) {
+static void feed_forward(fwd *F, const tern_gemma4_layer *L, int layer, float scale, const float *x_norm) {
     const tern_gemma4_config *c = &F->m->c;
     const int64_t T = F->D.T, H = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
@@ -703,7 +616,7 @@ static void ple_gate_range(void *ctx, size_t b, size_t e, int tid) {
 
 /* The per-layer input block: its output added to x, which is then scaled by `scale` and, given x_norm, normed
  * with it into F->xn. */
-static void per_layer_input(fwd *F, const layer_weights *L, int layer, float scale, const float *x_norm) {
+static void per_layer_input(fwd *F, const tern_gemma4_layer *L, int layer, float scale, const float *x_norm) {
     const mm_set gate = one(L->pl_gate), proj = one(L->pl_proj), next = first_product(F->m, layer + 1);
     mm(F, &gate, F->x, &F->g, &proj);
     mark(F, TERN_PH_PLE, &gate);
@@ -794,7 +707,7 @@ tern_err *tern_gemma4_forward(tern_gemma4 *m, tern_kv *kv, tern_pool *pool, cons
     tern_pool_parallel_for(pool, (size_t)F.D.T, 8, rope_range, &F);
     mark(&F, TERN_PH_SETUP, NULL);
     for (int l = 0; l < N; l++) {
-        const layer_weights *L = &m->layers[l];
+        const tern_gemma4_layer *L = &m->layers[l];
         /* The layer's last residual pass also norms x for the next layer's attention. */
         const float *next_norm = l + 1 < N ? m->layers[l + 1].input_norm : NULL;
         attention(&F, L, l, l > 0);

@@ -1,7 +1,8 @@
 /* gemma4_assistant.c — the Gemma 4 assistant drafter (GEMMA4.md §5). The decoder stack binds through the Gemma 4
  * tensor list (its config has every layer KV-shared, so each layer is Q-only); the projections and the centroid
- * head sit at the checkpoint's root and bind by name. One step is a single token, so every product is a
- * matrix-vector product on the pool and the attention is one query over the target's cache rows in place. */
+ * head sit at the checkpoint's root and bind by name. One step is a single token of each row drafted, so every
+ * product is one pass over the weights for all rows on the pool, and each row's attention is one query over its
+ * target cache rows in place. */
 #include "models/cache_drafter.h"
 
 #include <float.h>
@@ -18,14 +19,6 @@
 #include "tensor/attention.h"
 #include "tensor/ops.h"
 
-typedef struct drafter_layer {
-    const tern_weight *q, *o, *gate, *up, *down;
-    float *input_norm, *q_norm, *post_attn_norm, *pre_ff_norm, *post_ff_norm;
-    float scalar;
-    int type; /* tern_layer_type */
-    int64_t hd, ffn;
-} drafter_layer;
-
 struct tern_cache_drafter {
     tern_gemma4_parsed p;
     tern_cache_drafter_desc d;
@@ -33,29 +26,15 @@ struct tern_cache_drafter {
     const int64_t *ordering; /* [vocab] token ids grouped by centroid, or NULL */
     int64_t n_centroids, centroid_top_k;
     int use_centroids;
-    drafter_layer *layers;
+    tern_gemma4_layer *layers; /* Q-only: every layer reads a target cache layer */
     const tern_weight *embed;
-    float *norm;
+    const float *norm;
     float *inv_freq[2];
-    float *buf; /* one arena for the step's activations */
-    float *x, *xn, *q, *attn, *a, *g, *u, *cat, *y, *cs, *sn, *scores, *part, *cscore, *row;
+    int cap;    /* rows the activations have room for */
+    float *buf; /* one arena for a step's activations: per row x .. cscore ([cap][width] each), then one row's
+                 * attention scratch */
+    float *x, *xn, *q, *attn, *a, *g, *u, *cat, *y, *cscore, *cs, *sn, *scores, *part, *row;
 };
-
-static const tern_weight *find(const tern_cache_drafter *a, const char *fmt, int layer) {
-    char name[128];
-    snprintf(name, sizeof name, fmt, layer);
-    const tern_weight *w = tern_weights_find(a->p.gw, name);
-    return w && w->fmt != TERN_WF_NONE ? w : NULL;
-}
-
-/* A norm weight or scalar as f32 (malloc'd). */
-static float *vec(const tern_cache_drafter *a, const char *fmt, int layer) {
-    const tern_weight *w = find(a, fmt, layer);
-    float *v = w ? malloc((size_t)tern_weight_cols(w) * sizeof *v) : NULL;
-    if (v)
-        tern_weight_row(w, 0, v);
-    return v;
-}
 
 /* Binds a root-level tensor (the projections, the centroids). */
 static TERN_MUST_CHECK tern_err *bind_root(tern_cache_drafter *a, const char *name, int64_t rows, int64_t cols, tern_weight *w) {
@@ -96,60 +75,48 @@ static TERN_MUST_CHECK tern_err *bind_head(tern_cache_drafter *a, const json_t *
 
 static TERN_MUST_CHECK tern_err *bind_layers(tern_cache_drafter *a) {
     const tern_gemma4_config *c = &a->p.c;
-    const int N = (int)c->num_hidden_layers;
-    if (!(a->layers = calloc((size_t)N, sizeof *a->layers)))
+    if (!(a->layers = calloc((size_t)c->num_hidden_layers, sizeof *a->layers)))
         return tern_errf(TERN_ENOMEM, "out of memory");
-    for (int l = 0; l < N; l++) {
-        drafter_layer *L = &a->layers[l];
-        L->type = c->layer_types[l];
-        L->hd = tern_gemma4_layer_head_dim(c, l);
-        L->ffn = tern_gemma4_layer_ffn(c, l);
-        L->q = find(a, "layers.%d.self_attn.q_proj", l);
-        L->o = find(a, "layers.%d.self_attn.o_proj", l);
-        L->gate = find(a, "layers.%d.mlp.gate_proj", l);
-        L->up = find(a, "layers.%d.mlp.up_proj", l);
-        L->down = find(a, "layers.%d.mlp.down_proj", l);
-        L->input_norm = vec(a, "layers.%d.input_layernorm", l);
-        L->q_norm = vec(a, "layers.%d.self_attn.q_norm", l);
-        L->post_attn_norm = vec(a, "layers.%d.post_attention_layernorm", l);
-        L->pre_ff_norm = vec(a, "layers.%d.pre_feedforward_layernorm", l);
-        L->post_ff_norm = vec(a, "layers.%d.post_feedforward_layernorm", l);
-        float *s = vec(a, "layers.%d.layer_scalar", l);
-        L->scalar = s ? s[0] : 1.0f;
-        free(s);
-        if (!L->input_norm || !L->q_norm || !L->post_attn_norm || !L->pre_ff_norm || !L->post_ff_norm)
-            return tern_errf(TERN_ENOMEM, "out of memory");
-    }
-    a->embed = find(a, "embed_tokens", 0);
-    if (!(a->norm = vec(a, "norm", 0)))
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        TERN_TRY(tern_gemma4_layer_bind(a->p.gw, c, l, &a->layers[l]));
+    a->embed = tern_gemma4_weight(a->p.gw, "embed_tokens", 0);
+    if (!(a->norm = tern_weights_floats(a->p.gw, "norm")))
         return tern_errf(TERN_ENOMEM, "out of memory");
-    for (int t = 0; t < 2; t++)
-        if (!(a->inv_freq[t] = tern_gemma4_rope_inv_freq(&c->rope[t], t == TERN_LAYER_FULL ? c->global_head_dim
-                                                                                          : c->head_dim)))
-            return tern_errf(TERN_ENOMEM, "out of memory");
-    return NULL;
+    return tern_gemma4_rope_tables(c, a->inv_freq);
 }
 
-static TERN_MUST_CHECK tern_err *alloc_buffers(tern_cache_drafter *a) {
+/* Room for the activations of n rows (kept for later steps). */
+static TERN_MUST_CHECK tern_err *reserve_rows(tern_cache_drafter *a, int n) {
+    if (n <= a->cap)
+        return NULL;
     const tern_gemma4_config *c = &a->p.c;
     const int64_t H = c->hidden_size, Ht = a->d.backbone_hidden, nH = c->num_attention_heads;
     const int64_t hd = c->global_head_dim > c->head_dim ? c->global_head_dim : c->head_dim;
     int64_t F = 0;
     for (int l = 0; l < c->num_hidden_layers; l++)
         F = a->layers[l].ffn > F ? a->layers[l].ffn : F;
-    const int64_t sizes[] = {H, H, nH * hd, nH * hd, H, F, F, 2 * Ht, H, hd, hd, nH * TERN_ATTN_CHUNK,
-                             3 * tern_attn_part_floats(nH, hd), a->n_centroids, H};
-    float **dst[] = {&a->x, &a->xn, &a->q, &a->attn, &a->a, &a->g, &a->u, &a->cat, &a->y, &a->cs, &a->sn,
-                     &a->scores, &a->part, &a->cscore, &a->row};
+    const int64_t per_row[] = {H, H, nH * hd, nH * hd, H, F, F, 2 * Ht, H, a->n_centroids};
+    const int64_t once[] = {hd, hd, nH * TERN_ATTN_CHUNK, 3 * tern_attn_part_floats(nH, hd), H};
+    float **rows[] = {&a->x, &a->xn, &a->q, &a->attn, &a->a, &a->g, &a->u, &a->cat, &a->y, &a->cscore};
+    float **single[] = {&a->cs, &a->sn, &a->scores, &a->part, &a->row};
     int64_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-        total += sizes[i];
-    if (!(a->buf = malloc((size_t)total * sizeof(float))))
-        return tern_errf(TERN_ENOMEM, "out of memory for the drafter's activations");
-    float *at = a->buf;
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        *dst[i] = at;
-        at += sizes[i];
+    for (size_t i = 0; i < sizeof per_row / sizeof *per_row; i++)
+        total += (int64_t)n * per_row[i];
+    for (size_t i = 0; i < sizeof once / sizeof *once; i++)
+        total += once[i];
+    float *buf = malloc((size_t)total * sizeof(float));
+    if (!buf)
+        return tern_errf(TERN_ENOMEM, "out of memory for the drafter's activations of %d rows", n);
+    free(a->buf);
+    a->buf = buf;
+    a->cap = n;
+    for (size_t i = 0; i < sizeof per_row / sizeof *per_row; i++) {
+        *rows[i] = buf;
+        buf += (int64_t)n * per_row[i];
+    }
+    for (size_t i = 0; i < sizeof once / sizeof *once; i++) {
+        *single[i] = buf;
+        buf += once[i];
     }
     return NULL;
 }
@@ -198,7 +165,7 @@ tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out) {
     if (!err)
         err = bind_layers(a);
     if (!err)
-        err = alloc_buffers(a);
+        err = reserve_rows(a, 1);
     json_decref(root);
     if (err) {
         tern_cache_drafter_free(a);
@@ -211,16 +178,7 @@ tern_err *tern_cache_drafter_load(const char *dir, tern_cache_drafter **out) {
 void tern_cache_drafter_free(tern_cache_drafter *a) {
     if (!a)
         return;
-    for (int64_t l = 0; a->layers && l < a->d.n_layers; l++) {
-        drafter_layer *L = &a->layers[l];
-        free(L->input_norm);
-        free(L->q_norm);
-        free(L->post_attn_norm);
-        free(L->pre_ff_norm);
-        free(L->post_ff_norm);
-    }
     free(a->layers);
-    free(a->norm);
     free(a->inv_freq[0]);
     free(a->inv_freq[1]);
     free(a->buf);
@@ -273,27 +231,27 @@ tern_err *tern_cache_drafter_check_target(const tern_cache_drafter *a, const ter
     return NULL;
 }
 
-/* Scores with the centroid head: the top clusters' tokens get their embedding dot y, all others the lowest of
- * those minus 1. */
-static int centroid_logits(tern_cache_drafter *a, tern_pool *pool, float *logits) {
+/* Scores row r with the centroid head (a->cscore holds every row's centroid scores): the top clusters' tokens get
+ * their embedding dot y, all others the lowest of those minus 1. */
+static void centroid_logits(tern_cache_drafter *a, int r, float *logits) {
     const int64_t V = a->d.vocab, C = a->n_centroids, per = V / C, H = a->d.hidden;
-    if (tern_matmul(pool, &a->centroids, a->y, 1, a->cscore, TERN_MM_DECODE))
-        return -1;
+    float *cscore = a->cscore + (size_t)r * (size_t)C;
+    const float *y = a->y + (size_t)r * (size_t)H;
     for (int64_t i = 0; i < V; i++)
         logits[i] = NAN;
     float lo = FLT_MAX;
     for (int64_t k = 0; k < a->centroid_top_k; k++) {
         int64_t best = -1;
         for (int64_t j = 0; j < C; j++)
-            if (!isnan(a->cscore[j]) && (best < 0 || a->cscore[j] > a->cscore[best]))
+            if (!isnan(cscore[j]) && (best < 0 || cscore[j] > cscore[best]))
                 best = j;
-        a->cscore[best] = NAN; /* taken */
+        cscore[best] = NAN; /* taken */
         for (int64_t i = best * per; i < (best + 1) * per; i++) {
             const int64_t id = a->ordering[i];
             tern_weight_row(a->embed, id, a->row);
             float s = 0;
             for (int64_t e = 0; e < H; e++)
-                s += a->row[e] * a->y[e];
+                s += a->row[e] * y[e];
             logits[id] = s;
             lo = s < lo ? s : lo;
         }
@@ -301,64 +259,92 @@ static int centroid_logits(tern_cache_drafter *a, tern_pool *pool, float *logits
     for (int64_t i = 0; i < V; i++)
         if (isnan(logits[i]))
             logits[i] = lo - 1.0f;
-    return 0;
+}
+
+/* Row r's attention over its target cache view at layer L: one query of nH heads at position P (a->q's row r,
+ * normed and rotated here) into a->attn's row r. */
+static void attend_row(tern_cache_drafter *a, const tern_gemma4_layer *L, int r, int64_t P, const tern_kv_view *v) {
+    const tern_gemma4_config *c = &a->p.c;
+    const int64_t nH = c->num_attention_heads, hd = L->hd;
+    float *q = a->q + (size_t)r * (size_t)(nH * hd), *out = a->attn + (size_t)r * (size_t)(nH * hd);
+    /* Every step queries from P, the position of the token drafted from; the cache holds positions < P. */
+    tern_rope_angles(hd, a->inv_freq[L->type], P, a->cs, a->sn);
+    for (int64_t h = 0; h < nH; h++) {
+        float *qh = q + h * hd;
+        tern_rmsnorm(qh, L->q_norm, hd, (float)c->rms_norm_eps, qh);
+        tern_rope_apply(qh, hd, a->inv_freq[L->type], a->cs, a->sn);
+    }
+    int64_t start = L->type == TERN_LAYER_SLIDING ? P - c->sliding_window + 1 : 0;
+    start = start < 0 ? 0 : start;
+    if (P == 0) {
+        memset(out, 0, (size_t)(nH * hd) * sizeof(float)); /* nothing to read before the first token */
+        return;
+    }
+    tern_attn_args args = {.q = q, .n_heads = nH, .kv_heads = v->kv_heads, .head_dim = hd, .k = v->k, .v = v->v,
+                           .k_type = v->k_type, .v_type = v->v_type, .slots = v->slots, .start = start, .end = P - 1,
+                           .scores = a->scores, .part = a->part, .out = out};
+    tern_attend(&args);
+}
+
+/* x[r] = (x[r] + norm(y[r])) * scale for each of n rows of width H. */
+static void add_normed(float *x, float *y, const float *norm, int n, int64_t H, float eps, float scale) {
+    for (int r = 0; r < n; r++) {
+        float *xr = x + (size_t)r * (size_t)H, *yr = y + (size_t)r * (size_t)H;
+        tern_rmsnorm(yr, norm, H, eps, yr);
+        for (int64_t i = 0; i < H; i++)
+            xr[i] = (xr[i] + yr[i]) * scale;
+    }
 }
 
 tern_err *tern_cache_drafter_step(tern_cache_drafter *a, tern_pool *pool, const tern_cache_drafter_io *io) {
     const tern_gemma4_config *c = &a->p.c;
-    const int64_t H = c->hidden_size, Ht = a->d.backbone_hidden, nH = c->num_attention_heads;
+    const int n = io->n;
+    const int64_t H = c->hidden_size, Ht = a->d.backbone_hidden;
     const float eps = (float)c->rms_norm_eps;
-    const int64_t P = tern_kv_len(io->kv, io->seq);
-    tern_kv_view view[2];
-    for (int type = 0; type < 2; type++) {
-        const int k = target_cache_layer(io->target, type);
-        if (k >= 0)
-            TERN_TRY(tern_kv_view_layer(io->kv, k, io->seq, &view[type]));
+    if (n <= 0)
+        return NULL;
+    TERN_TRY(reserve_rows(a, n));
+    int kv_layer[2];
+    for (int type = 0; type < 2; type++)
+        kv_layer[type] = target_cache_layer(io->target, type);
+    for (int r = 0; r < n; r++) {
+        float *cat = a->cat + (size_t)r * (size_t)(2 * Ht);
+        memcpy(cat, io->emb + (size_t)r * (size_t)Ht, (size_t)Ht * sizeof(float));
+        memcpy(cat + Ht, io->h + (size_t)r * (size_t)Ht, (size_t)Ht * sizeof(float));
     }
-    memcpy(a->cat, io->emb, (size_t)Ht * sizeof(float));
-    memcpy(a->cat + Ht, io->h, (size_t)Ht * sizeof(float));
-    int failed = tern_matmul(pool, &a->pre, a->cat, 1, a->x, TERN_MM_DECODE);
+    int failed = tern_matmul(pool, &a->pre, a->cat, n, a->x, TERN_MM_DECODE);
     for (int64_t l = 0; l < a->d.n_layers && !failed; l++) {
-        const drafter_layer *L = &a->layers[l];
-        const int64_t hd = L->hd;
-        tern_rmsnorm(a->x, L->input_norm, H, eps, a->xn);
-        failed |= tern_matmul(pool, L->q, a->xn, 1, a->q, TERN_MM_DECODE);
-        /* Every step queries from P, the position of the token drafted from; the cache holds positions < P. */
-        tern_rope_angles(hd, a->inv_freq[L->type], P, a->cs, a->sn);
-        for (int64_t h = 0; h < nH; h++) {
-            float *qh = a->q + h * hd;
-            tern_rmsnorm(qh, L->q_norm, hd, eps, qh);
-            tern_rope_apply(qh, hd, a->inv_freq[L->type], a->cs, a->sn);
+        const tern_gemma4_layer *L = &a->layers[l];
+        for (int r = 0; r < n; r++)
+            tern_rmsnorm(a->x + (size_t)r * (size_t)H, L->input_norm, H, eps, a->xn + (size_t)r * (size_t)H);
+        failed |= tern_matmul(pool, L->q, a->xn, n, a->q, TERN_MM_DECODE);
+        for (int r = 0; r < n && !failed; r++) {
+            tern_kv_view view;
+            TERN_TRY(tern_kv_view_layer(io->kv, kv_layer[L->type], io->seq[r], &view));
+            attend_row(a, L, r, tern_kv_len(io->kv, io->seq[r]), &view);
         }
-        const tern_kv_view *v = &view[L->type];
-        int64_t start = L->type == TERN_LAYER_SLIDING ? P - c->sliding_window + 1 : 0;
-        start = start < 0 ? 0 : start;
-        if (P == 0) {
-            memset(a->attn, 0, (size_t)(nH * hd) * sizeof(float)); /* nothing to read before the first token */
-        } else {
-            tern_attn_args args = {.q = a->q, .n_heads = nH, .kv_heads = v->kv_heads, .head_dim = hd, .k = v->k,
-                                   .v = v->v, .k_type = v->k_type, .v_type = v->v_type, .slots = v->slots, .start = start, .end = P - 1,
-                                   .scores = a->scores, .part = a->part, .out = a->attn};
-            tern_attend(&args);
-        }
-        failed |= tern_matmul(pool, L->o, a->attn, 1, a->a, TERN_MM_DECODE);
-        tern_rmsnorm(a->a, L->post_attn_norm, H, eps, a->a);
-        for (int64_t i = 0; i < H; i++)
-            a->x[i] += a->a[i];
-        tern_rmsnorm(a->x, L->pre_ff_norm, H, eps, a->xn);
-        failed |= tern_matmul(pool, L->gate, a->xn, 1, a->g, TERN_MM_DECODE);
-        failed |= tern_matmul(pool, L->up, a->xn, 1, a->u, TERN_MM_DECODE);
-        tern_gelu_tanh_mul(a->g, a->u, L->ffn);
-        failed |= tern_matmul(pool, L->down, a->g, 1, a->a, TERN_MM_DECODE);
-        tern_rmsnorm(a->a, L->post_ff_norm, H, eps, a->a);
-        for (int64_t i = 0; i < H; i++)
-            a->x[i] = (a->x[i] + a->a[i]) * L->scalar;
+        failed |= tern_matmul(pool, L->o, a->attn, n, a->a, TERN_MM_DECODE);
+        add_normed(a->x, a->a, L->post_attn_norm, n, H, eps, 1.0f);
+        for (int r = 0; r < n; r++)
+            tern_rmsnorm(a->x + (size_t)r * (size_t)H, L->pre_ff_norm, H, eps, a->xn + (size_t)r * (size_t)H);
+        failed |= tern_matmul(pool, L->gate, a->xn, n, a->g, TERN_MM_DECODE);
+        failed |= tern_matmul(pool, L->up, a->xn, n, a->u, TERN_MM_DECODE);
+        for (int r = 0; r < n; r++) /* by row: a vector kernel's tail must fall where a lone row's does */
+            tern_gelu_tanh_mul(a->g + (size_t)r * (size_t)L->ffn, a->u + (size_t)r * (size_t)L->ffn, L->ffn);
+        failed |= tern_matmul(pool, L->down, a->g, n, a->a, TERN_MM_DECODE);
+        add_normed(a->x, a->a, L->post_ff_norm, n, H, eps, L->layer_scalar);
     }
     if (!failed) {
-        tern_rmsnorm(a->x, a->norm, H, eps, a->y);
-        failed |= a->use_centroids ? centroid_logits(a, pool, io->logits)
-                                   : tern_matmul(pool, a->embed, a->y, 1, io->logits, TERN_MM_DECODE);
-        failed |= tern_matmul(pool, &a->post, a->y, 1, io->h_out, TERN_MM_DECODE);
+        for (int r = 0; r < n; r++)
+            tern_rmsnorm(a->x + (size_t)r * (size_t)H, a->norm, H, eps, a->y + (size_t)r * (size_t)H);
+        if (a->use_centroids) {
+            failed |= tern_matmul(pool, &a->centroids, a->y, n, a->cscore, TERN_MM_DECODE);
+            for (int r = 0; r < n && !failed; r++)
+                centroid_logits(a, r, io->logits + (size_t)r * (size_t)a->d.vocab);
+        } else {
+            failed |= tern_matmul(pool, a->embed, a->y, n, io->logits, TERN_MM_DECODE);
+        }
+        failed |= tern_matmul(pool, &a->post, a->y, n, io->h_out, TERN_MM_DECODE);
     }
     return failed ? tern_errf(TERN_ENOMEM, "out of memory in a draft step") : NULL;
 }

@@ -293,3 +293,11 @@ float *tern_gemma4_rope_inv_freq(const tern_rope_params *r, int64_t hd) {
         f[i] = (float)(pow(r->theta, -2.0 * (double)i / (double)hd) / r->factor);
     return f;
 }
+
+tern_err *tern_gemma4_rope_tables(const tern_gemma4_config *c, float *inv_freq[2]) {
+    for (int t = 0; t < 2; t++)
+        if (!(inv_freq[t] = tern_gemma4_rope_inv_freq(&c->rope[t], t == TERN_LAYER_FULL ? c->global_head_dim
+                                                                                       : c->head_dim)))
+            return tern_errf(TERN_ENOMEM, "out of memory");
+    return NULL;
+}

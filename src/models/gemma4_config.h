@@ -78,6 +78,9 @@ int64_t tern_gemma4_layer_ffn(const tern_gemma4_config *c, int layer);
 /* RoPE inverse frequencies [hd / 2] of a layer type (proportional RoPE: only the first partial * hd / 2 pairs
  * rotate, the rest are 0); malloc'd, NULL when out of memory. */
 float *tern_gemma4_rope_inv_freq(const tern_rope_params *r, int64_t hd);
+/* inv_freq[t] = the tables of both layer types (sliding: head_dim, full: global_head_dim); the caller frees both
+ * (one may be set when the other ran out of memory). */
+TERN_MUST_CHECK tern_err *tern_gemma4_rope_tables(const tern_gemma4_config *c, float *inv_freq[2]);
 /* Bytes of KV cache per token summed over cache-owning layers, at `elem_bytes` per element,
  * counting sliding layers (they saturate at the window; callers cap by position). */
 int64_t tern_gemma4_kv_bytes_per_token(const tern_gemma4_config *c, int elem_bytes, int include_sliding);

@@ -112,3 +112,74 @@ tern_err *tern_gemma4_bind(const tern_gemma4_config *c, const tern_quant_config 
     }
     return NULL;
 }
+
+const tern_weight *tern_gemma4_weight(const tern_weights *gw, const char *fmt, int layer) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, layer);
+    const tern_weight *w = tern_weights_find(gw, name);
+    return w && w->fmt != TERN_WF_NONE ? w : NULL;
+}
+
+/* A small float vector (norm weight, scalar) converted once to f32, kept with the weights. */
+static const float *floats(tern_weights *gw, const char *fmt, int layer) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, layer);
+    return tern_weights_floats(gw, name);
+}
+
+tern_err *tern_gemma4_layer_bind(tern_weights *gw, const tern_gemma4_config *c, int i, tern_gemma4_layer *L) {
+#define W(fmt) tern_gemma4_weight(gw, fmt, i)
+#define V(fmt) floats(gw, fmt, i)
+    memset(L, 0, sizeof *L);
+    L->type = c->layer_types[i];
+    L->cache = tern_gemma4_kv_source(c, i);
+    L->owns_cache = L->cache == i;
+    L->k_eq_v = c->attention_k_eq_v && L->type == TERN_LAYER_FULL;
+    L->hd = tern_gemma4_layer_head_dim(c, i);
+    L->kvh = tern_gemma4_layer_kv_heads(c, i);
+    L->ffn = tern_gemma4_layer_ffn(c, i);
+    L->q = W("layers.%d.self_attn.q_proj");
+    L->k = W("layers.%d.self_attn.k_proj");
+    L->v = W("layers.%d.self_attn.v_proj");
+    L->o = W("layers.%d.self_attn.o_proj");
+    L->gate = W("layers.%d.mlp.gate_proj");
+    L->up = W("layers.%d.mlp.up_proj");
+    L->down = W("layers.%d.mlp.down_proj");
+    L->input_norm = V("layers.%d.input_layernorm");
+    L->post_attn_norm = V("layers.%d.post_attention_layernorm");
+    L->pre_ff_norm = V("layers.%d.pre_feedforward_layernorm");
+    L->post_ff_norm = V("layers.%d.post_feedforward_layernorm");
+    L->q_norm = V("layers.%d.self_attn.q_norm");
+    L->k_norm = L->owns_cache ? V("layers.%d.self_attn.k_norm") : NULL;
+    const float *ls = V("layers.%d.layer_scalar");
+    L->layer_scalar = ls ? ls[0] : 1.0f;
+    if (c->hidden_size_per_layer_input > 0) {
+        L->pl_gate = W("layers.%d.per_layer_input_gate");
+        L->pl_proj = W("layers.%d.per_layer_projection");
+        L->pl_norm = V("layers.%d.post_per_layer_input_norm");
+    }
+    if (c->enable_moe_block) {
+        L->router = W("layers.%d.router.proj");
+        L->router_scale = V("layers.%d.router.scale");
+        L->per_expert_scale = V("layers.%d.router.per_expert_scale");
+        L->exp_gate_up = W("layers.%d.experts.gate_up_proj");
+        L->exp_gate = W("layers.%d.experts.switch_glu.gate_proj");
+        L->exp_up = W("layers.%d.experts.switch_glu.up_proj");
+        L->exp_down = W("layers.%d.experts.down_proj");
+        if (!L->exp_down)
+            L->exp_down = W("layers.%d.experts.switch_glu.down_proj");
+        L->pre_ff2_norm = V("layers.%d.pre_feedforward_layernorm_2");
+        L->post_ff1_norm = V("layers.%d.post_feedforward_layernorm_1");
+        L->post_ff2_norm = V("layers.%d.post_feedforward_layernorm_2");
+    }
+#undef W
+#undef V
+    int ok = L->q && L->o && L->gate && L->up && L->down && L->input_norm && L->post_attn_norm && L->pre_ff_norm &&
+             L->post_ff_norm && L->q_norm;
+    if (L->owns_cache)
+        ok = ok && L->k && L->k_norm && (L->k_eq_v || L->v);
+    if (c->enable_moe_block)
+        ok = ok && L->router && L->router_scale && L->per_expert_scale && L->exp_down &&
+             (L->exp_gate_up || (L->exp_gate && L->exp_up)) && L->pre_ff2_norm && L->post_ff1_norm && L->post_ff2_norm;
+    return ok ? NULL : tern_errf(TERN_ENOMEM, "layer %d: out of memory binding weights", i);
+}

@@ -7,6 +7,9 @@
 tern_serve() {
     _out=$1 _err=$2
     shift 2
+    # A restart reuses OUT: the old ready line must be gone before the wait starts (the background child truncates
+    # OUT only when it runs, which may be after the first look).
+    rm -f "$_out" "$_err"
     "$@" >"$_out" 2>"$_err" &
     pid=$!
     for _ in $(seq 600); do

@@ -4,9 +4,9 @@
  * table; its draft logits differ by up to 3.3e-3 at step 0 from tern's and equally from an independent float32
  * PyTorch implementation of GEMMA4.md §5 (scripts/train-demo/gemma4.py), while tern and that implementation agree to
  * 6e-6 — so the draft-logit bound here is 4e-3. Also: the drafter quantized to MLX 8-bit keeps the tokens; the
- * centroid head scores exactly the chosen clusters' tokens
- * as the full head does, a drafter whose attention geometry does not fit the target is refused with both sides'
- * numbers, and a model that is not a drafter is refused by name. */
+ * centroid head scores exactly the chosen clusters' tokens as the full head does, one step over several rows gives
+ * each row bit for bit what a step of that row alone gives, a drafter whose attention geometry does not fit the
+ * target is refused with both sides' numbers, and a model that is not a drafter is refused by name. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -14,6 +14,9 @@
 #include <jansson.h>
 
 #include "core/fileio.h"
+#include "core/threadpool.h"
+#include "models/cache_drafter.h"
+#include "models/model.h"
 #include "testutil.h"
 
 #define TARGET "oracle/tiny-v4096-f32"
@@ -161,6 +164,62 @@ static void test_mlx_quantized_drafter(void **state) {
     json_decref(g);
 }
 
+/* Three sequences of different lengths (one past the sliding window, one at position 1) stepped together, in
+ * another order than the cache's, twice (the second from the first's hidden states): logits and hidden states
+ * bit for bit those of each row stepped alone, under both heads. */
+static void test_batched_step(void **state) {
+    (void)state;
+    tern_lm *lm = NULL;
+    tern_cache_drafter *d = NULL;
+    tern_pool *pool = NULL;
+    tern_kv *kv = NULL;
+    TU_OK(tern_lm_load(tu_testdata(TARGET), 0, &lm));
+    TU_OK(tern_cache_drafter_load(tu_testdata(DRAFTER), &d));
+    const tern_lm_desc *t = tern_lm_desc_of(lm);
+    TU_OK(tern_cache_drafter_check_target(d, t));
+    TU_OK(tern_pool_create(2, &pool));
+    TU_OK(tern_lm_kv_create(lm, 3, 64, 32, TERN_KV_F32, TERN_KV_F32, &kv));
+    enum { N = 3 };
+    const int seq[N] = {2, 0, 1};
+    int64_t ntok[N] = {13, 1, 6};
+    int32_t ids[20];
+    for (int i = 0; i < 20; i++)
+        ids[i] = (int32_t)(7 + 131 * i) % V;
+    float hidden[N * HT], emb[N * HT], h_out[N * HT], lone_h[HT];
+    float *logits = malloc(N * V * sizeof *logits), *lone = malloc(V * sizeof *lone);
+    assert_non_null(logits);
+    assert_non_null(lone);
+    tern_batch b = {.n_rows = N, .seq = seq, .n_tok = ntok, .ids = ids, .out = TERN_OUT_LAST};
+    TU_OK(tern_lm_forward(lm, kv, pool, &b, logits, hidden));
+    TU_OK(tern_batch_commit(kv, &b));
+    for (int head = TERN_DRAFT_HEAD_FULL; head <= TERN_DRAFT_HEAD_CENTROID; head++) {
+        TU_OK(tern_cache_drafter_set_head(d, (tern_draft_head)head));
+        float h[N * HT];
+        memcpy(h, hidden, sizeof h);
+        for (int step = 0; step < 2; step++) {
+            for (int r = 0; r < N; r++)
+                TU_OK(tern_lm_embed(lm, (int32_t)(11 + 97 * r + step), emb + r * HT));
+            tern_cache_drafter_io io = {.kv = kv, .target = t, .n = N, .seq = seq, .emb = emb, .h = h,
+                                        .logits = logits, .h_out = h_out};
+            TU_OK(tern_cache_drafter_step(d, pool, &io));
+            for (int r = 0; r < N; r++) {
+                tern_cache_drafter_io one = {.kv = kv, .target = t, .n = 1, .seq = &seq[r], .emb = emb + r * HT,
+                                             .h = h + r * HT, .logits = lone, .h_out = lone_h};
+                TU_OK(tern_cache_drafter_step(d, pool, &one));
+                assert_memory_equal(lone, logits + (size_t)r * V, V * sizeof *lone);
+                assert_memory_equal(lone_h, h_out + r * HT, sizeof lone_h);
+            }
+            memcpy(h, h_out, sizeof h);
+        }
+    }
+    free(logits);
+    free(lone);
+    tern_kv_free(kv);
+    tern_pool_destroy(pool);
+    tern_cache_drafter_free(d);
+    tern_lm_free(lm);
+}
+
 /* A target whose sliding window differs from the drafter's: refused, naming both windows. */
 static void test_geometry_refused(void **state) {
     (void)state;
@@ -204,6 +263,7 @@ int main(void) {
         cmocka_unit_test(test_matches_llama_cpp_trace),
         cmocka_unit_test(test_centroid_head),
         cmocka_unit_test(test_mlx_quantized_drafter),
+        cmocka_unit_test(test_batched_step),
         cmocka_unit_test(test_geometry_refused),
         cmocka_unit_test(test_not_a_drafter),
     };
