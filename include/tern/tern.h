@@ -119,7 +119,9 @@ typedef struct tern_engine_opts {
     int max_queue;             /* requests waiting for a row before submit says TERN_EOVERLOAD; default 64 */
     int threads;               /* kernel threads; 0 = the model's (tern_model_opts.threads) */
     int prefill_chunk;         /* most prompt tokens one row feeds per step; default 256 */
-    int step_tokens;           /* most tokens in one forward (decode rows first, then prefill chunks); default 512 */
+    int step_tokens;           /* most tokens in one forward (decode rows first, then prefill chunks); 0 = default:
+                                * 512, or on a model that sees an image both ways (Gemma 4 12B/26B/31B) enough for
+                                * its largest image beside every row's decode and drafts */
     const char *cache_type_k;  /* how K is stored (llama.cpp's --cache-type-k): "bf16" (NULL: the default), "f16",
                                 * "f32", "q8_0" or "q4_0" (ggml's 8- and 4-bit blocks of 32 values) */
     const char *cache_type_v;  /* how V is stored (--cache-type-v), the same names */
@@ -164,14 +166,16 @@ typedef struct tern_sampling_params {
     int has_seed;
 } tern_sampling_params;
 
-/* Rows that stand in for prompt tokens: the soft tokens of an audio clip, fed in place of their placeholder ids'
- * embeddings. */
+/* Rows that stand in for prompt tokens: the soft tokens of an audio clip or an image, fed in place of their
+ * placeholder ids' embeddings. */
 typedef struct tern_prompt_embeds {
     int64_t pos;       /* the first prompt position they replace */
     int64_t n;         /* positions (rows) */
     const float *rows; /* [n][the model's hidden size], copied at submit */
     uint64_t key;      /* names the content (a hash of the clip): the prefix cache shares these positions only between
                         * prompts whose spans agree in key, place and length */
+    int image;         /* 1: an image's soft tokens — on a model that sees an image both ways (Gemma 4 26B/31B) they
+                        * attend to each other, and the span must fit the engine's prefill chunk; 0: audio, causal */
 } tern_prompt_embeds;
 
 /* How an embedding request pools its prompt's final (normed) hidden states: their mean, the last token's, or the

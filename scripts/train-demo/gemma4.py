@@ -199,11 +199,18 @@ class Gemma4(nn.Module):
             self.per_layer_model_projection = linear(c.hidden, c.n_layers * c.ple)
             self.per_layer_projection_norm = nn.Parameter(torch.ones(c.ple))
 
-    def forward(self, ids):
+    def forward(self, ids, soft=None, groups=None):
+        """soft: (where [T] bool, rows [n, H]) fed in place of the embeddings at those positions (their ids are the
+        pad id, whose per-layer rows they read; the per-layer projection sees the rows). groups [T]: an image's
+        index at its soft positions, -1 elsewhere; with it, sliding layers also let the positions of one image see
+        each other both ways, past the window too (use_bidirectional_attention "vision"); full layers stay causal."""
         c = self.c
         B, T = ids.shape
         pos = torch.arange(T)
         x = F.embedding(ids, self.embed_tokens) * math.sqrt(c.hidden)
+        if soft is not None:
+            x = x.clone()
+            x[:, soft[0]] = soft[1]
         pli = None
         if c.ple:
             tok = F.embedding(ids, self.embed_tokens_per_layer).view(B, T, c.n_layers, c.ple) * math.sqrt(c.ple)
@@ -211,6 +218,9 @@ class Gemma4(nn.Module):
             proj = rms_norm(proj.view(B, T, c.n_layers, c.ple), self.per_layer_projection_norm)
             pli = (proj + tok) * 2 ** -0.5
         masks = {"sliding_attention": causal_mask(T, c.window), "full_attention": causal_mask(T, 0)}
+        if groups is not None:
+            same = (groups[:, None] == groups[None, :]) & (groups[:, None] >= 0)
+            masks["sliding_attention"] = masks["sliding_attention"] | same
         ropes = {t: None for t in masks}
         kv = {}
         for l, layer in enumerate(self.layers):

@@ -22,8 +22,9 @@ static const char *usage =
     "Reports weights and KV-cache memory: bytes per token, per request of --ctx positions (default\n"
     "min(trained context, 8192)), for --parallel rows (default 4), and what a KV budget of --budget GiB\n"
     "holds (default: exactly what the rows need). --chunk is the engine's prefill chunk (default 256):\n"
-    "sliding layers keep window + chunk positions. --step-tokens is the most tokens of one forward\n"
-    "(default 512, the engine's), whose activations are counted too. --json prints the same plan as one\n"
+    "sliding layers keep window + chunk positions (chunk at least the largest image on a model that sees\n"
+    "an image both ways). --step-tokens is the most tokens of one forward (default 512, the engine's; on\n"
+    "such a model raised to hold an image beside every row's drafts), whose activations are counted too. --json prints the same plan as one\n"
     "JSON object of exact byte counts (for scripts: sizing a container, checking a server's budget).\n";
 
 /* Bytes in the largest binary unit that keeps the number >= 1 (two decimals); rotates over 4 buffers. */
@@ -139,8 +140,8 @@ int cmd_fit(int argc, char **argv) {
     }
     if (np != 1 || tern_args_int("fit", opts, "ctx", 0, 1, 1 << 24, &ctx) ||
         tern_args_int("fit", opts, "parallel", 4, 1, 4096, &parallel) ||
-        tern_args_int("fit", opts, "chunk", TERN_ENGINE_PREFILL_CHUNK, 1, 1 << 16, &chunk) ||
-        tern_args_int("fit", opts, "step-tokens", TERN_ENGINE_STEP_TOKENS, 1, 1 << 20, &step) ||
+        tern_args_int("fit", opts, "chunk", 0, 1, 1 << 16, &chunk) ||
+        tern_args_int("fit", opts, "step-tokens", 0, 1, 1 << 20, &step) ||
         tern_kv_args("fit", opts, TERN_KV_BF16, &kt, &vt)) {
         fputs(usage, stderr);
         return 2;

@@ -18,7 +18,7 @@ void tern_engine_opts_default(tern_engine_opts *o) {
     o->prefix_block = 64;
     o->max_queue = 64;
     o->prefill_chunk = TERN_ENGINE_PREFILL_CHUNK;
-    o->step_tokens = TERN_ENGINE_STEP_TOKENS;
+    o->step_tokens = 0; /* resolved at create: it depends on the model (tern_fit_default_step_tokens) */
     o->draft_max = TERN_ENGINE_DRAFT_MAX;
     o->draft_min = 1;
 }
@@ -63,7 +63,9 @@ static TERN_MUST_CHECK tern_err *resolve_opts(tern_engine *e, const tern_engine_
     if (o.prefill_chunk < 1 || o.prefill_chunk > 1 << 16)
         return tern_errf(TERN_EINVAL, "prefill_chunk must be in [1, 65536], got %d", o.prefill_chunk);
     if (o.step_tokens == 0)
-        o.step_tokens = TERN_ENGINE_STEP_TOKENS;
+        o.step_tokens = (int)tern_fit_default_step_tokens(e->desc, o.prefill_chunk, o.parallel,
+                                                           o.draft_max > 0 && o.draft_max <= 64 ? o.draft_max
+                                                                                                 : TERN_ENGINE_DRAFT_MAX);
     if (o.step_tokens < o.parallel + 1 || o.step_tokens > 1 << 20)
         return tern_errf(TERN_EINVAL, "step_tokens must be in [parallel + 1 = %d, 1048576], got %d", o.parallel + 1,
                          o.step_tokens);
@@ -77,6 +79,13 @@ static TERN_MUST_CHECK tern_err *resolve_opts(tern_engine *e, const tern_engine_
         return tern_errf(TERN_EINVAL, "draft_max must be in [0, 64], got %d", o.draft_max);
     if (o.draft_max > o.prefill_chunk - 1)
         o.draft_max = o.prefill_chunk - 1;
+    /* An image seen both ways goes whole into one forward, past the prefill chunk if it must: the ring keeps room
+     * for it, and a step holds it beside every row's decode and drafts. */
+    e->ring_extra = (int)tern_fit_ring_extra(e->desc, o.prefill_chunk);
+    if (e->desc->span_both_ways && o.step_tokens < e->ring_extra + o.parallel * (o.draft_max + 1))
+        return tern_errf(TERN_EINVAL, "step_tokens %d is below %d (an image) + parallel %d x (draft_max %d + 1): this "
+                         "model feeds an image whole in one forward", o.step_tokens, e->ring_extra, o.parallel,
+                         o.draft_max);
     if (o.draft_min == 0)
         o.draft_min = 1;
     if (o.draft_head < 0 || o.draft_head > 2)
@@ -92,7 +101,7 @@ static TERN_MUST_CHECK tern_err *resolve_opts(tern_engine *e, const tern_engine_
     o.cache_type_k = tern_kv_type_name(e->kt);
     o.cache_type_v = tern_kv_type_name(e->vt);
     e->o = o;
-    tern_kv_cost_from_desc(e->desc, e->kt, e->vt, o.prefill_chunk, &e->cost);
+    tern_kv_cost_from_desc(e->desc, e->kt, e->vt, e->ring_extra, &e->cost);
     uint64_t one = tern_kv_cost_bytes(&e->cost, o.ctx);
     uint64_t need = one > UINT64_MAX / (uint64_t)o.parallel ? UINT64_MAX : one * (uint64_t)o.parallel;
     /* What this machine can spare: 3/4 of MemAvailable, less the weights still to be paged in. */
@@ -155,6 +164,7 @@ static void engine_free(tern_engine *e) {
     free(e->b_ids);
     free(e->b_want);
     free(e->b_emb);
+    free(e->b_span);
     free(e->b_prefill);
     free(e->ready);
     constraint_destroy(e);
@@ -201,7 +211,7 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
     if (!err)
         err = tern_pool_create(e->o.threads, &e->pool);
     if (!err)
-        err = tern_lm_kv_create(e->lm, P, e->o.ctx, e->o.prefill_chunk, e->kt, e->vt, &e->kv);
+        err = tern_lm_kv_create(e->lm, P, e->o.ctx, e->ring_extra, e->kt, e->vt, &e->kv);
     if (!err) {
         tern_kv_cost_from_kv(e->kv, &e->cost); /* the allocated rings are what admission must count */
         if (pc_cap >= 1)
@@ -229,11 +239,12 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         e->b_ids = malloc((size_t)e->o.step_tokens * sizeof *e->b_ids);
         e->b_want = malloc((size_t)e->o.step_tokens);
         e->b_emb = malloc((size_t)e->o.step_tokens * sizeof *e->b_emb);
+        e->b_span = malloc((size_t)e->o.step_tokens * sizeof *e->b_span);
         e->b_prefill = malloc((size_t)P);
         e->ready = malloc((size_t)P * sizeof *e->ready);
         e->hidden = malloc(((size_t)e->o.step_tokens + (size_t)P * (size_t)(e->o.draft_max + 1)) *
                            (size_t)e->desc->hidden * sizeof *e->hidden);
-        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want || !e->b_emb ||
+        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want || !e->b_emb || !e->b_span ||
             !e->b_prefill || !e->ready || !e->hidden)
             err = tern_errf(TERN_ENOMEM, "out of memory for %d rows", P);
     }

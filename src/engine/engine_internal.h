@@ -109,6 +109,8 @@ typedef struct eng_request {
     float *emb;             /* soft-token rows [n_emb][hidden], or NULL */
     int64_t n_emb;
     int32_t *emb_at;        /* [n_prompt]: the row each prompt position feeds, -1 = its id; NULL without rows */
+    tern_tok_span *spans;   /* [n_prompt]: the image span a position lies in (or -1, -1), on a model that sees an
+                             * image both ways (the rest of a span is fed in one forward); NULL without */
     int32_t *keys;          /* [n_prompt]: the ids the prefix cache keys positions by (soft tokens: from their span's
                              * key), NULL when they are the prompt's */
     eng_grammar *grammar;   /* the reply must follow it, or NULL */
@@ -188,6 +190,9 @@ struct tern_engine {
     int32_t *b_ids;        /* [step_tokens] */
     uint8_t *b_want;       /* [step_tokens] */
     const float **b_emb;   /* [step_tokens] soft-token rows (tern_batch.embeds) */
+    tern_tok_span *b_span; /* [step_tokens] the spans seen both ways (tern_batch.spans) */
+    int ring_extra;        /* positions past the window the sliding layers keep: the prefill chunk, or a whole image
+                            * on a model that sees an image both ways (tern_fit_ring_extra) */
     uint8_t *b_prefill;    /* [parallel] */
     int *ready;            /* rows sampling this step */
     int n_ready;

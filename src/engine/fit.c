@@ -13,6 +13,15 @@ int64_t tern_fit_default_ctx(const tern_lm_desc *d) {
     return d->ctx_train > 0 && d->ctx_train < 8192 ? d->ctx_train : 8192;
 }
 
+int64_t tern_fit_ring_extra(const tern_lm_desc *d, int64_t chunk) {
+    return d->span_both_ways > chunk ? d->span_both_ways : chunk;
+}
+
+int64_t tern_fit_default_step_tokens(const tern_lm_desc *d, int64_t chunk, int parallel, int draft_max) {
+    const int64_t need = tern_fit_ring_extra(d, chunk) + (int64_t)parallel * (draft_max + 1);
+    return d->span_both_ways && need > TERN_ENGINE_STEP_TOKENS ? need : TERN_ENGINE_STEP_TOKENS;
+}
+
 tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, uint64_t budget, tern_kv_type k_type,
                            tern_kv_type v_type, int64_t chunk, int64_t step_tokens, tern_fit_plan *out) {
     const tern_lm_desc *d = tern_lm_spec_desc(spec);
@@ -31,11 +40,12 @@ tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, 
     out->experts = d->experts;
     out->experts_used = d->experts_used;
     out->window = d->sliding_window;
-    out->chunk = chunk;
+    chunk = chunk ? chunk : TERN_ENGINE_PREFILL_CHUNK;
+    out->chunk = tern_fit_ring_extra(d, chunk);
     out->ctx_train = d->ctx_train;
     out->ctx = ctx ? ctx : tern_fit_default_ctx(d);
     out->parallel = parallel;
-    tern_kv_cost_from_desc(d, k_type, v_type, chunk, &out->cost);
+    tern_kv_cost_from_desc(d, k_type, v_type, out->chunk, &out->cost);
     out->per_request = tern_kv_cost_bytes(&out->cost, out->ctx);
     out->all_rows = out->per_request > UINT64_MAX / (uint64_t)parallel ? UINT64_MAX : out->per_request * (uint64_t)parallel;
     out->budget_given = budget != 0;
@@ -46,7 +56,7 @@ tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx, int parallel, 
     int64_t cap = d->ctx_train > 0 ? d->ctx_train : INT64_MAX / 2;
     out->ctx_per_row = tern_kv_cost_max_positions(&out->cost, out->budget / (uint64_t)parallel, cap);
     out->max_one_request = tern_kv_cost_max_positions(&out->cost, out->budget, cap);
-    out->step_tokens = step_tokens ? step_tokens : TERN_ENGINE_STEP_TOKENS;
+    out->step_tokens = step_tokens ? step_tokens : tern_fit_default_step_tokens(d, chunk, parallel, TERN_ENGINE_DRAFT_MAX);
     out->activations = tern_lm_spec_work_bytes(spec, out->step_tokens);
     out->total = sat_add(sat_add(d->weights_bytes, out->budget), out->activations);
     return NULL;

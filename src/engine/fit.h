@@ -47,6 +47,12 @@ TERN_MUST_CHECK tern_err *tern_fit_compute(const tern_lm_spec *spec, int64_t ctx
                            tern_kv_type v_type, int64_t chunk, int64_t step_tokens, tern_fit_plan *out);
 /* The default context: min(ctx_train, 8192). */
 int64_t tern_fit_default_ctx(const tern_lm_desc *d);
+/* The positions past the window a sliding layer keeps for a prefill chunk (the most one row feeds per forward): the
+ * chunk, or the largest image where the model sees an image both ways (one forward then holds the image whole). */
+int64_t tern_fit_ring_extra(const tern_lm_desc *d, int64_t chunk);
+/* The most tokens of one forward when none is given: TERN_ENGINE_STEP_TOKENS, raised where the model sees spans both
+ * ways so that the ring's extra always fits beside every row's decode and drafts (parallel x (draft_max + 1)). */
+int64_t tern_fit_default_step_tokens(const tern_lm_desc *d, int64_t chunk, int parallel, int draft_max);
 /* MemAvailable from /proc/meminfo in bytes, or less in a container whose memory limit leaves less (core/cgroup.h);
  * 0 when unknown. */
 uint64_t tern_mem_available(void);

@@ -17,6 +17,7 @@ void request_free(eng_request *r) {
     constraint_release(r->grammar);
     free(r->emb);
     free(r->emb_at);
+    free(r->spans);
     free(r->keys);
     free(r->prediction);
     free(r->bias);
@@ -67,6 +68,29 @@ static TERN_MUST_CHECK tern_err *take_prompt(tern_engine *e, const tern_request 
     return NULL;
 }
 
+/* Image spans on a model that sees an image both ways: each position's span, and each span short enough for one
+ * forward (the scheduler feeds a span whole). */
+static TERN_MUST_CHECK tern_err *take_spans(tern_engine *e, const tern_request *r, eng_request *q) {
+    for (int i = 0; e->desc->span_both_ways && i < r->n_embeds; i++) {
+        const tern_prompt_embeds *s = &r->embeds[i];
+        if (!s->image)
+            continue;
+        if (s->n > e->ring_extra)
+            return tern_errf(TERN_EINVAL, "an image of %lld soft tokens: this model attends within an image both "
+                             "ways, so one forward must hold it, and this engine's hold at most %d", (long long)s->n,
+                             e->ring_extra);
+        if (!q->spans) {
+            if (!(q->spans = malloc((size_t)q->n_prompt * sizeof *q->spans)))
+                return tern_errf(TERN_ENOMEM, "out of memory");
+            for (int64_t t = 0; t < q->n_prompt; t++)
+                q->spans[t] = (tern_tok_span){-1, -1};
+        }
+        for (int64_t k = 0; k < s->n; k++)
+            q->spans[s->pos + k] = (tern_tok_span){s->pos, s->pos + s->n - 1};
+    }
+    return NULL;
+}
+
 /* Soft-token spans: copied, with each prompt position's row and the key ids the prefix cache sees. A soft
  * position's key id is negative (no token has it), drawn from its span's key and its place in the span, so two
  * different clips of the same length never share cached positions and the same clip again does. */
@@ -108,7 +132,7 @@ static TERN_MUST_CHECK tern_err *take_embeds(tern_engine *e, const tern_request 
         row += s->n;
     }
     q->n_emb = total;
-    return NULL;
+    return take_spans(e, r, q);
 }
 
 static TERN_MUST_CHECK tern_err *take_sampling(tern_engine *e, const tern_request *r, eng_request *q) {

@@ -443,6 +443,19 @@ static void count_drafts(tern_engine *e, eng_row *w, double dt) {
     tern_draft_policy_after(&w->pol, (int)w->src->kind, w->n_draft, w->n_chosen, dt, w->req->draft_max, &e->lessons);
 }
 
+/* How much of a prefill chunk of cnt tokens from the row's position to feed so that no image seen both ways is cut:
+ * the chunk ends before an image it would cut; a row at an image (at its start, or inside it after a cached prefix)
+ * feeds the rest of it alone — past the prefill chunk if need be, within the step's `room` or not at all. */
+static int64_t whole_spans(const eng_row *w, int64_t cnt, int64_t room) {
+    const tern_tok_span *sp = w->req->spans;
+    const int64_t at = w->n_past, end = at + cnt - 1;
+    if (!sp || at >= w->req->n_prompt)
+        return cnt;
+    if (sp[at].last >= 0)
+        return sp[at].last - at + 1 <= room ? sp[at].last - at + 1 : 0;
+    return end < w->req->n_prompt && sp[end].last > end ? sp[end].first - at : cnt;
+}
+
 static void step(tern_engine *e) {
     const int P = e->o.parallel;
     int n = 0, order[256], decoding[256], n_dec = 0;
@@ -471,6 +484,8 @@ static void step(tern_engine *e) {
         T += 1 + w->n_draft;
         n++;
     }
+    const int64_t T_decode = T;
+    int both_ways = 0;
     int np = prefill_order(e, order);
     for (int i = 0; i < np && T < e->o.step_tokens; i++) { /* then prompt chunks while the step has room */
         eng_row *w = &e->rows[order[i]];
@@ -479,6 +494,8 @@ static void step(tern_engine *e) {
             cnt = e->o.prefill_chunk;
         if (cnt > e->o.step_tokens - T)
             cnt = e->o.step_tokens - T;
+        if (!(cnt = whole_spans(w, cnt, e->o.step_tokens - T)))
+            continue; /* its image does not fit this step's room: a later step (a chunk always fits an empty one) */
         e->b_seq[n] = w->seq;
         e->b_ntok[n] = cnt;
         e->b_row[n] = order[i];
@@ -490,7 +507,9 @@ static void step(tern_engine *e) {
             int64_t p = w->n_past + t;
             int32_t row = q->emb_at && p < q->n_prompt ? q->emb_at[p] : -1;
             e->b_emb[T + t] = row >= 0 ? q->emb + (size_t)row * (size_t)e->desc->hidden : NULL;
+            e->b_span[T + t] = q->spans && p < q->n_prompt ? q->spans[p] : (tern_tok_span){-1, -1};
             soft |= row >= 0;
+            both_ways |= q->spans != NULL;
         }
         /* Only a chunk that completes the prompt needs logits: its last token's choose the first token. An
          * embedding row wants the hidden states its pooling reads instead. */
@@ -508,8 +527,11 @@ static void step(tern_engine *e) {
     }
     if (n == 0)
         return;
+    for (int64_t t = 0; both_ways && t < T_decode; t++) /* the decoding rows' tokens: generated text, causal */
+        e->b_span[t] = (tern_tok_span){-1, -1};
     tern_batch b = {.n_rows = n, .seq = e->b_seq, .n_tok = e->b_ntok, .ids = e->b_ids, .want = e->b_want,
-                    .row_prefill = e->b_prefill, .embeds = soft ? e->b_emb : NULL};
+                    .row_prefill = e->b_prefill, .embeds = soft ? e->b_emb : NULL,
+                    .spans = both_ways ? e->b_span : NULL};
     tern_err *err = tern_lm_forward(e->lm, e->kv, e->pool, &b, e->logits, e->hidden);
     if (!err)
         err = tern_batch_commit(e->kv, &b);

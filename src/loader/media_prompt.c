@@ -50,7 +50,8 @@ tern_err *tern_media_splice(const int32_t *ids, size_t n, const tern_splice_kind
         for (int j = 0; j < (K->groups ? K->groups[g[k]] : 1) && c[k] < K->n_items; j++, c[k]++) {
             const tern_prompt_embeds *it = &K->items[c[k]];
             o[w++] = K->start;
-            spans[s++] = (tern_prompt_embeds){.pos = (int64_t)w, .n = it->n, .rows = it->rows, .key = it->key};
+            spans[s++] = (tern_prompt_embeds){.pos = (int64_t)w, .n = it->n, .rows = it->rows, .key = it->key,
+                                              .image = it->image};
             for (int64_t q = 0; q < it->n; q++)
                 o[w++] = K->marker;
             o[w++] = K->end;
@@ -163,7 +164,7 @@ static tern_prompt_embeds *items_of(const tern_media_prompt *p, int audio) {
         v[i] = audio ? (tern_prompt_embeds){.n = (int64_t)p->clips[i].n, .rows = p->clips[i].rows,
                                             .key = p->clips[i].hash}
                      : (tern_prompt_embeds){.n = (int64_t)p->images[i].n, .rows = p->images[i].rows,
-                                            .key = p->images[i].hash};
+                                            .key = p->images[i].hash, .image = 1};
     return v;
 }
 

@@ -13,6 +13,11 @@ typedef enum { TERN_OUT_NONE = 0, TERN_OUT_LAST, TERN_OUT_ALL } tern_out_mode;
 /* What a token of a batch asks for (tern_batch.want). */
 enum { TERN_WANT_LOGITS = 1, TERN_WANT_HIDDEN = 2 };
 
+/* The positions [first, last] of a span a token lies in and sees both ways; first = last = -1: none. */
+typedef struct tern_tok_span {
+    int64_t first, last;
+} tern_tok_span;
+
 typedef struct tern_batch {
     int n_rows;
     const int *seq;          /* [n_rows] KV sequence of each row */
@@ -31,6 +36,11 @@ typedef struct tern_batch {
     const uint8_t *row_prefill; /* NULL, or [n_rows]: 1 = prompt tokens, 0 = generated tokens (which kernels serve
                                  * them; NULL: rows of more than one token are prompt). A row's results depend
                                  * only on this, never on the other rows of the batch. */
+    const tern_tok_span *spans; /* NULL, or [sum n_tok]: per token, the span it lies in when its span is seen both
+                                 * ways (an image's soft tokens on a model whose tern_lm_desc.span_both_ways is set):
+                                 * where the model says so, the token then attends to all of its span as well. A
+                                 * span's positions up to the token are written (in this forward or before), its
+                                 * later ones in this forward. */
 } tern_batch;
 
 /* The position of row r's first token: its `pos`, else its sequence's committed length. */

@@ -16,8 +16,12 @@ static TERN_MUST_CHECK tern_err *check_batch(const tern_kv *kv, const tern_batch
         return tern_errf(TERN_EINVAL, "empty batch");
     const int n_seq = tern_kv_n_seq(kv);
     int ring_limited = 0;
+    int64_t ring_slots = INT64_MAX; /* positions the smallest ring holds */
     for (int l = 0; l < tern_kv_n_layers(kv); l++)
-        ring_limited |= tern_kv_is_ring(kv, l);
+        if (tern_kv_is_ring(kv, l)) {
+            ring_limited = 1;
+            ring_slots = tern_kv_slots(kv, l) < ring_slots ? tern_kv_slots(kv, l) : ring_slots;
+        }
     const int64_t chunk = tern_kv_extra(kv); /* the ring's extra slots, read when ring_limited */
     for (int r = 0; r < b->n_rows; r++) {
         if (b->seq[r] < 0 || b->seq[r] >= n_seq)
@@ -44,6 +48,19 @@ static TERN_MUST_CHECK tern_err *check_batch(const tern_kv *kv, const tern_batch
         if (ring_limited && n > chunk + 1)
             return tern_errf(TERN_EINVAL, "row %d: %lld tokens in one forward exceed the chunk limit of %lld", r,
                              (long long)n, (long long)chunk + 1);
+        for (int64_t i = 0; b->spans && i < n; i++) {
+            const tern_tok_span sp = b->spans[*T + i];
+            if ((sp.first != -1 || sp.last != -1) && (sp.first < 0 || sp.first > len + i || sp.last < len + i ||
+                                                        sp.last >= len + n))
+                return tern_errf(TERN_EINVAL, "row %d: token %lld at position %lld lies in a span [%lld, %lld] that "
+                                 "does not hold it or ends beyond this forward (positions up to %lld)", r,
+                                 (long long)i, (long long)(len + i), (long long)sp.first, (long long)sp.last,
+                                 (long long)(len + n - 1));
+            if (sp.last >= 0 && ring_limited && len + n - sp.first > ring_slots)
+                return tern_errf(TERN_EINVAL, "row %d: a span from position %lld reaches back further than the sliding "
+                                 "layers keep in a forward ending at %lld (%lld positions)", r, (long long)sp.first,
+                                 (long long)(len + n - 1), (long long)ring_slots);
+        }
         *T += n;
     }
     for (int64_t t = 0; t < *T; t++) {
@@ -89,6 +106,7 @@ tern_err *tern_dec_begin(tern_dec *D, tern_kv *kv, tern_pool *pool, const tern_b
     D->pool = pool;
     D->T = T;
     D->prof = prof;
+    D->tok_span = b->spans;
     D->tok_seq = malloc((size_t)T * sizeof *D->tok_seq);
     D->tok_pos = malloc((size_t)T * sizeof *D->tok_pos);
     D->tok_kind = malloc((size_t)T * sizeof *D->tok_kind);
@@ -188,6 +206,7 @@ typedef struct softcap_job {
 typedef struct attend_job {
     tern_dec *D;
     int cache;
+    int both_ways; /* spans seen both ways: a token attends up to its span's end */
     const float *q;
     float *out;
     int64_t nH, kvh, hd, window;
@@ -199,11 +218,16 @@ typedef struct attend_job {
 static tern_attn_args attend_args(const attend_job *j, int64_t t) {
     const tern_dec *D = j->D;
     const int seq = D->tok_seq[t];
-    const int64_t p = D->tok_pos[t], start = j->window > 0 ? p - j->window + 1 : 0;
+    const int64_t p = D->tok_pos[t];
+    int64_t start = j->window > 0 ? p - j->window + 1 : 0, end = p;
+    if (j->both_ways && D->tok_span && D->tok_span[t].last >= 0) { /* the whole span, past the window too */
+        start = D->tok_span[t].first < start ? D->tok_span[t].first : start;
+        end = D->tok_span[t].last;
+    }
     return (tern_attn_args){.q = j->q + t * j->nH * j->hd, .n_heads = j->nH, .kv_heads = j->kvh, .head_dim = j->hd,
                             .k = tern_kv_rows(D->kv, j->cache, seq, 0), .v = tern_kv_rows(D->kv, j->cache, seq, 1),
                             .k_type = tern_kv_k_type(D->kv), .v_type = tern_kv_v_type(D->kv),
-                            .slots = tern_kv_slots(D->kv, j->cache), .start = start < 0 ? 0 : start, .end = p,
+                            .slots = tern_kv_slots(D->kv, j->cache), .start = start < 0 ? 0 : start, .end = end,
                             .out = j->out + t * j->nH * j->hd};
 }
 
@@ -231,9 +255,9 @@ static void attend_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 void tern_dec_attend(tern_dec *D, int cache, const float *q, int64_t nH, int64_t kvh, int64_t hd, int64_t window,
-                     float *out) {
+                     int both_ways, float *out) {
     const int64_t T = D->T;
-    attend_job j = {D, cache, q, out, nH, kvh, hd, window, 1, 1, NULL};
+    attend_job j = {D, cache, both_ways, q, out, nH, kvh, hd, window, 1, 1, NULL};
     /* With fewer tokens than threads, each token's work is shared out so that every thread has attention to do:
      * over runs of 3 or more chunks, its two spans of positions (each thread then reads half the cache rows);
      * and/or its query heads, halved while the KV heads' groups divide. */

@@ -31,6 +31,7 @@ typedef struct tern_dec {
     uint8_t *tok_kind;  /* [T] tern_mm_kind: prompt tokens take the throughput kernels, generated ones the latency
                          * kernels */
     uint8_t *want;      /* [T] TERN_WANT_* of each token */
+    const tern_tok_span *tok_span; /* [T] or NULL: tern_batch.spans (the batch's own array) */
     int failed;         /* a product ran out of scratch memory: the pass's results are not to be used */
     tern_lm_profile *prof; /* or NULL */
     double t_mark;      /* profiling: when the current phase began */
@@ -71,10 +72,11 @@ void tern_dec_rmsnorm_rows(tern_pool *pool, const float *x, const float *w, int6
                            float *y);
 
 /* out [T][nH * hd] = each token's attention with its query q [T][nH * hd] over the positions of its sequence held
- * in cache layer `cache` up to its own (the last `window` of them when window > 0). With fewer tokens than threads
- * a token's work is shared out (its two spans of positions, its query heads); results do not depend on the split. */
+ * in cache layer `cache` up to its own (the last `window` of them when window > 0) — with `both_ways`, and all of the
+ * span it lies in where the batch gives one (tern_batch.spans). With fewer tokens than threads a token's
+ * work is shared out (its two spans of positions, its query heads); results do not depend on the split. */
 void tern_dec_attend(tern_dec *D, int cache, const float *q, int64_t nH, int64_t kvh, int64_t hd, int64_t window,
-                     float *out);
+                     int both_ways, float *out);
 
 /* The end of a pass. */
 typedef struct tern_dec_head {

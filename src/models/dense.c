@@ -443,7 +443,7 @@ static void layer(fwd *F, int l) {
     tern_dec_mark(&F->D, TERN_PH_QKV, &qkv);
     tern_pool_parallel_for(F->D.pool, (size_t)F->D.T, 1, qk_prep_range, F);
     tern_dec_mark(&F->D, TERN_PH_ATTN_PREP, NULL);
-    tern_dec_attend(&F->D, l, F->q, c->n_heads, c->n_kv_heads, c->head_dim, c->window, F->attn);
+    tern_dec_attend(&F->D, l, F->q, c->n_heads, c->n_kv_heads, c->head_dim, c->window, 0, F->attn);
     tern_dec_mark(&F->D, TERN_PH_ATTN, NULL);
     tern_dec_mm(&F->D, &o, F->attn, &F->a, &gate_up);
     tern_dec_mark(&F->D, TERN_PH_O, &o);

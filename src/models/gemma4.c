@@ -374,7 +374,8 @@ static void attention(fwd *F, const tern_gemma4_layer *L, int layer, int normed)
     attn_job j = {F, L, nH, inv_freq, layer};
     tern_pool_parallel_for(F->D.pool, (size_t)T, 1, qk_prep_range, &j);
     mark(F, TERN_PH_ATTN_PREP, NULL);
-    tern_dec_attend(&F->D, L->cache, F->q, nH, kvh, hd, L->type == TERN_LAYER_SLIDING ? c->sliding_window : 0,
+    const int sliding = L->type == TERN_LAYER_SLIDING;
+    tern_dec_attend(&F->D, L->cache, F->q, nH, kvh, hd, sliding ? c->sliding_window : 0, sliding && c->vision_both_ways,
                     F->attn);
     mark(F, TERN_PH_ATTN, NULL);
     const mm_set gate_up = gate_up_of(L);

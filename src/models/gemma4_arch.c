@@ -65,6 +65,7 @@ static TERN_MUST_CHECK tern_err *parse(const char *dir, const json_t *root, void
     d->experts = c->enable_moe_block ? c->num_experts : 0;
     d->experts_used = c->enable_moe_block ? c->top_k_experts : 0;
     d->has_problems = st->p.gw->n_problems > 0;
+    d->span_both_ways = c->vision_both_ways ? TERN_GEMMA4_IMAGE_TOKENS_MAX : 0;
     *state = st;
     return NULL;
 }

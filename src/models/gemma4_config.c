@@ -208,6 +208,12 @@ tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *c) {
         c->final_logit_softcapping = 0;
     else
         TERN_TRY(tern_err_wrap(tern_json_get_num(tc, "final_logit_softcapping", 30.0, &c->final_logit_softcapping), "%s", where));
+    const json_t *bidi = json_object_get(tc, "use_bidirectional_attention");
+    if (bidi && json_is_string(bidi) && !strcmp(json_string_value(bidi), "vision"))
+        c->vision_both_ways = 1;
+    else if (bidi && !json_is_null(bidi) && !json_is_false(bidi))
+        return tern_errf(TERN_EUNSUPPORTED, "%s: use_bidirectional_attention must be null or \"vision\" (tern runs "
+                         "Gemma 4's causal text and its both-ways images)", where);
     const json_t *act = json_object_get(tc, "hidden_activation");
     if (act && !json_is_null(act) &&
         (!json_is_string(act) || (strcmp(json_string_value(act), "gelu_pytorch_tanh") &&

@@ -58,7 +58,14 @@ typedef struct tern_gemma4_config {
     int has_audio_tower; /* audio_config present and not null */
     int reads_other_cache; /* a gemma4_assistant drafter: every layer reads the target model's cache */
     int has_vision_tower;
+    /* use_bidirectional_attention "vision" (the larger models): on sliding layers an image's soft tokens also see
+     * the later ones of the same image (Hugging Face's create_causal_mask_mapping); full layers stay causal. */
+    int vision_both_ways;
 } tern_gemma4_config;
+
+/* The most soft tokens one image becomes (the processor's largest budget): with vision_both_ways, what one forward
+ * must be able to hold of a row. */
+#define TERN_GEMMA4_IMAGE_TOKENS_MAX 1120
 
 /* Parses a config.json object; errors name the offending key ("text_config.sliding_window: ..."). */
 TERN_MUST_CHECK tern_err *tern_gemma4_config_parse(const json_t *root, tern_gemma4_config *out);

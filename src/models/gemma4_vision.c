@@ -30,7 +30,7 @@
 #define MAX_LAYERS 64
 #define QROWS 32 /* queries a thread scores at once: its scores stay [QROWS][patches] */
 
-static const int budgets[] = {70, 140, 280, 560, 1120};
+static const int budgets[] = {70, 140, 280, 560, TERN_GEMMA4_IMAGE_TOKENS_MAX};
 
 typedef struct vis_cfg {
     int64_t H, I, layers, heads, kv_heads, hd, P, k, p, text_dim;

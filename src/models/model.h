@@ -46,6 +46,8 @@ typedef struct tern_lm_desc {
     uint64_t decode_bytes;   /* weights one generated token reads (with experts, the dense part and its top-k) */
     int64_t experts, experts_used; /* mixture-of-experts: experts per layer and per token (0 without) */
     int has_problems;        /* a needed tensor is missing or mis-shaped (tern_lm_spec_report lists them) */
+    int64_t span_both_ways;  /* > 0: an image's soft tokens see each other both ways (tern_batch.span_last), so
+                              * one forward must hold an image whole — at most this many tokens; 0: causal */
 } tern_lm_desc;
 
 /* K+V bytes of one position over the full-length KV layers and over the ring (sliding) layers, K stored as k_type

@@ -61,6 +61,8 @@ static json_t *preset_config(const preset *p) {
     json_object_set_new(tc, "num_kv_shared_layers", json_integer(p->kv_shared));
     json_object_set_new(tc, "use_double_wide_mlp", json_boolean(p->double_wide));
     json_object_set_new(tc, "sliding_window", json_integer(p->window));
+    /* The larger models (12B, 26B-A4B, 31B) see an image both ways; e2b/e4b, the tiny and the MoE-like ones do not. */
+    json_object_set_new(tc, "use_bidirectional_attention", p->hidden > 2560 ? json_string("vision") : json_null());
     json_t *types = json_array();
     for (int64_t i = 0; i < p->layers; i++)
         json_array_append_new(types, json_string(((i + 1) % p->pattern == 0 || i == p->layers - 1)
