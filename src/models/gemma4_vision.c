@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "core/half.h"
 #include "core/json_util.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
@@ -54,6 +55,9 @@ typedef struct g4vision {
     float *std_bias, *std_scale;
     tern_weight proj;     /* [text_dim][H] */
     float *inv_freq;      /* [hd/4]: the 2D RoPE's frequencies within each half */
+    /* Attention products over bf16 queries, keys, probabilities and values (f32 sums), as a bf16 or quantized
+     * checkpoint's reference runs them; a float32 or float16 tower keeps float32 products. */
+    int attn_bf16;
 } g4vision;
 
 /* ---- configuration --------------------------------------------------------------------------------------- */
@@ -199,6 +203,7 @@ tern_err *tern_gemma4_vision_load_from(tern_checkpoint *ck, const json_t *root, 
         err = tern_tower_floats(&v->src, "vision_tower.std_scale", (size_t)c->H, &v->std_scale);
     if (!err)
         err = tern_tower_matrix(&v->src, "embed_vision.embedding_projection", c->text_dim, c->H, &v->proj);
+    v->attn_bf16 = !err && v->layer[0].q.w.fmt != TERN_WF_F32 && v->layer[0].q.w.fmt != TERN_WF_F16;
     if (!err && !(v->inv_freq = malloc((size_t)(c->hd / 4) * sizeof *v->inv_freq)))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     /* Each half of a head is a RoPE of width hd/2: inv_freq[j] = theta^(-2j / (hd/2)). */
@@ -276,8 +281,10 @@ typedef struct work {
     float *x;          /* [N][3 p^2] patch pixels; then [N][I] the MLP's gate */
     float *h, *a, *o;  /* [N][H] hidden state, normed input, sublayer output */
     float *q, *k, *v;  /* [N][heads*hd], [N][kv*hd] x 2 */
-    float *kt;         /* one key/value head's keys transposed [hd][N] */
+    float *kt;         /* one key/value head's keys transposed [hd][N] (bf16: packed by pairs, [hd/2][N]) */
     float *s;          /* [threads][QROWS][N] scores, a slab per thread */
+    uint16_t *qb, *pb; /* bf16 attention: queries [N][heads*hd]; a thread's probabilities [threads][QROWS][N2] */
+    uint32_t *vp;      /* bf16 attention: one key/value head's values packed by pairs of rows [N2/2][hd] */
     float *att;        /* [N][heads*hd] attention output */
     float *up, *tmp;   /* [N][I] the MLP's up; clamped product inputs [N][max(I, heads*hd, H)] */
     float *cs, *sn;    /* [N][hd/4] x 2 halves: RoPE angles by column, then by row */
@@ -289,8 +296,10 @@ static uint64_t work_floats(const vis_cfg *c, uint64_t N) {
     uint64_t wide = I > Q ? I : Q;
     wide = wide > H ? wide : H;
     uint64_t x = (uint64_t)(3 * c->p * c->p) > I ? (uint64_t)(3 * c->p * c->p) : I;
-    /* the scores: a slab per thread, for as many threads as the machine has cores */
-    return N * (x + 3 * H + 2 * Q + 2 * KV + hd + (uint64_t)QROWS * (uint64_t)tern_cpu_count() + I + wide + hd);
+    /* the scores: a slab per thread, for as many threads as the machine has cores (and as much again in halves for
+     * bf16 probabilities, bf16 queries and packed values) */
+    const uint64_t slabs = (uint64_t)QROWS * (uint64_t)tern_cpu_count();
+    return N * (x + 3 * H + 2 * Q + 2 * KV + hd + slabs + I + wide + hd) + (N + 1) * (slabs + Q + hd) / 2 + hd;
 }
 
 static uint64_t g4v_work_bytes(const void *impl, size_t tokens) {
@@ -363,38 +372,71 @@ static void qkv_range(void *ctx, size_t b, size_t e, int tid) {
 
 /* One head's attention for queries [b, e): scores against the keys transposed (scale 1), the path's softmax, times
  * the values; QROWS queries at a time in the thread's slab of scores. Queries, values and outputs are read and
- * written in place, a head's columns of the [N][heads x hd] rows (ldq, ldv, ldo apart). */
+ * written in place, a head's columns of the [N][heads x hd] rows (ldq, ldv, ldo apart). With bf16 operands the
+ * queries are bf16 rows, the keys and values packed by pairs and the probabilities rounded to bf16 first. */
 typedef struct head_job {
     const float *q, *kt, *v;
+    const uint16_t *qb;
+    const uint32_t *kp, *vp;
+    uint16_t *pb;
     float *s, *out;
     int64_t N, hd, ldq, ldv, ldo;
 } head_job;
 
 static void head_range(void *ctx, size_t b, size_t e, int tid) {
     const head_job *j = ctx;
-    const int64_t N = j->N, hd = j->hd;
+    const int64_t N = j->N, hd = j->hd, N2 = N + (N & 1);
     float *s = j->s + (size_t)tid * QROWS * (size_t)N;
+    uint16_t *pb = j->pb ? j->pb + (size_t)tid * QROWS * (size_t)N2 : NULL;
     for (size_t t0 = b; t0 < e; t0 += QROWS) {
         const int64_t nt = (int64_t)(e - t0 < QROWS ? e - t0 : QROWS);
-        tern_sgemm(nt, N, hd, j->q + t0 * j->ldq, j->ldq, j->kt, N, s, N);
+        if (pb)
+            tern_bgemm(nt, N, hd, j->qb + t0 * j->ldq, j->ldq, j->kp, N, s, N);
+        else
+            tern_sgemm(nt, N, hd, j->q + t0 * j->ldq, j->ldq, j->kt, N, s, N);
         for (int64_t r = 0; r < nt; r++)
             tern_softmax_fast(s + r * N, N);
-        tern_sgemm(nt, hd, N, s, N, j->v, j->ldv, j->out + t0 * j->ldo, j->ldo);
+        if (pb) {
+            for (int64_t r = 0; r < nt; r++) {
+                tern_to_bf16(s + r * N, pb + r * N2, N);
+                if (N2 > N)
+                    pb[r * N2 + N] = 0; /* against the values' zero pad row */
+            }
+            tern_bgemm(nt, hd, N2, pb, N2, j->vp, hd, j->out + t0 * j->ldo, j->ldo);
+        } else {
+            tern_sgemm(nt, hd, N, s, N, j->v, j->ldv, j->out + t0 * j->ldo, j->ldo);
+        }
     }
 }
 
-/* Bidirectional attention over all N patches, head by head (queries split across the threads); only the keys are
- * copied, transposed, once per key/value head. */
+/* Bidirectional attention over all N patches, head by head (queries split across the threads); the keys are copied
+ * transposed (bf16: and packed by pairs, the values too) once per key/value head. */
 static void attention(const g4vision *v, tern_pool *pool, int64_t N, work *w) {
     const vis_cfg *c = &v->c;
-    const int64_t hd = c->hd, nq = c->heads, nk = c->kv_heads, rep = nq / nk;
+    const int64_t hd = c->hd, nq = c->heads, nk = c->kv_heads, rep = nq / nk, N2 = N + (N & 1);
+    uint32_t *kp = (uint32_t *)w->kt;
+    if (v->attn_bf16)
+        tern_to_bf16(w->q, w->qb, N * nq * hd);
     for (int64_t h = 0; h < nq; h++) {
         const int64_t g = h / rep;
-        if (h % rep == 0)
+        if (h % rep == 0 && v->attn_bf16) {
+            for (int64_t t = 0; t < N; t++)
+                for (int64_t i = 0; i < hd; i += 2) {
+                    const float *kr = w->k + (t * nk + g) * hd + i;
+                    kp[i / 2 * N + t] = tern_f32_to_bf16(kr[0]) | (uint32_t)tern_f32_to_bf16(kr[1]) << 16;
+                }
+            for (int64_t t = 0; t < N2; t += 2)
+                for (int64_t i = 0; i < hd; i++) {
+                    const float v0 = w->v[(t * nk + g) * hd + i], v1 = t + 1 < N ? w->v[((t + 1) * nk + g) * hd + i] : 0;
+                    w->vp[t / 2 * hd + i] = tern_f32_to_bf16(v0) | (uint32_t)tern_f32_to_bf16(v1) << 16;
+                }
+        } else if (h % rep == 0) {
             for (int64_t t = 0; t < N; t++)
                 for (int64_t i = 0; i < hd; i++)
                     w->kt[i * N + t] = w->k[(t * nk + g) * hd + i];
-        head_job hj = {w->q + h * hd, w->kt, w->v + g * hd, w->s, w->att + h * hd, N, hd, nq * hd, nk * hd, nq * hd};
+        }
+        head_job hj = {w->q + h * hd, w->kt, w->v + g * hd, v->attn_bf16 ? w->qb + h * hd : NULL, kp, w->vp,
+                       v->attn_bf16 ? w->pb : NULL, w->s, w->att + h * hd, N, hd, nq * hd, nk * hd, nq * hd};
         tern_tower_par(pool, N, head_range, &hj);
     }
 }
@@ -464,6 +506,9 @@ static void work_free(work *w) {
                    &w->up, &w->tmp, &w->cs, &w->sn};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         free(*f[i]);
+    free(w->qb);
+    free(w->pb);
+    free(w->vp);
 }
 
 static TERN_MUST_CHECK tern_err *g4v_run(const void *impl, tern_pool *pool, const uint8_t *rgb, const tern_vision_plan *pl,
@@ -486,8 +531,14 @@ static TERN_MUST_CHECK tern_err *g4v_run(const void *impl, tern_pool *pool, cons
         .up = malloc((size_t)(N * I) * f), .tmp = malloc((size_t)(N * wide) * f),
         .cs = malloc((size_t)(N * hd / 2) * f), .sn = malloc((size_t)(N * hd / 2) * f),
     };
+    const int64_t N2 = N + (N & 1);
+    if (v->attn_bf16) {
+        w.qb = malloc((size_t)(N * Q) * sizeof *w.qb);
+        w.pb = malloc((size_t)(threads * QROWS * N2) * sizeof *w.pb);
+        w.vp = malloc((size_t)(N2 / 2 * hd) * sizeof *w.vp);
+    }
     if (!w.x || !w.h || !w.a || !w.o || !w.q || !w.k || !w.v || !w.kt || !w.s || !w.att ||
-        !w.up || !w.tmp || !w.cs || !w.sn) {
+        !w.up || !w.tmp || !w.cs || !w.sn || (v->attn_bf16 && (!w.qb || !w.pb || !w.vp))) {
         work_free(&w);
         return tern_errf(TERN_ENOMEM, "vision tower: out of memory for an image of %lld patches", (long long)N);
     }

@@ -91,10 +91,11 @@ void tern_tower_par(tern_pool *pool, int64_t rows, tern_range_fn fn, void *job) 
         fn(job, 0, (size_t)rows, 0);
 }
 
-static void clamp(float *x, int64_t n, float lo, float hi) {
+/* dst = src clamped to [lo, hi] (dst may be src). */
+static void clamp(const float *src, float *dst, int64_t n, float lo, float hi) {
     for (int64_t i = 0; i < n; i++) {
-        float v = x[i] < lo ? lo : x[i];
-        x[i] = v > hi ? hi : v;
+        float v = src[i] < lo ? lo : src[i];
+        dst[i] = v > hi ? hi : v;
     }
 }
 
@@ -107,11 +108,8 @@ typedef struct clamp_job {
 
 static void clamp_range(void *ctx, size_t b, size_t e, int tid) {
     const clamp_job *j = ctx;
-    for (size_t r = b; r < e; r++) {
-        if (j->dst != j->src)
-            memcpy(j->dst + r * j->n, j->src + r * j->n, (size_t)j->n * sizeof(float));
-        clamp(j->dst + r * j->n, j->n, j->lo, j->hi);
-    }
+    for (size_t r = b; r < e; r++)
+        clamp(j->src + r * j->n, j->dst + r * j->n, j->n, j->lo, j->hi);
 }
 
 int tern_clin_run(tern_pool *pool, const tern_clin *l, const float *x, int64_t T, float *tmp, float *y) {

@@ -66,6 +66,14 @@ typedef struct tern_kernel_table {
      * attention, scores against the keys transposed and probabilities against the values. */
     void (*sgemm)(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                   int64_t ldc);
+    /* sgemm over bf16 operands with f32 sums (K even): A [M][K] bf16 rows, B packed by pairs of its rows — Bp[k/2][j]
+     * holds B[k][j] in its low half and B[k + 1][j] in its high half. Each C entry sums the pairs' products in k
+     * order (a bf16 product is exact in f32; only the sums round). */
+    void (*bgemm)(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+                  float *C, int64_t ldc);
+    /* y[i] = x[i] as bf16, rounded to nearest even (tern_f32_to_bf16), over n floats; a subnormal may become zero
+     * (AVX-512's conversion reads them as zero). */
+    void (*to_bf16)(const float *x, uint16_t *y, int64_t n);
     /* One chunk's attention partial (see attention.h), for the shapes `lanes` allows. */
     void (*attend_part)(const struct tern_attn_args *a);
     /* Sum of n floats streamed from memory (the bandwidth probe's inner loop). */
@@ -109,6 +117,15 @@ void tern_sgemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t ld
                      int64_t ldc);
 void tern_sgemm_portable(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                          float *C, int64_t ldc);
+void tern_bgemm_avx512(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+                       float *C, int64_t ldc);
+void tern_bgemm_avx2(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+                     float *C, int64_t ldc);
+void tern_bgemm_portable(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp,
+                         int64_t ldb, float *C, int64_t ldc);
+void tern_to_bf16_avx512(const float *x, uint16_t *y, int64_t n);
+void tern_to_bf16_avx2(const float *x, uint16_t *y, int64_t n);
+void tern_to_bf16_portable(const float *x, uint16_t *y, int64_t n);
 void tern_gelu_tanh_avx2(float *x, int64_t n);
 void tern_softcap_avx2(float *x, int64_t n, float cap);
 void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n);

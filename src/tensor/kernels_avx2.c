@@ -486,6 +486,66 @@ void tern_sgemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t ld
         tern_sgemm_portable(M, N - N16, K, A, lda, B + N16, ldb, C + N16, ldc);
 }
 
+/* One register tile of the bf16 product: R rows by 16 columns, each pair of B's rows widened to two float vectors
+ * (a bf16 is the high half of its float), each row's pair of A values broadcast likewise. */
+static inline __attribute__((always_inline)) void bgemm_tile8(int R, int64_t K, const uint16_t *A, int64_t lda,
+                                                              const uint32_t *Bp, int64_t ldb, float *C, int64_t ldc) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256 c0[4], c1[4];
+    for (int q = 0; q < R; q++)
+        c0[q] = c1[q] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k += 2) {
+        const __m256i p0 = _mm256_loadu_si256((const __m256i *)(Bp + k / 2 * ldb)),
+                      p1 = _mm256_loadu_si256((const __m256i *)(Bp + k / 2 * ldb + 8));
+        const __m256 b00 = _mm256_castsi256_ps(_mm256_slli_epi32(p0, 16)), b01 = _mm256_castsi256_ps(_mm256_and_si256(p0, hi));
+        const __m256 b10 = _mm256_castsi256_ps(_mm256_slli_epi32(p1, 16)), b11 = _mm256_castsi256_ps(_mm256_and_si256(p1, hi));
+        for (int q = 0; q < R; q++) {
+            const __m256 a0 = _mm256_set1_ps(tern_bf16_to_f32(A[q * lda + k])),
+                         a1 = _mm256_set1_ps(tern_bf16_to_f32(A[q * lda + k + 1]));
+            c0[q] = _mm256_fmadd_ps(a1, b01, _mm256_fmadd_ps(a0, b00, c0[q]));
+            c1[q] = _mm256_fmadd_ps(a1, b11, _mm256_fmadd_ps(a0, b10, c1[q]));
+        }
+    }
+    for (int q = 0; q < R; q++) {
+        _mm256_storeu_ps(C + q * ldc, c0[q]);
+        _mm256_storeu_ps(C + q * ldc + 8, c1[q]);
+    }
+}
+
+void tern_bgemm_avx2(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+                     float *C, int64_t ldc) {
+    const int64_t N16 = N / 16 * 16;
+    for (int64_t j = 0; j < N16; j += 16) {
+        int64_t i = 0;
+        for (; i + 4 <= M; i += 4)
+            bgemm_tile8(4, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc);
+        switch (M - i) {
+        case 3: bgemm_tile8(3, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc); break;
+        case 2: bgemm_tile8(2, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc); break;
+        case 1: bgemm_tile8(1, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc); break;
+        default: break;
+        }
+    }
+    if (N16 < N)
+        tern_bgemm_portable(M, N - N16, K, A, lda, Bp + N16, ldb, C + N16, ldc);
+}
+
+/* Round to nearest even on the bits (u + 0x7fff + the kept half's lowest bit), NaNs kept quiet as the scalar does. */
+void tern_to_bf16_avx2(const float *x, uint16_t *y, int64_t n) {
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), abs = _mm256_set1_epi32(0x7fffffff),
+                  inf = _mm256_set1_epi32(0x7f800000), quiet = _mm256_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one))), 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        const __m256i v = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet), nan);
+        const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+        _mm_storeu_si128((__m128i *)(y + i), _mm_packus_epi32(lo, hi));
+    }
+    tern_to_bf16_portable(x + i, y + i, n - i);
+}
+
 void tern_axpby_avx2(float *y, const float *x, int64_t n, float a, float b) {
     const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
     for (int64_t i = 0; i < n; i += 8)
@@ -531,6 +591,8 @@ const tern_kernel_table tern_kernels_avx2 = {
     .softmax = tern_softmax_avx2,
     .axpby = tern_axpby_avx2,
     .sgemm = tern_sgemm_avx2,
+    .bgemm = tern_bgemm_avx2,
+    .to_bf16 = tern_to_bf16_avx2,
     .attend_part = tern_attend_part_avx2,
     .read_sum = tern_read_sum_avx2,
     .checksum_blocks = checksum_blocks_avx2,

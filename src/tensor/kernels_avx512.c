@@ -584,6 +584,62 @@ void tern_sgemm_avx512(int64_t M, int64_t N, int64_t K, const float *A, int64_t 
     }
 }
 
+/* One register tile of the bf16 product: R (<= 8) rows of C by up to 32 columns; each pair of k broadcasts the rows'
+ * pairs of A values and takes VDPBF16PS against two vectors of B's packed pair row. */
+static inline __attribute__((always_inline)) void bgemm_tile16(int R, int64_t K, const uint16_t *A, int64_t lda,
+                                                               const uint32_t *Bp, int64_t ldb, float *C, int64_t ldc,
+                                                               __mmask16 k0, __mmask16 k1) {
+    __m512 c0[8], c1[8];
+    for (int q = 0; q < R; q++)
+        c0[q] = c1[q] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 2) {
+        const uint32_t *b = Bp + k / 2 * ldb;
+        const __m512i b0 = _mm512_maskz_loadu_epi32(k0, b), b1 = _mm512_maskz_loadu_epi32(k1, b + 16);
+        for (int q = 0; q < R; q++) {
+            uint32_t pair;
+            memcpy(&pair, A + q * lda + k, sizeof pair);
+            const __m512i a = _mm512_set1_epi32((int)pair);
+            c0[q] = _mm512_dpbf16_ps(c0[q], (__m512bh)a, (__m512bh)b0);
+            c1[q] = _mm512_dpbf16_ps(c1[q], (__m512bh)a, (__m512bh)b1);
+        }
+    }
+    for (int q = 0; q < R; q++) {
+        _mm512_mask_storeu_ps(C + q * ldc, k0, c0[q]);
+        _mm512_mask_storeu_ps(C + q * ldc + 16, k1, c1[q]);
+    }
+}
+
+void tern_bgemm_avx512(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+                       float *C, int64_t ldc) {
+    for (int64_t j = 0; j < N; j += 32) {
+        const __mmask16 k0 = tail_mask16(N - j), k1 = tail_mask16(N - j > 16 ? N - j - 16 : 0);
+        int64_t i = 0;
+        for (; i + 8 <= M; i += 8)
+            bgemm_tile16(8, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc, k0, k1);
+#define TILE(r) bgemm_tile16(r, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc, k0, k1)
+        switch (M - i) {
+        case 7: TILE(7); break;
+        case 6: TILE(6); break;
+        case 5: TILE(5); break;
+        case 4: TILE(4); break;
+        case 3: TILE(3); break;
+        case 2: TILE(2); break;
+        case 1: TILE(1); break;
+        default: break;
+        }
+#undef TILE
+    }
+}
+
+/* VCVTNEPS2BF16 rounds to nearest even; a NaN comes out quiet, as the scalar conversion makes it. */
+void tern_to_bf16_avx512(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask16(n - i);
+        const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(k, x + i));
+        _mm256_mask_storeu_epi16(y + i, k, (__m256i)v);
+    }
+}
+
 /* Lanes 0-7 in one register, 8-15 in the other; swapping the 64-bit halves of each 128-bit lane gives d[j ^ 1]. */
 static void checksum_blocks_avx512(uint64_t acc[16], const void *p, size_t blocks, uint64_t first) {
     const uint8_t *b = p;
@@ -612,7 +668,7 @@ static void checksum_blocks_avx512(uint64_t acc[16], const void *p, size_t block
     .lanes = 16, .qblock = &tern_qblock_avx512, .matmul = tern_matmul_avx512, .rmsnorm = tern_rmsnorm_avx512, \
     .rope_apply = tern_rope_apply_avx512, .gelu_tanh = tern_gelu_tanh_avx512,                               \
     .gelu_tanh_mul = tern_gelu_tanh_mul_avx512, .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx512,              \
-    .softcap = tern_softcap_avx512, .exp = tern_exp_avx512, .softmax = tern_softmax_avx512, .axpby = tern_axpby_avx512, .sgemm = tern_sgemm_avx512,                      \
+    .softcap = tern_softcap_avx512, .exp = tern_exp_avx512, .softmax = tern_softmax_avx512, .axpby = tern_axpby_avx512, .sgemm = tern_sgemm_avx512, .bgemm = tern_bgemm_avx512, .to_bf16 = tern_to_bf16_avx512,                      \
     .attend_part = tern_attend_part_avx512, .read_sum = tern_read_sum_avx512,                               \
     .checksum_blocks = checksum_blocks_avx512
 

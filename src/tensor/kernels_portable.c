@@ -92,6 +92,24 @@ void tern_sgemm_portable(int64_t M, int64_t N, int64_t K, const float *A, int64_
     }
 }
 
+/* Row by row over pairs of k: the reference of the SIMD paths' bf16 dot products. */
+void tern_bgemm_portable(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp,
+                         int64_t ldb, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        for (int64_t j = 0; j < N; j++)
+            c[j] = 0;
+        for (int64_t k = 0; k < K; k += 2) {
+            const float a0 = tern_bf16_to_f32(A[i * lda + k]), a1 = tern_bf16_to_f32(A[i * lda + k + 1]);
+            const uint32_t *b = Bp + k / 2 * ldb;
+            for (int64_t j = 0; j < N; j++)
+                c[j] += a0 * tern_bf16_to_f32((uint16_t)b[j]) + a1 * tern_bf16_to_f32((uint16_t)(b[j] >> 16));
+        }
+    }
+}
+
+void tern_to_bf16_portable(const float *x, uint16_t *y, int64_t n) { tern_f32_to_bf16_row(x, y, (size_t)n); }
+
 /* The partial of a->start..a->end (within one chunk) into a->part: the portable reference of the SIMD paths. */
 static void attend_part_portable(const tern_attn_args *a) {
     const int64_t hd = a->head_dim, row = a->kv_heads * hd, n = a->end - a->start + 1, sh = tern_attn_slice_heads(a);
@@ -162,6 +180,8 @@ const tern_kernel_table tern_kernels_portable = {
     .softmax = tern_softmax_portable,
     .axpby = axpby_portable,
     .sgemm = tern_sgemm_portable,
+    .bgemm = tern_bgemm_portable,
+    .to_bf16 = tern_to_bf16_portable,
     .attend_part = attend_part_portable,
     .read_sum = read_sum_portable,
     .checksum_blocks = checksum_blocks_portable,

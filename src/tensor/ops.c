@@ -256,6 +256,13 @@ void tern_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, co
     tern_kernels()->sgemm(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
+void tern_bgemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+                float *C, int64_t ldc) {
+    tern_kernels()->bgemm(M, N, K, A, lda, Bp, ldb, C, ldc);
+}
+
+void tern_to_bf16(const float *x, uint16_t *y, int64_t n) { tern_kernels()->to_bf16(x, y, n); }
+
 void tern_softmax_fast(float *x, int64_t n) { tern_kernels()->softmax(x, n); }
 
 void tern_softmax(float *x, int64_t n) {

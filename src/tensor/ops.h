@@ -77,6 +77,12 @@ void tern_exp(float *x, int64_t n);
  * thread (the active path's register tiles; each entry summed over k in order). */
 void tern_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                 int64_t ldc);
+/* tern_sgemm over bf16 operands with f32 sums, on the calling thread: A [M][K] bf16 rows, B packed by pairs of its
+ * rows (Bp[k/2][j] = B[k][j] | B[k + 1][j] << 16; K even); see tern_kernels.bgemm. */
+void tern_bgemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+                float *C, int64_t ldc);
+/* y = x rounded to bf16 (nearest even, as tern_f32_to_bf16; subnormals may become zero), over n floats. */
+void tern_to_bf16(const float *x, uint16_t *y, int64_t n);
 /* Numerically stable softmax in place. */
 void tern_softmax(float *x, int64_t n);
 /* The same on the active path: its vectorised exp and float sums (agrees with tern_softmax to ~1e-6 relative). */

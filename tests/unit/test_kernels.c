@@ -216,6 +216,75 @@ static void test_sgemm(void **state) {
             }
 }
 
+/* The bf16 product on every path against double over the same bf16 values: the shapes of test_sgemm (even sums),
+ * B packed by pairs of rows, leading dimensions wider than the rows. */
+static void test_bgemm(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    static const int64_t Ms[] = {1, 3, 8, 9, 33}, Ns[] = {1, 15, 16, 17, 32, 33, 64, 70}, Ks[] = {2, 6, 64, 300};
+    uint64_t rng = 7;
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
+                const int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki], lda = K + 4, ldb = N + 5, ldc = N + 2;
+                uint16_t *A = malloc((size_t)(M * lda) * sizeof *A), *B = malloc((size_t)(K * N) * sizeof *B);
+                uint32_t *Bp = malloc((size_t)(K / 2 * ldb) * sizeof *Bp);
+                float *C = malloc((size_t)(M * ldc) * sizeof *C);
+                for (int64_t i = 0; i < M * lda; i++)
+                    A[i] = tern_f32_to_bf16(tu_frand(&rng));
+                for (int64_t i = 0; i < K * N; i++)
+                    B[i] = tern_f32_to_bf16(tu_frand(&rng));
+                for (int64_t k = 0; k < K; k += 2)
+                    for (int64_t j = 0; j < N; j++)
+                        Bp[k / 2 * ldb + j] = B[k * N + j] | (uint32_t)B[(k + 1) * N + j] << 16;
+                for (int64_t i = 0; i < M * ldc; i++)
+                    C[i] = 12345.0f;
+                tern_bgemm(M, N, K, A, lda, Bp, ldb, C, ldc);
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < ldc; j++) {
+                        double want = 0;
+                        for (int64_t k = 0; k < K; k++)
+                            want += (double)tern_bf16_to_f32(A[i * lda + k]) * tern_bf16_to_f32(B[k * N + j]);
+                        if (j >= N ? C[i * ldc + j] != 12345.0f : fabs(C[i * ldc + j] - want) > 1e-5 * (1 + sqrt((double)K)))
+                            fail_msg("%s %lldx%lldx%lld: C[%lld][%lld] = %g, want %g", tern_isa_name(isa), (long long)M,
+                                     (long long)N, (long long)K, (long long)i, (long long)j, C[i * ldc + j],
+                                     j >= N ? 12345.0 : want);
+                    }
+                free(A);
+                free(B);
+                free(Bp);
+                free(C);
+            }
+}
+
+/* The path's bf16 rounding against the scalar one, bit for bit: ties both ways, the largest floats, infinities,
+ * NaNs (kept quiet), lengths around the vectors; subnormals may read as zero. */
+static void test_to_bf16(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    static const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u,
+                                       0xff800000u, 0x7fc00001u, 0x7f800001u, 0x80000000u, 0x00000000u};
+    uint64_t rng = 3;
+    for (int64_t n = 0; n < 70; n++) {
+        float x[70];
+        uint16_t y[71], want;
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = tu_frand(&rng) * 1000.0f;
+            if (i < (int64_t)(sizeof special / sizeof *special))
+                memcpy(&x[i], &special[(i + n) % (sizeof special / sizeof *special)], sizeof(float));
+        }
+        y[n] = 0xabcd;
+        tern_to_bf16(x, y, n);
+        assert_int_equal(y[n], 0xabcd);
+        for (int64_t i = 0; i < n; i++)
+            if (y[i] != (want = tern_f32_to_bf16(x[i])))
+                fail_msg("%s n=%lld: %a -> %04x, want %04x", tern_isa_name(isa), (long long)n, (double)x[i], y[i],
+                         want);
+    }
+    float sub = 1e-39f;
+    uint16_t ys;
+    tern_to_bf16(&sub, &ys, 1);
+    assert_true(ys == tern_f32_to_bf16(sub) || ys == 0);
+}
+
 /* The path's softmax against double on rows of several lengths (tails) and spreads, one very large value, and
  * all equal. */
 static void test_softmax_fast(void **state) {
@@ -701,7 +770,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_ISA_TESTS(test_sgemm), TU_ISA_TESTS(test_softmax_fast), TU_ISA_TESTS(test_silu_mul), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_ISA_TESTS(test_sgemm), TU_ISA_TESTS(test_bgemm), TU_ISA_TESTS(test_to_bf16), TU_ISA_TESTS(test_softmax_fast), TU_ISA_TESTS(test_silu_mul), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
         TU_ISA_TESTS(test_checksum),
         TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
         TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),
