@@ -467,23 +467,27 @@ static inline __attribute__((always_inline)) void sgemm_tile8(int R, int64_t K, 
     }
 }
 
-/* Tiles of 4 rows by 16 columns; a tail of columns the portable way (the same sum over k in order). */
+/* The products' register tiles over C: 16 columns at a time in tiles of 4 rows (the last rows each count with its own
+ * constant), a tail of columns by TAIL_FN, the portable way (the same sum over k in order). */
+#define TILED_PRODUCT(TILE_FN, TAIL_FN)                                                                            \
+    const int64_t N16 = N / 16 * 16;                                                                              \
+    for (int64_t j = 0; j < N16; j += 16) {                                                                       \
+        int64_t i = 0;                                                                                            \
+        for (; i + 4 <= M; i += 4)                                                                                \
+            TILE_FN(4, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);                                    \
+        switch (M - i) {                                                                                          \
+        case 3: TILE_FN(3, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;                         \
+        case 2: TILE_FN(2, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;                         \
+        case 1: TILE_FN(1, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;                         \
+        default: break;                                                                                           \
+        }                                                                                                         \
+    }                                                                                                             \
+    if (N16 < N)                                                                                                  \
+        TAIL_FN(M, N - N16, K, A, lda, B + N16, ldb, C + N16, ldc);
+
 void tern_sgemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                      int64_t ldc) {
-    const int64_t N16 = N / 16 * 16;
-    for (int64_t j = 0; j < N16; j += 16) {
-        int64_t i = 0;
-        for (; i + 4 <= M; i += 4)
-            sgemm_tile8(4, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
-        switch (M - i) {
-        case 3: sgemm_tile8(3, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;
-        case 2: sgemm_tile8(2, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;
-        case 1: sgemm_tile8(1, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc); break;
-        default: break;
-        }
-    }
-    if (N16 < N)
-        tern_sgemm_portable(M, N - N16, K, A, lda, B + N16, ldb, C + N16, ldc);
+    TILED_PRODUCT(sgemm_tile8, tern_sgemm_portable)
 }
 
 /* One register tile of the bf16 product: R rows by 16 columns, each pair of B's rows widened to two float vectors
@@ -512,22 +516,9 @@ static inline __attribute__((always_inline)) void bgemm_tile8(int R, int64_t K, 
     }
 }
 
-void tern_bgemm_avx2(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+void tern_bgemm_avx2(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *B, int64_t ldb,
                      float *C, int64_t ldc) {
-    const int64_t N16 = N / 16 * 16;
-    for (int64_t j = 0; j < N16; j += 16) {
-        int64_t i = 0;
-        for (; i + 4 <= M; i += 4)
-            bgemm_tile8(4, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc);
-        switch (M - i) {
-        case 3: bgemm_tile8(3, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc); break;
-        case 2: bgemm_tile8(2, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc); break;
-        case 1: bgemm_tile8(1, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc); break;
-        default: break;
-        }
-    }
-    if (N16 < N)
-        tern_bgemm_portable(M, N - N16, K, A, lda, Bp + N16, ldb, C + N16, ldc);
+    TILED_PRODUCT(bgemm_tile8, tern_bgemm_portable)
 }
 
 /* Round to nearest even on the bits (u + 0x7fff + the kept half's lowest bit), NaNs kept quiet as the scalar does. */

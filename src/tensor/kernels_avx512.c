@@ -562,26 +562,29 @@ static inline __attribute__((always_inline)) void sgemm_tile16(int R, int64_t K,
     }
 }
 
+/* The products' register tiles over C: columns in blocks of 32 (the last masked), rows in blocks of 8, the last rows
+ * each count with its own constant so that TILE_FN's tile stays in registers. */
+#define TILED_PRODUCT(TILE_FN)                                                                                     \
+    for (int64_t j = 0; j < N; j += 32) {                                                                         \
+        const __mmask16 k0 = tail_mask16(N - j), k1 = tail_mask16(N - j > 16 ? N - j - 16 : 0);                  \
+        int64_t i = 0;                                                                                            \
+        for (; i + 8 <= M; i += 8)                                                                                \
+            TILE_FN(8, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1);                            \
+        switch (M - i) {                                                                                          \
+        case 7: TILE_FN(7, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1); break;                 \
+        case 6: TILE_FN(6, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1); break;                 \
+        case 5: TILE_FN(5, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1); break;                 \
+        case 4: TILE_FN(4, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1); break;                 \
+        case 3: TILE_FN(3, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1); break;                 \
+        case 2: TILE_FN(2, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1); break;                 \
+        case 1: TILE_FN(1, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1); break;                 \
+        default: break;                                                                                           \
+        }                                                                                                         \
+    }
+
 void tern_sgemm_avx512(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *C, int64_t ldc) {
-    for (int64_t j = 0; j < N; j += 32) {
-        const __mmask16 k0 = tail_mask16(N - j), k1 = tail_mask16(N - j > 16 ? N - j - 16 : 0);
-        int64_t i = 0;
-        for (; i + 8 <= M; i += 8)
-            sgemm_tile16(8, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1);
-#define TILE(r) sgemm_tile16(r, K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, k0, k1)
-        switch (M - i) { /* the last rows, each count with its own constant so the tile stays in registers */
-        case 7: TILE(7); break;
-        case 6: TILE(6); break;
-        case 5: TILE(5); break;
-        case 4: TILE(4); break;
-        case 3: TILE(3); break;
-        case 2: TILE(2); break;
-        case 1: TILE(1); break;
-        default: break;
-        }
-#undef TILE
-    }
+    TILED_PRODUCT(sgemm_tile16)
 }
 
 /* One register tile of the bf16 product: R (<= 8) rows of C by up to 32 columns; each pair of k broadcasts the rows'
@@ -609,26 +612,9 @@ static inline __attribute__((always_inline)) void bgemm_tile16(int R, int64_t K,
     }
 }
 
-void tern_bgemm_avx512(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldb,
+void tern_bgemm_avx512(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint32_t *B, int64_t ldb,
                        float *C, int64_t ldc) {
-    for (int64_t j = 0; j < N; j += 32) {
-        const __mmask16 k0 = tail_mask16(N - j), k1 = tail_mask16(N - j > 16 ? N - j - 16 : 0);
-        int64_t i = 0;
-        for (; i + 8 <= M; i += 8)
-            bgemm_tile16(8, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc, k0, k1);
-#define TILE(r) bgemm_tile16(r, K, A + i * lda, lda, Bp + j, ldb, C + i * ldc + j, ldc, k0, k1)
-        switch (M - i) {
-        case 7: TILE(7); break;
-        case 6: TILE(6); break;
-        case 5: TILE(5); break;
-        case 4: TILE(4); break;
-        case 3: TILE(3); break;
-        case 2: TILE(2); break;
-        case 1: TILE(1); break;
-        default: break;
-        }
-#undef TILE
-    }
+    TILED_PRODUCT(bgemm_tile16)
 }
 
 /* VCVTNEPS2BF16 rounds to nearest even; a NaN comes out quiet, as the scalar conversion makes it. */
