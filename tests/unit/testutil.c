@@ -24,6 +24,23 @@ const char *tu_testdata(const char *rel) {
     return buf;
 }
 
+/* The folders this process made, removed when it exits (a suite run repeatedly would otherwise keep every run's
+ * models: the names carry the pid). TERN_KEEP_TMP=1 keeps them for a look after a failure. */
+static char **made;
+static size_t n_made;
+static pid_t made_by; /* a forked child leaving by exit() must not remove its parent's folders */
+
+static void remove_made(void) {
+    for (size_t i = 0; i < n_made && getpid() == made_by; i++) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", made[i]);
+        if (!getenv("TERN_KEEP_TMP") && system(cmd) != 0)
+            fprintf(stderr, "testutil: could not remove %s\n", made[i]);
+        free(made[i]);
+    }
+    free(made);
+}
+
 const char *tu_tmpdir(const char *name) {
     static char buf[4096];
     snprintf(buf, sizeof buf, "%s/%s.%d", env_or("TERN_TMP", "/tmp/tern-test"), name, (int)getpid());
@@ -34,6 +51,19 @@ const char *tu_tmpdir(const char *name) {
     tern_err *e = tern_mkdir_p(buf);
     if (e)
         fail_msg("%s", tern_err_msg(e));
+    for (size_t i = 0; i < n_made; i++)
+        if (!strcmp(made[i], buf))
+            return buf;
+    char **grown = realloc(made, (n_made + 1) * sizeof *made);
+    char *copy = strdup(buf);
+    if (!grown || !copy)
+        fail_msg("out of memory");
+    if (!made) {
+        made_by = getpid();
+        atexit(remove_made);
+    }
+    made = grown;
+    made[n_made++] = copy;
     return buf;
 }
 
