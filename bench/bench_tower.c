@@ -10,7 +10,8 @@
  *
  * --itl: the server's arrangement, measured on the engine directly. One text request decodes (T engine threads)
  * while, on another thread, the tower encodes its input on its own pool of A threads (the server's media pool;
- * default T) and then the input's chat request joins the engine's batch. Reported: the text request's inter-token
+ * default T), below the engine's priority as the server runs it (TERN_MEDIA_NICE), and then the input's chat
+ * request joins the engine's batch. Reported: the text request's inter-token
  * latency (median, p90, max) before the encode, while it runs, and after, and the encode's own time under that
  * load. Nothing is asserted: it is a measurement. */
 #include <math.h>
@@ -114,17 +115,23 @@ static void encoded_free(encoded *e) {
 
 typedef struct encode_job {
     const tern_model *m;
-    tern_pool *pool;
+    int threads; /* the tower's pool, made by the encode's own thread */
     const media *in;
     encoded e;
     double t0, t1; /* the encode ran between these times */
     tern_err *err;
 } encode_job;
 
+/* As `tern serve` encodes: on a thread below the engine's priority, whose pool's workers inherit it. */
 static void *encode_thread(void *arg) {
     encode_job *j = arg;
     j->t0 = tern_now_s();
-    j->err = encode(j->m, j->in, j->pool, &j->e);
+    tern_thread_lower_priority(TERN_MEDIA_NICE);
+    tern_pool *pool = NULL;
+    j->err = tern_pool_create(j->threads, &pool);
+    if (!j->err)
+        j->err = encode(j->m, j->in, pool, &j->e);
+    tern_pool_destroy(pool);
     j->t1 = tern_now_s();
     return NULL;
 }
@@ -169,10 +176,7 @@ static int run_itl(tern_model *m, const media *in, int threads, int tower_thread
     eo.ctx = 4096;
     eo.draft_max = 0;
     tern_engine *e = NULL;
-    tern_pool *tpool = NULL;
     tern_err *err = tern_engine_create(m, &eo, &e);
-    if (!err)
-        err = tern_pool_create(tower_threads, &tpool);
     if (err)
         return fail(err);
     int32_t prompt[16] = {2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862, 236778, 236881, 106, 107, 105, 4368, 107};
@@ -187,7 +191,7 @@ static int run_itl(tern_model *m, const media *in, int threads, int tower_thread
         return fail(err);
     double *t = calloc((size_t)tokens + 1, sizeof *t);
     int64_t k = 0;
-    encode_job job = {.m = m, .pool = tpool, .in = in};
+    encode_job job = {.m = m, .threads = tower_threads, .in = in};
     pthread_t th;
     int started = 0;
     tern_stream *as = NULL;
@@ -258,7 +262,6 @@ static int run_itl(tern_model *m, const media *in, int threads, int tower_thread
     tern_stream_free(s);
     encoded_free(&job.e);
     free(t), free(before), free(during), free(after);
-    tern_pool_destroy(tpool);
     tern_engine_destroy(e);
     return 0;
 }

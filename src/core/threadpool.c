@@ -3,11 +3,14 @@
 
 #include <assert.h>
 #include <math.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -125,6 +128,15 @@ static void *worker_main(void *argp) {
         run_share(p, a.tid);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
+}
+
+void tern_thread_lower_priority(int nice) {
+    /* Linux keeps a nice value per thread: PRIO_PROCESS with the thread's own id changes only this thread. */
+    const id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0)
+        (void)setpriority(PRIO_PROCESS, tid, now + nice > 19 ? 19 : now + nice);
 }
 
 int tern_cpu_count(void) {

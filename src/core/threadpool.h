@@ -16,6 +16,10 @@ typedef struct tern_pool tern_pool;
 /* Body of a parallel region: handle [begin, end); `tid` in [0, nthreads). */
 typedef void (*tern_range_fn)(void *ctx, size_t begin, size_t end, int tid);
 
+/* Lowers the calling thread's priority: its nice value raised by `nice` (0..19; the threads it creates afterwards,
+ * a pool's workers among them, inherit it). Lowering needs no privilege; a failure leaves the priority as it was. */
+void tern_thread_lower_priority(int nice);
+
 /* Creates a pool with `nthreads` threads in total (caller included); 0 = one per online core. */
 TERN_MUST_CHECK tern_err *tern_pool_create(int nthreads, tern_pool **out);
 /* Stops and joins the workers; NULL is fine. */

@@ -52,6 +52,12 @@ typedef struct tern_media_prompt {
 /* Fetches an image URL (http/https) into *bytes (malloc'd, *len of them), or refuses with a reason. */
 typedef tern_err *(*tern_url_fetch_fn)(void *ctx, const char *url, void **bytes, size_t *len);
 
+/* How much lower than the engine's threads the encodes of audio and images run (`tern serve`, and bench_tower as
+ * it measures serve). At equal priority four busy threads on two cores left a stream decoding beside an image ~300
+ * ms a token (its pool barriers waiting for time slices) while the image took 5.5 s; 5 lower: ~40-60 ms and 9 s;
+ * 10 lower: ~38 ms and 18 s (e2b q4, bench-log 2026-12-06). Alone, an encode runs at full speed either way. */
+#define TERN_MEDIA_NICE 5
+
 /* How a chat prompt's audio and images are read. */
 typedef struct tern_media_opts {
     double timeout_s;  /* bound on each clip's container decode; <= 0: the default */

@@ -21,6 +21,33 @@ static int has_media(const json_t *messages) {
     return 0;
 }
 
+/* A chat prompt with media: its towers' products run on the server's media pool (made the first time, by the thread
+ * that runs this, whose priority its workers inherit). */
+typedef struct media_job {
+    tern_server *s;
+    const json_t *messages, *tools, *kwargs;
+    int add_generation_prompt;
+    tern_media_prompt *mp;
+    tern_err *err;
+} media_job;
+
+static void media_encode(media_job *j) {
+    tern_server *s = j->s;
+    j->err = s->media_pool ? NULL : tern_pool_create(s->info.threads > 0 ? s->info.threads : tern_cpu_count(),
+                                                     &s->media_pool);
+    tern_media_opts o = {.audio_windows = s->cfg.audio_windows, .pool = s->media_pool,
+                         .fetch = s->cfg.fetch_image_url, .fetch_ctx = s->cfg.fetch_ctx};
+    if (!j->err)
+        j->err = tern_model_chat_prompt_media(s->model, j->messages, j->tools, j->kwargs, j->add_generation_prompt, &o,
+                                              j->mp);
+}
+
+static void *media_thread(void *arg) {
+    tern_thread_lower_priority(TERN_MEDIA_NICE);
+    media_encode(arg);
+    return NULL;
+}
+
 tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const json_t *tools, const json_t *kwargs,
                                 int add_generation_prompt, tern_media_prompt *mp) {
     memset(mp, 0, sizeof *mp);
@@ -29,16 +56,17 @@ tern_err *srv_chat_prompt_media(tern_server *s, const json_t *messages, const js
     const int media = (s->info.audio || s->info.vision) && json_is_array(messages) && has_media(messages);
     if (!media)
         return tern_model_chat_prompt_media(s->model, messages, tools, kwargs, add_generation_prompt, NULL, mp);
-    /* One encode at a time, on a pool of its own: the towers' products share the cores with the engine's. */
+    /* One encode at a time, on a pool of its own and below the engine's priority (TERN_MEDIA_NICE): the towers'
+     * products take the cores the decoding streams leave. Without a thread to spare it runs here, unlowered. */
     pthread_mutex_lock(&s->media_mu);
-    tern_err *err = s->media_pool ? NULL : tern_pool_create(s->info.threads > 0 ? s->info.threads : tern_cpu_count(),
-                                                           &s->media_pool);
-    tern_media_opts o = {.audio_windows = s->cfg.audio_windows, .pool = s->media_pool,
-                         .fetch = s->cfg.fetch_image_url, .fetch_ctx = s->cfg.fetch_ctx};
-    if (!err)
-        err = tern_model_chat_prompt_media(s->model, messages, tools, kwargs, add_generation_prompt, &o, mp);
+    media_job j = {s, messages, tools, kwargs, add_generation_prompt, mp, NULL};
+    pthread_t t;
+    if (pthread_create(&t, NULL, media_thread, &j) == 0)
+        pthread_join(t, NULL);
+    else
+        media_encode(&j);
     pthread_mutex_unlock(&s->media_mu);
-    return err;
+    return j.err;
 }
 
 json_t *srv_usage_json(const tern_usage *u) {

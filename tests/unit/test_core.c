@@ -1,8 +1,11 @@
 /* test_core.c — errors, half-precision conversion, thread pool, aligned allocation, JSON helpers, the cache folder. */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +77,44 @@ static void add_range(void *ctxp, size_t b, size_t e, int tid) {
         ctx->owner[i] = tid;
     }
     atomic_fetch_add(&ctx->sum, s);
+}
+
+/* A thread that lowers itself: its nice value goes up by the amount (capped at 19), a pool it then creates has
+ * workers at that value too, and the thread that started it keeps its own. */
+typedef struct lowered {
+    int before, after, worker;
+} lowered;
+
+static void worker_nice(void *ctx, size_t b, size_t e, int tid) {
+    (void)b, (void)e;
+    if (tid == 1)
+        ((lowered *)ctx)->worker = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+}
+
+static void *lower_thread(void *arg) {
+    lowered *l = arg;
+    l->before = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    tern_thread_lower_priority(5);
+    l->after = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    tern_pool *pool;
+    if (!tern_pool_create(2, &pool)) {
+        tern_pool_parallel_for(pool, 2, 1, worker_nice, l);
+        tern_pool_destroy(pool);
+    }
+    return NULL;
+}
+
+static void test_lower_priority(void **state) {
+    (void)state;
+    const int mine = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    lowered l = {0, 0, -100};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, lower_thread, &l), 0);
+    pthread_join(t, NULL);
+    const int want = l.before + 5 > 19 ? 19 : l.before + 5;
+    assert_int_equal(l.after, want);
+    assert_int_equal(l.worker, want);
+    assert_int_equal(getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid)), mine);
 }
 
 static void test_pool(void **state) {
@@ -389,7 +430,7 @@ static void test_base64(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
-        cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
+        cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced), cmocka_unit_test(test_lower_priority),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
         cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune), cmocka_unit_test(test_cgroup_limits), cmocka_unit_test(test_utf8), cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
