@@ -130,7 +130,8 @@ static void test_gguf_parity(void **state) {
 
 /* `tern perplexity` on the families' GGUF files, one window over the test ids (kept as given: the first window does
  * not put BOS in place of its first token), every token after the first scored: exp of the mean negative
- * log-likelihood that llama.cpp's own logits for the file give — F32 within 1e-5, Q8_0 within 1e-3 (relative; seen: 1e-7 and 2.2e-4). */
+ * log-likelihood that llama.cpp's own logits for the file give — F32 within 1e-5, Q8_0 within 1e-3 (relative;
+ * seen: 1e-7 and 2.2e-4). */
 static void test_perplexity(void **state) {
     (void)state;
     int32_t ids[N_IDS];
