@@ -321,6 +321,17 @@ int srv_handle_messages(srv_req *r, json_t *body) {
     char *gbnf = NULL;
     if (!err)
         err = build_prompt(s, body, &mp, &parse_tools, &gbnf);
+    /* llama.cpp's 'grammar' (and a JSON response_format) as in chat completions, unless the call is forced */
+    char *asked = NULL;
+    if (!err)
+        err = srv_response_grammar(body, &asked);
+    if (!err && asked && gbnf)
+        err = tern_errf(TERN_EINVAL, "give 'grammar' or a forced 'tool_choice', not both");
+    if (!gbnf) {
+        gbnf = asked;
+        asked = NULL;
+    }
+    free(asked);
     srv_params_set_grammar(&p, gbnf, 1);
     msg_run *c = NULL;
     if (!err && !(c = srv_messages_run_new(s, p.stream, parse_tools, (int64_t)mp.n, p.stops, p.req.n_stop_strings)))

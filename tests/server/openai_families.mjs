@@ -4,12 +4,15 @@
 // Schema reply that validates (ajv). Whatever a random model writes, the grammar alone must make the call and the
 // document valid, and the family's parser must read the call back.
 //   node openai_families.mjs http://127.0.0.1:PORT MODEL_ID
+// Then the reasoning through Anthropic's messages with the official `@anthropic-ai/sdk`: thinking and text blocks,
+// plain and streamed.
 // Prints "ok N checks" and exits 0, or throws (exit 1) naming the failed check.
 import { createRequire } from "node:module";
 import assert from "node:assert/strict";
 
 const require = createRequire(new URL("../oracles/package.json", import.meta.url));
 const { OpenAI } = require("openai");
+const { Anthropic } = require("@anthropic-ai/sdk");
 const Ajv = require("ajv");
 
 const [base, modelId] = process.argv.slice(2);
@@ -94,5 +97,21 @@ for await (const chunk of await client.chat.completions.create({ ...thinking, st
 	answer += chunk.choices[0]?.delta?.content ?? "";
 }
 check(reasoning === m4.reasoning_content && answer === m4.content, "streamed reasoning and answer");
+
+// the same through Anthropic's messages: a thinking block, then a text block, plain and streamed
+const anthropic = new Anthropic({ baseURL: base, apiKey: "unused", maxRetries: 0, timeout: 300000 });
+const amsg = { model: modelId, max_tokens: 40, temperature: 0, system: "Be brief.",
+	messages: [{ role: "user", content: "What is the weather in Paris?" }],
+	thinking: { type: "enabled", budget_tokens: 1024 }, grammar: thinking.grammar };
+const a1 = await anthropic.messages.create(amsg);
+const kinds = a1.content.map((b) => b.type).join(",");
+check(kinds === "thinking,text" && /^[a-z]{2,8}$/.test(a1.content[0].thinking) && /^[a-z]{2,8}$/.test(a1.content[1].text),
+	`thinking and text blocks: ${JSON.stringify(a1.content)}`);
+let athinking = "", atext = "";
+for await (const ev of await anthropic.messages.create({ ...amsg, stream: true })) {
+	if (ev.type === "content_block_delta" && ev.delta.type === "thinking_delta") athinking += ev.delta.thinking;
+	if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") atext += ev.delta.text;
+}
+check(athinking === a1.content[0].thinking && atext === a1.content[1].text, "streamed thinking and text");
 
 console.log(`ok ${checks} checks`);

@@ -2,7 +2,8 @@
  * the families' real vocabularies — tests/data/vocab — and chat templates — tests/data/templates) made by
  * `tern synth`, each served by `tern serve` and driven by the official `openai` npm client
  * (tests/server/openai_families.mjs: chat, streaming, forced tool calls in the family's markup, JSON Schema,
- * reasoning) and by an Anthropic messages request whose forced call comes back as a tool_use block. */
+ * reasoning, and reasoning as Anthropic thinking blocks) and by an Anthropic messages request whose forced call
+ * comes back as a tool_use block (and beside a grammar is refused). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,15 @@ static void anthropic_tool_use(const ts_server *S) {
     const char *city = json_string_value(json_object_get(json_object_get(block, "input"), "city"));
     assert_true(city && (!strcmp(city, "Paris") || !strcmp(city, "Rome")));
     json_decref(v);
+    ts_resp_free(&r);
+    /* A grammar beside the forced call: which one the reply follows would be a guess, so a 400 naming both. */
+    char both[sizeof body + 64];
+    snprintf(both, sizeof both, "%.*s,\"grammar\":\"root ::= \\\"x\\\"\"}", (int)(sizeof body - 2), body);
+    ts_http(S->port, "POST", "/v1/messages", "Content-Type: application/json\r\n", both, &r);
+    if (r.status != 400 || !strstr(r.body, "not both"))
+        print_error("status %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "not both"));
     ts_resp_free(&r);
 }
 
