@@ -244,8 +244,8 @@ tern_err *tern_engine_create(tern_model *m, const tern_engine_opts *o, tern_engi
         e->ready = malloc((size_t)P * sizeof *e->ready);
         e->hidden = malloc(((size_t)e->o.step_tokens + (size_t)P * (size_t)(e->o.draft_max + 1)) *
                            (size_t)e->desc->hidden * sizeof *e->hidden);
-        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want || !e->b_emb || !e->b_span ||
-            !e->b_prefill || !e->ready || !e->hidden)
+        if (!e->rows || !e->logits || !e->b_seq || !e->b_row || !e->b_ntok || !e->b_ids || !e->b_want || !e->b_emb ||
+            !e->b_span || !e->b_prefill || !e->ready || !e->hidden)
             err = tern_errf(TERN_ENOMEM, "out of memory for %d rows", P);
     }
     tern_draft_lessons_init(&e->lessons);

@@ -339,6 +339,7 @@ typedef struct qkv_job {
     const g4vision *v;
     const vlayer *L;
     float *q, *k, *vv;
+    uint16_t *qb; /* bf16 attention: each token's queries as bf16 too; else NULL */
     const float *cs, *sn;
 } qkv_job;
 
@@ -360,6 +361,8 @@ static void qkv_range(void *ctx, size_t b, size_t e, int tid) {
             tern_rmsnorm(x, j->L->q_norm, hd, eps, x);
             rope2d(x, hd, j->v->inv_freq, cs, sn);
         }
+        if (j->qb)
+            tern_to_bf16(j->q + (int64_t)t * nq * hd, j->qb + (int64_t)t * nq * hd, nq * hd);
         for (int64_t h = 0; h < nk; h++) {
             float *x = j->k + ((int64_t)t * nk + h) * hd;
             tern_rmsnorm(x, j->L->k_norm, hd, eps, x);
@@ -409,27 +412,42 @@ static void head_range(void *ctx, size_t b, size_t e, int tid) {
     }
 }
 
+/* One key/value head's keys and values packed by pairs for the bf16 products, pairs of patches [b, e): keys by
+ * pairs of dimensions, [hd/2][N]; values by pairs of patches, [N2/2][hd] (an odd last patch paired with zeros). */
+typedef struct pack_job {
+    const float *k, *v; /* the head's first row; rows ld apart */
+    int64_t ld, N, hd;
+    uint32_t *kp, *vp;
+} pack_job;
+
+static void pack_range(void *ctx, size_t b, size_t e, int tid) {
+    const pack_job *j = ctx;
+    const int64_t N = j->N, hd = j->hd;
+    (void)tid;
+    for (int64_t t = 2 * (int64_t)b; t < 2 * (int64_t)e; t += 2) {
+        for (int64_t u = t; u < t + 2 && u < N; u++)
+            for (int64_t i = 0; i < hd; i += 2) {
+                const float *kr = j->k + u * j->ld + i;
+                j->kp[i / 2 * N + u] = tern_f32_to_bf16(kr[0]) | (uint32_t)tern_f32_to_bf16(kr[1]) << 16;
+            }
+        for (int64_t i = 0; i < hd; i++) {
+            const float v0 = j->v[t * j->ld + i], v1 = t + 1 < N ? j->v[(t + 1) * j->ld + i] : 0;
+            j->vp[t / 2 * hd + i] = tern_f32_to_bf16(v0) | (uint32_t)tern_f32_to_bf16(v1) << 16;
+        }
+    }
+}
+
 /* Bidirectional attention over all N patches, head by head (queries split across the threads); the keys are copied
  * transposed (bf16: and packed by pairs, the values too) once per key/value head. */
 static void attention(const g4vision *v, tern_pool *pool, int64_t N, work *w) {
     const vis_cfg *c = &v->c;
     const int64_t hd = c->hd, nq = c->heads, nk = c->kv_heads, rep = nq / nk, N2 = N + (N & 1);
     uint32_t *kp = (uint32_t *)w->kt;
-    if (v->attn_bf16)
-        tern_to_bf16(w->q, w->qb, N * nq * hd);
     for (int64_t h = 0; h < nq; h++) {
         const int64_t g = h / rep;
         if (h % rep == 0 && v->attn_bf16) {
-            for (int64_t t = 0; t < N; t++)
-                for (int64_t i = 0; i < hd; i += 2) {
-                    const float *kr = w->k + (t * nk + g) * hd + i;
-                    kp[i / 2 * N + t] = tern_f32_to_bf16(kr[0]) | (uint32_t)tern_f32_to_bf16(kr[1]) << 16;
-                }
-            for (int64_t t = 0; t < N2; t += 2)
-                for (int64_t i = 0; i < hd; i++) {
-                    const float v0 = w->v[(t * nk + g) * hd + i], v1 = t + 1 < N ? w->v[((t + 1) * nk + g) * hd + i] : 0;
-                    w->vp[t / 2 * hd + i] = tern_f32_to_bf16(v0) | (uint32_t)tern_f32_to_bf16(v1) << 16;
-                }
+            pack_job pj = {w->k + g * hd, w->v + g * hd, nk * hd, N, hd, kp, w->vp};
+            tern_tower_par(pool, N2 / 2, pack_range, &pj);
         } else if (h % rep == 0) {
             for (int64_t t = 0; t < N; t++)
                 for (int64_t i = 0; i < hd; i++)
@@ -461,7 +479,7 @@ static int encoder_layer(const g4vision *v, tern_pool *pool, const vlayer *L, in
     if (tern_clin_run(pool, &L->q, w->a, N, w->tmp, w->q) || tern_clin_run(pool, &L->k, w->a, N, w->tmp, w->k) ||
         tern_clin_run(pool, &L->v, w->a, N, w->tmp, w->v))
         return -1;
-    qkv_job qj = {v, L, w->q, w->k, w->v, w->cs, w->sn};
+    qkv_job qj = {v, L, w->q, w->k, w->v, v->attn_bf16 ? w->qb : NULL, w->cs, w->sn};
     tern_tower_par(pool, N, qkv_range, &qj);
     attention(v, pool, N, w);
     if (tern_clin_run(pool, &L->o, w->att, N, w->tmp, w->o))
