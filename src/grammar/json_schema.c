@@ -330,7 +330,8 @@ int js_gemma_bare_key(const char *k, size_t n) {
 
 int js_has_gemma_quote(const char *s, size_t n) { return n >= 5 && memmem(s, n, GEMMA_QUOTE, 5) != NULL; }
 
-static int json_key(sbuf *o, const char *k, size_t n) {
+/* JSON writes a key and a string alike: quoted and escaped. */
+static int json_quoted(sbuf *o, const char *k, size_t n) {
     js_json_str(o, k, n);
     return 1;
 }
@@ -356,7 +357,8 @@ static int gemma_string(sbuf *o, const char *s, size_t n) {
     return 1;
 }
 
-static const js_dialect JSON = {.title = "JSON", .quote = "\"", .spaced = 1, .key = json_key, .string = json_key};
+static const js_dialect JSON = {.title = "JSON", .quote = "\"", .spaced = 1, .key = json_quoted,
+                                .string = json_quoted};
 static const js_dialect GEMMA = {.title = "Gemma 4 tool-call", .quote = GEMMA_QUOTE, .raw_text = 1, .args_object = 1,
                                  .key_class = "[A-Za-z0-9_]", .key = gemma_key, .string = gemma_string};
 
