@@ -130,6 +130,8 @@ typedef struct tern_engine_opts {
     int draft_max;             /* most tokens drafted per row and step (at most 64 and prefill_chunk - 1); 0 = default
                                 * 8; < 0 = speculation off */
     int draft_min;             /* fewer proposed tokens than this are not verified (plain decoding); default 1 */
+    int draft_fixed;           /* 1: every decoding row drafts draft_max tokens each step, without the adaptive length
+                                * and the pauses where drafting does not pay (to measure a drafter's acceptance) */
     const char *draft_model;   /* a drafter checkpoint for rows without a prediction: a Gemma 4 assistant (reads the
                                 * target's cache) or a smaller model with the same vocabulary; NULL = none */
     int draft_head;            /* the assistant's head: 0 the checkpoint's choice, 1 full, 2 centroid */
@@ -162,7 +164,10 @@ typedef struct tern_sampling_params {
     int64_t penalty_last_n;   /* context tokens (prompt included) the penalties see; -1 = all; default 64 */
     const tern_logit_bias *logit_bias; /* copied at submit */
     int n_logit_bias;
-    uint64_t seed;            /* used when has_seed; otherwise the engine picks one */
+    uint64_t seed;            /* used when has_seed; otherwise the engine picks one. With a seed of its own a request
+                               * chooses the tokens it would choose without speculation (drafts are one-hot); without
+                               * one, a drafter model samples its drafts at the request's temperature, which keeps
+                               * more of them (verified by min(1, p/q): the output's distribution is the same) */
     int has_seed;
 } tern_sampling_params;
 

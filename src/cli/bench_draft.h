@@ -7,11 +7,11 @@
 
 #include "tern/tern.h"
 
-/* Each line of `prompts` is a user message, rendered with the model's chat template and answered greedily (up to n
- * tokens) without and with drafting on one engine (eo: its draft options); the replies are checked identical, and
- * the acceptance (drafted tokens kept) and the decode speed-up over all prompts are printed (JSON with `json`).
- * Returns the process exit code. */
-int tern_bench_draft(const char *model, const tern_engine_opts *eo, const char *prompts, int64_t n, int threads,
-                     int json);
+/* Each line of `prompts` is a user message, rendered with the model's chat template and answered (up to n tokens,
+ * sampled as sp says) without and with drafting on one engine (eo: its draft options); greedy and seeded replies are
+ * checked identical, and the acceptance (drafted tokens kept) and the decode speed-up over all prompts are printed
+ * (JSON with `json`). Returns the process exit code. */
+int tern_bench_draft(const char *model, const tern_engine_opts *eo, const tern_sampling_params *sp, const char *prompts,
+                     int64_t n, int threads, int json);
 
 #endif

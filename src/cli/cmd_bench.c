@@ -25,6 +25,7 @@ static const char *usage =
     "                  [--json]\n"
     "       tern bench [-m] MODEL_DIR --startup [--rounds 3] [--threads T] [--json]\n"
     "       tern bench [-m] MODEL_DIR (--draft-model DIR | --draft-ngram) --prompts FILE [-n 64] [--draft-max 8]\n"
+    "                  [--temp T [--seed S]]\n"
     "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
     "same D tokens of context (prefilled untimed; default 0). --profile: where the prefill's and a decode step's\n"
     "time goes, by phase of the forward pass; for decode with the weights each phase reads and their rate against\n"
@@ -33,7 +34,9 @@ static const char *usage =
     "files evicted from the page cache) and warm, beside reading the files once; medians of --rounds; and once\n"
     "the first start with an empty cache folder, and the cache it leaves.\n"
     "--draft-model / --draft-ngram: speculative decoding on chat prompts (a user message per line of --prompts),\n"
-    "each answered greedily without and with drafting: the acceptance and the decode speed-up, replies checked equal.\n";
+    "each answered without and with drafting: the acceptance and the decode speed-up; greedy replies checked equal.\n"
+    "--temp: replies sampled at temperature T instead of greedy; with --seed the requests carry seed S, which keeps\n"
+    "greedy drafts (the tokens are those of plain decoding), without it drafts are sampled from the drafter.\n";
 
 #define CHUNK 512
 
@@ -93,7 +96,8 @@ static TERN_MUST_CHECK tern_err *prefill_seq0(tern_lm *m, tern_kv *kv, tern_pool
 int cmd_bench(int argc, char **argv) {
     tern_opt opts[] = {{"p", 1, 0},       {"n", 1, 0},      {"batch", 1, 0},   {"threads", 1, 0}, {"depth", 1, 0},
                        {"json", 0, 0},   {"profile", 0, 0}, {"startup", 0, 0}, {"rounds", 1, 0},
-                       {"model", 1, 0},   {"help", 0, 0},   {"prompts", 1, 0}, TERN_DRAFT_OPTS, TERN_KV_OPTS, {0, 0, 0}};
+                       {"model", 1, 0},   {"help", 0, 0},   {"prompts", 1, 0}, {"temp", 1, 0},     {"seed", 1, 0},
+                       TERN_DRAFT_OPTS,   TERN_KV_OPTS,     {0, 0, 0}};
     const char *pos[1];
     int np = tern_args_parse("bench", argc, argv, opts, pos, 1);
     if (np < 0)
@@ -130,7 +134,16 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "tern bench: drafting is measured on chat prompts: give --prompts FILE\n");
             return 2;
         }
-        return tern_bench_draft(pos[0], &eo, tern_args_get(opts, "prompts"), tern_args_get(opts, "n") ? N : 64,
+        tern_request dflt;
+        tern_request_default(&dflt);
+        tern_sampling_params sp = dflt.sampling;
+        int64_t seed;
+        if (tern_args_float("bench", opts, "temp", 0.0f, 0.0f, 100.0f, &sp.temperature) ||
+            tern_args_int("bench", opts, "seed", 0, 0, INT64_MAX, &seed))
+            return 2;
+        sp.seed = (uint64_t)seed;
+        sp.has_seed = tern_args_get(opts, "seed") != NULL;
+        return tern_bench_draft(pos[0], &eo, &sp, tern_args_get(opts, "prompts"), tern_args_get(opts, "n") ? N : 64,
                                 (int)threads, json);
     }
     tern_lm_profile prof = {0};

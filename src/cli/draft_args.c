@@ -11,7 +11,8 @@ const char TERN_DRAFT_USAGE[] =
     "  --draft-ngram  speculative decoding by prompt lookup where there is no drafter (requests with an\n"
     "               OpenAI 'prediction' draft from it in any case)\n"
     "  --draft-max N  most tokens drafted per request and step (default 8; 0: no speculation at all)\n"
-    "  --draft-min N  fewer proposed tokens than this are not verified (default 1)\n";
+    "  --draft-min N  fewer proposed tokens than this are not verified (default 1)\n"
+    "  --draft-fixed  draft --draft-max tokens every step, never pausing where drafting does not pay\n";
 
 int tern_draft_args(const char *verb, const tern_opt *opts, tern_engine_opts *eo) {
     const char *head = tern_args_get(opts, "draft-head");
@@ -27,5 +28,6 @@ int tern_draft_args(const char *verb, const tern_opt *opts, tern_engine_opts *eo
     eo->draft_ngram = tern_args_get(opts, "draft-ngram") != NULL;
     eo->draft_max = max ? (int)max : -1;
     eo->draft_min = (int)min;
+    eo->draft_fixed = tern_args_get(opts, "draft-fixed") != NULL;
     return 0;
 }

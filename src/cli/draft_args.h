@@ -7,7 +7,8 @@
 
 /* The option entries, for a verb's option table. */
 #define TERN_DRAFT_OPTS                                                                                          \
-    {"draft-model", 1, 0}, {"draft-head", 1, 0}, {"draft-ngram", 0, 0}, {"draft-max", 1, 0}, {"draft-min", 1, 0}
+    {"draft-model", 1, 0}, {"draft-head", 1, 0}, {"draft-ngram", 0, 0}, {"draft-max", 1, 0}, {"draft-min", 1, 0},   \
+        {"draft-fixed", 0, 0}
 
 /* Their lines of a verb's usage text. */
 extern const char TERN_DRAFT_USAGE[];

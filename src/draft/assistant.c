@@ -1,8 +1,8 @@
 /* assistant.c — drafting with a model that reads the target's cache (the Gemma 4 assistant): from the fed token
  * and the target's final hidden state before it, k greedy steps of the drafter, each feeding the target's
  * embedding of the token it drafted last and its own projected hidden state (GEMMA4.md §5); all rows step
- * together, so each step reads the drafter's weights once. Its proposals are the drafter's argmax, a one-hot q:
- * the engine's verification keeps the target's distribution exactly. */
+ * together, so each step reads the drafter's weights once. Its proposals are the drafter's argmax, or for a sampling
+ * row a draw from its distribution: the engine's verification keeps the target's distribution exactly either way. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +59,7 @@ static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *ask
             float *lg = a->logits + r * V;
             if (q->constrain && q->constrain(q, lg, t->vocab))
                 continue;
-            const int32_t tok = tern_argmax(lg, t->vocab);
+            const int32_t tok = q->sample ? q->sample(q, lg, t->vocab) : tern_argmax(lg, t->vocab);
             q->out[q->n_out++] = tok;
             if (q->n_out == q->k)
                 continue;
@@ -97,7 +97,7 @@ tern_err *tern_draft_assistant_new(const char *dir, tern_draft_head head, const 
     assistant *a = calloc(1, sizeof *a);
     if (!a)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    a->base = (tern_draft_source){&vt, TERN_DRAFT_ASSISTANT, 1};
+    a->base = (tern_draft_source){&vt, TERN_DRAFT_ASSISTANT, 1, 1};
     a->target = target;
     a->kv = kv;
     a->pool = pool;

@@ -11,7 +11,9 @@
  *                 matches it (so a different token split costs one token)
  *   assistant.c   a drafter model that reads the target's cache (the Gemma 4 assistant, models/cache_drafter.h):
  *                 it needs the target's final hidden state at the position before the fed token
- *   draft_model.c a smaller model with the same vocabulary, decoding ahead with its own cache */
+ *   draft_model.c a smaller model with the same vocabulary, decoding ahead with its own cache
+ *
+ * The two model sources take their drafter's argmax for a greedy row and sample it for a sampling row. */
 #ifndef TERN_DRAFT_DRAFT_H
 #define TERN_DRAFT_DRAFT_H
 
@@ -48,7 +50,11 @@ typedef struct tern_draft_ask {
      * choosing; the engine drops whatever other sources draft past the first token the grammar forbids. Returns 0,
      * or -1 when nothing is allowed (the source then stops drafting the row). */
     int (*constrain)(const struct tern_draft_ask *a, float *logits, int64_t vocab);
-    void *constrain_ctx;
+    /* A sampling row (NULL otherwise): sources that choose from logits draw the token at position n_out with it
+     * (after `constrain`) instead of taking the argmax; the engine keeps the distribution it was drawn from and
+     * verifies the draft against it (min(1, p/q)), which keeps more drafts than a greedy one at a temperature. */
+    int32_t (*sample)(const struct tern_draft_ask *a, float *logits, int64_t vocab);
+    void *ctx; /* the engine's, for constrain and sample */
 } tern_draft_ask;
 
 typedef struct tern_draft_source tern_draft_source;
@@ -69,6 +75,7 @@ struct tern_draft_source {
     const tern_draft_vt *vt;
     tern_draft_kind kind;
     int needs_hidden; /* asks carry the target's hidden state */
+    int samples;      /* chooses from logits: sampling rows' asks carry `sample` */
 };
 
 /* Prompt lookup over `rows` rows: matches of the last max_n .. min_n tokens. */

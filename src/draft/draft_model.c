@@ -1,8 +1,9 @@
 /* draft_model.c — two-model drafting: a smaller checkpoint with the same vocabulary decodes ahead of the target with
  * its own KV cache, one sequence per engine row. A draft first catches the drafter up on the row's tokens it has not
  * seen (the prompt the first time; afterwards the target's own token of the last step, and when every draft was
- * kept, the last draft too — the pending token), then runs k - 1 more greedy steps, every row of the batch in one
- * forward per step. After verification the drafter keeps the prefix of what it fed that the row kept. */
+ * kept, the last draft too — the pending token), then runs k - 1 more steps (greedy, or drawing for a sampling row),
+ * every row of the batch in one forward per step. After verification the drafter keeps the prefix of what it fed
+ * that the row kept. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +101,8 @@ static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *ask
                 todo[fed[k]] = 0;
                 continue;
             }
-            a->out[a->n_out++] = tern_argmax(lg, d->vocab);
+            a->out[a->n_out] = a->sample ? a->sample(a, lg, d->vocab) : tern_argmax(lg, d->vocab);
+            a->n_out++;
             if (a->n_out == a->k)
                 todo[fed[k]] = 0;
         }
@@ -166,7 +168,7 @@ tern_err *tern_draft_model_new(const char *dir, const tern_draft_loader *ld, con
     draft_model *d = calloc(1, sizeof *d);
     if (!d)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    d->base = (tern_draft_source){&vt, TERN_DRAFT_MODEL, 0};
+    d->base = (tern_draft_source){&vt, TERN_DRAFT_MODEL, 0, 1};
     d->ld = *ld;
     d->rows = rows;
     d->ctx = ctx;

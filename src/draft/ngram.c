@@ -35,7 +35,7 @@ tern_err *tern_draft_ngram_new(int rows, int min_n, int max_n, tern_draft_source
     ngram *g = calloc(1, sizeof *g);
     if (!g)
         return tern_errf(TERN_ENOMEM, "out of memory");
-    g->base = (tern_draft_source){&vt, TERN_DRAFT_NGRAM, 0};
+    g->base = (tern_draft_source){&vt, TERN_DRAFT_NGRAM, 0, 0};
     g->min_n = min_n;
     g->max_n = max_n;
     *out = &g->base;

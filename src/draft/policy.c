@@ -15,6 +15,7 @@ tern_draft_source *tern_draft_pick(tern_draft_source *const sources[TERN_DRAFT_K
 
 void tern_draft_policy_start(tern_draft_policy *p, int draft_max, int kind, const tern_draft_lessons *l) {
     p->k = draft_max;
+    p->fixed = 0;
     p->rest_len = 8;
     p->rate_plain = p->rate_draft = 0;
     p->acc_len = (float)draft_max; /* start hopeful: the first drafting step drafts all it may */
@@ -23,7 +24,7 @@ void tern_draft_policy_start(tern_draft_policy *p, int draft_max, int kind, cons
 }
 
 int tern_draft_policy_ask(tern_draft_policy *p, int64_t left, int64_t room, int draft_min) {
-    if (p->rest > 0) { /* drafting was not paying: decode plainly for a while, then try again */
+    if (p->rest > 0 && !p->fixed) { /* drafting was not paying: decode plainly for a while, then try again */
         p->rest--;
         return 0;
     }
@@ -38,7 +39,7 @@ void tern_draft_policy_after(tern_draft_policy *p, int kind, int n_draft, int n_
     float *rate = n_draft ? &p->rate_draft : &p->rate_plain;
     const float r = dt > 0 ? (float)((double)n_chosen / dt) : 0.0f;
     *rate = *rate > 0 ? 0.7f * *rate + 0.3f * r : r;
-    if (!n_draft)
+    if (!n_draft || p->fixed)
         return;
     const int kept = n_chosen - 1;
     p->acc_len = 0.5f * p->acc_len + 0.5f * (float)kept;

@@ -19,6 +19,7 @@ typedef struct tern_draft_policy {
     int rest_len;                 /* the next such pause */
     float rate_plain, rate_draft; /* running tokens per second of step time, without and with drafts */
     float acc_len;                /* running mean of drafted tokens kept per verify step */
+    int fixed;                    /* set by the caller: always draft_max, never a pause */
 } tern_draft_policy;
 
 /* What each source's rows have taught: the plain steps a new row of that source starts with (8, doubled while its

@@ -219,7 +219,7 @@ tern_err *tern_draft_prediction_new(int rows, const tern_tokenizer *tok, tern_dr
         free(p);
         return tern_errf(TERN_ENOMEM, "out of memory");
     }
-    p->base = (tern_draft_source){&vt, TERN_DRAFT_PREDICTION, 0};
+    p->base = (tern_draft_source){&vt, TERN_DRAFT_PREDICTION, 0, 0};
     p->tok = tok;
     p->rows = rows;
     *out = &p->base;

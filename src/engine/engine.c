@@ -142,6 +142,7 @@ static void engine_free(tern_engine *e) {
         tern_pc_cursor_free(w->cursor);
         free(w->lp);
         free(w->draft);
+        free(w->draft_q);
         free(w->h);
         free(w->chosen_toks);
         free(w->toks);
@@ -355,6 +356,7 @@ tern_err *tern_engine_submit(tern_engine *e, const tern_request *r, tern_event_f
     q->id = e->next_id++;
     if (!r->sampling.has_seed)
         q->sp.seed = tern_splitmix64(&e->seed_state);
+    q->sample_drafts = !r->sampling.has_seed && q->sp.s.temperature > 0;
     q->ch = channel_new(q->id, cb, user);
     tern_stream *s = q->ch && !cb ? stream_wrap(q->ch) : NULL;
     if (!q->ch || (!cb && !s)) {

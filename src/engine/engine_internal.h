@@ -97,6 +97,9 @@ typedef struct eng_request {
     int32_t *prompt;
     int64_t n_prompt;
     tern_chain_params sp; /* sp.bias points into `bias` */
+    int sample_drafts;    /* sampling without a seed of its own: model sources sample their drafts (verified by
+                           * min(1, p/q)); a seeded request keeps one-hot drafts, choosing the tokens it would
+                           * choose without speculation */
     tern_bias *bias;
     int32_t *stop_ids;
     int n_stop_ids;
@@ -154,6 +157,9 @@ typedef struct eng_row {
     /* speculation */
     tern_draft_source *src;  /* this request's draft source, or NULL */
     int32_t *draft;          /* [draft_max] this step's drafted tokens */
+    float *draft_q;          /* [draft_max][vocab] sampling rows of sampling sources: the distributions the drafts
+                              * were drawn from (made at the first such row), or NULL: drafts are argmaxes */
+    int draft_sampled;       /* this step's drafts were drawn from draft_q */
     int asked;               /* its source was asked this step (and so hears what the row kept) */
     float *h;                /* [hidden] the target's final hidden state before the fed token (sources needing it) */
     int hout;                /* this step's first hidden-state row, or -1 */

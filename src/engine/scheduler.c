@@ -198,7 +198,12 @@ static TERN_MUST_CHECK tern_err *start_row(tern_engine *e, eng_row *w) {
             pthread_mutex_unlock(&e->mu);
         }
     }
+    if (w->src && w->src->samples && q->sample_drafts && !w->draft_q &&
+        !(w->draft_q = malloc((size_t)e->o.draft_max * (size_t)e->vocab * sizeof *w->draft_q)))
+        TLOG_WARN("engine: no memory for sampled drafts (%d x %lld floats): this row drafts greedily",
+                  e->o.draft_max, (long long)e->vocab);
     tern_draft_policy_start(&w->pol, q->draft_max, w->src ? (int)w->src->kind : -1, &e->lessons);
+    w->pol.fixed = e->o.draft_fixed;
     if (q->embed) { /* every position's hidden state is pooled, so none comes from the cache */
         if (!w->pooled && !(w->pooled = malloc((size_t)e->desc->hidden * sizeof *w->pooled)))
             return tern_errf(TERN_ENOMEM, "out of memory");
@@ -262,8 +267,11 @@ static void choose_row(tern_engine *e, eng_row *w) {
         if (g && (w->gfail = constraint_mask(g, w->gstate, logits + (size_t)j * V, e->vocab, w->gmask)))
             return;
         int accepted = 0;
-        int32_t t = j < w->n_draft ? tern_chain_verify(w->chain, logits + (size_t)j * V, w->draft[j], &w->lp[j], &accepted)
-                                   : tern_chain_choose(w->chain, logits + (size_t)j * V, &w->lp[j]);
+        const float *lg = logits + (size_t)j * V;
+        int32_t t = j >= w->n_draft   ? tern_chain_choose(w->chain, lg, &w->lp[j])
+                    : w->draft_sampled ? tern_chain_verify_q(w->chain, lg, w->draft[j], w->draft_q + (size_t)j * V,
+                                                             &w->lp[j], &accepted)
+                                       : tern_chain_verify(w->chain, lg, w->draft[j], &w->lp[j], &accepted);
         if (g) {
             int32_t next = tern_gdfa_token(g->dfa, w->gstate, t);
             if (next < 0) {
@@ -375,11 +383,19 @@ static int draft_allowed(const eng_row *w, const int32_t *out, int n, int32_t *s
 
 /* tern_draft_ask.constrain for a constrained row: its grammar's mask at the next drafted position. */
 static int draft_constrain(const tern_draft_ask *a, float *logits, int64_t vocab) {
-    eng_row *w = a->constrain_ctx;
+    eng_row *w = a->ctx;
     int32_t st;
     if (draft_allowed(w, a->out, a->n_out, &st) < a->n_out)
         return -1;
     return constraint_mask(w->req->grammar, st, logits, vocab, w->gmask) ? -1 : 0;
+}
+
+/* tern_draft_ask.sample for a sampling row: the drafted token drawn under the row's sampling, its distribution kept
+ * for the verification. */
+static int32_t draft_sample(const tern_draft_ask *a, float *logits, int64_t vocab) {
+    eng_row *w = a->ctx;
+    w->draft_sampled = 1;
+    return tern_chain_draft(w->chain, logits, w->draft_q + (size_t)a->n_out * (size_t)vocab);
 }
 
 /* Asks every source for its rows' drafts (one call per source for all its rows); sets each decoding row's n_draft. */
@@ -389,7 +405,7 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
     int64_t room = e->o.step_tokens - n; /* every decoding row feeds its own token first */
     for (int i = 0; i < n; i++) {
         eng_row *w = &e->rows[rows[i]];
-        w->n_draft = 0;
+        w->n_draft = w->draft_sampled = 0;
         int k = w->src ? tern_draft_policy_ask(&w->pol, w->req->max_tokens - w->n_gen - 1, room, e->o.draft_min) : 0;
         if (k <= 0)
             continue;
@@ -398,7 +414,8 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
         tern_draft_ask *a = &asks[w->src->kind][n_asks[w->src->kind]++];
         *a = (tern_draft_ask){.row = w->seq, .toks = w->toks, .n_toks = w->n_toks, .n_prompt = w->req->n_prompt,
                               .k = k, .hidden = w->h, .out = w->draft,
-                              .constrain = w->req->grammar ? draft_constrain : NULL, .constrain_ctx = w};
+                              .constrain = w->req->grammar ? draft_constrain : NULL,
+                              .sample = w->draft_q && w->req->sample_drafts ? draft_sample : NULL, .ctx = w};
     }
     for (int kind = 0; kind < TERN_DRAFT_KINDS; kind++) {
         if (!n_asks[kind])

@@ -11,10 +11,12 @@ struct tern_chain {
     tern_bias *bias; /* own copy of p.bias */
     int bias_cap;
     tern_rng rng;
+    tern_rng draft_rng; /* drafts drawn for this request: independent of its own choices */
     tern_penalty_window win;
     float *work;   /* [vocab] processed logits */
     float *work2;  /* [vocab] sampler scratch */
     int32_t *idx;  /* [vocab] */
+    float *probs;  /* [vocab] verification of sampled drafts (made at the first) */
 };
 
 tern_chain_params tern_chain_defaults(void) {
@@ -87,6 +89,7 @@ void tern_chain_free(tern_chain *c) {
     free(c->work);
     free(c->work2);
     free(c->idx);
+    free(c->probs);
     free(c);
 }
 
@@ -104,6 +107,7 @@ tern_err *tern_chain_start(tern_chain *c, const tern_chain_params *p, const int3
     c->p = *p;
     c->p.bias = c->bias;
     tern_rng_seed(&c->rng, p->seed);
+    tern_rng_seed(&c->draft_rng, p->seed ^ 0x9e3779b97f4a7c15u);
     int64_t last_n = tern_penalties_active(&p->pen) ? p->penalty_last_n : 0;
     if (last_n != c->win.last_n || (last_n != 0 && !c->win.count)) {
         tern_penalty_window_free(&c->win);
@@ -141,6 +145,22 @@ static void fill_logprobs(const tern_chain *c, const float *logits, int32_t tok,
 int32_t tern_chain_verify(tern_chain *c, const float *logits, int32_t draft, tern_logprobs *lp, int *accepted) {
     int32_t tok = tern_sample_draft(processed(c, logits), c->vocab, &c->p.s, &c->rng, c->work2, c->idx, draft,
                                     accepted);
+    fill_logprobs(c, logits, tok, lp);
+    return tok;
+}
+
+int32_t tern_chain_draft(tern_chain *c, float *logits, float *q) {
+    tern_logit_bias_apply(c->p.bias, c->p.n_bias, logits, c->vocab);
+    tern_sample_probs(logits, c->vocab, &c->p.s, q, c->work2, c->idx);
+    return tern_sample_from(q, c->vocab, &c->draft_rng);
+}
+
+int32_t tern_chain_verify_q(tern_chain *c, const float *logits, int32_t draft, const float *q, tern_logprobs *lp,
+                            int *accepted) {
+    if (!c->probs && !(c->probs = malloc((size_t)c->vocab * sizeof *c->probs))) /* verify as a one-hot draft */
+        return tern_chain_verify(c, logits, draft, lp, accepted);
+    int32_t tok = tern_sample_draft_q(processed(c, logits), c->vocab, &c->p.s, &c->rng, c->probs, c->work2, c->idx,
+                                      q, draft, accepted);
     fill_logprobs(c, logits, tok, lp);
     return tok;
 }

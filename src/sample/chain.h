@@ -50,6 +50,15 @@ int32_t tern_chain_choose(tern_chain *c, const float *logits, tern_logprobs *lp)
 /* Chooses the next token given a drafted one (speculative verification): the same distribution as
  * tern_chain_choose (tern_sample_draft); *accepted says whether the choice is the draft. Does not accept it. */
 int32_t tern_chain_verify(tern_chain *c, const float *logits, int32_t draft, tern_logprobs *lp, int *accepted);
+/* Drafts a token by sampling a drafter's logits[vocab] (biased in place) under the request's bias, temperature, top-k,
+ * top-p and min-p (not its penalties), from a generator of its own seeded by the request's seed; q[vocab] receives
+ * the distribution it was drawn from, for tern_chain_verify_q. */
+int32_t tern_chain_draft(tern_chain *c, float *logits, float *q);
+/* tern_chain_verify for a token drafted from q (tern_chain_draft): kept with probability min(1, p/q) at it
+ * (tern_sample_draft_q); the choice is distributed as tern_chain_choose's, but seeded runs choose other tokens than
+ * without drafts. */
+int32_t tern_chain_verify_q(tern_chain *c, const float *logits, int32_t draft, const float *q, tern_logprobs *lp,
+                            int *accepted);
 /* Adds a token to the history the penalties see. */
 void tern_chain_accept(tern_chain *c, int32_t id);
 

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/hash.h"
 #include "sample/topk.h"
@@ -87,10 +88,9 @@ static double block_sum(const float *p, int64_t b, int64_t e) {
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* A draw over the whole vocabulary in index order, w holding (logit - max) / T: w becomes e^w, the total is the
- * sum of the block sums, and the draw finds its block by their running sum, then its token within. */
-static int32_t draw_all(float *w, int64_t n, tern_rng *rng) {
-    tern_exp(w, n);
+/* A draw from weights w[0, n) (not normalised) in index order: the total is the sum of the block sums, and the
+ * draw finds its block by their running sum, then its token within. */
+static int32_t draw_weights(const float *w, int64_t n, tern_rng *rng) {
     double total = 0;
     for (int64_t b = 0; b < n; b += SAMPLE_BLOCK)
         total += block_sum(w, b, b + SAMPLE_BLOCK < n ? b + SAMPLE_BLOCK : n);
@@ -115,32 +115,40 @@ static int32_t draw_all(float *w, int64_t n, tern_rng *rng) {
     return 0;
 }
 
-int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx) {
-    if (p->temperature <= 0.0f || n <= 1)
-        return tern_argmax(logits, n);
-    float mx = logits[tern_argmax(logits, n)];
-    if (!(mx > -INFINITY)) /* nothing is possible (all banned): fall back to the first token */
+/* work = (logit - max) / T, the largest 0 so exp() never overflows, NaN impossible; returns 0 when nothing is
+ * possible (all banned). */
+static int scale(const float *logits, int64_t n, float temperature, float *work) {
+    const float mx = logits[tern_argmax(logits, n)];
+    if (!(mx > -INFINITY))
         return 0;
-    /* work = (logit - max) / T: the largest is 0, so exp() never overflows; NaN counts as impossible. */
-    double total = 0;
     for (int64_t i = 0; i < n; i++) {
-        float w = (logits[i] - mx) / p->temperature;
+        float w = (logits[i] - mx) / temperature;
         work[i] = w == w ? w : -INFINITY;
     }
-    if (!(p->top_k > 0 && p->top_k < n) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f))
-        return draw_all(work, n, rng);
-    ranked r = {work, idx, n, 0};
+    return 1;
+}
+
+static int nothing_cut(const tern_sampling *p, int64_t n) {
+    return !(p->top_k > 0 && p->top_k < n) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f);
+}
+
+/* With a filter on: how many of the best-ranked candidates top-k, top-p and min-p keep (ranks [0, m) of r), and
+ * *sum, the sum of their e^work. */
+static int64_t kept_candidates(ranked *r, const tern_sampling *p, double *sum) {
+    const float *work = r->keys;
+    const int64_t n = r->n;
+    double total = 0;
     int64_t m = p->top_k > 0 && p->top_k < n ? p->top_k : n; /* candidates kept so far: ranks [0, m) */
     if (m < n)
         for (int64_t i = 0; i < m; i++)
-            total += (double)expf(work[rank_at(&r, i)]);
+            total += (double)expf(work[rank_at(r, i)]);
     else
         for (int64_t i = 0; i < n; i++)
             total += (double)expf(work[i]);
     if (p->top_p < 1.0f) { /* the smallest prefix whose probability reaches top_p (at least one) */
         double acc = 0;
         for (int64_t i = 0; i < m; i++) {
-            acc += (double)expf(work[rank_at(&r, i)]) / total;
+            acc += (double)expf(work[rank_at(r, i)]) / total;
             if (acc >= p->top_p) {
                 m = i + 1;
                 break;
@@ -149,16 +157,31 @@ int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern
     }
     if (p->min_p > 0.0f) { /* drop tokens below min_p times the top probability (exp(0) = 1) */
         int64_t keep = 1;
-        while (keep < m && (double)expf(work[rank_at(&r, keep)]) >= p->min_p)
+        while (keep < m && (double)expf(work[rank_at(r, keep)]) >= p->min_p)
             keep++;
         m = keep;
     }
-    double sum = 0;
+    *sum = 0;
     if (m == n)
-        sum = total;
+        *sum = total;
     else
         for (int64_t i = 0; i < m; i++)
-            sum += (double)expf(work[rank_at(&r, i)]);
+            *sum += (double)expf(work[rank_at(r, i)]);
+    return m;
+}
+
+int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx) {
+    if (p->temperature <= 0.0f || n <= 1)
+        return tern_argmax(logits, n);
+    if (!scale(logits, n, p->temperature, work)) /* nothing is possible: fall back to the first token */
+        return 0;
+    if (nothing_cut(p, n)) {
+        tern_exp(work, n);
+        return draw_weights(work, n, rng);
+    }
+    ranked r = {work, idx, n, 0};
+    double sum;
+    const int64_t m = kept_candidates(&r, p, &sum);
     double u = tern_rng_uniform(rng) * sum, acc = 0;
     for (int64_t i = 0; i < m; i++) {
         int32_t t = rank_at(&r, i);
@@ -173,6 +196,35 @@ int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern
     return rank_at(&r, 0);
 }
 
+void tern_sample_probs(const float *logits, int64_t n, const tern_sampling *p, float *probs, float *work,
+                       int32_t *idx) {
+    if (p->temperature <= 0.0f || n <= 1 || !scale(logits, n, p->temperature, work)) {
+        const int32_t t = p->temperature <= 0.0f || n <= 1 ? tern_argmax(logits, n) : 0;
+        memset(probs, 0, (size_t)n * sizeof *probs);
+        probs[t] = 1.0f;
+        return;
+    }
+    if (nothing_cut(p, n)) {
+        memcpy(probs, work, (size_t)n * sizeof *probs);
+        tern_exp(probs, n);
+        double total = 0;
+        for (int64_t b = 0; b < n; b += SAMPLE_BLOCK)
+            total += block_sum(probs, b, b + SAMPLE_BLOCK < n ? b + SAMPLE_BLOCK : n);
+        const float inv = (float)(1.0 / total);
+        for (int64_t i = 0; i < n; i++)
+            probs[i] *= inv;
+        return;
+    }
+    ranked r = {work, idx, n, 0};
+    double sum;
+    const int64_t m = kept_candidates(&r, p, &sum);
+    memset(probs, 0, (size_t)n * sizeof *probs);
+    for (int64_t i = 0; i < m; i++)
+        probs[idx[i]] = (float)((double)expf(work[idx[i]]) / sum);
+}
+
+int32_t tern_sample_from(const float *probs, int64_t n, tern_rng *rng) { return draw_weights(probs, n, rng); }
+
 int32_t tern_sample_draft(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work,
                           int32_t *idx, int32_t draft, int *accepted) {
     /* The token is drawn exactly as without a draft (one uniform, the same walk), and the draft is kept when it is
@@ -180,5 +232,27 @@ int32_t tern_sample_draft(const float *logits, int64_t n, const tern_sampling *p
      * would, the output is distributed as p, and a seeded request draws the same tokens as without speculation. */
     int32_t t = tern_sample(logits, n, p, rng, work, idx);
     *accepted = t == draft;
+    return t;
+}
+
+int32_t tern_sample_draft_q(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *probs,
+                            float *work, int32_t *idx, const float *q, int32_t draft, int *accepted) {
+    /* Speculative sampling: keep the draft with probability min(1, p/q) at it; otherwise draw from the part of p
+     * that q under-proposes, max(0, p - q) normalised — together exactly p, whatever q is. */
+    tern_sample_probs(logits, n, p, probs, work, idx);
+    const double u = tern_rng_uniform(rng);
+    *accepted = q[draft] > 0.0f && u * (double)q[draft] < (double)probs[draft];
+    if (*accepted)
+        return draft;
+    int any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float d = probs[i] - q[i];
+        probs[i] = d > 0.0f ? d : 0.0f;
+        any |= d > 0.0f;
+    }
+    if (!any) /* p and q equal but for rounding (a rejection is then all but impossible): draw from p */
+        tern_sample_probs(logits, n, p, probs, work, idx);
+    const int32_t t = draw_weights(probs, n, rng);
+    *accepted = t == draft; /* the residual never holds the draft (p < q there), unless p was drawn afresh */
     return t;
 }

@@ -34,11 +34,24 @@ int32_t tern_argmax(const float *logits, int64_t n);
  * `work` must hold n floats and `idx` n ints; logits are not modified. */
 int32_t tern_sample(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work, int32_t *idx);
 
+/* The distribution tern_sample draws from, as probabilities: probs[n] (zero where a filter cuts; one-hot at the
+ * argmax when greedy). `work` and `idx` are scratch of n. */
+void tern_sample_probs(const float *logits, int64_t n, const tern_sampling *p, float *probs, float *work,
+                       int32_t *idx);
+/* A token drawn from probs[n] (weights: need not sum to 1). */
+int32_t tern_sample_from(const float *probs, int64_t n, tern_rng *rng);
+
 /* Verifies a drafted token: the token tern_sample draws (the same draw, the same RNG use), accepted iff it is the
  * draft — so it is accepted with probability p(draft) (rejection sampling against a one-hot proposal), the result is
  * distributed as tern_sample's, and a seeded run chooses the same tokens with or without drafts. *accepted says
  * whether the result is the draft. */
 int32_t tern_sample_draft(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *work,
                           int32_t *idx, int32_t draft, int *accepted);
+/* Verifies a token drafted by drawing from q[n] (a drafter's distribution; q[draft] > 0): kept with probability
+ * min(1, p(draft) / q(draft)), else a token drawn from max(0, p - q) renormalised, so the result is distributed as
+ * tern_sample's p whatever q is, and the draft is kept with probability sum(min(p, q)) — higher than p(draft) when
+ * q is close to p. Uses other random draws than tern_sample. `probs`, `work`, `idx`: scratch of n. */
+int32_t tern_sample_draft_q(const float *logits, int64_t n, const tern_sampling *p, tern_rng *rng, float *probs,
+                            float *work, int32_t *idx, const float *q, int32_t draft, int *accepted);
 
 #endif

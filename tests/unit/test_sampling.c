@@ -325,6 +325,94 @@ static void test_draft_verification_keeps_distribution(void **state) {
     assert_false(acc);
 }
 
+/* Sampled drafts: tern_sample_probs is the distribution tern_sample draws from, and tokens drafted from any q and
+ * verified by tern_sample_draft_q follow p exactly (chi-square as above), the draft kept with probability
+ * sum(min(p, q)) — all of the time when q is p. The q's: p itself; uniform over every token (p bans some); another
+ * temperature of other logits; one-hot on an unlikely token. */
+static void test_sampled_draft_keeps_distribution(void **state) {
+    (void)state;
+    enum { N = 8, DRAWS = 60000 };
+    const float logits[N] = {0.0f, 1.0f, 2.0f, -1.0f, 0.5f, 1.5f, -INFINITY, 0.2f};
+    const float other[N] = {1.0f, 0.0f, 2.5f, 0.0f, -0.5f, 0.5f, 1.0f, 0.0f};
+    const tern_sampling cases[] = {{1.0f, 0, 1.0f, 0.0f}, {0.7f, 3, 1.0f, 0.0f}, {1.3f, 0, 0.8f, 0.0f},
+                                   {1.0f, 0, 1.0f, 0.3f}};
+    float work[N], probs[N];
+    int32_t idx[N];
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        float p[N];
+        tern_sample_probs(logits, N, &cases[c], p, work, idx);
+        /* The same distribution as the reference sampler's draws. */
+        tern_rng probe;
+        tern_rng_seed(&probe, 7 + c);
+        int seen[N] = {0};
+        for (int i = 0; i < DRAWS; i++)
+            seen[ref_sample(logits, N, &cases[c], &probe)]++;
+        double sum = 0;
+        for (int k = 0; k < N; k++) {
+            sum += p[k];
+            assert_true(fabs(p[k] - seen[k] / (double)DRAWS) < 0.01);
+            if (!seen[k])
+                assert_true(p[k] == 0.0f);
+        }
+        assert_true(fabs(sum - 1) < 1e-5);
+        float qs[4][N];
+        memcpy(qs[0], p, sizeof p);
+        for (int k = 0; k < N; k++)
+            qs[1][k] = 1.0f / N;
+        const tern_sampling hot = {1.8f, 0, 1.0f, 0.0f};
+        tern_sample_probs(other, N, &hot, qs[2], work, idx);
+        memset(qs[3], 0, sizeof qs[3]);
+        qs[3][3] = 1.0f;
+        for (int qi = 0; qi < 4; qi++) {
+            const float *q = qs[qi];
+            tern_rng rd, rv;
+            tern_rng_seed(&rd, 500 + c * 10 + qi);
+            tern_rng_seed(&rv, 900 + c * 10 + qi);
+            int count[N] = {0}, accepted_n = 0;
+            for (int i = 0; i < DRAWS; i++) {
+                const int32_t d = tern_sample_from(q, N, &rd);
+                assert_true(q[d] > 0);
+                int acc = 0;
+                int32_t t = tern_sample_draft_q(logits, N, &cases[c], &rv, probs, work, idx, q, d, &acc);
+                assert_true(t >= 0 && t < N);
+                assert_int_equal(acc, t == d);
+                count[t]++;
+                accepted_n += acc;
+            }
+            double chi2 = 0, overlap = 0;
+            for (int k = 0; k < N; k++) {
+                overlap += p[k] < q[k] ? p[k] : q[k];
+                if (p[k] == 0) {
+                    assert_int_equal(count[k], 0);
+                    continue;
+                }
+                const double e = p[k] * DRAWS;
+                chi2 += (count[k] - e) * (count[k] - e) / e;
+            }
+            if (chi2 > 24.3)
+                fail_msg("case %zu, q %d: chi-square %.1f over the 0.001 critical value", c, qi, chi2);
+            if (fabs(accepted_n / (double)DRAWS - overlap) > 0.01)
+                fail_msg("case %zu, q %d: kept %.4f of the drafts, sum(min(p, q)) is %.4f", c, qi,
+                         accepted_n / (double)DRAWS, overlap);
+            if (qi == 0)
+                assert_int_equal(accepted_n, DRAWS);
+        }
+    }
+    /* Greedy p: the argmax, kept when it is the draft. */
+    const tern_sampling g = tern_sampling_greedy();
+    tern_sample_probs(logits, N, &g, probs, work, idx);
+    for (int k = 0; k < N; k++)
+        assert_true(probs[k] == (k == 2 ? 1.0f : 0.0f));
+    const float uniform[N] = {0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f};
+    tern_rng r;
+    tern_rng_seed(&r, 3);
+    int acc = 0;
+    assert_int_equal(tern_sample_draft_q(logits, N, &g, &r, probs, work, idx, uniform, 2, &acc), 2);
+    assert_true(acc);
+    assert_int_equal(tern_sample_draft_q(logits, N, &g, &r, probs, work, idx, uniform, 5, &acc), 2);
+    assert_false(acc);
+}
+
 static void test_penalties(void **state) {
     tern_penalty_window w;
     TU_OK(tern_penalty_window_init(&w, 16, 3));
@@ -480,6 +568,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_argmax),            cmocka_unit_test(test_rank_matches_sort), cmocka_unit_test(test_sample_matches_reference),
         cmocka_unit_test(test_draft_verification_keeps_distribution),
+        cmocka_unit_test(test_sampled_draft_keeps_distribution),
         cmocka_unit_test(test_penalties),         TU_ISA_TESTS(test_logprobs),
         cmocka_unit_test(test_chain),
     };

@@ -85,6 +85,8 @@ static tern_engine *engine(int parallel, int ngram, int draft_max) {
 /* Tokens every request of run_text bans (none unless a test sets them). */
 static tern_logit_bias *ban;
 static int n_ban;
+/* run_text's requests carry no seed (sampled drafts) unless 0. */
+static int unseeded;
 
 static void run_text(tern_engine *e, int n, const int32_t *const *pred, const int *n_pred, char *const *pred_text,
                      float temperature, run *out) {
@@ -101,7 +103,7 @@ static void run_text(tern_engine *e, int n, const int32_t *const *pred, const in
         r.ignore_eos = 1;
         r.sampling.temperature = temperature;
         r.sampling.seed = 1234 + (uint64_t)k;
-        r.sampling.has_seed = 1;
+        r.sampling.has_seed = !unseeded;
         if (pred && pred[k]) {
             r.prediction_ids = pred[k];
             r.n_prediction_ids = (size_t)n_pred[k];
@@ -556,8 +558,8 @@ static void test_assistant_source(void **state) {
 }
 
 /* Two-model drafting: the target itself as its own drafter (every draft kept: the same greedy tokens) and another
- * random model of the same vocabulary give plain decoding's output, solo and batched; a drafter of another
- * vocabulary is refused when the engine starts. */
+ * random model of the same vocabulary give plain decoding's output, solo and batched; sampled drafts at a
+ * temperature; a drafter of another vocabulary is refused when the engine starts. */
 static void test_draft_model_source(void **state) {
     (void)state;
     static run plain[N], got[N];
@@ -590,6 +592,41 @@ static void test_draft_model_source(void **state) {
                 assert_int_equal(mt.draft_accepted[3], mt.draft_tokens[3]);
             assert_true(mt.draft_tokens[3] > 0);
         }
+    /* Sampling rows without a seed draw their drafts from the drafter's distribution and verify them against it
+     * (min(1, p/q)): the model drafting for itself at a temperature keeps (nearly) every draft — a greedy draft is
+     * kept only as often as the target samples its argmax. Seeded rows draft greedily and choose plain decoding's
+     * tokens. */
+    static run plain_t[N];
+    e = engine(3, 0, -1);
+    run_all(e, N, NULL, NULL, 0.9f, plain_t);
+    tern_engine_destroy(e);
+    for (int rows = 1; rows <= 3; rows += 2) {
+        static run seeded[N];
+        tern_engine_opts o;
+        tern_engine_opts_default(&o);
+        o.parallel = rows;
+        o.ctx = 256;
+        o.prefill_chunk = 16;
+        o.step_tokens = 64;
+        o.draft_max = 4;
+        o.draft_model = model_dir;
+        TU_OK(tern_engine_create(model, &o, &e));
+        unseeded = 1;
+        run_all(e, N, NULL, NULL, 0.9f, got);
+        unseeded = 0;
+        tern_metrics mu, mt;
+        tern_engine_metrics(e, &mu);
+        run_all(e, N, NULL, NULL, 0.9f, seeded);
+        tern_engine_metrics(e, &mt);
+        tern_engine_destroy(e);
+        expect_same(plain_t, seeded, N, "seeded sampling, the model drafting for itself");
+        const unsigned long long drafted = mu.draft_tokens[3], kept = mu.draft_accepted[3];
+        print_message("itself at temperature 0.9, %d rows: unseeded %llu drafted, %llu kept; seeded %llu drafted, "
+                      "%llu kept\n", rows, drafted, kept, (unsigned long long)(mt.draft_tokens[3] - drafted),
+                      (unsigned long long)(mt.draft_accepted[3] - kept));
+        assert_true(drafted > 0);
+        assert_true(kept >= 0.95 * (double)drafted);
+    }
     tern_engine_opts o;
     tern_engine_opts_default(&o);
     char v4096[4096];
@@ -684,6 +721,15 @@ static void test_draft_policy(void **state) {
     tern_draft_policy_after(&q, TERN_DRAFT_PREDICTION, 0, 1, 0.010, 8, &l);
     tern_draft_policy_after(&q, TERN_DRAFT_PREDICTION, 4, 2, 0.040, 8, &l);
     assert_int_equal(l.pause[TERN_DRAFT_PREDICTION], 8);
+    /* fixed: draft_max from the first step on, whatever is kept and however slow (the lessons say 16 plain steps) */
+    tern_draft_policy_start(&q, 4, TERN_DRAFT_NGRAM, &l);
+    q.fixed = 1;
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(tern_draft_policy_ask(&q, 100, 100, 1), 4);
+        tern_draft_policy_after(&q, TERN_DRAFT_NGRAM, 4, 1, 0.040, 4, &l);
+    }
+    assert_int_equal(tern_draft_policy_ask(&q, 2, 100, 1), 2);
+    assert_int_equal(l.pause[TERN_DRAFT_NGRAM], 16);
 }
 
 int main(void) {
