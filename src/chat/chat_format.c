@@ -70,7 +70,9 @@ static char *generation_prompt(const tern_chat_format *f, const char *origin) {
 }
 
 /* The dialect the model writes: Gemma 4's markers when the vocabulary has them; else what the template shows the
- * model (Hermes-style <tool_call> blocks, Llama 3's JSON calls); else Gemma 4's. */
+ * model (Hermes-style <tool_call> blocks, Llama 3's JSON calls); else what the vocabulary's markers say of the family
+ * (a <tool_call> token, or ChatML turns: Hermes; Llama 3's turns or <|python_tag|>: Llama 3's JSON calls, even from
+ * a template that never shows tools); else Gemma 4's. */
 static const tern_reply_dialect *dialect_of(const tern_tokenizer *tok, const char *template_src) {
     if (marker(tok, TERN_G4_TOOL_CALL_OPEN))
         return &tern_dialect_gemma4;
@@ -78,8 +80,10 @@ static const tern_reply_dialect *dialect_of(const tern_tokenizer *tok, const cha
         return &tern_dialect_hermes;
     if (template_src && (strstr(template_src, "<|python_tag|>") || strstr(template_src, "\"parameters\": ")))
         return &tern_dialect_llama3;
-    if (marker(tok, "<tool_call>"))
+    if (marker(tok, "<tool_call>") || marker(tok, "<|im_start|>"))
         return &tern_dialect_hermes;
+    if (marker(tok, "<|python_tag|>") || marker(tok, "<|start_header_id|>"))
+        return &tern_dialect_llama3;
     return &tern_dialect_gemma4;
 }
 

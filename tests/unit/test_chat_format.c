@@ -1,6 +1,6 @@
 /* test_chat_format.c — a model's chat format, worked out once: BOS/EOS texts, every stop id, turn and media
- * markers and the generation prompt, from the real Gemma 4 and Llama 3 vocabularies and templates; no template
- * and a broken template; and the same facts through the public API of a loaded model. */
+ * markers, the generation prompt and the tool-call dialect, from the real Gemma 4, Llama 3 and Qwen vocabularies
+ * and templates; no template and a broken template; and the same facts through the public API of a loaded model. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +70,27 @@ static void test_llama3(void **state) {
     assert_non_null(f->generation_prompt);
     assert_non_null(strstr(f->generation_prompt, "assistant"));
     assert_true(f->n_stop_ids >= 1);
+    assert_ptr_equal(f->dialect, &tern_dialect_llama3);
     tern_chat_format_free(f);
+    /* Llama 3's JSON calls from its vocabulary where the template never shows tools (a Llama 3.2-style template
+     * without them), and with no template at all. */
+    const char *plain = "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}"
+                        "<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant"
+                        "<|end_header_id|>\n\n{% endif %}";
+    const char *tpls[2] = {plain, NULL};
+    for (int i = 0; i < 2; i++) {
+        TU_OK(tern_chat_format_build(tok, tpls[i], "llama", NULL, 0, &f));
+        assert_ptr_equal(f->dialect, &tern_dialect_llama3);
+        tern_chat_format_free(f);
+    }
     free(tpl);
+    tern_tokenizer_free(tok);
+    /* ChatML turns (Qwen's vocabulary) with a template that shows no tools: Hermes-style <tool_call> blocks. */
+    TU_OK(tern_tokenizer_load(tu_testdata("vocab/ggml-vocab-qwen2.gguf"), &tok));
+    TU_OK(tern_chat_format_build(tok, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                                      "{% endfor %}", "chatml", NULL, 0, &f));
+    assert_ptr_equal(f->dialect, &tern_dialect_hermes);
+    tern_chat_format_free(f);
     tern_tokenizer_free(tok);
 }
 
