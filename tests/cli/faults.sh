@@ -68,6 +68,8 @@ echo "ok: kill -9 at 8 moments of a start writing the caches (run ${ms} ms), eac
 serve() { # serve NAME MODEL ARGS...: starts a server, sets $url; its pid is in $dir/NAME.pid
     name=$1 model=$2
     shift 2
+    # Emptied here, not only by the child's redirection: a wait that ran first would read the last server's line.
+    : >"$dir/$name.out"
     TERN_CACHE_DIR=${CACHE:-off} "$tern" serve "$model" --port 0 "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
     echo $! >"$dir/$name.pid"
     for _ in $(seq 300); do
