@@ -27,7 +27,8 @@ static const char *usage =
     "       tern bench [-m] MODEL_DIR (--draft-model DIR | --draft-ngram) --prompts FILE [-n 64] [--draft-max 8]\n"
     "                  [--temp T [--seed S]]\n"
     "Prefill: one row of p tokens (chunks of 512). Decode: B rows, n steps of one token each, every row after the\n"
-    "same D tokens of context (prefilled untimed; default 0). --profile: where the prefill's and a decode step's\n"
+    "same D tokens of context (prefilled untimed; default 0); the decode limit counts the weights and the KV cache\n"
+    "rows each step reads. --profile: where the prefill's and a decode step's\n"
     "time goes, by phase of the forward pass; for decode with the weights each phase reads and their rate against\n"
     "the measured bandwidth.\n"
     "--startup: `tern serve` from process start to its first answered request, cold (the model's and the cache's\n"
@@ -254,9 +255,13 @@ int cmd_bench(int argc, char **argv) {
         bw = (double)tern_membw_bytes(probe) * (double)(N > 8 ? N : 8) / probe_s * 1e-9;
     if (!err) {
         double bytes = (double)tern_lm_decode_bytes(m);
+        /* What the timed steps read from the cache: each row over the D + 2 + s positions it holds at step s. */
+        double kv_bytes = 0;
+        for (int64_t s = 0; s < N; s++)
+            kv_bytes += (double)B * (double)tern_lm_desc_kv_read_bytes(c, kt, vt, D + 2 + s) / (double)N;
         double prefill_tps = P && prefill_s > 0 ? (double)P / prefill_s : 0;
         double steps = decode_s > 0 ? (double)N / decode_s : 0;
-        double eff = bw > 0 ? steps * bytes / (bw * 1e9) : 0;
+        double eff = bw > 0 ? steps * (bytes + kv_bytes) / (bw * 1e9) : 0;
         const char *isa = tern_isa_name(tern_isa_active());
         /* B > 1: the lone row decoded between the batched steps, and the batch's aggregate over it. */
         double solo = B > 1 && solo_s > 0 ? (double)N / solo_s : steps, speedup = solo > 0 ? steps * (double)B / solo : 0;
@@ -265,10 +270,10 @@ int cmd_bench(int argc, char **argv) {
                    "\"decode_tok_s\": %.2f, \"decode_aggregate_tok_s\": %.2f, \"bytes_per_token\": %.0f, "
                    "\"bandwidth_gb_s\": %.2f, \"decode_efficiency\": %.3f, \"threads\": %d, \"batch\": %lld, "
                    "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f, \"single_row_tok_s\": %.2f, "
-                   "\"batch_speedup\": %.2f, \"depth\": %lld",
+                   "\"batch_speedup\": %.2f, \"depth\": %lld, \"kv_bytes_per_step\": %.0f",
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
                    tern_pool_size(pool), (long long)B, isa, kv_name, region_us, solo,
-                   speedup, (long long)D);
+                   speedup, (long long)D, kv_bytes);
             if (profiling && pre_prof.passes) {
                 printf(", \"prefill_profile\": [");
                 for (int ph = 0; ph < TERN_PH_COUNT; ph++)
@@ -291,13 +296,14 @@ int cmd_bench(int argc, char **argv) {
                    "decode           %lld steps x %lld rows after %lld tokens of context: %.2f tok/s per row, "
                    "%.2f tok/s aggregate\n"
                    "weights/step     %.1f MB streamed per decode step\n"
+                   "kv/step          %.1f MB read from the KV cache per decode step (every row, its mean context)\n"
                    "read bandwidth   %.2f GB/s (measured between the decode steps, %d threads)\n"
                    "decode limit     %.2f steps/s; efficiency %.1f%%\n"
                    "thread pool      %.2f us per parallel region (measured between the decode steps)\n",
                    pos[0], isa, tern_pool_size(pool), kv_name, (long long)P, prefill_tps,
-                   (long long)N, (long long)B, (long long)D, steps, steps * (double)B, bytes * 1e-6, bw,
-                   tern_pool_size(pool),
-                   bytes > 0 ? bw * 1e9 / bytes : 0, eff * 100, region_us);
+                   (long long)N, (long long)B, (long long)D, steps, steps * (double)B, bytes * 1e-6, kv_bytes * 1e-6,
+                   bw, tern_pool_size(pool), bytes + kv_bytes > 0 ? bw * 1e9 / (bytes + kv_bytes) : 0, eff * 100,
+                   region_us);
             if (B > 1)
                 printf("batching         %.2f tok/s for one row decoded between the batched steps; %lld rows give "
                        "%.2fx its throughput\n", solo, (long long)B, speedup);

@@ -52,6 +52,19 @@ void tern_lm_desc_kv_bytes(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_t
     }
 }
 
+uint64_t tern_lm_desc_kv_read_bytes(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, int64_t n) {
+    uint64_t total = 0;
+    for (int64_t l = 0; l < d->n_layers && n > 0; l++) {
+        const int c = d->layer_kv[l];
+        if (c < 0 || c >= d->n_kv)
+            continue;
+        const int64_t row = d->kv[c].kv_heads * d->kv[c].head_dim;
+        const int64_t read = d->kv[c].ring && d->sliding_window > 0 && n > d->sliding_window ? d->sliding_window : n;
+        total += (uint64_t)read * ((uint64_t)tern_kv_type_bytes(k_type, row) + tern_kv_type_bytes(v_type, row));
+    }
+    return total;
+}
+
 /* A GGUF model: the architecture its metadata names, parsed from the file (no config.json: root NULL). */
 static TERN_MUST_CHECK tern_err *spec_load_gguf(const char *file, tern_lm_spec **out) {
     tern_gguf *g;

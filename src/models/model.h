@@ -54,6 +54,10 @@ typedef struct tern_lm_desc {
  * and V as v_type. */
 void tern_lm_desc_kv_bytes(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, uint64_t *full,
                            uint64_t *ring);
+/* K+V bytes one row's decode step reads from its cache holding n positions (its own token's included): every layer
+ * reads the cache layer it attends over — all n positions on a full layer, at most the window on a ring layer —
+ * whether it owns that layer or shares another's. */
+uint64_t tern_lm_desc_kv_read_bytes(const tern_lm_desc *d, tern_kv_type k_type, tern_kv_type v_type, int64_t n);
 
 typedef struct tern_lm_spec tern_lm_spec;
 typedef struct tern_lm tern_lm;

@@ -625,6 +625,14 @@ static void test_kv_cost(void **state) {
     tern_lm_spec *spec;
     TU_OK(tern_lm_spec_load(model_dir, &spec));
     tern_kv_cost_from_desc(tern_lm_spec_desc(spec), TERN_KV_BF16, TERN_KV_BF16, 16, &fc);
+    /* What one decode step reads (tern bench's roofline): sliding layers 0, 1, 3 and 4 (sharing 3's cache) read up
+     * to the window of 8 positions of 2 x 16 K and V values, full layers 2 and 5 (sharing 2's) every position of
+     * 2 x 32; bf16. */
+    const tern_lm_desc *d = tern_lm_spec_desc(spec);
+    assert_int_equal(tern_lm_desc_kv_read_bytes(d, TERN_KV_BF16, TERN_KV_BF16, 0), 0);
+    assert_int_equal(tern_lm_desc_kv_read_bytes(d, TERN_KV_BF16, TERN_KV_BF16, 4), 4 * (4 * 128 + 2 * 256));
+    assert_int_equal(tern_lm_desc_kv_read_bytes(d, TERN_KV_BF16, TERN_KV_BF16, 100), 8 * 4 * 128 + 100 * 2 * 256);
+    assert_int_equal(tern_lm_desc_kv_read_bytes(d, TERN_KV_F32, TERN_KV_BF16, 4), 4 * (4 * 192 + 2 * 384));
     tern_lm_spec_free(spec);
     tern_kv *kv;
     TU_OK(tern_gemma4_kv_create(model, 1, 256, 16, TERN_KV_BF16, TERN_KV_BF16, &kv));
