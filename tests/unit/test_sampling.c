@@ -262,6 +262,21 @@ static void test_sample_matches_reference(void **state) {
     free(idx);
 }
 
+/* Pearson's chi-square of counts of `draws` draws against the probabilities p[n]; a token p rules out must never
+ * have been drawn. */
+static double chi_square(const int *count, const double *p, int n, int draws) {
+    double chi2 = 0;
+    for (int k = 0; k < n; k++) {
+        if (p[k] == 0) {
+            assert_int_equal(count[k], 0);
+            continue;
+        }
+        const double e = p[k] * draws;
+        chi2 += (count[k] - e) * (count[k] - e) / e;
+    }
+    return chi2;
+}
+
 /* Speculative verification keeps the distribution: with any drafted token (likely, unlikely, cut by top-k, banned)
  * the tokens tern_sample_draft returns follow p exactly. Pearson's chi-square over 60000 draws per case against
  * the exact p, 7 degrees of freedom at most: 24.3 is the 0.001 critical value (seeded, so the test is fixed). */
@@ -299,15 +314,7 @@ static void test_draft_verification_keeps_distribution(void **state) {
                 count[t]++;
                 accepted_n += acc;
             }
-            double chi2 = 0;
-            for (int k = 0; k < N; k++) {
-                if (p[k] == 0) {
-                    assert_int_equal(count[k], 0);
-                    continue;
-                }
-                const double e = p[k] * DRAWS;
-                chi2 += (count[k] - e) * (count[k] - e) / e;
-            }
+            const double chi2 = chi_square(count, p, N, DRAWS);
             if (chi2 > 24.3)
                 fail_msg("case %zu, draft %d: chi-square %.1f over the 0.001 critical value", c, drafts[d], chi2);
             /* The draft is accepted exactly as often as p gives it. */
@@ -379,16 +386,12 @@ static void test_sampled_draft_keeps_distribution(void **state) {
                 count[t]++;
                 accepted_n += acc;
             }
-            double chi2 = 0, overlap = 0;
+            double pd[N], overlap = 0;
             for (int k = 0; k < N; k++) {
+                pd[k] = p[k];
                 overlap += p[k] < q[k] ? p[k] : q[k];
-                if (p[k] == 0) {
-                    assert_int_equal(count[k], 0);
-                    continue;
-                }
-                const double e = p[k] * DRAWS;
-                chi2 += (count[k] - e) * (count[k] - e) / e;
             }
+            const double chi2 = chi_square(count, pd, N, DRAWS);
             if (chi2 > 24.3)
                 fail_msg("case %zu, q %d: chi-square %.1f over the 0.001 critical value", c, qi, chi2);
             if (fabs(accepted_n / (double)DRAWS - overlap) > 0.01)

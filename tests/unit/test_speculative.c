@@ -80,6 +80,22 @@ static tern_engine *engine(int parallel, int ngram, int draft_max) {
     return engine_on(model, parallel, ngram, draft_max, 256);
 }
 
+/* An engine of `rows` rows on m drafting up to 4 tokens with the drafter at dir (head: tern_engine_opts.draft_head). */
+static tern_engine *drafting_engine(tern_model *m, int rows, const char *dir, int head) {
+    tern_engine_opts o;
+    tern_engine_opts_default(&o);
+    o.parallel = rows;
+    o.ctx = 256;
+    o.prefill_chunk = 16;
+    o.step_tokens = 64;
+    o.draft_max = 4;
+    o.draft_model = dir;
+    o.draft_head = head;
+    tern_engine *e;
+    TU_OK(tern_engine_create(m, &o, &e));
+    return e;
+}
+
 /* Runs n requests on e (all submitted at once: with fewer rows than requests they join as others leave),
  * prediction[k] (may be NULL) as each one's predicted output, or pred_text[k] as its text. */
 /* Tokens every request of run_text bans (none unless a test sets them). */
@@ -524,16 +540,7 @@ static void test_assistant_source(void **state) {
     snprintf(drafter, sizeof drafter, "%s", tu_testdata("oracle/tiny-v4096-assistant-f32"));
     const int rows[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
-        tern_engine_opts o;
-        tern_engine_opts_default(&o);
-        o.parallel = rows[i];
-        o.ctx = 256;
-        o.prefill_chunk = 16;
-        o.step_tokens = 64;
-        o.draft_max = 4;
-        o.draft_model = drafter;
-        o.draft_head = 1;
-        TU_OK(tern_engine_create(m, &o, &e));
+        e = drafting_engine(m, rows[i], drafter, 1);
         run_all(e, N, NULL, NULL, 0.0f, got);
         tern_metrics mt;
         tern_engine_metrics(e, &mt);
@@ -571,15 +578,7 @@ static void test_draft_model_source(void **state) {
     const char *drafters[2] = {model_dir, other};
     for (int d = 0; d < 2; d++)
         for (int rows = 1; rows <= 3; rows += 2) {
-            tern_engine_opts o;
-            tern_engine_opts_default(&o);
-            o.parallel = rows;
-            o.ctx = 256;
-            o.prefill_chunk = 16;
-            o.step_tokens = 64;
-            o.draft_max = 4;
-            o.draft_model = drafters[d];
-            TU_OK(tern_engine_create(model, &o, &e));
+            e = drafting_engine(model, rows, drafters[d], 0);
             run_all(e, N, NULL, NULL, 0.0f, got);
             tern_metrics mt;
             tern_engine_metrics(e, &mt);
@@ -602,15 +601,7 @@ static void test_draft_model_source(void **state) {
     tern_engine_destroy(e);
     for (int rows = 1; rows <= 3; rows += 2) {
         static run seeded[N];
-        tern_engine_opts o;
-        tern_engine_opts_default(&o);
-        o.parallel = rows;
-        o.ctx = 256;
-        o.prefill_chunk = 16;
-        o.step_tokens = 64;
-        o.draft_max = 4;
-        o.draft_model = model_dir;
-        TU_OK(tern_engine_create(model, &o, &e));
+        e = drafting_engine(model, rows, model_dir, 0);
         unseeded = 1;
         run_all(e, N, NULL, NULL, 0.9f, got);
         unseeded = 0;
