@@ -341,7 +341,9 @@ static void test_sigterm_drains(void **state) {
         size_t n;
         char *rest = ts_read_all(fds[i], &n);
         close(fds[i]);
-        assert_non_null(strstr(rest, "\"finish_reason\":\"length\""));
+        if (!strstr(rest, "\"finish_reason\":\"length\""))
+            fail_msg("stream %d of 16 did not end by length; its last bytes (of %zu): %s", i, n,
+                     n > 600 ? rest + n - 600 : rest);
         assert_non_null(strstr(rest, "data: [DONE]"));
         free(rest);
     }
