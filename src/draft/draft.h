@@ -75,7 +75,8 @@ struct tern_draft_source {
     const tern_draft_vt *vt;
     tern_draft_kind kind;
     int needs_hidden; /* asks carry the target's hidden state */
-    int samples;      /* chooses from logits: sampling rows' asks carry `sample` */
+    int samples;      /* chooses from logits, and draws every draft with `sample` when an ask carries it (sampling
+                       * rows' asks do) */
 };
 
 /* Prompt lookup over `rows` rows: matches of the last max_n .. min_n tokens. */

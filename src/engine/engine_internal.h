@@ -159,7 +159,6 @@ typedef struct eng_row {
     int32_t *draft;          /* [draft_max] this step's drafted tokens */
     float *draft_q;          /* [draft_max][vocab] sampling rows of sampling sources: the distributions the drafts
                               * were drawn from (made at the first such row), or NULL: drafts are argmaxes */
-    int draft_sampled;       /* this step's drafts were drawn from draft_q */
     int asked;               /* its source was asked this step (and so hears what the row kept) */
     float *h;                /* [hidden] the target's final hidden state before the fed token (sources needing it) */
     int hout;                /* this step's first hidden-state row, or -1 */

@@ -254,6 +254,12 @@ typedef struct sample_job {
     tern_engine *e;
 } sample_job;
 
+/* Whether the row's drafts are drawn from its source's distribution (kept in draft_q): a sampling source, and a
+ * request that samples without a seed of its own, with the memory for q. */
+static int drafts_sampled(const eng_row *w) {
+    return w->src && w->src->samples && w->req->sample_drafts && w->draft_q;
+}
+
 /* The row's choices this step: at each fed position in turn the chain chooses (verifying the drafted token
  * there, if any), until a choice is not the draft; every choice joins the penalties' history. */
 static void choose_row(tern_engine *e, eng_row *w) {
@@ -268,10 +274,10 @@ static void choose_row(tern_engine *e, eng_row *w) {
             return;
         int accepted = 0;
         const float *lg = logits + (size_t)j * V;
-        int32_t t = j >= w->n_draft   ? tern_chain_choose(w->chain, lg, &w->lp[j])
-                    : w->draft_sampled ? tern_chain_verify_q(w->chain, lg, w->draft[j], w->draft_q + (size_t)j * V,
-                                                             &w->lp[j], &accepted)
-                                       : tern_chain_verify(w->chain, lg, w->draft[j], &w->lp[j], &accepted);
+        int32_t t = j >= w->n_draft      ? tern_chain_choose(w->chain, lg, &w->lp[j])
+                    : drafts_sampled(w) ? tern_chain_verify_q(w->chain, lg, w->draft[j], w->draft_q + (size_t)j * V,
+                                                            &w->lp[j], &accepted)
+                                        : tern_chain_verify(w->chain, lg, w->draft[j], &w->lp[j], &accepted);
         if (g) {
             int32_t next = tern_gdfa_token(g->dfa, w->gstate, t);
             if (next < 0) {
@@ -394,7 +400,6 @@ static int draft_constrain(const tern_draft_ask *a, float *logits, int64_t vocab
  * for the verification. */
 static int32_t draft_sample(const tern_draft_ask *a, float *logits, int64_t vocab) {
     eng_row *w = a->ctx;
-    w->draft_sampled = 1;
     return tern_chain_draft(w->chain, logits, w->draft_q + (size_t)a->n_out * (size_t)vocab);
 }
 
@@ -405,7 +410,7 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
     int64_t room = e->o.step_tokens - n; /* every decoding row feeds its own token first */
     for (int i = 0; i < n; i++) {
         eng_row *w = &e->rows[rows[i]];
-        w->n_draft = w->draft_sampled = 0;
+        w->n_draft = 0;
         int k = w->src ? tern_draft_policy_ask(&w->pol, w->req->max_tokens - w->n_gen - 1, room, e->o.draft_min) : 0;
         if (k <= 0)
             continue;
@@ -415,7 +420,7 @@ static void gather_drafts(tern_engine *e, const int *rows, int n) {
         *a = (tern_draft_ask){.row = w->seq, .toks = w->toks, .n_toks = w->n_toks, .n_prompt = w->req->n_prompt,
                               .k = k, .hidden = w->h, .out = w->draft,
                               .constrain = w->req->grammar ? draft_constrain : NULL,
-                              .sample = w->draft_q && w->req->sample_drafts ? draft_sample : NULL, .ctx = w};
+                              .sample = drafts_sampled(w) ? draft_sample : NULL, .ctx = w};
     }
     for (int kind = 0; kind < TERN_DRAFT_KINDS; kind++) {
         if (!n_asks[kind])

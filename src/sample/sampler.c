@@ -88,12 +88,18 @@ static double block_sum(const float *p, int64_t b, int64_t e) {
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* A draw from weights w[0, n) (not normalised) in index order: the total is the sum of the block sums, and the
- * draw finds its block by their running sum, then its token within. */
-static int32_t draw_weights(const float *w, int64_t n, tern_rng *rng) {
+/* The sum of w[0, n): the sum of its block sums. */
+static double weights_total(const float *w, int64_t n) {
     double total = 0;
     for (int64_t b = 0; b < n; b += SAMPLE_BLOCK)
         total += block_sum(w, b, b + SAMPLE_BLOCK < n ? b + SAMPLE_BLOCK : n);
+    return total;
+}
+
+/* A draw from weights w[0, n) (not normalised) in index order: the draw finds its block by the block sums' running
+ * sum, then its token within. */
+static int32_t draw_weights(const float *w, int64_t n, tern_rng *rng) {
+    const double total = weights_total(w, n);
     const double u = tern_rng_uniform(rng) * total;
     double acc = 0;
     for (int64_t b = 0; b < n; b += SAMPLE_BLOCK) {
@@ -207,10 +213,7 @@ void tern_sample_probs(const float *logits, int64_t n, const tern_sampling *p, f
     if (nothing_cut(p, n)) {
         memcpy(probs, work, (size_t)n * sizeof *probs);
         tern_exp(probs, n);
-        double total = 0;
-        for (int64_t b = 0; b < n; b += SAMPLE_BLOCK)
-            total += block_sum(probs, b, b + SAMPLE_BLOCK < n ? b + SAMPLE_BLOCK : n);
-        const float inv = (float)(1.0 / total);
+        const float inv = (float)(1.0 / weights_total(probs, n));
         for (int64_t i = 0; i < n; i++)
             probs[i] *= inv;
         return;

@@ -62,7 +62,10 @@ static void prompt_of(int k, int32_t *ids, int64_t *n) {
     *n = len;
 }
 
-static tern_engine *engine_on(tern_model *m, int parallel, int ngram, int draft_max, int64_t ctx) {
+/* An engine on m of `parallel` rows and ctx positions drafting up to draft_max tokens (-1: no speculation): by prompt
+ * lookup with `ngram`, and with the drafter at `drafter` unless NULL (head: tern_engine_opts.draft_head). */
+static tern_engine *engine_on(tern_model *m, int parallel, int ngram, int draft_max, int64_t ctx, const char *drafter,
+                              int head) {
     tern_engine_opts o;
     tern_engine_opts_default(&o);
     o.parallel = parallel;
@@ -71,29 +74,15 @@ static tern_engine *engine_on(tern_model *m, int parallel, int ngram, int draft_
     o.step_tokens = 64;
     o.draft_ngram = ngram;
     o.draft_max = draft_max;
+    o.draft_model = drafter;
+    o.draft_head = head;
     tern_engine *e;
     TU_OK(tern_engine_create(m, &o, &e));
     return e;
 }
 
 static tern_engine *engine(int parallel, int ngram, int draft_max) {
-    return engine_on(model, parallel, ngram, draft_max, 256);
-}
-
-/* An engine of `rows` rows on m drafting up to 4 tokens with the drafter at dir (head: tern_engine_opts.draft_head). */
-static tern_engine *drafting_engine(tern_model *m, int rows, const char *dir, int head) {
-    tern_engine_opts o;
-    tern_engine_opts_default(&o);
-    o.parallel = rows;
-    o.ctx = 256;
-    o.prefill_chunk = 16;
-    o.step_tokens = 64;
-    o.draft_max = 4;
-    o.draft_model = dir;
-    o.draft_head = head;
-    tern_engine *e;
-    TU_OK(tern_engine_create(m, &o, &e));
-    return e;
+    return engine_on(model, parallel, ngram, draft_max, 256, NULL, 0);
 }
 
 /* Runs n requests on e (all submitted at once: with fewer rows than requests they join as others leave),
@@ -257,7 +246,7 @@ static void test_prediction_text_aligned(void **state) {
         tern_free(p);
     }
     ban = bans;
-    tern_engine *e = engine_on(fm, 3, 0, -1, 256);
+    tern_engine *e = engine_on(fm, 3, 0, -1, 256, NULL, 0);
     run_all(e, N, NULL, NULL, 0.0f, plain);
     tern_engine_destroy(e);
     char *text[N];
@@ -274,7 +263,7 @@ static void test_prediction_text_aligned(void **state) {
     assert_true(resplit > 0); /* otherwise this tests nothing the token-id predictions do not */
     const int rows[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
-        e = engine_on(fm, rows[i], 0, 8, 256);
+        e = engine_on(fm, rows[i], 0, 8, 256, NULL, 0);
         run_text(e, N, NULL, NULL, text, 0.0f, got);
         tern_engine_destroy(e);
         expect_same(plain, got, N, "prediction as text");
@@ -540,7 +529,7 @@ static void test_assistant_source(void **state) {
     snprintf(drafter, sizeof drafter, "%s", tu_testdata("oracle/tiny-v4096-assistant-f32"));
     const int rows[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
-        e = drafting_engine(m, rows[i], drafter, 1);
+        e = engine_on(m, rows[i], 0, 4, 256, drafter, 1);
         run_all(e, N, NULL, NULL, 0.0f, got);
         tern_metrics mt;
         tern_engine_metrics(e, &mt);
@@ -578,7 +567,7 @@ static void test_draft_model_source(void **state) {
     const char *drafters[2] = {model_dir, other};
     for (int d = 0; d < 2; d++)
         for (int rows = 1; rows <= 3; rows += 2) {
-            e = drafting_engine(model, rows, drafters[d], 0);
+            e = engine_on(model, rows, 0, 4, 256, drafters[d], 0);
             run_all(e, N, NULL, NULL, 0.0f, got);
             tern_metrics mt;
             tern_engine_metrics(e, &mt);
@@ -601,7 +590,7 @@ static void test_draft_model_source(void **state) {
     tern_engine_destroy(e);
     for (int rows = 1; rows <= 3; rows += 2) {
         static run seeded[N];
-        e = drafting_engine(model, rows, model_dir, 0);
+        e = engine_on(model, rows, 0, 4, 256, model_dir, 0);
         unseeded = 1;
         run_all(e, N, NULL, NULL, 0.9f, got);
         unseeded = 0;
