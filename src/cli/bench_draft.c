@@ -15,8 +15,8 @@ typedef struct reply {
     tern_usage usage;
 } reply;
 
-static TERN_MUST_CHECK tern_err *answer(tern_engine *e, const tern_sampling_params *sp, const int32_t *ids, size_t n_ids,
-                                        int64_t n, int plain, reply *o) {
+static TERN_MUST_CHECK tern_err *answer(tern_engine *e, const tern_sampling_params *sp, const int32_t *ids,
+                                        size_t n_ids, int64_t n, int plain, reply *o) {
     tern_request r;
     tern_request_default(&r);
     r.sampling = *sp;
@@ -76,7 +76,8 @@ int tern_bench_draft(const char *model, const tern_engine_opts *eo, const tern_s
         if (!err)
             err = answer(e, sp, ids, n_ids, n, 0, &spec);
         tern_free(ids);
-        if (!err && comparable && (plain.n != spec.n || memcmp(plain.toks, spec.toks, (size_t)plain.n * sizeof *plain.toks)))
+        if (!err && comparable &&
+            (plain.n != spec.n || memcmp(plain.toks, spec.toks, (size_t)plain.n * sizeof *plain.toks)))
             err = tern_errf(TERN_EINVAL, "drafting changed the reply to '%s': speculative decoding must not", line);
         if (!err && plain.n > 1 && plain.decode_s > 0 && spec.decode_s > 0) {
             toks += plain.n - 1;

@@ -430,7 +430,8 @@ static void test_base64(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_wrap), cmocka_unit_test(test_bf16),   cmocka_unit_test(test_f16),
-        cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced), cmocka_unit_test(test_lower_priority),       cmocka_unit_test(test_aligned), cmocka_unit_test(test_json_helpers),
+        cmocka_unit_test(test_pool),       cmocka_unit_test(test_pool_balanced), cmocka_unit_test(test_lower_priority),
+        cmocka_unit_test(test_aligned),    cmocka_unit_test(test_json_helpers),
         cmocka_unit_test(test_log_and_time), cmocka_unit_test(test_cache_prune), cmocka_unit_test(test_cgroup_limits), cmocka_unit_test(test_utf8), cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
