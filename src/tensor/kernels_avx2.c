@@ -430,7 +430,7 @@ static inline void softmax_row(float *s, int64_t n, float *mx_out, float *sum_ou
 }
 
 /* The shared attention partial (attention_simd.inc) at 8 lanes: 4 V slices per pass with up to 2 query heads per
- * KV head, 2 with 4, 1 with 8 (16 ymm registers); no rows requested ahead. */
+ * KV head, 2 with 4, 1 with 8 (16 ymm registers). */
 #define AV_W 8
 #define AV_VEC __m256
 #define AV_ZERO() _mm256_setzero_ps()
@@ -440,7 +440,6 @@ static inline void softmax_row(float *s, int64_t n, float *mx_out, float *sum_ou
 #define AV_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define AV_NV(group) ((group) <= 2 ? 4 : (group) <= 4 ? 2 : 1)
 #define AV_PAIR_TAIL(group) 0
-#define AV_PREFETCH 0
 #define AV_ATTEND_PART tern_attend_part_avx2
 #define load_kv load8
 #define reduce_lanes reduce8

@@ -513,7 +513,7 @@ static inline void softmax_row(float *s, int64_t n, float *mx_out, float *sum_ou
 }
 
 /* The shared attention partial (attention_simd.inc) at 16 lanes: 4 V slices per pass with up to 4 query heads per
- * KV head, 3 with 8 (32 zmm registers), then a two-slice pass; K and V rows requested ahead. */
+ * KV head, 3 with 8 (32 zmm registers), then a two-slice pass. */
 #define AV_W 16
 #define AV_VEC __m512
 #define AV_ZERO() _mm512_setzero_ps()
@@ -523,7 +523,6 @@ static inline void softmax_row(float *s, int64_t n, float *mx_out, float *sum_ou
 #define AV_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define AV_NV(group) ((group) <= 4 ? 4 : (group) <= 8 ? 3 : 1)
 #define AV_PAIR_TAIL(group) ((group) <= 8)
-#define AV_PREFETCH 1
 #define AV_ATTEND_PART tern_attend_part_avx512
 #define load_kv load16
 #define reduce_lanes reduce16
