@@ -47,6 +47,8 @@ typedef struct builder {
     size_t total;  /* pre-elements in all rules: bounded, so a short grammar cannot ask for unbounded memory */
     prule *rules;
     size_t n_rules, cap_rules;
+    int32_t *names; /* open addressing over the written rules' indices, -1 empty: a linear search was quadratic */
+    size_t n_names, cap_names;
     cpclass *classes;
     size_t n_classes, cap_classes;
     const char *src, *end;
@@ -82,10 +84,8 @@ static void fail(builder *b, const char *p, const char *what) {
     b->err = tern_errf(TERN_EINVAL, "grammar: line %d, column %d: %s", line, col, what);
 }
 
-static int add_rule(builder *b, const char *name, size_t len) {
-    for (size_t i = 0; i < b->n_rules; i++)
-        if (strlen(b->rules[i].name) == len && !memcmp(b->rules[i].name, name, len))
-            return (int)i;
+/* A new rule of that name, not looked up (helper names are unique by construction). */
+static int append_rule(builder *b, const char *name, size_t len) {
     if (b->n_rules >= MAX_RULES)
         return -1;
     if (b->n_rules == b->cap_rules) {
@@ -102,11 +102,47 @@ static int add_rule(builder *b, const char *name, size_t len) {
     return (int)b->n_rules++;
 }
 
+static size_t name_slot(const builder *b, const char *name, size_t len) {
+    size_t mask = b->cap_names - 1, i = (size_t)tern_hash64(name, len, 0) & mask;
+    for (;; i = (i + 1) & mask) {
+        int32_t r = b->names[i];
+        if (r < 0 || (strlen(b->rules[r].name) == len && !memcmp(b->rules[r].name, name, len)))
+            return i;
+    }
+}
+
+/* The rule a grammar names: found, or added (-1: past the limits or out of memory). */
+static int add_rule(builder *b, const char *name, size_t len) {
+    if (2 * (b->n_names + 1) > b->cap_names) { /* at most half full: probes stay short */
+        size_t cap = b->cap_names ? 2 * b->cap_names : 64;
+        int32_t *t = malloc(cap * sizeof *t), *old = b->names;
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < cap; i++)
+            t[i] = -1;
+        size_t old_cap = b->cap_names;
+        b->names = t, b->cap_names = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i] >= 0) {
+                const char *n = b->rules[old[i]].name;
+                b->names[name_slot(b, n, strlen(n))] = old[i];
+            }
+        free(old);
+    }
+    size_t slot = name_slot(b, name, len);
+    if (b->names[slot] >= 0)
+        return b->names[slot];
+    int r = append_rule(b, name, len);
+    if (r >= 0)
+        b->names[slot] = r, b->n_names++;
+    return r;
+}
+
 /* A fresh helper rule named after `base` ('~' keeps it apart from every name a grammar can write). */
 static int helper_rule(builder *b, const char *base) {
     char name[160];
     snprintf(name, sizeof name, "%.100s~%zu", base, b->n_rules);
-    int r = add_rule(b, name, strlen(name));
+    int r = append_rule(b, name, strlen(name));
     if (r >= 0)
         b->rules[r].defined = 1;
     return r;
@@ -153,6 +189,7 @@ static void builder_free(builder *b) {
         free(b->rules[i].e);
     }
     free(b->rules);
+    free(b->names);
     for (size_t i = 0; i < b->n_classes; i++)
         tern_cpset_free(&b->classes[i].set);
     free(b->classes);
@@ -783,13 +820,47 @@ int tern_gstate_copy(tern_gstate *dst, const tern_gstate *src) {
     return 0;
 }
 
+/* The stacks being gathered into a state, with an index once there are many: a linear search for duplicates costs
+ * stacks x stacks comparisons of up to TERN_GRAMMAR_MAX_DEPTH positions for every byte of an ambiguous grammar. */
+#define STACK_SCAN_MAX 16 /* up to this many stacks a scan is cheaper than clearing the index */
+typedef struct stack_set {
+    tern_gstate *s;
+    int indexed;
+    uint32_t slot[2 * TERN_GRAMMAR_MAX_STACKS]; /* offset in s->pos + 1, 0 empty; at most half full */
+} stack_set;
+
+static uint32_t *stack_slot(stack_set *ss, const int32_t *st, int32_t n) {
+    const size_t mask = 2 * TERN_GRAMMAR_MAX_STACKS - 1;
+    for (size_t i = (size_t)tern_hash64(st, (size_t)n * sizeof *st, (uint64_t)n) & mask;; i = (i + 1) & mask) {
+        uint32_t at = ss->slot[i];
+        if (!at || (ss->s->pos[at - 1] == n && !memcmp(ss->s->pos + at, st, (size_t)n * sizeof *st)))
+            return &ss->slot[i];
+    }
+}
+
 /* Adds a stack (positions st[0, n)) unless already present. 0, or -1 (out of memory, too many stacks). */
-static int add_stack(tern_gstate *s, const int32_t *st, int32_t n) {
-    for (size_t i = 0; i < s->len; i += (size_t)s->pos[i] + 1)
-        if (s->pos[i] == n && !memcmp(s->pos + i + 1, st, (size_t)n * sizeof *st))
+static int add_stack(stack_set *ss, const int32_t *st, int32_t n) {
+    tern_gstate *s = ss->s;
+    uint32_t *slot = NULL;
+    if (!ss->indexed && s->n >= STACK_SCAN_MAX) {
+        memset(ss->slot, 0, sizeof ss->slot);
+        for (size_t i = 0; i < s->len; i += (size_t)s->pos[i] + 1)
+            *stack_slot(ss, s->pos + i + 1, s->pos[i]) = (uint32_t)i + 1;
+        ss->indexed = 1;
+    }
+    if (ss->indexed) {
+        slot = stack_slot(ss, st, n);
+        if (*slot)
             return 0;
+    } else {
+        for (size_t i = 0; i < s->len; i += (size_t)s->pos[i] + 1)
+            if (s->pos[i] == n && !memcmp(s->pos + i + 1, st, (size_t)n * sizeof *st))
+                return 0;
+    }
     if (s->n >= TERN_GRAMMAR_MAX_STACKS || reserve(s, (size_t)n + 1))
         return -1;
+    if (slot)
+        *slot = (uint32_t)s->len + 1;
     s->pos[s->len++] = n;
     memcpy(s->pos + s->len, st, (size_t)n * sizeof *st);
     s->len += (size_t)n;
@@ -801,7 +872,7 @@ static int add_stack(tern_gstate *s, const int32_t *st, int32_t n) {
  * Stacks deeper than TERN_GRAMMAR_MAX_DEPTH are dropped (the sentence cannot nest further). *budget counts the
  * expansions left: an ambiguous grammar (empty derivations repeated) or a long chain of references fails with -1
  * instead of taking unbounded time or stack. */
-static int expand(const tern_grammar *g, const int32_t *st, int32_t n, tern_gstate *out, int *budget, int level) {
+static int expand(const tern_grammar *g, const int32_t *st, int32_t n, stack_set *out, int *budget, int level) {
     if (--*budget < 0 || level > MAX_EXPAND_DEPTH)
         return -1;
     if (n == 0)
@@ -838,11 +909,13 @@ tern_err *tern_gstate_init(const tern_grammar *g, tern_gstate *s) {
     memset(s, 0, sizeof *s);
     int32_t st[1];
     int rc = 0, budget = MAX_EXPAND;
+    stack_set ss; /* not zeroed: the index is cleared only when a state grows past STACK_SCAN_MAX */
+    ss.s = s, ss.indexed = 0;
     for (uint32_t i = g->start[g->root];;) { /* each alternative of the root, expanded */
         int32_t m = 0;
         if (!end_of_seq(&g->e[i]))
             st[m++] = (int32_t)i;
-        rc |= expand(g, st, m, s, &budget, 0);
+        rc |= expand(g, st, m, &ss, &budget, 0);
         while (!end_of_seq(&g->e[i]))
             i++;
         if (g->e[i].type == TERN_GE_END)
@@ -870,6 +943,8 @@ int tern_gstate_byte(const tern_grammar *g, const tern_gstate *in, uint8_t b, te
     out->len = out->n = 0;
     int budget = MAX_EXPAND;
     int32_t st[TERN_GRAMMAR_MAX_DEPTH + 2];
+    stack_set ss;
+    ss.s = out, ss.indexed = 0;
     for (size_t i = 0; i < in->len; i += (size_t)in->pos[i] + 1) {
         const int32_t n = in->pos[i];
         if (n == 0)
@@ -883,7 +958,7 @@ int tern_gstate_byte(const tern_grammar *g, const tern_gstate *in, uint8_t b, te
             next++;
         if (!end_of_seq(&g->e[next]))
             st[m++] = next;
-        if (expand(g, st, m, out, &budget, 0))
+        if (expand(g, st, m, &ss, &budget, 0))
             return -1;
     }
     return 0;

@@ -89,6 +89,18 @@ void js_seq_push(sbuf *o, const char *e) {
         sbuf_adds(o, e);
 }
 
+void js_seq_push_unit(sbuf *o, const char *e) {
+    if (!e || !*e)
+        return;
+    sep(o);
+    sbuf_adds(o, e);
+}
+
+void js_group_push(sbuf *o, const char *e, const char *op) {
+    sep(o);
+    sbuf_adds(o, "( "), sbuf_adds(o, e), sbuf_adds(o, " )"), sbuf_adds(o, op);
+}
+
 /* Appends e as another alternative. */
 void js_alt_push(sbuf *o, const char *e) {
     if (!e || !*e)

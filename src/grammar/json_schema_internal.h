@@ -111,6 +111,10 @@ extern const struct js_short_esc {
 int js_is_name(const char *e);
 /* Appends e as one element of a sequence (grouped when it has alternatives). */
 void js_seq_push(sbuf *o, const char *e);
+/* Appends e as one element of a sequence, e known to hold no top-level '|' (not scanned: for nested output). */
+void js_seq_push_unit(sbuf *o, const char *e);
+/* Appends ( e )op, e known to need the group (not scanned). */
+void js_group_push(sbuf *o, const char *e, const char *op);
 /* Appends e as another alternative. */
 void js_alt_push(sbuf *o, const char *e);
 /* Appends e with a postfix operator (grouped unless it is a single primary). */

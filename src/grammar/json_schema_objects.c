@@ -19,6 +19,7 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
     int is_word_end = k && strlen(w[0]) == pos;
     size_t i = is_word_end;
     sbuf alts = {0};
+    size_t n_alts = 0;
     tern_cpset edges = {0};
     tern_err *err = NULL;
     while (i < k && !err) {
@@ -37,11 +38,12 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
         } else {
             sbuf sub = {0};
             err = not_words(c, w + i, j - i, pos + (size_t)len, 1, &sub);
-            js_seq_push(&a, sub.p);
+            js_seq_push_unit(&a, sub.p); /* not_words' output is one item: scanning it each level was quadratic */
             a.oom |= sub.oom;
             sbuf_free(&sub);
         }
         js_alt_push(&alts, a.p);
+        n_alts++;
         alts.oom |= a.oom | t.oom;
         sbuf_free(&a), sbuf_free(&t);
         tern_cpset_add(&edges, cp, cp);
@@ -97,14 +99,18 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
         js_seq_push(&a, other.p);
         js_atom_push(&a, any, "*");
         js_alt_push(&alts, a.p);
+        n_alts++;
         alts.oom |= a.oom;
         sbuf_free(&a);
     }
     alts.oom |= other.oom | edges.oom;
     sbuf_free(&other);
     tern_cpset_free(&edges);
-    if (!err && alts.len)
-        js_atom_push(o, alts.p, allow_empty && !is_word_end ? "?" : "");
+    const char *op = allow_empty && !is_word_end ? "?" : "";
+    if (!err && n_alts > 1) /* what js_atom_push writes for alternatives, without scanning the nested levels */
+        js_group_push(o, alts.p, op);
+    else if (!err && alts.len)
+        js_atom_push(o, alts.p, op);
     if (!err && alts.oom)
         err = js_oom();
     sbuf_free(&alts);

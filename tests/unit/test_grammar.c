@@ -297,6 +297,46 @@ static void test_limits(void **state) {
     free(chain);
 }
 
+/* The same stack reached by several derivations is kept once, whether the state holds a few stacks (a scan finds
+ * the duplicate) or many (an index does); and a grammar of thousands of named rules resolves every name. */
+static void test_duplicate_stacks(void **state) {
+    (void)state;
+    char g[4096];
+    for (int alts = 4; alts <= 32; alts += 28) { /* 4 and 32 distinct stacks, each reached 3 times */
+        int n = snprintf(g, sizeof g, "root ::= x | x | x\nx ::= ");
+        for (int i = 0; i < alts; i++)
+            n += snprintf(g + n, sizeof g - (size_t)n, "%s\"a\" [%c]", i ? " | " : "",
+                          "BCDEFGHIJKLMNOPQRSTUVWXYZbcdefghijklmnopqrstuvwxyz"[i]);
+        snprintf(g + n, sizeof g - (size_t)n, "\n");
+        tern_grammar *gr = compile(g);
+        tern_gstate s, t = {0};
+        TU_OK(tern_gstate_init(gr, &s));
+        assert_int_equal(s.n, alts);
+        assert_int_equal(tern_gstate_bytes(gr, &s, (const uint8_t *)"a", 1, &t), 1);
+        assert_int_equal(s.n, alts);
+        assert_int_equal(tern_gstate_bytes(gr, &s, (const uint8_t *)"D", 1, &t), 1);
+        assert_int_equal(s.n, 1);
+        assert_true(tern_gstate_complete(&s));
+        tern_gstate_free(&s);
+        tern_gstate_free(&t);
+        tern_grammar_free(gr);
+    }
+    /* root ::= r0 | r1 | ... ; ri ::= "<i>" qi ; qi ::= "!": every rule defined after its use. */
+    size_t cap = 3000 * 40, k = 0;
+    char *many = malloc(cap);
+    k += (size_t)snprintf(many + k, cap - k, "root ::= r0");
+    for (int i = 1; i < 1000; i++)
+        k += (size_t)snprintf(many + k, cap - k, " | r%d", i);
+    for (int i = 0; i < 1000; i++)
+        k += (size_t)snprintf(many + k, cap - k, "\nr%d ::= \"<%d>\" q%d\nq%d ::= \"!\"", i, i, i, i);
+    tern_grammar *gr = NULL;
+    TU_OK(tern_grammar_compile(many, k, &gr));
+    free(many);
+    assert_int_equal(match(gr, "<999>!"), 1);
+    assert_int_equal(match(gr, "<1000>"), -1);
+    tern_grammar_free(gr);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basics),
@@ -305,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_token_masks),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_duplicate_stacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
