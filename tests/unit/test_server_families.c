@@ -66,6 +66,22 @@ static void anthropic_tool_use(const ts_server *S) {
     ts_resp_free(&r);
 }
 
+/* Chat completions as Anthropic: llama.cpp's `grammar` beside a forced tool call is a 400 naming both. */
+static void openai_forced_with_grammar(const ts_server *S) {
+    static const char body[] =
+        "{\"model\":\"m\",\"max_tokens\":20,\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
+        "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"tools\":[{\"type\":"
+        "\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"}}}],"
+        "\"grammar\":\"root ::= \\\"x\\\"\"}";
+    ts_resp r;
+    ts_http(S->port, "POST", "/v1/chat/completions", "Content-Type: application/json\r\n", body, &r);
+    if (r.status != 400 || !strstr(r.body, "not both"))
+        print_error("status %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "not both"));
+    ts_resp_free(&r);
+}
+
 static void serve_and_drive(const char *model) {
     ts_server S;
     ts_start_model(&S, model, "--parallel 2 --ctx 1024");
@@ -75,8 +91,10 @@ static void serve_and_drive(const char *model) {
         print_error("%s\n", out ? out : "(no output)");
     printf("  openai_families.mjs on %s: %s", model, out ? out : "");
     free(out);
-    if (rc == 0)
+    if (rc == 0) {
         anthropic_tool_use(&S);
+        openai_forced_with_grammar(&S);
+    }
     ts_stop(&S);
     assert_int_equal(rc, 0);
 }
