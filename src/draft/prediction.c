@@ -5,15 +5,22 @@
  * text into other tokens than the prediction's tokenization did (common with sampled or unusual text), and a token
  * count would then drift for the rest of the prediction. Each output token's bytes are matched at the current
  * byte offset (a lone byte also matches the U+FFFD it turns into in text); a token that does not match is taken
- * as a substitution of the prediction's token there (drafting goes on right after it); after two misses in a row
- * (text inserted or left out) the output's last bytes are looked for again in the prediction, first near where it
- * was. The draft is the prediction's own tokens from the next token boundary; when the output stands inside one
+ * as a substitution of the prediction's token there (drafting goes on right after it, while such guesses have
+ * lately been right); after two misses in a row (text inserted, left out or rewritten) the row drafts nothing
+ * until the longest ending of the output's last bytes found in the prediction (first near where it was, 6 bytes
+ * at least) tells where it stands again: a guessed draft costs a verification step for nothing. The draft is the prediction's own tokens from the next token boundary; when the output stands inside one
  * of the prediction's tokens, the rest of that token's text is tokenized on its own first, so a different split
- * costs one token, not the rest of the prediction. */
+ * costs one token, not the rest of the prediction.
+ *
+ * Where the model keeps splitting the text otherwise than the tokenizer does (a model that writes whole tokens
+ * the merges never build), the draft is the text cut into the longest vocabulary pieces instead: each row scores
+ * both splits against the output tokens that began at one of the prediction's token boundaries and drafts with
+ * the one that has been right more often lately (the tokenizer's at first, the one in use on a tie). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "draft/draft.h"
+#include "tokenizer/piece_index.h"
 #include "tokenizer/tokenizer.h"
 
 /* Output bytes looked for when rejoining: enough to place a repeated phrase, few enough to rejoin soon. */
@@ -21,6 +28,9 @@
 #define REJOIN_MIN 6
 /* How far back before the current offset a rejoin looks first (so repeated lines are walked in order). */
 #define REJOIN_BACK 256
+/* A split's score: SPLIT_HIT added for each output token it foretold, 1/SPLIT_DECAY of it lost per token. */
+#define SPLIT_HIT 64
+#define SPLIT_DECAY 8
 
 typedef struct pred_row {
     int32_t *toks;
@@ -32,11 +42,15 @@ typedef struct pred_row {
     int misses;     /* output tokens in a row that did not match */
     char tail[REJOIN_BYTES];
     int tail_len;
+    int fit_tok, fit_longest; /* how well each split has foretold the output lately */
+    int longest;              /* drafting the longest pieces (until the tokenizer's split does better) */
+    int guesses;              /* how the substitution guesses have fared lately: > 0 right, < 0 wrong */
 } pred_row;
 
 typedef struct prediction {
     tern_draft_source base;
     const tern_tokenizer *tok;
+    tern_piece_index *pieces; /* made with the first prediction */
     int rows;
     pred_row *r;
 } prediction;
@@ -54,6 +68,8 @@ static TERN_MUST_CHECK tern_err *row_start(tern_draft_source *s, int row, const 
     row_clear(r);
     if (n_pred <= 0)
         return NULL;
+    if (!p->pieces)
+        TERN_TRY(tern_piece_index_new(p->tok, &p->pieces));
     r->toks = malloc((size_t)n_pred * sizeof *r->toks);
     r->off = malloc((size_t)(n_pred + 1) * sizeof *r->off);
     size_t cap = 64, len = 0;
@@ -117,41 +133,65 @@ static void remember(pred_row *r, const char *piece, size_t n) {
     r->tail_len = keep + (int)n;
 }
 
+/* Scores the two splits on output token `id`, which matched the text at r->pos. */
+static void score_splits(const prediction *p, pred_row *r, int32_t id) {
+    const int64_t j = boundary_at_or_after(r, r->pos);
+    if (j >= r->n || r->off[j] != r->pos)
+        return; /* inside a prediction token: the output already split it otherwise */
+    size_t n = 0;
+    const int32_t longest = tern_piece_index_longest(p->pieces, r->text + r->pos, (size_t)(r->off[r->n] - r->pos), &n);
+    r->fit_tok += (r->toks[j] == id ? SPLIT_HIT : 0) - r->fit_tok / SPLIT_DECAY;
+    r->fit_longest += (longest == id ? SPLIT_HIT : 0) - r->fit_longest / SPLIT_DECAY;
+    if (r->fit_tok != r->fit_longest) /* a tie (both right) keeps the split in use */
+        r->longest = r->fit_longest > r->fit_tok;
+}
+
+/* The output matched the text at pos for n bytes. */
+static void matched(pred_row *r, int64_t n) {
+    if (r->misses == 1) /* the substitution guessed after the miss was right */
+        r->guesses += SPLIT_HIT - r->guesses / SPLIT_DECAY;
+    r->pos += n;
+    r->misses = 0;
+}
+
 /* Moves r->pos past one output token's bytes. */
-static void follow(pred_row *r, const char *piece, size_t n) {
+static void follow(const prediction *p, pred_row *r, int32_t id, const char *piece, size_t n) {
     const int64_t len = r->off[r->n];
     remember(r, piece, n);
     if (r->pos + (int64_t)n <= len && !memcmp(r->text + r->pos, piece, n)) {
-        r->pos += (int64_t)n;
-        r->misses = 0;
+        score_splits(p, r, id);
+        matched(r, (int64_t)n);
         return;
     }
     /* A lone byte of a character the output never completed comes back from the API as U+FFFD, and so it
      * stands in a prediction made from that output. */
     static const char replacement[3] = {(char)0xef, (char)0xbf, (char)0xbd};
     if (n == 1 && (unsigned char)piece[0] >= 0x80 && r->pos + 3 <= len && !memcmp(r->text + r->pos, replacement, 3)) {
-        r->pos += 3;
-        r->misses = 0;
+        matched(r, 3);
         return;
     }
+    if (r->misses == 1) /* the substitution guessed after the last miss was wrong */
+        r->guesses += -SPLIT_HIT - r->guesses / SPLIT_DECAY;
     r->misses++;
     /* A substitution: past the prediction's token that starts (or stands) here. */
     int64_t j = boundary_at_or_after(r, r->pos + 1);
     r->pos = r->off[j];
 }
 
-/* After misses in a row: where the output's last bytes are found again (near pos first, then anywhere). */
+/* After misses in a row: where the output's last bytes are found again (near pos first, then anywhere), the
+ * longest ending of them first: right after an edited stretch only its last few bytes are the prediction's. */
 static void rejoin(pred_row *r) {
-    if (r->tail_len < REJOIN_MIN)
-        return;
     const int64_t len = r->off[r->n];
     const int64_t starts[2] = {r->pos > REJOIN_BACK ? r->pos - REJOIN_BACK : 0, 0};
-    for (int t = 0; t < 2; t++) {
-        const char *hit = memmem(r->text + starts[t], (size_t)(len - starts[t]), r->tail, (size_t)r->tail_len);
-        if (hit) {
-            r->pos = (int64_t)(hit - r->text) + r->tail_len;
-            r->misses = 0;
-            return;
+    for (int want = r->tail_len; want >= REJOIN_MIN; want--) {
+        const char *tail = r->tail + r->tail_len - want;
+        for (int t = 0; t < 2; t++) {
+            const char *hit = memmem(r->text + starts[t], (size_t)(len - starts[t]), tail, (size_t)want);
+            if (hit) {
+                r->pos = (int64_t)(hit - r->text) + want;
+                r->misses = 0;
+                return;
+            }
         }
     }
 }
@@ -167,18 +207,34 @@ static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *ask
             continue;
         const int32_t *out = a->toks + a->n_prompt;
         if (n_out < r->seen) /* the row went back (cannot happen today): start over */
-            r->pos = r->seen = r->misses = r->tail_len = 0;
+            r->pos = r->seen = r->misses = r->tail_len = r->fit_tok = r->fit_longest = r->longest = r->guesses = 0;
         for (int64_t t = r->seen; t < n_out; t++) {
             size_t len = 0;
             char *piece = tern_tokenizer_token_piece(p->tok, out[t], &len);
             if (!piece)
                 return tern_errf(TERN_ENOMEM, "out of memory following a prediction");
-            follow(r, piece, len);
+            follow(p, r, out[t], piece, len);
             free(piece);
         }
         r->seen = n_out;
         if (r->misses >= 2)
             rejoin(r);
+        /* Lost in the prediction, or after a miss where guessing a substitution has lately been wrong (an edited
+         * stretch, not a token swapped): a draft would be a guess, and verifying it costs more than a plain step. */
+        if (r->misses >= 2 || (r->misses == 1 && r->guesses < 0))
+            continue;
+        if (r->longest) { /* the model has been writing the longest pieces */
+            const int64_t len = r->off[r->n];
+            for (int64_t at = r->pos; at < len && a->n_out < a->k;) {
+                size_t n = 0;
+                const int32_t id = tern_piece_index_longest(p->pieces, r->text + at, (size_t)(len - at), &n);
+                if (id == TERN_TOKEN_NONE)
+                    break;
+                a->out[a->n_out++] = id;
+                at += (int64_t)n;
+            }
+            continue;
+        }
         int64_t j = boundary_at_or_after(r, r->pos);
         if (j < r->n && r->off[j] > r->pos) {
             /* Inside one of the prediction's tokens: the rest of its text, tokenized on its own. */
@@ -207,6 +263,7 @@ static void source_free(tern_draft_source *s) {
     prediction *p = (prediction *)s;
     for (int i = 0; i < p->rows; i++)
         row_clear(&p->r[i]);
+    tern_piece_index_free(p->pieces);
     free(p->r);
     free(p);
 }

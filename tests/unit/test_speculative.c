@@ -16,6 +16,7 @@
 #include "sample/sampler.h"
 #include "draft/draft.h"
 #include "draft/policy.h"
+#include "tokenizer/piece_index.h"
 #include "tern/tern.h"
 #include "testutil.h"
 
@@ -329,6 +330,124 @@ static void test_prediction_split_token(void **state) {
     tern_tokens_free(&a);
     tern_tokens_free(&b);
     tern_tokens_free(&pred);
+    tern_tokenizer_free(tok);
+}
+
+/* A model that splits text otherwise than the tokenizer would — a random model writes arbitrary tokens, e.g.
+ * "geschoss" "pyridine", which the merges make "ges" "chos" "sp" "yridine" — but into the longest pieces: once the
+ * output has shown that, the source drafts that split, so only the first drafts miss. The tokens are e2b's (random
+ * weights) own output. */
+static void test_prediction_longest_split(void **state) {
+    (void)state;
+    static const int32_t ids[] = {137798, 5286,   5286,   15282,  96906,  235147, 235147, 95460,  102725,
+                                  126792, 160502, 160502, 160502, 196914, 196914, 171813, 222529, 126253,
+                                  17700,  17700,  174408, 176007, 132744, 132744, 124822, 86071,  43950,
+                                  43950,  43950,  43950,  254148, 254148, 254148, 83764};
+    enum { REPEAT = 3 }; /* the output: those tokens three times */
+    const int n_ids = REPEAT * (int)(sizeof ids / sizeof *ids);
+    int32_t out[REPEAT * sizeof ids / sizeof *ids + 1] = {2}; /* after a prompt of one token */
+    for (int r = 0; r < REPEAT; r++)
+        memcpy(out + 1 + r * (n_ids / REPEAT), ids, sizeof ids);
+    tern_tokenizer *tok;
+    TU_OK(tern_tokenizer_load_gguf(TERN_ASSETS_DIR "/gemma4/vocab.gguf", &tok));
+    char *text = NULL;
+    size_t tl = 0;
+    TU_OK(tern_detokenize(tok, out + 1, (size_t)n_ids, 0, &text, &tl));
+    tern_tokens pred = {0};
+    TU_OK(tern_tokenize(tok, text, tl, 0, 0, &pred));
+    tern_piece_index *pieces;
+    TU_OK(tern_piece_index_new(tok, &pieces));
+    size_t at = 0;
+    for (int i = 0; i < n_ids; i++) { /* the premise: the longest pieces are the output's tokens */
+        size_t len = 0;
+        assert_int_equal(tern_piece_index_longest(pieces, text + at, tl - at, &len), out[1 + i]);
+        at += len;
+    }
+    const int n = n_ids + 1;
+    tern_draft_source *src;
+    TU_OK(tern_draft_prediction_new(1, tok, &src));
+    TU_OK(src->vt->row_start(src, 0, pred.ids, (int64_t)pred.n));
+    int drafted = 0, accepted = 0;
+    for (int t = 2; t < n;) { /* verification steps: the output so far is out[1, t); out[t] comes next */
+        int32_t d[8];
+        tern_draft_ask ask = {.row = 0, .toks = out, .n_toks = t, .n_prompt = 1, .k = 8, .out = d};
+        TU_OK(src->vt->draft(src, &ask, 1));
+        int ok = 0;
+        while (ok < ask.n_out && t + ok < n && d[ok] == out[t + ok])
+            ok++;
+        drafted += ask.n_out, accepted += ok;
+        t += ok + 1; /* the accepted drafts and the model's own next token */
+    }
+    print_message("longest pieces: %d output tokens, %zu by the tokenizer; %d of %d drafted tokens accepted\n", n_ids,
+                  pred.n, accepted, drafted);
+    assert_true(pred.n > (size_t)n_ids);
+    assert_true(accepted >= drafted * 9 / 10);
+    tern_draft_source_free(src);
+    tern_piece_index_free(pieces);
+    tern_tokens_free(&pred);
+    free(text);
+    tern_tokenizer_free(tok);
+}
+
+/* A prediction with words rewritten (3 words in 10 reversed, as bench/prediction_server.mjs edits them): after a
+ * rewritten word's first token the substitution guess soon proves wrong, so the source drafts nothing through the
+ * edit and starts again when the output's last bytes are the prediction's; most of what it drafts is kept. */
+static void test_prediction_edited_words(void **state) {
+    (void)state;
+    tern_tokenizer *tok;
+    TU_OK(tern_tokenizer_load_gguf(TERN_ASSETS_DIR "/gemma4/vocab.gguf", &tok));
+    const char *text =
+        "The keeper climbed the spiral stairs every evening to light the great lamp above the rocks, and every "
+        "morning he wrote the weather into a heavy book that nobody else had read in forty years of service at the "
+        "edge of the cold northern sea, where ships passed far out beyond the reef.";
+    char edited[1024];
+    size_t el = 0;
+    int w = 0;
+    for (const char *p = text; *p;) {
+        if (*p == ' ') {
+            edited[el++] = *p++;
+            continue;
+        }
+        const char *e = p;
+        while (*e && *e != ' ')
+            e++;
+        if (w++ % 10 < 3) {
+            for (const char *q = e; q > p; q--)
+                edited[el++] = q[-1];
+            edited[el++] = 'x';
+        } else {
+            memcpy(edited + el, p, (size_t)(e - p));
+            el += (size_t)(e - p);
+        }
+        p = e;
+    }
+    tern_tokens pred = {0}, truth = {0};
+    TU_OK(tern_tokenize(tok, edited, el, 0, 0, &pred));
+    TU_OK(tern_tokenize(tok, text, strlen(text), 0, 0, &truth));
+    int32_t out[256] = {2}; /* after a prompt of one token */
+    memcpy(out + 1, truth.ids, truth.n * sizeof *truth.ids);
+    const int n = (int)truth.n + 1;
+    tern_draft_source *src;
+    TU_OK(tern_draft_prediction_new(1, tok, &src));
+    TU_OK(src->vt->row_start(src, 0, pred.ids, (int64_t)pred.n));
+    int drafted = 0, accepted = 0, steps = 0;
+    for (int t = 2; t < n; steps++) {
+        int32_t d[8];
+        tern_draft_ask ask = {.row = 0, .toks = out, .n_toks = t, .n_prompt = 1, .k = 8, .out = d};
+        TU_OK(src->vt->draft(src, &ask, 1));
+        int ok = 0;
+        while (ok < ask.n_out && t + ok < n && d[ok] == out[t + ok])
+            ok++;
+        drafted += ask.n_out, accepted += ok;
+        t += ok + 1;
+    }
+    print_message("edited words: %d of %d drafted tokens accepted, %d tokens in %d steps\n", accepted, drafted, n - 2,
+                  steps);
+    assert_true(accepted * 10 >= drafted * 6);
+    assert_true(steps * 2 < n - 2);
+    tern_draft_source_free(src);
+    tern_tokens_free(&pred);
+    tern_tokens_free(&truth);
     tern_tokenizer_free(tok);
 }
 
@@ -719,6 +838,8 @@ int main(void) {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_prediction_text_aligned),
         cmocka_unit_test(test_prediction_split_token),
+        cmocka_unit_test(test_prediction_longest_split),
+        cmocka_unit_test(test_prediction_edited_words),
         cmocka_unit_test(test_outputs_unchanged),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_rollback_equals_plain),

@@ -9,6 +9,7 @@
 #include "core/fileio.h"
 #include "formats/gguf.h"
 #include "testutil.h"
+#include "tokenizer/piece_index.h"
 #include "tokenizer/tokenizer.h"
 
 static tern_tokenizer *gemma, *llama_bpe, *llama_spm, *qwen2;
@@ -127,6 +128,32 @@ static void test_gemma4_chat_check(void **state) {
     /* User-defined (added, not special) tokens are matched even without parse_special. */
     TU_EXPECT_IDS(gemma, "<|tool_call>", 0, 0, 48);
     TU_EXPECT_IDS(gemma, "call:f{a:<|\"|>x<|\"|>}", 0, 0, 6639, 236787, 236760, 236782, 236746, 236787, 52, 236781, 52, 236783);
+}
+
+/* The vocabulary by piece: the longest token starting a text, on a SentencePiece and a byte-level vocabulary;
+ * control tokens are never proposed (their text is not theirs unless special tokens are parsed). */
+static void test_piece_index(void **state) {
+    (void)state;
+    tern_piece_index *x;
+    size_t len = 0;
+    TU_OK(tern_piece_index_new(gemma, &x));
+    assert_int_equal(tern_piece_index_longest(x, " is it", 6, &len), 563); /* "▁is" */
+    assert_int_equal(len, 3);
+    assert_int_equal(tern_piece_index_longest(x, "<|turn>", 7, &len), tern_tokenizer_token_id(gemma, "<", 1));
+    assert_int_equal(len, 1); /* not the control token <|turn> (105) */
+    assert_int_equal(tern_piece_index_longest(x, "\n", 1, &len), tern_tokenizer_token_id(gemma, "\n", 1));
+    assert_int_equal(tern_piece_index_longest(x, "", 0, &len), TERN_TOKEN_NONE);
+    assert_int_equal(len, 0);
+    tern_piece_index_free(x);
+    TU_OK(tern_piece_index_new(llama_bpe, &x));
+    tern_tokens t = {0};
+    TU_OK(tern_tokenize(llama_bpe, " world", 6, 0, 0, &t));
+    assert_int_equal(t.n, 1);
+    assert_int_equal(tern_piece_index_longest(x, " world!", 7, &len), t.ids[0]);
+    assert_int_equal(len, 6);
+    tern_tokens_free(&t);
+    assert_int_equal(tern_piece_index_longest(x, "\xff", 1, &len), tern_tokenizer_token_id(llama_bpe, "\xc3\xbf", 2));
+    tern_piece_index_free(x);
 }
 
 static void test_special_ids(void **state) {
@@ -441,7 +468,7 @@ int main(void) {
         cmocka_unit_test(test_gemma4_chat_check),
         cmocka_unit_test(test_special_ids),      cmocka_unit_test(test_decode),
         cmocka_unit_test(test_stream_multibyte), cmocka_unit_test(test_invalid_utf8_and_long_input),
-        cmocka_unit_test(test_small_spm),
+        cmocka_unit_test(test_small_spm),        cmocka_unit_test(test_piece_index),
     };
     return cmocka_run_group_tests(tests, load_all, free_all);
 }
