@@ -32,6 +32,17 @@ static const char *family_model(const char *name, const char *config, const char
 }
 
 /* Anthropic's tool_choice "tool" forces the call in the family's markup; it comes back as a tool_use block. */
+/* A request giving a grammar beside a forced tool call: a 400 naming both. */
+static void expect_not_both(const ts_server *S, const char *path, const char *body) {
+    ts_resp r;
+    ts_http(S->port, "POST", path, "Content-Type: application/json\r\n", body, &r);
+    if (r.status != 400 || !strstr(r.body, "not both"))
+        print_error("%s: status %d: %s\n", path, r.status, r.body);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "not both"));
+    ts_resp_free(&r);
+}
+
 static void anthropic_tool_use(const ts_server *S) {
     static const char body[] =
         "{\"model\":\"m\",\"max_tokens\":200,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
@@ -58,12 +69,7 @@ static void anthropic_tool_use(const ts_server *S) {
     /* A grammar beside the forced call: which one the reply follows would be a guess, so a 400 naming both. */
     char both[sizeof body + 64];
     snprintf(both, sizeof both, "%.*s,\"grammar\":\"root ::= \\\"x\\\"\"}", (int)(sizeof body - 2), body);
-    ts_http(S->port, "POST", "/v1/messages", "Content-Type: application/json\r\n", both, &r);
-    if (r.status != 400 || !strstr(r.body, "not both"))
-        print_error("status %d: %s\n", r.status, r.body);
-    assert_int_equal(r.status, 400);
-    assert_non_null(strstr(r.body, "not both"));
-    ts_resp_free(&r);
+    expect_not_both(S, "/v1/messages", both);
 }
 
 /* Chat completions as Anthropic: llama.cpp's `grammar` beside a forced tool call is a 400 naming both. */
@@ -73,13 +79,7 @@ static void openai_forced_with_grammar(const ts_server *S) {
         "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"tools\":[{\"type\":"
         "\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"}}}],"
         "\"grammar\":\"root ::= \\\"x\\\"\"}";
-    ts_resp r;
-    ts_http(S->port, "POST", "/v1/chat/completions", "Content-Type: application/json\r\n", body, &r);
-    if (r.status != 400 || !strstr(r.body, "not both"))
-        print_error("status %d: %s\n", r.status, r.body);
-    assert_int_equal(r.status, 400);
-    assert_non_null(strstr(r.body, "not both"));
-    ts_resp_free(&r);
+    expect_not_both(S, "/v1/chat/completions", body);
 }
 
 static void serve_and_drive(const char *model) {

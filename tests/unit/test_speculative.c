@@ -333,6 +333,28 @@ static void test_prediction_split_token(void **state) {
     tern_tokenizer_free(tok);
 }
 
+/* Greedy verification of the prediction source's drafts (8 a step) against an output out[1, n) after a one-token
+ * prompt: each step keeps the drafts that match and the model's own next token. Returns the steps taken. */
+static int verify_prediction(const tern_tokenizer *tok, const tern_tokens *pred, const int32_t *out, int n,
+                             int *drafted, int *accepted) {
+    tern_draft_source *src;
+    TU_OK(tern_draft_prediction_new(1, tok, &src));
+    TU_OK(src->vt->row_start(src, 0, pred->ids, (int64_t)pred->n));
+    int steps = 0;
+    for (int t = 2; t < n; steps++) { /* the output so far is out[1, t); out[t] comes next */
+        int32_t d[8];
+        tern_draft_ask ask = {.row = 0, .toks = out, .n_toks = t, .n_prompt = 1, .k = 8, .out = d};
+        TU_OK(src->vt->draft(src, &ask, 1));
+        int ok = 0;
+        while (ok < ask.n_out && t + ok < n && d[ok] == out[t + ok])
+            ok++;
+        *drafted += ask.n_out, *accepted += ok;
+        t += ok + 1;
+    }
+    tern_draft_source_free(src);
+    return steps;
+}
+
 /* A model that splits text otherwise than the tokenizer would — a random model writes arbitrary tokens, e.g.
  * "geschoss" "pyridine", which the merges make "ges" "chos" "sp" "yridine" — but into the longest pieces: once the
  * output has shown that, the source drafts that split, so only the first drafts miss. The tokens are e2b's (random
@@ -364,25 +386,12 @@ static void test_prediction_longest_split(void **state) {
         at += len;
     }
     const int n = n_ids + 1;
-    tern_draft_source *src;
-    TU_OK(tern_draft_prediction_new(1, tok, &src));
-    TU_OK(src->vt->row_start(src, 0, pred.ids, (int64_t)pred.n));
     int drafted = 0, accepted = 0;
-    for (int t = 2; t < n;) { /* verification steps: the output so far is out[1, t); out[t] comes next */
-        int32_t d[8];
-        tern_draft_ask ask = {.row = 0, .toks = out, .n_toks = t, .n_prompt = 1, .k = 8, .out = d};
-        TU_OK(src->vt->draft(src, &ask, 1));
-        int ok = 0;
-        while (ok < ask.n_out && t + ok < n && d[ok] == out[t + ok])
-            ok++;
-        drafted += ask.n_out, accepted += ok;
-        t += ok + 1; /* the accepted drafts and the model's own next token */
-    }
+    verify_prediction(tok, &pred, out, n, &drafted, &accepted);
     print_message("longest pieces: %d output tokens, %zu by the tokenizer; %d of %d drafted tokens accepted\n", n_ids,
                   pred.n, accepted, drafted);
     assert_true(pred.n > (size_t)n_ids);
     assert_true(accepted >= drafted * 9 / 10);
-    tern_draft_source_free(src);
     tern_piece_index_free(pieces);
     tern_tokens_free(&pred);
     free(text);
@@ -427,25 +436,12 @@ static void test_prediction_edited_words(void **state) {
     int32_t out[256] = {2}; /* after a prompt of one token */
     memcpy(out + 1, truth.ids, truth.n * sizeof *truth.ids);
     const int n = (int)truth.n + 1;
-    tern_draft_source *src;
-    TU_OK(tern_draft_prediction_new(1, tok, &src));
-    TU_OK(src->vt->row_start(src, 0, pred.ids, (int64_t)pred.n));
-    int drafted = 0, accepted = 0, steps = 0;
-    for (int t = 2; t < n; steps++) {
-        int32_t d[8];
-        tern_draft_ask ask = {.row = 0, .toks = out, .n_toks = t, .n_prompt = 1, .k = 8, .out = d};
-        TU_OK(src->vt->draft(src, &ask, 1));
-        int ok = 0;
-        while (ok < ask.n_out && t + ok < n && d[ok] == out[t + ok])
-            ok++;
-        drafted += ask.n_out, accepted += ok;
-        t += ok + 1;
-    }
+    int drafted = 0, accepted = 0;
+    const int steps = verify_prediction(tok, &pred, out, n, &drafted, &accepted);
     print_message("edited words: %d of %d drafted tokens accepted, %d tokens in %d steps\n", accepted, drafted, n - 2,
                   steps);
     assert_true(accepted * 10 >= drafted * 6);
     assert_true(steps * 2 < n - 2);
-    tern_draft_source_free(src);
     tern_tokens_free(&pred);
     tern_tokens_free(&truth);
     tern_tokenizer_free(tok);
