@@ -123,15 +123,20 @@ tern_err *tern_detok_stream_push(tern_detok_stream *s, tern_token id, const char
         }
     }
     const unsigned char *p = (const unsigned char *)s->piece.p;
-    size_t n = s->piece.len;
+    size_t n = s->piece.len, run = 0; /* p[run, i) is valid text not yet copied out */
     while (i < n) {
         int k = tern_utf8_check(p + i, n - i);
         if (k == 0)
             break; /* an unfinished character: wait for the next token */
-        if (k > 0 ? sbuf_add(&s->out, p + i, (size_t)k) : sbuf_add(&s->out, REPLACEMENT, 3))
-            return tern_errf(TERN_ENOMEM, "out of memory");
+        if (k < 0) {
+            if (sbuf_add(&s->out, p + run, i - run) || sbuf_add(&s->out, REPLACEMENT, 3))
+                return tern_errf(TERN_ENOMEM, "out of memory");
+            run = i + (size_t)-k;
+        }
         i += (size_t)(k > 0 ? k : -k);
     }
+    if (sbuf_add(&s->out, p + run, i - run))
+        return tern_errf(TERN_ENOMEM, "out of memory");
     s->n_pending = n - i; /* at most 3: tern_utf8_check returns 0 only for a valid prefix shorter than 4 */
     memcpy(s->pending, p + i, s->n_pending);
     *text = s->out.p ? s->out.p : "";
