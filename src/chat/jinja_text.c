@@ -96,6 +96,8 @@ size_t jt_num_str(double v, char *buf) {
         buf[at++] = '-';
         v = -v;
     }
+    if (v < 9007199254740992.0 && v == floor(v)) /* an integer below 2^53: its digits, as V8 prints it */
+        return at + (size_t)sprintf(buf + at, "%llu", (unsigned long long)v);
     /* The shortest digit string that reads back as v (what V8 prints). */
     char tmp[40];
     int prec;
