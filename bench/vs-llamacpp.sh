@@ -87,8 +87,11 @@ run_llama_kv() { # run_llama_kv TYPE: decode after $depth tokens with K and V st
     llama_ts 0 64 "$o" >>"$log/llama-kv-$1"
 }
 run_tern_kv() { # run_tern_kv TYPE
-    field decode_tok_s "$("$tern" bench "$models/$name-q4_0.gguf" -p 0 -n 64 --depth "$depth" --kv "$1" \
-        --threads "$threads" --json 2>/dev/null)" >>"$log/tern-kv-$1"
+    local j
+    j=$("$tern" bench "$models/$name-q4_0.gguf" -p 0 -n 64 --depth "$depth" --kv "$1" --threads "$threads" --json \
+        2>/dev/null)
+    field decode_tok_s "$j" >>"$log/tern-kv-$1"
+    field decode_efficiency "$j" >>"$log/tern-kv-$1-roofline"
 }
 
 for r in $(seq 1 "$rounds"); do
@@ -137,4 +140,9 @@ for fmt in $formats; do
     w=$(cut -d' ' -f3 "$log/tern-$fmt-roofline" | median)
     awk -v f="$fmt" -v e="$e" -v b="$b" -v w="$w" 'BEGIN {
         printf "%s: %.3f GB of weights per token, %.1f GB/s measured, decode at %.0f%% of that bound\n", f, b / 1e9, w, e * 100 }'
+done
+for kv in $([ "$depth" -gt 0 ] && echo bf16 q8_0); do
+    e=$(median <"$log/tern-kv-$kv-roofline")
+    awk -v d="$depth" -v k="$kv" -v e="$e" 'BEGIN {
+        printf "q4_0 after %d tokens, KV %s: decode at %.0f%% of the bound of the weights and the KV read\n", d, k, e * 100 }'
 done
