@@ -19,7 +19,8 @@
 #    (npp 128, ntg 128, npl 8) against `tern bench --batch 8 --depth 128`; then decoding 64 tokens after 4096 of
 #    context (DEPTH) on the Q4_0 file with each engine's 16-bit KV cache (llama.cpp f16, tern bf16) and with q8_0
 #    K and V (llama-bench -d 4096 -fa on -ctk/-ctv, `tern bench --depth 4096 --kv`). Medians and tern / llama.cpp
-#    ratios.
+#    ratios; tern's decode against the bandwidth its own probe measured (the weights, and after the long context
+#    the weights and the KV read).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
