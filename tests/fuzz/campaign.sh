@@ -14,7 +14,9 @@
 #
 # A crash stops that target's run; its input is copied to tests/fuzz/corpus/<target>/crash-<sha1> and the run goes
 # on from there (at most 5 crashes per target), so a finding is replayed by `make test` until it is fixed. The exit
-# status is 1 when anything crashed. One core per target at a time: the machine's other core stays free.
+# status is 1 when anything crashed. One core per target at a time: the machine's other core stays free. SIGINT to
+# a target's fuzzer (not SIGSTOP: its per-input timeout would fire) ends that target early: its executions are
+# counted and its inputs merged, and the next target starts.
 set -eu
 
 runs=10000000
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
         --targets) targets=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --no-merge) merge=0; shift ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "campaign.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -84,6 +86,9 @@ for t in $targets; do
         left=$((left - done_runs))
         spent=$((spent + end - start))
         secs_left=$((max_time - spent))
+        # libFuzzer exits 72 when interrupted (SIGINT: the way to stop a target early, its inputs still merged)
+        [ $rc -eq 72 ] && break
+        rm -f "$crashes"/slow-unit-* # a unit that ran long (as any does when the machine is busy): not a finding
         if [ $rc -ne 0 ]; then
             art=$(ls -t "$crashes" 2>/dev/null | head -1)
             if [ -z "$art" ]; then
