@@ -78,17 +78,6 @@ static void sep(sbuf *o) {
         sbuf_adds(o, " ");
 }
 
-/* Appends e as one element of a sequence (grouped when it has alternatives). */
-void js_seq_push(sbuf *o, const char *e) {
-    if (!e || !*e)
-        return;
-    sep(o);
-    if (has_alt(e))
-        sbuf_printf(o, "( %s )", e);
-    else
-        sbuf_adds(o, e);
-}
-
 void js_seq_push_unit(sbuf *o, const char *e) {
     if (!e || !*e)
         return;
@@ -99,6 +88,14 @@ void js_seq_push_unit(sbuf *o, const char *e) {
 void js_group_push(sbuf *o, const char *e, const char *op) {
     sep(o);
     sbuf_adds(o, "( "), sbuf_adds(o, e), sbuf_adds(o, " )"), sbuf_adds(o, op);
+}
+
+/* Appends e as one element of a sequence (grouped when it has alternatives). */
+void js_seq_push(sbuf *o, const char *e) {
+    if (e && *e && has_alt(e))
+        js_group_push(o, e, "");
+    else
+        js_seq_push_unit(o, e);
 }
 
 /* Appends e as another alternative. */
@@ -116,11 +113,12 @@ void js_atom_push(sbuf *o, const char *e, const char *op) {
         js_seq_push(o, e);
         return;
     }
+    if (!is_atom(e)) {
+        js_group_push(o, e, op);
+        return;
+    }
     sep(o);
-    if (is_atom(e))
-        sbuf_printf(o, "%s%s", e, op);
-    else
-        sbuf_printf(o, "( %s )%s", e, op);
+    sbuf_adds(o, e), sbuf_adds(o, op);
 }
 
 static void rep_exact(sbuf *o, const char *e, uint64_t k) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "tokenizer/tok_internal.h"
 
 #define MAX_PIECE 256 /* longer pieces (none in the vocabularies tern reads) are left out */
 
@@ -28,13 +29,6 @@ static size_t find(const tern_piece_index *x, const char *s, size_t n) {
         if (id < 0 || (piece_len(x, id) == n && !memcmp(x->bytes + x->start[id], s, n)))
             return i;
     }
-}
-
-/* A byte-fallback token (<0xXX>): the tokenizer writes it only for bytes no other token has. */
-static int byte_token(const tern_tokenizer *t, tern_token id) {
-    size_t n = 0;
-    const char *s = tern_tokenizer_token_text(t, id, &n);
-    return s && n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>';
 }
 
 tern_err *tern_piece_index_new(const tern_tokenizer *t, tern_piece_index **out) {
@@ -83,7 +77,8 @@ tern_err *tern_piece_index_new(const tern_tokenizer *t, tern_piece_index **out) 
         used += n;
         x->start[id + 1] = (uint32_t)used;
         int32_t *slot = &x->slot[find(x, x->bytes + x->start[id], n)];
-        if (*slot < 0 || (byte_token(t, *slot) && !byte_token(t, (tern_token)id)))
+        /* a byte-fallback token (<0xXX>) only for a piece no other token has: the tokenizer writes it only so */
+        if (*slot < 0 || ((t->attr[*slot] & TA_BYTE) && !(t->attr[id] & TA_BYTE)))
             *slot = (int32_t)id;
         x->has_len[n] = 1;
         x->max_len = n > x->max_len ? n : x->max_len;
