@@ -154,6 +154,14 @@ static TERN_MUST_CHECK tern_err *load_layer(g4vision *v, int l) {
     return err;
 }
 
+/* Reorders a patch convolution stored [out][3][pp] into the (pixel, channel) columns the patch matmul reads. */
+static void patch_columns(const float *chw, int64_t out, int64_t pp, float *hwc) {
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t ch = 0; ch < 3; ch++)
+            for (int64_t k = 0; k < pp; k++)
+                hwc[o * 3 * pp + k * 3 + ch] = chw[(o * 3 + ch) * pp + k];
+}
+
 tern_err *tern_gemma4_vision_load_from(tern_checkpoint *ck, const json_t *root, int patch_chw, const char *what,
                                        void **impl) {
     *impl = NULL;
@@ -182,10 +190,8 @@ tern_err *tern_gemma4_vision_load_from(tern_checkpoint *ck, const json_t *root, 
         err = raw && v->patch_owned ? tern_tower_read(&v->src, "vision_tower.patch_embedder.input_proj.weight",
                                                       (size_t)(c->H * pin), raw)
                                     : tern_errf(TERN_ENOMEM, "out of memory");
-        for (int64_t o = 0; !err && o < c->H; o++)
-            for (int64_t ch = 0; ch < 3; ch++)
-                for (int64_t k = 0; k < c->p * c->p; k++)
-                    v->patch_owned[o * pin + k * 3 + ch] = raw[(o * 3 + ch) * c->p * c->p + k];
+        if (!err)
+            patch_columns(raw, c->H, c->p * c->p, v->patch_owned);
         free(raw);
         v->patch = (tern_weight){.fmt = TERN_WF_F32, .ndim = 2, .shape = {c->H, pin}, .data = v->patch_owned,
                                  .name = "vision_tower.patch_embedder.input_proj.weight"};
