@@ -6,10 +6,11 @@
  * in forward order in one arena as the loader does), timed by shape against the probe: what the products alone
  * cost, without the rest of the forward pass. With --ceiling (AVX-512 only), what bounds the kernel's arithmetic on
  * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
- * the kernel itself on cache-resident weights against that peak. With --act-error, the accuracy cost of quantizing
+ * the kernel itself on cache-resident weights against that peak. With --resident, single-token passes over a matrix
+ * the caches hold (size it with --rows): the kernel's arithmetic, without memory. With --act-error, the accuracy cost of quantizing
  * the activations: the product's relative error against float64, with the kernels' step and with max|x|/127.
  * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16|q4_0|q8_0|q6_k] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
- *                      [--threads 2] [--slab ROWS]
+ *                      [--threads 2] [--slab ROWS] [--resident]
  *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
  *        bench_kernels --ceiling [--bits 4|8] [--tokens 8]
  *        bench_kernels --act-error [--bits 4|8] */
@@ -259,6 +260,14 @@ static void measure_matrix(int argc, char **argv, tern_pool *pool, tern_membw *p
     const int iters = (int)arg(argc, argv, "--iters", 20);
     double mm_s = 0, probe_s = 0;
     tern_matmul(pool, w, x, 1, y, TERN_MM_DECODE); /* warm-up */
+    if (has_flag(argc, argv, "--resident")) { /* a matrix the caches hold (choose --rows): the kernel's arithmetic */
+        const double t0 = tern_now_s();
+        for (int i = 0; i < iters; i++)
+            tern_matmul(pool, w, x, 1, y, TERN_MM_DECODE);
+        printf("%s, %lld x %lld (%.2f MB) from the caches: T=1 %.2f GB/s\n", what, (long long)rows, (long long)in,
+               wbytes * 1e-6, wbytes * iters / (tern_now_s() - t0) * 1e-9);
+        return;
+    }
     tern_membw_pass(probe, pool);
     for (int i = 0; i < iters; i++) {
         double t0 = tern_now_s();
