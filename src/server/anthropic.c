@@ -321,20 +321,15 @@ int srv_handle_messages(srv_req *r, json_t *body) {
     char *gbnf = NULL;
     if (!err)
         err = build_prompt(s, body, &mp, &parse_tools, &gbnf);
-    /* llama.cpp's 'grammar' (and a JSON response_format) as in chat completions, unless the call is forced; as
-     * there, only a forced call's grammar lets special tokens match their text */
+    /* llama.cpp's 'grammar' (and a JSON response_format) as in chat completions; as there, only a forced call's
+     * grammar lets special tokens match their text */
     const int forced = gbnf != NULL;
-    char *asked = NULL;
+    char *reply = NULL;
     if (!err)
-        err = srv_response_grammar(body, &asked);
-    if (!err && asked && forced)
-        err = tern_errf(TERN_EINVAL, "give 'grammar' or a forced 'tool_choice', not both");
-    if (!forced) {
-        gbnf = asked;
-        asked = NULL;
-    }
-    free(asked);
-    srv_params_set_grammar(&p, gbnf, forced);
+        err = srv_reply_grammar(body, gbnf, &reply);
+    else
+        free(gbnf);
+    srv_params_set_grammar(&p, reply, forced);
     msg_run *c = NULL;
     if (!err && !(c = srv_messages_run_new(s, p.stream, parse_tools, (int64_t)mp.n, p.stops, p.req.n_stop_strings)))
         err = tern_errf(TERN_ENOMEM, "out of memory");

@@ -310,14 +310,11 @@ int srv_handle_chat(srv_req *r, json_t *body) {
         err = check_unsupported(body);
     if (!err)
         err = srv_resolve_tools(body, &tools, &parse_tools, &forced);
-    /* llama.cpp's `grammar` beside a forced call: which one the reply follows would be a guess (a response_format
-     * is for a text reply, which a forced call has not: it stays unused, as at OpenAI) */
-    const json_t *grammar = json_object_get(body, "grammar");
-    if (!err && forced && grammar && !json_is_null(grammar))
-        err = tern_errf(TERN_EINVAL, "give 'grammar' or a forced 'tool_choice', not both");
     if (!err) { /* a forced tool call, else the response format's grammar (or llama.cpp's `grammar`) */
-        char *gbnf = NULL;
-        err = forced ? srv_tool_call_grammar(s, tools, NULL, &gbnf) : srv_response_grammar(body, &gbnf);
+        char *call = NULL, *gbnf = NULL;
+        err = forced ? srv_tool_call_grammar(s, tools, NULL, &call) : NULL;
+        if (!err)
+            err = srv_reply_grammar(body, call, &gbnf);
         srv_params_set_grammar(&p, gbnf, forced);
     }
     if (!err && !tools) /* no tools, or tool_choice "none": still check what was sent */

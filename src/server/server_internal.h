@@ -292,6 +292,9 @@ typedef struct srv_params {
 /* The grammar of the body's response_format (json_object, json_schema) or llama.cpp `grammar` field; *gbnf NULL
  * (no error) when the body asks for neither. Errors name the field (a 400). */
 TERN_MUST_CHECK tern_err *srv_response_grammar(const json_t *body, char **gbnf);
+/* The reply's grammar: `forced` (a forced tool call's grammar, taken over) when given, else the response format's
+ * or llama.cpp's `grammar` as srv_response_grammar; `grammar` beside a forced call is an error. */
+TERN_MUST_CHECK tern_err *srv_reply_grammar(const json_t *body, char *forced, char **gbnf);
 /* The grammar of one forced tool call in the model's dialect (srv_dialect): a call of `only` (NULL: any of `tools`, OpenAI-style
  * [{"type":"function","function":{name, parameters}}]) with arguments valid against its parameters schema. */
 TERN_MUST_CHECK tern_err *srv_tool_call_grammar(const tern_server *s, const json_t *tools, const char *only, char **gbnf);

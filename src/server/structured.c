@@ -133,6 +133,21 @@ tern_err *srv_tool_call_grammar(const tern_server *s, const json_t *tools, const
     return NULL;
 }
 
+tern_err *srv_reply_grammar(const json_t *body, char *forced, char **gbnf) {
+    *gbnf = NULL;
+    if (!forced)
+        return srv_response_grammar(body, gbnf);
+    /* llama.cpp's `grammar` beside a forced call: which one the reply follows would be a guess (a response_format
+     * is for a text reply, which a forced call has not: it stays unused, as at OpenAI) */
+    const json_t *gr = json_object_get(body, "grammar");
+    if (gr && !json_is_null(gr)) {
+        free(forced);
+        return tern_errf(TERN_EINVAL, "give 'grammar' or a forced 'tool_choice', not both");
+    }
+    *gbnf = forced;
+    return NULL;
+}
+
 tern_err *srv_response_grammar(const json_t *body, char **gbnf) {
     *gbnf = NULL;
     const json_t *rf = json_object_get(body, "response_format");

@@ -31,7 +31,6 @@ static const char *family_model(const char *name, const char *config, const char
     return dir;
 }
 
-/* Anthropic's tool_choice "tool" forces the call in the family's markup; it comes back as a tool_use block. */
 /* A request giving a grammar beside a forced tool call: a 400 naming both. */
 static void expect_not_both(const ts_server *S, const char *path, const char *body) {
     ts_resp r;
@@ -43,6 +42,7 @@ static void expect_not_both(const ts_server *S, const char *path, const char *bo
     ts_resp_free(&r);
 }
 
+/* Anthropic's tool_choice "tool" forces the call in the family's markup; it comes back as a tool_use block. */
 static void anthropic_tool_use(const ts_server *S) {
     static const char body[] =
         "{\"model\":\"m\",\"max_tokens\":200,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
