@@ -563,8 +563,11 @@ static TERN_MUST_CHECK tern_err *drain(tern_reply_parser *p, tern_reply_fn fn, v
             return NULL;
         }
         case ST_CHANNEL_NAME: {
-            const char *nl = memchr(p->held.p, '\n', p->held.len);
-            const char *close = find(p->held.p, p->held.len, d->think_close, CH_CLOSE);
+            /* Only the first MAX_CHANNEL_NAME + 1 bytes can end a name, however the text arrives: a reply fed whole
+             * and one fed a token at a time split the same way. */
+            const size_t span = p->held.len < MAX_CHANNEL_NAME + 1 ? p->held.len : MAX_CHANNEL_NAME + 1;
+            const char *nl = memchr(p->held.p, '\n', span);
+            const char *close = find(p->held.p, span, d->think_close, CH_CLOSE);
             if (close && (!nl || close < nl)) { /* "<|channel>thought<channel|>": an empty channel */
                 consume(p, (size_t)(close - p->held.p) + CH_CLOSE);
                 p->state = ST_TEXT;

@@ -181,6 +181,12 @@ static void test_stream_reasoning(void **state) {
     /* Reasoning that never closes stays reasoning; an empty channel gives nothing. */
     expect_reply("<|channel>thought\nstill thinking", 0, "R:still thinkingR|");
     expect_reply("<|channel>thought<channel|>Answer", 0, "C:AnswerC|");
+    /* A "name" line longer than a channel name can be is reasoning from its first byte, however the reply is cut
+     * (fed whole, the line once ended the name wherever its newline came). */
+#define LONG_LINE "0123456789012345678901234567890123456789012345678901234567890123456789"
+    expect_reply("<|channel>" LONG_LINE "\nwhy<channel|>Answer", 0, "R:" LONG_LINE "\nwhyR|C:AnswerC|");
+    expect_reply("<|channel>" LONG_LINE "<channel|>Answer", 0, "R:" LONG_LINE "R|C:AnswerC|");
+#undef LONG_LINE
 }
 
 static void test_stream_tool_calls(void **state) {
