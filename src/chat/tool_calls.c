@@ -194,6 +194,10 @@ static TERN_MUST_CHECK tern_err *read_object(g4_reader *r, json_t **out) {
             break;
         }
         r->i++;
+        if (memchr(key, 0, klen)) { /* JSON readers (jansson's among them) refuse such a key: the call could not be read back */
+            err = tern_errf(TERN_EINVAL, "tool call: a NUL byte in the key before byte %zu", r->i);
+            break;
+        }
         json_t *v;
         if ((err = read_value(r, &v)))
             break;
@@ -348,30 +352,29 @@ tern_err *tern_json_parse_tool_call(const char *body, size_t len, char **name, j
     *name = NULL;
     *args = NULL;
     json_error_t je;
-    json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!v)
         return tern_errf(TERN_EINVAL, "tool call: not JSON (%s at byte %d)", je.text, je.position);
-    const json_t *n = json_object_get(v, "name");
-    json_t *a = json_object_get(v, "arguments");
+    const json_t *n = json_object_get(v, "name"), *a = json_object_get(v, "arguments");
     if (!a)
         a = json_object_get(v, "parameters");
     tern_err *err = NULL;
-    if (!json_is_object(v) || !json_is_string(n) || json_string_length(n) == 0)
+    json_t *obj = NULL; /* the arguments, owned */
+    if (!json_is_object(v) || !json_is_string(n) || json_string_length(n) == 0 ||
+        strlen(json_string_value(n)) != json_string_length(n)) /* a name holding U+0000 names no function */
         err = tern_errf(TERN_EINVAL, "tool call: expected {\"name\": ..., \"arguments\": {...}}");
     else if (json_is_string(a)) /* arguments as a JSON text */
-        a = json_loads(json_string_value(a), 0, &je);
-    else if (!a)
-        a = json_object();
+        obj = json_loadb(json_string_value(a), json_string_length(a), JSON_ALLOW_NUL, &je);
     else
-        json_incref(a);
-    if (!err && !json_is_object(a))
+        obj = a ? json_incref((json_t *)a) : json_object();
+    if (!err && !json_is_object(obj))
         err = tern_errf(TERN_EINVAL, "tool call: the arguments are not a JSON object");
     if (!err && !(*name = strdup(json_string_value(n))))
         err = tern_errf(TERN_ENOMEM, "out of memory");
     if (err)
-        json_decref(a);
+        json_decref(obj);
     else
-        *args = a;
+        *args = obj;
     json_decref(v);
     return err;
 }

@@ -60,7 +60,7 @@ static void close_block(msg_run *c) {
 static json_t *tool_use_block(msg_run *c, const tern_reply_part *p, int with_input) {
     char id[64];
     srv_make_id(c->srv, "toolu_", id, sizeof id);
-    json_t *input = with_input ? json_loads(p->arguments, 0, NULL) : json_object();
+    json_t *input = with_input ? json_loads(p->arguments, JSON_ALLOW_NUL, NULL) : json_object();
     return json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id", id, "name", p->name, "input",
                      input ? input : json_object());
 }

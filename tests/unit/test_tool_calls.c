@@ -231,6 +231,16 @@ static void test_stream_hermes(void **state) {
     expect_reply("<tool_call>{\"name\": \"a\"}</tool_call>", 0, "C:<tool_call>{\"name\": \"a\"}</tool_call>C|");
     /* Not a call after all: verbatim content. */
     expect_reply("<tool_call>{\"nom\": 1}</tool_call>ok", 1, "C:<tool_call>{\"nom\": 1}</tool_call>okC|");
+    /* Arguments but no name (the arguments object, borrowed from the call, was once released on this path), a name
+     * holding U+0000 (once cut there), a key holding it (no JSON reader here takes one): not calls. U+0000 in a
+     * string value is JSON like any character. */
+    expect_reply("<tool_call>{\"arguments\": {\"a\": 1}}</tool_call>", 1,
+                 "C:<tool_call>{\"arguments\": {\"a\": 1}}</tool_call>C|");
+    expect_reply("<tool_call>{\"name\": \"f\\u0000g\"}</tool_call>", 1, "C:<tool_call>{\"name\": \"f\\u0000g\"}</tool_call>C|");
+    expect_reply("<tool_call>{\"name\": \"f\", \"arguments\": {\"k\\u0000\": 1}}</tool_call>", 1,
+                 "C:<tool_call>{\"name\": \"f\", \"arguments\": {\"k\\u0000\": 1}}</tool_call>C|");
+    expect_reply("<tool_call>{\"name\": \"f\", \"arguments\": {\"k\": \"a\\u0000b\"}}</tool_call>", 1,
+                 "T:f({\"k\":\"a\\u0000b\"})T|");
     expect_reply("Plain answer.", 1, "C:Plain answer.C|");
     dialect = NULL;
 }
