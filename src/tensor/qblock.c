@@ -2,6 +2,7 @@
  * products (see qblock.h). Blocks are byte streams: no field is assumed aligned. */
 #include "tensor/qblock.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -133,8 +134,16 @@ void tern_qblock_dequantize(tern_qblock t, const void *src, float *out, int64_t 
     }
 }
 
-/* Round to nearest, ties to even, as vroundps in the default mode and ggml's nearest_int. */
-static inline int round_even(float v) { return (int)nearbyintf(v); }
+/* Round to nearest, ties to even, as vcvtps2dq in the default mode and ggml's nearest_int; NaN and values past
+ * int's range give INT_MIN, as vcvtps2dq does (a cast would be undefined: a hostile file's weights can make NaN
+ * activations). */
+static inline int round_even(float v) {
+    const float r = nearbyintf(v);
+    return r >= -2147483648.0f && r < 2147483648.0f ? (int)r : INT_MIN;
+}
+
+/* A code saturated to int8, as the vector paths' packs saturate. */
+static inline int8_t sat8(int v) { return (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v); }
 
 void tern_qblock_quantize_ref(tern_qblock act, const float *x, void *dst, int64_t n) {
     uint8_t *o = dst;
@@ -150,8 +159,7 @@ void tern_qblock_quantize_ref(tern_qblock act, const float *x, void *dst, int64_
             if (amax > 0) {
                 const float iscale = -127.0f / max;
                 for (int j = 0; j < 256; j++) {
-                    const int v = round_even(iscale * x[j]);
-                    qs[j] = (int8_t)(v < 127 ? v : 127);
+                    qs[j] = sat8(round_even(iscale * x[j]));
                 }
                 d = 1.0f / iscale;
             }
@@ -177,7 +185,7 @@ void tern_qblock_quantize_ref(tern_qblock act, const float *x, void *dst, int64_
         int8_t *qs = (int8_t *)(o + (with_sum ? 4 : 2));
         int sum = 0;
         for (int j = 0; j < 32; j++) {
-            qs[j] = (int8_t)round_even(x[j] * id);
+            qs[j] = sat8(round_even(x[j] * id));
             sum += qs[j];
         }
         if (with_sum) {

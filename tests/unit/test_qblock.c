@@ -177,6 +177,28 @@ static void test_activation_known_answers(void **state) {
     assert_true(d == 0.0f && q[4] == 0);
 }
 
+/* Activations a hostile file's weights made NaN or infinite get defined codes (the vector paths' saturated -128),
+ * not a cast of NaN to int (undefined; UBSan stopped fuzz_gguf_mmproj_vision on it). */
+static void test_activation_non_finite(void **state) {
+    (void)state;
+    float x[256] = {0};
+    x[0] = NAN, x[1] = 1.0f, x[2] = INFINITY;
+    uint8_t q[292];
+    tern_qblock_quantize_ref(TERN_QB_Q8_0, x, q, 32); /* amax inf: step 0, so inf and NaN both read as NaN */
+    assert_int_equal((int8_t)q[2], -128);
+    assert_int_equal((int8_t)q[3], 0);
+    assert_int_equal((int8_t)q[4], -128);
+    x[2] = 2.0f;
+    tern_qblock_quantize_ref(TERN_QB_Q8_1, x, q, 32); /* a finite block with one NaN: the rest as usual */
+    assert_int_equal((int8_t)q[4], -128);
+    assert_int_equal((int8_t)q[5], 64);
+    assert_int_equal((int8_t)q[6], 127);
+    tern_qblock_quantize_ref(TERN_QB_Q8_K, x, q, 256);
+    assert_int_equal((int8_t)q[4], -128);
+    assert_int_equal((int8_t)q[5], -64);
+    assert_int_equal((int8_t)q[6], -127);
+}
+
 static const tern_qblock_kernels *simd_table(void **state) {
     return tu_isa_begin(state) >= TERN_ISA_AVX512 ? &tern_qblock_avx512 : &tern_qblock_avx2;
 }
@@ -250,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_dequantize_matches_gguf_py),
         cmocka_unit_test(test_reference_definition),
         cmocka_unit_test(test_activation_known_answers),
+        cmocka_unit_test(test_activation_non_finite),
         TU_SIMD_TESTS(test_simd_matches_reference),
         TU_ISA_TESTS(test_matmul),
     };
