@@ -158,9 +158,8 @@ void tern_qblock_quantize_ref(tern_qblock act, const float *x, void *dst, int64_
             memset(qs, 0, 256);
             if (amax > 0) {
                 const float iscale = -127.0f / max;
-                for (int j = 0; j < 256; j++) {
+                for (int j = 0; j < 256; j++)
                     qs[j] = sat8(round_even(iscale * x[j]));
-                }
                 d = 1.0f / iscale;
             }
             memcpy(o, &d, 4);
