@@ -829,9 +829,17 @@ typedef struct stack_set {
     uint32_t slot[2 * TERN_GRAMMAR_MAX_STACKS]; /* offset in s->pos + 1, 0 empty; at most half full */
 } stack_set;
 
+/* A stack's hash: a word at a time (the byte hash spent a third of the matcher's time on these short arrays). */
+static uint64_t stack_hash(const int32_t *st, int32_t n) {
+    uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15ull;
+    for (int32_t i = 0; i < n; i++)
+        h = (h ^ (uint32_t)st[i]) * 0xff51afd7ed558ccdull;
+    return tern_mix64(h);
+}
+
 static uint32_t *stack_slot(stack_set *ss, const int32_t *st, int32_t n) {
     const size_t mask = 2 * TERN_GRAMMAR_MAX_STACKS - 1;
-    for (size_t i = (size_t)tern_hash64(st, (size_t)n * sizeof *st, (uint64_t)n) & mask;; i = (i + 1) & mask) {
+    for (size_t i = (size_t)stack_hash(st, n) & mask;; i = (i + 1) & mask) {
         uint32_t at = ss->slot[i];
         if (!at || (ss->s->pos[at - 1] == n && !memcmp(ss->s->pos + at, st, (size_t)n * sizeof *st)))
             return &ss->slot[i];
