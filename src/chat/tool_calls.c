@@ -194,7 +194,7 @@ static TERN_MUST_CHECK tern_err *read_object(g4_reader *r, json_t **out) {
             break;
         }
         r->i++;
-        if (memchr(key, 0, klen)) { /* JSON readers (jansson's among them) refuse such a key: the call could not be read back */
+        if (memchr(key, 0, klen)) { /* JSON readers (jansson's among them) refuse such a key: no reading it back */
             err = tern_errf(TERN_EINVAL, "tool call: a NUL byte in the key before byte %zu", r->i);
             break;
         }
