@@ -1,10 +1,11 @@
 /* grammar.c — GBNF compiled to byte-level rules, and the matcher over sets of stacks (see grammar.h).
  *
- * Parsing builds rules whose terminals are code-point classes (a literal is one single-code-point class per
- * character); repetitions and groups become helper rules as llama.cpp builds them (x* is R ::= x R | ε). Then every
- * class is turned into bytes: its code-point ranges (complemented for [^...], surrogates left out) are split into
- * UTF-8 byte-range sequences (the standard range-splitting construction), a class of ASCII only staying one BYTES
- * element and any other becoming a reference to a rule of one alternative per sequence. Left recursion (through
+ * Parsing builds rules whose terminals are code-point classes and a literal's characters; repetitions and groups
+ * become helper rules as llama.cpp builds them (x* is R ::= x R | ε). Then every terminal is turned into bytes: a
+ * literal character into its UTF-8 bytes, one BYTES element each; a class's code-point ranges (complemented for
+ * [^...], surrogates left out) into UTF-8 byte-range sequences (the standard range-splitting construction), a class
+ * of ASCII only staying one BYTES element and any other becoming a reference to a rule of one alternative per
+ * sequence. Left recursion (through
  * nullable rules too) would make the matcher's expansion loop forever, so it is refused at compile time. */
 #include "grammar/grammar.h"
 
@@ -30,9 +31,9 @@ typedef struct cpclass {
     int neg;
 } cpclass;
 
-/* A pre-element: a rule reference, or a class (index into classes). */
+/* A pre-element: a rule reference, a class (index into classes) or a literal's code point. */
 typedef struct pel {
-    int kind; /* 0 END, 1 ALT, 2 REF, 3 CLASS */
+    int kind; /* 0 END, 1 ALT, 2 REF, 3 CLASS, 4 CHAR (no class: they were most of a schema grammar's allocations) */
     uint32_t v;
 } pel;
 
@@ -326,8 +327,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
                 uint32_t cp;
                 if (!(p = parse_char(b, p, &cp)))
                     return NULL;
-                int c = new_class(b, 0);
-                if (c < 0 || class_add(b, c, cp, cp) || push(b, rule, 3, (uint32_t)c))
+                if (push(b, rule, 4, cp))
                     return b->err = build_oom(b), NULL;
             }
             if (p >= b->end)
@@ -557,6 +557,18 @@ static int emit(tern_grammar *g, tern_gelem e) {
     return 0;
 }
 
+/* A literal's code point: its UTF-8 bytes in sequence (a surrogate has none and matches nothing, as in a class). */
+static int emit_char(tern_grammar *g, uint32_t cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+        return emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = 1, .hi = 0});
+    char u[4];
+    size_t n = tern_utf8_put(cp, u);
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i++)
+        bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = (uint8_t)u[i], .hi = (uint8_t)u[i]});
+    return bad;
+}
+
 /* Rule ids: the builder's rules first, then one per non-ASCII class (class_rule[c]). */
 static TERN_MUST_CHECK tern_err *lower(builder *b, tern_grammar *g) {
     size_t nc = b->n_classes;
@@ -596,6 +608,8 @@ static TERN_MUST_CHECK tern_err *lower(builder *b, tern_grammar *g) {
                 bad |= emit(g, (tern_gelem){.type = TERN_GE_ALT});
             else if (e->kind == 2)
                 bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = e->v});
+            else if (e->kind == 4)
+                bad |= emit_char(g, e->v);
             else if (class_rule[e->v] >= 0)
                 bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = (uint32_t)class_rule[e->v]});
             else {

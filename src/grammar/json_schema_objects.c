@@ -9,55 +9,26 @@
 #include "core/utf8.h"
 #include "grammar/json_schema_internal.h"
 
-/* Keys other than the given words (sorted, distinct, each in the key alphabet): a trie walked into alternatives.
- * JSON keys are string contents (characters written in one canonical escaping where a word's character is
- * concerned); Gemma keys are [A-Za-z0-9_]+. */
-static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int allow_empty, sbuf *o) {
-    const char *any = c->d->key_class;
-    if (!any)
-        TERN_TRY(js_prim(c, P_CHAR, &any));
-    int is_word_end = k && strlen(w[0]) == pos;
-    size_t i = is_word_end;
-    sbuf alts = {0};
-    size_t n_alts = 0;
-    tern_cpset edges = {0};
-    tern_err *err = NULL;
-    while (i < k && !err) {
-        uint32_t cp = 0;
-        int len = tern_utf8_decode((const unsigned char *)w[i] + pos, strlen(w[i]) - pos, &cp);
-        size_t j = i;
-        while (j < k && !memcmp(w[j] + pos, w[i] + pos, (size_t)len))
-            j++;
-        sbuf a = {0}, t = {0};
-        if (c->d->raw_text)
-            tern_gbnf_literal(&a, w[i] + pos, (size_t)len);
-        else
-            js_json_str(&t, w[i] + pos, (size_t)len), tern_gbnf_literal(&a, t.p + 1, t.len - 2);
-        if (j - i == 1 && strlen(w[i]) == pos + (size_t)len) {
-            js_atom_push(&a, any, "+");
-        } else {
-            sbuf sub = {0};
-            err = not_words(c, w + i, j - i, pos + (size_t)len, 1, &sub);
-            js_seq_push_unit(&a, sub.p); /* not_words' output is one item: scanning it each level was quadratic */
-            a.oom |= sub.oom;
-            sbuf_free(&sub);
-        }
-        js_alt_push(&alts, a.p);
-        n_alts++;
-        alts.oom |= a.oom | t.oom;
-        sbuf_free(&a), sbuf_free(&t);
-        tern_cpset_add(&edges, cp, cp);
-        i = j;
-    }
-    tern_cpset_norm(&edges);
-    /* Any other first character, then anything. */
+/* The next character of each word w[i] at byte pos: where the run of words sharing it ends, with its length. */
+static size_t next_char_run(const char **w, size_t i, size_t k, size_t pos, uint32_t *cp, int *len) {
+    *cp = 0;
+    *len = tern_utf8_decode((const unsigned char *)w[i] + pos, strlen(w[i]) - pos, cp);
+    size_t j = i;
+    while (j < k && !memcmp(w[j] + pos, w[i] + pos, (size_t)*len))
+        j++;
+    return j;
+}
+
+/* The alternative for a key whose first character is none of the edges: that character, then anything. */
+static TERN_MUST_CHECK tern_err *other_first(conv *c, const tern_cpset *edges, const char *any, sbuf *o) {
     sbuf other = {0};
+    tern_err *err = NULL;
     if (c->d->key_class) { /* the key alphabet, [A-Za-z0-9_], less the edges */
         tern_cpset s = {0};
         tern_cpset_add(&s, '0', '9'), tern_cpset_add(&s, 'A', 'Z'), tern_cpset_add(&s, 'a', 'z'), tern_cpset_add(&s, '_', '_');
         tern_cpset_norm(&s);
-        for (size_t r = 0; r < edges.n; r++)
-            tern_cpset_remove(&s, edges.r[r].lo, edges.r[r].hi);
+        for (size_t r = 0; r < edges->n; r++)
+            tern_cpset_remove(&s, edges->r[r].lo, edges->r[r].hi);
         if (s.n)
             js_class_of(&other, &s);
         other.oom |= s.oom;
@@ -65,8 +36,8 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
     } else {
         tern_cpset s = {0};
         tern_cpset_add(&s, 0, 0x1f), tern_cpset_add(&s, '"', '"'), tern_cpset_add(&s, '\\', '\\');
-        for (size_t r = 0; r < edges.n; r++)
-            tern_cpset_add(&s, edges.r[r].lo, edges.r[r].hi);
+        for (size_t r = 0; r < edges->n; r++)
+            tern_cpset_add(&s, edges->r[r].lo, edges->r[r].hi);
         tern_cpset_norm(&s);
         js_class_ranges(&other, &s, 1);
         other.oom |= s.oom;
@@ -75,10 +46,10 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
         size_t nl = 0;
         int ctl_edge = 0;
         for (size_t e = 0; e < JS_N_SHORT_ESC; e++)
-            if (!tern_cpset_has(&edges, JS_SHORT_ESC[e].cp))
+            if (!tern_cpset_has(edges, JS_SHORT_ESC[e].cp))
                 letters[nl++] = JS_SHORT_ESC[e].esc;
         for (uint32_t cp = 0; cp < 0x20; cp++)
-            ctl_edge |= tern_cpset_has(&edges, cp);
+            ctl_edge |= tern_cpset_has(edges, cp);
         sbuf t = {0};
         sbuf_adds(&t, "\"\\\\\" [");
         for (size_t e = 0; e < nl; e++)
@@ -89,31 +60,91 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
         sbuf_free(&t);
         if (!ctl_edge) {
             const char *hex;
-            err = err ? err : js_prim(c, P_HEX, &hex);
+            err = js_prim(c, P_HEX, &hex);
             if (!err)
                 sbuf_printf(&other, " | \"\\\\u00\" [01] %s", hex);
         }
     }
-    if (other.len) {
-        sbuf a = {0};
-        js_seq_push(&a, other.p);
-        js_atom_push(&a, any, "*");
-        js_alt_push(&alts, a.p);
-        n_alts++;
-        alts.oom |= a.oom;
-        sbuf_free(&a);
+    if (!err && other.len) {
+        js_seq_push(o, other.p);
+        js_atom_push(o, any, "*");
     }
-    alts.oom |= other.oom | edges.oom;
+    o->oom |= other.oom;
     sbuf_free(&other);
+    return err;
+}
+
+static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int allow_empty, sbuf *o);
+
+/* not_words' alternatives, joined by '|' into o: a branch per next character of the words, then `other`. */
+static TERN_MUST_CHECK tern_err *branches(conv *c, const char **w, size_t k, size_t pos, const char *any,
+                                          const char *other, sbuf *o) {
+    const int is_word_end = k && strlen(w[0]) == pos;
+    tern_err *err = NULL;
+    size_t n = 0;
+    for (size_t i = is_word_end; i < k && !err; n++) {
+        uint32_t cp;
+        int len;
+        const size_t j = next_char_run(w, i, k, pos, &cp, &len);
+        if (n)
+            sbuf_adds(o, " | ");
+        if (c->d->raw_text) {
+            tern_gbnf_literal(o, w[i] + pos, (size_t)len);
+        } else {
+            sbuf t = {0};
+            js_json_str(&t, w[i] + pos, (size_t)len), tern_gbnf_literal(o, t.p + 1, t.len - 2);
+            o->oom |= t.oom;
+            sbuf_free(&t);
+        }
+        if (j - i == 1 && strlen(w[i]) == pos + (size_t)len)
+            js_atom_push(o, any, "+");
+        else
+            err = not_words(c, w + i, j - i, pos + (size_t)len, 1, o);
+        i = j;
+    }
+    if (!err && *other)
+        sbuf_adds(o, n ? " | " : ""), sbuf_adds(o, other);
+    return err;
+}
+
+/* Keys other than the given words (sorted, distinct, each in the key alphabet): a trie walked into alternatives,
+ * written into o a level at a time (building each level apart copied every deeper one again: quadratic in a key's
+ * length). JSON keys are string contents (characters written in one canonical escaping where a word's character
+ * is concerned); Gemma keys are [A-Za-z0-9_]+. */
+static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int allow_empty, sbuf *o) {
+    const char *any = c->d->key_class;
+    if (!any)
+        TERN_TRY(js_prim(c, P_CHAR, &any));
+    const int is_word_end = k && strlen(w[0]) == pos;
+    tern_cpset edges = {0};
+    size_t n_alts = 0;
+    for (size_t i = is_word_end; i < k; n_alts++) {
+        uint32_t cp;
+        int len;
+        i = next_char_run(w, i, k, pos, &cp, &len);
+        tern_cpset_add(&edges, cp, cp);
+    }
+    tern_cpset_norm(&edges);
+    sbuf other = {0};
+    tern_err *err = edges.oom ? js_oom() : other_first(c, &edges, any, &other);
     tern_cpset_free(&edges);
+    n_alts += other.len > 0;
     const char *op = allow_empty && !is_word_end ? "?" : "";
-    if (!err && n_alts > 1) /* what js_atom_push writes for alternatives, without scanning the nested levels */
-        js_group_push(o, alts.p, op);
-    else if (!err && alts.len)
-        js_atom_push(o, alts.p, op);
-    if (!err && alts.oom)
+    if (!err && n_alts > 1) { /* what js_atom_push writes for alternatives, without scanning the nested levels */
+        js_seq_push_unit(o, "( ");
+        err = branches(c, w, k, pos, any, other.p ? other.p : "", o);
+        sbuf_adds(o, " )"), sbuf_adds(o, op);
+    } else if (!err && n_alts == 1) { /* one alternative: its text decides whether it needs a group */
+        sbuf alts = {0};
+        err = branches(c, w, k, pos, any, other.p ? other.p : "", &alts);
+        if (!err && alts.len)
+            js_atom_push(o, alts.p, op);
+        o->oom |= alts.oom;
+        sbuf_free(&alts);
+    }
+    if (!err && (o->oom || other.oom))
         err = js_oom();
-    sbuf_free(&alts);
+    sbuf_free(&other);
     return err;
 }
 
