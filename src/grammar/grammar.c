@@ -5,8 +5,8 @@
  * literal character into its UTF-8 bytes, one BYTES element each; a class's code-point ranges (complemented for
  * [^...], surrogates left out) into UTF-8 byte-range sequences (the standard range-splitting construction), a class
  * of ASCII only staying one BYTES element and any other becoming a reference to a rule of one alternative per
- * sequence. Left recursion (through
- * nullable rules too) would make the matcher's expansion loop forever, so it is refused at compile time. */
+ * sequence. Left recursion (through nullable rules too) would make the matcher's expansion loop forever, so it is
+ * refused at compile time. */
 #include "grammar/grammar.h"
 
 #include <stdio.h>

@@ -60,6 +60,9 @@ static void test_basics(void **state) {
     EXPECT("# a comment\nroot ::= item (\",\" item)*   # trailing\nitem ::= [a-z]+\n", {"a,bc,d", 1},
            {"a,", 0}, {"a,,", -1});
     EXPECT("root ::= \"\\x41\\u00e9\\U0001F600\\n\"", {"Aé😀\n", 1}, {"A", 0});
+    /* A literal's characters are its bytes in sequence: repeated as one symbol; a surrogate's escape matches nothing. */
+    EXPECT("root ::= \"é中\"{2} \"😀\"?", {"é中é中", 1}, {"é中é中😀", 1}, {"é中", 0}, {"é", 0}, {"éé", -1});
+    EXPECT("root ::= \"a\" | \"\\uD800\"", {"a", 1}, {"", 0}, {"\xed\xa0\x80", -1});
 }
 
 /* Classes beyond ASCII: every UTF-8 length, ranges crossing length boundaries, negation, surrogates excluded. */
