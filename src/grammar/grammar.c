@@ -58,10 +58,11 @@ typedef struct builder {
 
 static TERN_MUST_CHECK tern_err *oom(void) { return tern_errf(TERN_ENOMEM, "out of memory"); }
 
-/* A builder step failed: past the size limits, or out of memory. */
+/* A builder step failed: past the size limits (valid text this build cannot hold: a JSON Schema's converter gets
+ * there from counts it honours), or out of memory. */
 static TERN_MUST_CHECK tern_err *build_oom(const builder *b) {
     if (b->total > MAX_ELEMS || b->n_rules >= MAX_RULES)
-        return tern_errf(TERN_EINVAL, "grammar: too large (over %u elements or %d rules once repetitions are "
+        return tern_errf(TERN_EUNSUPPORTED, "grammar: too large (over %u elements or %d rules once repetitions are "
                                       "expanded)", MAX_ELEMS, MAX_RULES);
     return oom();
 }
@@ -647,7 +648,7 @@ static TERN_MUST_CHECK tern_err *lower(builder *b, tern_grammar *g) {
         bad |= emit(g, (tern_gelem){.type = TERN_GE_END});
     }
     if (!err && bad)
-        err = tern_errf(TERN_EINVAL, "grammar: too large (over %u elements)", MAX_ELEMS);
+        err = tern_errf(TERN_EUNSUPPORTED, "grammar: too large (over %u elements)", MAX_ELEMS);
     for (size_t c = 0; cs && c < nc; c++)
         free(cs[c].s), free(cs[c].len);
     free(cs);

@@ -1,5 +1,7 @@
 /* fuzz_json_schema.c — fuzz target for the JSON Schema converter: any JSON (a schema from a request) converts or
- * fails cleanly in both dialects and both modes, and every grammar it produces compiles. */
+ * fails cleanly in both dialects and both modes, and every grammar it produces compiles — or is past the
+ * compiler's size limits (counts up to a million are honoured exactly, and their expansion can pass them: a clean
+ * TERN_EUNSUPPORTED, never a syntax error). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             tern_grammar *g = NULL;
             err = tern_grammar_compile(gbnf, strlen(gbnf), &g);
-            if (err)
+            if (err && (err->code != TERN_EUNSUPPORTED || g))
                 abort(); /* the converter wrote a grammar the compiler refuses */
+            tern_err_free(err);
             tern_grammar_free(g);
             free(gbnf);
         }
