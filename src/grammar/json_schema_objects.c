@@ -148,6 +148,14 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
     return err;
 }
 
+/* The grammar that keeps extra keys apart from the listed ones nests a group per character of each: a listed
+ * name (a property, or a required name that is not one) is at most 256 bytes. */
+static TERN_MUST_CHECK tern_err *check_name_len(const char *path, const char *where, const char *name) {
+    if (strlen(name) <= 256)
+        return NULL;
+    return tern_errf(TERN_EINVAL, "%s.%s: a property name of %zu bytes (at most 256)", path, where, strlen(name));
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 typedef struct member {
@@ -357,12 +365,8 @@ TERN_MUST_CHECK tern_err *js_gen_object(conv *c, const json_t *s, const char *pa
             int is_req = 0;
             for (size_t i = 0; i < n_req; i++)
                 is_req |= !strcmp(json_string_value(json_array_get(req, i)), k);
-            /* The grammar that keeps extra keys apart from the listed ones nests a group per character. */
-            if (strlen(k) > 256) {
-                err = tern_errf(TERN_EINVAL, "%s.properties: a property name of %zu bytes (at most 256)", path,
-                                strlen(k));
+            if ((err = check_name_len(path, "properties", k)))
                 break;
-            }
             words[n_words++] = k;
             if (json_is_false(v)) { /* must not appear */
                 if (is_req)
@@ -387,6 +391,8 @@ TERN_MUST_CHECK tern_err *js_gen_object(conv *c, const json_t *s, const char *pa
             seen = !strcmp(json_string_value(json_array_get(req, j)), r);
         if (seen)
             continue;
+        if ((err = check_name_len(path, "required", r)))
+            break;
         if (c->strict)
             err = tern_errf(TERN_EINVAL, "%s.required: '%s' is not in properties", path, r);
         else if (json_is_false(ap))

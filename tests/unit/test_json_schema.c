@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "testutil.h"
 
@@ -1143,6 +1144,21 @@ static void test_errors(void **state) {
     for (int i = 0; i < 70; i++)
         strcat(deep, "}");
     TU_FAILS_WITH(convert(deep, J, 0), "schema nested deeper than 64 levels");
+    /* a listed name is at most 256 bytes: a property, or a required name that is not one (each character of the
+     * names nests a group in the grammar of the other keys, and the compiler takes 1,000 levels) */
+    char name[1201], schema[1400];
+    memset(name, 'k', 1200), name[1200] = 0;
+    snprintf(schema, sizeof schema, "{\"type\":\"object\",\"properties\":{\"%s\":{}}}", name);
+    TU_FAILS_WITH(convert(schema, J, 0), "schema.properties: a property name of 1200 bytes (at most 256)");
+    snprintf(schema, sizeof schema, "{\"type\":\"object\",\"required\":[\"%s\"]}", name);
+    TU_FAILS_WITH(convert(schema, J, 0), "schema.required: a property name of 1200 bytes (at most 256)");
+    name[256] = 0; /* the longest: its grammar compiles */
+    snprintf(schema, sizeof schema, "{\"type\":\"object\",\"required\":[\"%s\"]}", name);
+    char *text = gbnf_of(schema, J, 0);
+    tern_grammar *gr = NULL;
+    TU_OK(tern_grammar_compile(text, strlen(text), &gr));
+    tern_grammar_free(gr);
+    free(text);
     char *g = (char *)1;
     TU_FAILS_WITH(tern_json_schema_to_gbnf(NULL, J, 0, &g), "schema: missing");
     assert_null(g);
