@@ -167,6 +167,22 @@ static int push(builder *b, int rule, int kind, uint32_t v) {
     return 0;
 }
 
+/* Room for `extra` more pre-elements in one step (a repetition's copies: doubling there was most of push's time),
+ * still at least doubling, so a rule of many repetitions is not copied again at each. */
+static int reserve_pels(builder *b, int rule, size_t extra) {
+    prule *r = &b->rules[rule];
+    if (r->n + extra <= r->cap)
+        return 0;
+    if (r->n + extra > MAX_ELEMS)
+        return -1;
+    size_t cap = r->n + extra > 2 * r->cap ? r->n + extra : 2 * r->cap < MAX_ELEMS ? 2 * r->cap : MAX_ELEMS;
+    pel *e = realloc(r->e, cap * sizeof *e);
+    if (!e)
+        return -1;
+    r->e = e, r->cap = cap;
+    return 0;
+}
+
 static int new_class(builder *b, int neg) {
     if (b->n_classes == b->cap_classes) {
         size_t cap = b->cap_classes ? 2 * b->cap_classes : 64;
@@ -284,7 +300,7 @@ static int repeat(builder *b, int rule, size_t at, int min, int max) {
     if (len)
         memcpy(sym, r->e + at, len * sizeof *sym);
     r->n = at;
-    int bad = 0;
+    int bad = reserve_pels(b, rule, (size_t)min * len + 1);
     for (int i = 0; i < min && !bad; i++)
         for (size_t k = 0; k < len && !bad; k++)
             bad |= push(b, rule, sym[k].kind, sym[k].v);
@@ -544,17 +560,14 @@ struct tern_grammar {
     uint32_t root;
 };
 
+/* Appends an element; with no array yet (g->e NULL) only counts it, so the array is allocated once at its size
+ * (growing it by doubling was a third of the JSON Schema fuzz target's time under ASan). -1 past MAX_ELEMS. */
 static int emit(tern_grammar *g, tern_gelem e) {
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? 2 * g->cap : 256;
-        if (cap > MAX_ELEMS)
-            return -1;
-        tern_gelem *v = realloc(g->e, cap * sizeof *v);
-        if (!v)
-            return -1;
-        g->e = v, g->cap = cap;
-    }
-    g->e[g->n++] = e;
+    if (g->n >= (g->e ? g->cap : MAX_ELEMS))
+        return -1;
+    if (g->e)
+        g->e[g->n] = e;
+    g->n++;
     return 0;
 }
 
@@ -567,6 +580,62 @@ static int emit_char(tern_grammar *g, uint32_t cp) {
     int bad = 0;
     for (size_t i = 0; i < n && !bad; i++)
         bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = (uint8_t)u[i], .hi = (uint8_t)u[i]});
+    return bad;
+}
+
+/* The rules' elements, then the classes' rules (counted only while g->e is NULL); -1 past MAX_ELEMS. */
+static int write_elems(const builder *b, tern_grammar *g, const int64_t *class_rule, const seqs *cs) {
+    /* A class inline: its one-byte ranges as one BYTES element (an empty class matches nothing: a range 1..0). */
+    int bad = 0;
+    for (size_t r = 0; r < b->n_rules && !bad; r++) {
+        g->start[r] = (uint32_t)g->n;
+        const prule *pr = &b->rules[r];
+        for (size_t i = 0; i < pr->n && !bad; i++) {
+            const pel *e = &pr->e[i];
+            if (e->kind == 0)
+                bad |= emit(g, (tern_gelem){.type = TERN_GE_END});
+            else if (e->kind == 1)
+                bad |= emit(g, (tern_gelem){.type = TERN_GE_ALT});
+            else if (e->kind == 2)
+                bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = e->v});
+            else if (e->kind == 4)
+                bad |= emit_char(g, e->v);
+            else if (class_rule[e->v] >= 0)
+                bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = (uint32_t)class_rule[e->v]});
+            else {
+                const seqs *q = &cs[e->v];
+                if (q->n == 0)
+                    bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = 1, .hi = 0});
+                for (size_t k = 0; k < q->n && !bad; k++)
+                    bad |= emit(g, (tern_gelem){.type = k ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
+                                                .hi = q->s[k][0][1]});
+            }
+        }
+    }
+    /* The classes' rules: one alternative per byte sequence (one-byte ones merged into the first). */
+    for (size_t c = 0; c < b->n_classes && !bad; c++) {
+        if (class_rule[c] < 0)
+            continue;
+        g->start[class_rule[c]] = (uint32_t)g->n;
+        const seqs *q = &cs[c];
+        int first = 1, ones = 0;
+        for (size_t k = 0; k < q->n && !bad; k++)
+            if (q->len[k] == 1) {
+                bad |= emit(g, (tern_gelem){.type = ones ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
+                                            .hi = q->s[k][0][1]});
+                ones = 1, first = 0;
+            }
+        for (size_t k = 0; k < q->n && !bad; k++) {
+            if (q->len[k] == 1)
+                continue;
+            if (!first)
+                bad |= emit(g, (tern_gelem){.type = TERN_GE_ALT});
+            first = 0;
+            for (int i = 0; i < q->len[k] && !bad; i++)
+                bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = q->s[k][i][0], .hi = q->s[k][i][1]});
+        }
+        bad |= emit(g, (tern_gelem){.type = TERN_GE_END});
+    }
     return bad;
 }
 
@@ -596,59 +665,14 @@ static TERN_MUST_CHECK tern_err *lower(builder *b, tern_grammar *g) {
     if (!err && !(g->start = calloc(n_rules ? n_rules : 1, sizeof *g->start)))
         err = oom();
     g->n_rules = n_rules;
-    /* A class inline: its one-byte ranges as one BYTES element (an empty class matches nothing: a range 1..0). */
-    int bad = 0;
-    for (size_t r = 0; r < b->n_rules && !err; r++) {
-        g->start[r] = (uint32_t)g->n;
-        const prule *pr = &b->rules[r];
-        for (size_t i = 0; i < pr->n && !bad; i++) {
-            const pel *e = &pr->e[i];
-            if (e->kind == 0)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_END});
-            else if (e->kind == 1)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_ALT});
-            else if (e->kind == 2)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = e->v});
-            else if (e->kind == 4)
-                bad |= emit_char(g, e->v);
-            else if (class_rule[e->v] >= 0)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = (uint32_t)class_rule[e->v]});
-            else {
-                const seqs *q = &cs[e->v];
-                if (q->n == 0)
-                    bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = 1, .hi = 0});
-                for (size_t k = 0; k < q->n && !bad; k++)
-                    bad |= emit(g, (tern_gelem){.type = k ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
-                                                .hi = q->s[k][0][1]});
-            }
-        }
-    }
-    /* The classes' rules: one alternative per byte sequence (one-byte ones merged into the first). */
-    for (size_t c = 0; c < nc && !err && !bad; c++) {
-        if (class_rule[c] < 0)
-            continue;
-        g->start[class_rule[c]] = (uint32_t)g->n;
-        const seqs *q = &cs[c];
-        int first = 1, ones = 0;
-        for (size_t k = 0; k < q->n && !bad; k++)
-            if (q->len[k] == 1) {
-                bad |= emit(g, (tern_gelem){.type = ones ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
-                                            .hi = q->s[k][0][1]});
-                ones = 1, first = 0;
-            }
-        for (size_t k = 0; k < q->n && !bad; k++) {
-            if (q->len[k] == 1)
-                continue;
-            if (!first)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_ALT});
-            first = 0;
-            for (int i = 0; i < q->len[k] && !bad; i++)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = q->s[k][i][0], .hi = q->s[k][i][1]});
-        }
-        bad |= emit(g, (tern_gelem){.type = TERN_GE_END});
-    }
-    if (!err && bad)
+    if (!err && write_elems(b, g, class_rule, cs))
         err = tern_errf(TERN_EUNSUPPORTED, "grammar: too large (over %u elements)", MAX_ELEMS);
+    if (!err && !(g->e = malloc((g->n ? g->n : 1) * sizeof *g->e)))
+        err = oom();
+    if (!err) {
+        g->cap = g->n, g->n = 0;
+        (void)write_elems(b, g, class_rule, cs); /* the same elements again, now stored: they fit */
+    }
     for (size_t c = 0; cs && c < nc; c++)
         free(cs[c].s), free(cs[c].len);
     free(cs);

@@ -39,7 +39,8 @@ typedef struct tern_grammar tern_grammar;
 /* Compiles GBNF text (rules `name ::= ...`, alternatives `|`, "literals" with \n \t \r \\ \" \xHH \uHHHH \UHHHHHHHH
  * escapes, [classes] and [^negated] with ranges, ( groups ), the . wildcard, * + ? {m} {m,} {m,n}, # comments) whose
  * start rule is `root` (or `start` when given and root is absent). Errors (TERN_EINVAL) name the line and column:
- * syntax, an undefined rule, left recursion, a repetition bound over 1000. */
+ * syntax, an undefined rule, left recursion, a repetition bound over 1000; a grammar past the size limits once its
+ * repetitions are expanded is TERN_EUNSUPPORTED. */
 TERN_MUST_CHECK tern_err *tern_grammar_compile(const char *text, size_t len, tern_grammar **out);
 /* Frees; NULL is fine. */
 void tern_grammar_free(tern_grammar *g);
