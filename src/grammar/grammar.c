@@ -150,7 +150,7 @@ static int helper_rule(builder *b, const char *base) {
     return r;
 }
 
-static int push(builder *b, int rule, int kind, uint32_t v) {
+static int push_pel(builder *b, int rule, int kind, uint32_t v) {
     if (++b->total > MAX_ELEMS)
         return -1;
     prule *r = &b->rules[rule];
@@ -167,7 +167,7 @@ static int push(builder *b, int rule, int kind, uint32_t v) {
     return 0;
 }
 
-/* Room for `extra` more pre-elements in one step (a repetition's copies: doubling there was most of push's time),
+/* Room for `extra` more pre-elements in one step (a repetition's copies: doubling there was most of push_pel's time),
  * still at least doubling, so a rule of many repetitions is not copied again at each. */
 static int reserve_pels(builder *b, int rule, size_t extra) {
     prule *r = &b->rules[rule];
@@ -303,30 +303,30 @@ static int repeat(builder *b, int rule, size_t at, int min, int max) {
     int bad = reserve_pels(b, rule, (size_t)min * len + 1);
     for (int i = 0; i < min && !bad; i++)
         for (size_t k = 0; k < len && !bad; k++)
-            bad |= push(b, rule, sym[k].kind, sym[k].v);
+            bad |= push_pel(b, rule, sym[k].kind, sym[k].v);
     if (max < 0) { /* R ::= sym R | ε */
         int rr = bad ? -1 : helper_rule(b, b->rules[rule].name);
         bad |= rr < 0;
         for (size_t k = 0; k < len && !bad; k++)
-            bad |= push(b, rr, sym[k].kind, sym[k].v);
+            bad |= push_pel(b, rr, sym[k].kind, sym[k].v);
         if (!bad)
-            bad |= push(b, rr, 2, (uint32_t)rr) || push(b, rr, 1, 0) || push(b, rr, 0, 0) ||
-                   push(b, rule, 2, (uint32_t)rr);
+            bad |= push_pel(b, rr, 2, (uint32_t)rr) || push_pel(b, rr, 1, 0) || push_pel(b, rr, 0, 0) ||
+                   push_pel(b, rule, 2, (uint32_t)rr);
     } else if (max > min) { /* nested optionals: R1 ::= sym R2 | ε, ..., Rk ::= sym | ε */
         int prev = -1;
         for (int i = 0; i < max - min && !bad; i++) {
             int rr = helper_rule(b, b->rules[rule].name);
             bad |= rr < 0;
             for (size_t k = 0; k < len && !bad; k++)
-                bad |= push(b, rr, sym[k].kind, sym[k].v);
+                bad |= push_pel(b, rr, sym[k].kind, sym[k].v);
             if (!bad && prev >= 0)
-                bad |= push(b, rr, 2, (uint32_t)prev);
+                bad |= push_pel(b, rr, 2, (uint32_t)prev);
             if (!bad)
-                bad |= push(b, rr, 1, 0) || push(b, rr, 0, 0);
+                bad |= push_pel(b, rr, 1, 0) || push_pel(b, rr, 0, 0);
             prev = rr;
         }
         if (!bad)
-            bad |= push(b, rule, 2, (uint32_t)prev);
+            bad |= push_pel(b, rule, 2, (uint32_t)prev);
     }
     free(sym);
     return bad ? -1 : 0;
@@ -344,7 +344,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
                 uint32_t cp;
                 if (!(p = parse_char(b, p, &cp)))
                     return NULL;
-                if (push(b, rule, 4, cp))
+                if (push_pel(b, rule, 4, cp))
                     return b->err = build_oom(b), NULL;
             }
             if (p >= b->end)
@@ -375,13 +375,13 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
             if (p >= b->end)
                 return fail(b, s, "unterminated character class"), NULL;
             p++;
-            if (push(b, rule, 3, (uint32_t)c))
+            if (push_pel(b, rule, 3, (uint32_t)c))
                 return b->err = build_oom(b), NULL;
         } else if (*p == '.') {
             last = b->rules[rule].n;
             p++;
             int c = new_class(b, 0);
-            if (c < 0 || class_add(b, c, 0, 0x10FFFF) || push(b, rule, 3, (uint32_t)c))
+            if (c < 0 || class_add(b, c, 0, 0x10FFFF) || push_pel(b, rule, 3, (uint32_t)c))
                 return b->err = build_oom(b), NULL;
         } else if (is_word(*p)) {
             last = b->rules[rule].n;
@@ -389,7 +389,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
             while (p < b->end && is_word(*p))
                 p++;
             int r = add_rule(b, w, (size_t)(p - w));
-            if (r < 0 || push(b, rule, 2, (uint32_t)r))
+            if (r < 0 || push_pel(b, rule, 2, (uint32_t)r))
                 return b->err = build_oom(b), NULL;
         } else if (*p == '(') {
             if (depth > 1000)
@@ -404,7 +404,7 @@ static const char *parse_sequence(builder *b, const char *p, int rule, int neste
             if (p >= b->end || *p != ')')
                 return fail(b, s, "expected ')'"), NULL;
             p++;
-            if (push(b, rule, 2, (uint32_t)g))
+            if (push_pel(b, rule, 2, (uint32_t)g))
                 return b->err = build_oom(b), NULL;
         } else if (*p == '*' || *p == '+' || *p == '?' || *p == '{') {
             if (last == (size_t)-1)
@@ -453,12 +453,12 @@ static const char *parse_alternates(builder *b, const char *p, int rule, int nes
         if (!(p = parse_sequence(b, p, rule, nested, depth)))
             return NULL;
         if (p < b->end && *p == '|') {
-            if (push(b, rule, 1, 0))
+            if (push_pel(b, rule, 1, 0))
                 return b->err = build_oom(b), NULL;
             p = skip_space(b, p + 1, 1);
             continue;
         }
-        if (push(b, rule, 0, 0))
+        if (push_pel(b, rule, 0, 0))
             return b->err = build_oom(b), NULL;
         return p;
     }
@@ -562,7 +562,7 @@ struct tern_grammar {
 
 /* Appends an element; with no array yet (g->e NULL) only counts it, so the array is allocated once at its size
  * (growing it by doubling was a third of the JSON Schema fuzz target's time under ASan). -1 past MAX_ELEMS. */
-static int emit(tern_grammar *g, tern_gelem e) {
+static int emit_elem(tern_grammar *g, tern_gelem e) {
     if (g->n >= (g->e ? g->cap : MAX_ELEMS))
         return -1;
     if (g->e)
@@ -574,12 +574,12 @@ static int emit(tern_grammar *g, tern_gelem e) {
 /* A literal's code point: its UTF-8 bytes in sequence (a surrogate has none and matches nothing, as in a class). */
 static int emit_char(tern_grammar *g, uint32_t cp) {
     if (cp >= 0xD800 && cp <= 0xDFFF)
-        return emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = 1, .hi = 0});
+        return emit_elem(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = 1, .hi = 0});
     char u[4];
     size_t n = tern_utf8_put(cp, u);
     int bad = 0;
     for (size_t i = 0; i < n && !bad; i++)
-        bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = (uint8_t)u[i], .hi = (uint8_t)u[i]});
+        bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = (uint8_t)u[i], .hi = (uint8_t)u[i]});
     return bad;
 }
 
@@ -593,21 +593,21 @@ static int write_elems(const builder *b, tern_grammar *g, const int64_t *class_r
         for (size_t i = 0; i < pr->n && !bad; i++) {
             const pel *e = &pr->e[i];
             if (e->kind == 0)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_END});
+                bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_END});
             else if (e->kind == 1)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_ALT});
+                bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_ALT});
             else if (e->kind == 2)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = e->v});
+                bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_REF, .rule = e->v});
             else if (e->kind == 4)
                 bad |= emit_char(g, e->v);
             else if (class_rule[e->v] >= 0)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_REF, .rule = (uint32_t)class_rule[e->v]});
+                bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_REF, .rule = (uint32_t)class_rule[e->v]});
             else {
                 const seqs *q = &cs[e->v];
                 if (q->n == 0)
-                    bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = 1, .hi = 0});
+                    bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = 1, .hi = 0});
                 for (size_t k = 0; k < q->n && !bad; k++)
-                    bad |= emit(g, (tern_gelem){.type = k ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
+                    bad |= emit_elem(g, (tern_gelem){.type = k ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
                                                 .hi = q->s[k][0][1]});
             }
         }
@@ -621,7 +621,7 @@ static int write_elems(const builder *b, tern_grammar *g, const int64_t *class_r
         int first = 1, ones = 0;
         for (size_t k = 0; k < q->n && !bad; k++)
             if (q->len[k] == 1) {
-                bad |= emit(g, (tern_gelem){.type = ones ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
+                bad |= emit_elem(g, (tern_gelem){.type = ones ? TERN_GE_BYTES_ALT : TERN_GE_BYTES, .lo = q->s[k][0][0],
                                             .hi = q->s[k][0][1]});
                 ones = 1, first = 0;
             }
@@ -629,12 +629,12 @@ static int write_elems(const builder *b, tern_grammar *g, const int64_t *class_r
             if (q->len[k] == 1)
                 continue;
             if (!first)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_ALT});
+                bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_ALT});
             first = 0;
             for (int i = 0; i < q->len[k] && !bad; i++)
-                bad |= emit(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = q->s[k][i][0], .hi = q->s[k][i][1]});
+                bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_BYTES, .lo = q->s[k][i][0], .hi = q->s[k][i][1]});
         }
-        bad |= emit(g, (tern_gelem){.type = TERN_GE_END});
+        bad |= emit_elem(g, (tern_gelem){.type = TERN_GE_END});
     }
     return bad;
 }
