@@ -150,36 +150,28 @@ static int helper_rule(builder *b, const char *base) {
     return r;
 }
 
-static int push_pel(builder *b, int rule, int kind, uint32_t v) {
-    if (++b->total > MAX_ELEMS)
-        return -1;
-    prule *r = &b->rules[rule];
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 16;
-        if (cap > MAX_ELEMS)
-            return -1;
-        pel *e = realloc(r->e, cap * sizeof *e);
-        if (!e)
-            return -1;
-        r->e = e, r->cap = cap;
-    }
-    r->e[r->n++] = (pel){kind, v};
-    return 0;
-}
-
-/* Room for `extra` more pre-elements in one step (a repetition's copies: doubling there was most of push_pel's time),
- * still at least doubling, so a rule of many repetitions is not copied again at each. */
+/* Room for `extra` more pre-elements: at least doubling (from 16), and a repetition's copies in one step (growing
+ * for them one at a time was most of the compiler's time on a JSON Schema's large counts). */
 static int reserve_pels(builder *b, int rule, size_t extra) {
     prule *r = &b->rules[rule];
     if (r->n + extra <= r->cap)
         return 0;
     if (r->n + extra > MAX_ELEMS)
         return -1;
-    size_t cap = r->n + extra > 2 * r->cap ? r->n + extra : 2 * r->cap < MAX_ELEMS ? 2 * r->cap : MAX_ELEMS;
+    size_t cap = r->cap ? 2 * r->cap : 16;
+    cap = cap < r->n + extra ? r->n + extra : cap > MAX_ELEMS ? MAX_ELEMS : cap;
     pel *e = realloc(r->e, cap * sizeof *e);
     if (!e)
         return -1;
     r->e = e, r->cap = cap;
+    return 0;
+}
+
+static int push_pel(builder *b, int rule, int kind, uint32_t v) {
+    if (++b->total > MAX_ELEMS || reserve_pels(b, rule, 1))
+        return -1;
+    prule *r = &b->rules[rule];
+    r->e[r->n++] = (pel){kind, v};
     return 0;
 }
 

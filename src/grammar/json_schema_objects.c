@@ -77,9 +77,8 @@ static TERN_MUST_CHECK tern_err *other_first(conv *c, const tern_cpset *edges, c
 static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, size_t pos, int allow_empty, sbuf *o);
 
 /* not_words' alternatives, joined by '|' into o: a branch per next character of the words, then `other`. */
-static TERN_MUST_CHECK tern_err *branches(conv *c, const char **w, size_t k, size_t pos, const char *any,
-                                          const char *other, sbuf *o) {
-    const int is_word_end = k && strlen(w[0]) == pos;
+static TERN_MUST_CHECK tern_err *branches(conv *c, const char **w, size_t k, size_t pos, int is_word_end,
+                                          const char *any, const char *other, sbuf *o) {
     tern_err *err = NULL;
     size_t n = 0;
     for (size_t i = is_word_end; i < k && !err; n++) {
@@ -132,11 +131,11 @@ static TERN_MUST_CHECK tern_err *not_words(conv *c, const char **w, size_t k, si
     const char *op = allow_empty && !is_word_end ? "?" : "";
     if (!err && n_alts > 1) { /* what js_atom_push writes for alternatives, without scanning the nested levels */
         js_seq_push_unit(o, "( ");
-        err = branches(c, w, k, pos, any, other.p ? other.p : "", o);
+        err = branches(c, w, k, pos, is_word_end, any, other.p ? other.p : "", o);
         sbuf_adds(o, " )"), sbuf_adds(o, op);
     } else if (!err && n_alts == 1) { /* one alternative: its text decides whether it needs a group */
         sbuf alts = {0};
-        err = branches(c, w, k, pos, any, other.p ? other.p : "", &alts);
+        err = branches(c, w, k, pos, is_word_end, any, other.p ? other.p : "", &alts);
         if (!err && alts.len)
             js_atom_push(o, alts.p, op);
         o->oom |= alts.oom;
