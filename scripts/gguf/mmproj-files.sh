@@ -7,7 +7,9 @@
 #                                                        (block_count 1): a small seed for the fuzz target;
 #   tests/data/gguf/mmproj-vision-tiny-f32.gguf, -f16.gguf  the vision tower, checked against the safetensors one
 #                                                        and the reference's embeddings;
-#   tests/fuzz/corpus/fuzz_gguf_mmproj_vision/mmproj-vision-1blk.gguf  its F16 conversion cut to one layer.
+#   tests/fuzz/corpus/fuzz_gguf_mmproj_vision/mmproj-vision-1blk.gguf  its F16 conversion cut to one layer,
+#   tests/fuzz/corpus/fuzz_gguf_mmproj_vision/mmproj-vision-small.gguf  and that layer's tensors cut smaller
+#                                                        (mmproj-vision-small.py): the fuzz target's fast seed.
 # LLAMA_SRC is llama.cpp's source (bench/llamacpp_build.sh puts it in ~/.cache/tern/llamacpp/src); needs
 # python3-numpy and python3-torch.
 set -euo pipefail
@@ -56,4 +58,7 @@ convert tests/data/vision/tower-tiny f32 tests/data/gguf/mmproj-vision-tiny-f32.
 convert tests/data/vision/tower-tiny f16 tests/data/gguf/mmproj-vision-tiny-f16.gguf
 cut_to_one_block tests/data/gguf/mmproj-vision-tiny-f16.gguf \
     tests/fuzz/corpus/fuzz_gguf_mmproj_vision/mmproj-vision-1blk.gguf vision
+PYTHONPATH=$src/gguf-py /usr/bin/python3 scripts/gguf/mmproj-vision-small.py \
+    tests/fuzz/corpus/fuzz_gguf_mmproj_vision/mmproj-vision-1blk.gguf \
+    tests/fuzz/corpus/fuzz_gguf_mmproj_vision/mmproj-vision-small.gguf
 ls -l tests/data/gguf/mmproj-*.gguf tests/fuzz/corpus/fuzz_gguf_mmproj*/

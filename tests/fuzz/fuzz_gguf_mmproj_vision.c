@@ -1,8 +1,9 @@
 /* fuzz_gguf_mmproj_vision.c — fuzz target for GGUF multimodal projector files read as Gemma 4's vision tower
  * (clip.vision.* keys and tensor shapes to config, tensors renamed, the patch convolution reordered, weights bound),
  * as loading an mmproj file does: a hostile file must end in an error, never a crash. A tower that loads plans and
- * encodes a small gray image when its shape allows. The seed (scripts/gguf/mmproj-files.sh) is llama.cpp's F16
- * conversion of the vision reference's tower, cut to one layer. */
+ * encodes a small gray image when its shape allows. The seeds (scripts/gguf/mmproj-files.sh) are llama.cpp's F16
+ * conversion of the vision reference's tower cut to one layer, and an 80 KB copy with that layer's tensors cut
+ * smaller (the fuzzer grows its corpus from the smallest file that reaches the same code). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
