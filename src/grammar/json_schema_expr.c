@@ -135,25 +135,28 @@ static void rep_exact(sbuf *o, const char *e, uint64_t k) {
     }
 }
 
-/* e{0,k}; past the compiler's bound as ( e{1000} e{0,k-1000} | e{0,999} ), which stays unambiguous. */
+/* e{0,k}; past the compiler's bound as ( e{1000} e{0,k-1000} | e{0,999} ), which stays unambiguous. The levels are
+ * written in place, innermost last: built apart, each level's text was copied into the one above it (quadratic in
+ * k / 1000: a count near a million took seconds). */
 static void rep_upto(sbuf *o, const char *e, uint64_t k) {
     char op[32];
-    if (k == 0)
-        return;
+    uint64_t levels = 0;
+    for (; k > MAX_REPEAT; k -= MAX_REPEAT, levels++) {
+        sep(o);
+        sbuf_adds(o, "( ");
+        rep_exact(o, e, MAX_REPEAT);
+    }
     if (k == 1) {
         js_atom_push(o, e, "?");
-    } else if (k <= MAX_REPEAT) {
+    } else if (k > 1) {
         snprintf(op, sizeof op, "{0,%llu}", (unsigned long long)k);
         js_atom_push(o, e, op);
-    } else {
-        sbuf a = {0}, b = {0};
-        rep_exact(&a, e, MAX_REPEAT);
-        rep_upto(&a, e, k - MAX_REPEAT);
-        rep_upto(&b, e, MAX_REPEAT - 1);
-        js_alt_push(&a, b.p);
-        o->oom |= a.oom | b.oom;
-        js_seq_push(o, a.p);
-        sbuf_free(&a), sbuf_free(&b);
+    }
+    for (; levels; levels--) {
+        sbuf_adds(o, " | ");
+        snprintf(op, sizeof op, "{0,%d}", MAX_REPEAT - 1);
+        js_atom_push(o, e, op);
+        sbuf_adds(o, " )");
     }
 }
 

@@ -944,6 +944,17 @@ static void test_strings(void **state) {
         doc[0] = '"', memset(doc + 1, 'x', n), doc[n + 1] = '"', doc[n + 2] = 0;
         expect_docs(g, n == 2500 ? GOOD(doc) : NULL, n == 2501 ? BAD(doc) : NULL);
     }
+    free(g);
+    /* three levels of the split bound: ( e{1000} ( e{1000} ( e{1000} e{0,500} | e{0,999} ) | e{0,999} ) | e{0,999} ) */
+    g = gbnf_of("{\"type\":\"string\",\"maxLength\":3500}", J, 1);
+    doc = realloc(doc, 3504);
+    assert_non_null(doc);
+    const size_t lens[] = {0, 1, 999, 1000, 1001, 1999, 2000, 2001, 2999, 3000, 3001, 3499, 3500, 3501};
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+        const size_t n = lens[i];
+        doc[0] = '"', memset(doc + 1, 'x', n), doc[n + 1] = '"', doc[n + 2] = 0;
+        expect_docs(g, n <= 3500 ? GOOD(doc) : NULL, n > 3500 ? BAD(doc) : NULL);
+    }
     free(doc);
     free(g);
 }
