@@ -934,7 +934,7 @@ static void test_strings(void **state) {
     expect("{\"type\":\"string\",\"minLength\":3}", J, 1, GOOD("\"abc\"", "\"abcdefgh\""), BAD("\"ab\""));
     /* lengths past the compiler's repetition bound are split, not refused */
     char *g = gbnf_of("{\"type\":\"string\",\"minLength\":1001,\"maxLength\":2500}", J, 1);
-    char *doc = malloc(2504);
+    char *doc = malloc(3504);
     assert_non_null(doc);
     for (size_t n = 1000; n <= 1001; n++) { /* 1000 too short, 1001 fine */
         doc[0] = '"', memset(doc + 1, 'x', n), doc[n + 1] = '"', doc[n + 2] = 0;
@@ -947,8 +947,6 @@ static void test_strings(void **state) {
     free(g);
     /* three levels of the split bound: ( e{1000} ( e{1000} ( e{1000} e{0,500} | e{0,999} ) | e{0,999} ) | e{0,999} ) */
     g = gbnf_of("{\"type\":\"string\",\"maxLength\":3500}", J, 1);
-    doc = realloc(doc, 3504);
-    assert_non_null(doc);
     const size_t lens[] = {0, 1, 999, 1000, 1001, 1999, 2000, 2001, 2999, 3000, 3001, 3499, 3500, 3501};
     for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
         const size_t n = lens[i];
