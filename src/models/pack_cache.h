@@ -16,7 +16,7 @@
 
 /* The cache file's format, and the packed blocks' (qpack.h): bump it when either changes; a file of another
  * version is rebuilt. */
-#define TERN_PACK_CACHE_VERSION 2
+#define TERN_PACK_CACHE_VERSION 3
 
 /* A key for a model folder (or GGUF file) as its files are now: their names, sizes, modification times and heads; 0
  * (logged) when the path does not resolve, its folder cannot be listed or one of its weight or config files cannot be

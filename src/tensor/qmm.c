@@ -60,7 +60,7 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
     const tern_qact *a = j->a[p];
     const int64_t n_out = j->n_out[p];
     const tern_qpack_form f = tern_qpack_form_of(w);
-    const size_t gb = tern_qpack_group_bytes(f.bits, f.group, f.sdtype), bb = tern_qpack_block_bytes(w);
+    const size_t gb = tern_qpack_group_bytes(f), bb = tern_qpack_block_bytes(w);
     const int direct = pk && j->row0[p] % 16 == 0;
     const int64_t per_run = bb < QMM_RUN_BYTES ? (int64_t)(QMM_RUN_BYTES / bb) : 1;
     uint8_t *own = NULL;

@@ -62,7 +62,7 @@ static void configure(void) {
 void tern_qmm_amx_tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
                        size_t gbytes, float *y, int64_t ystride, int valid) {
     const int64_t G = a->group, ng = a->in / G;
-    if (a->T - t0 < NT || G % 64 || G > MAX_GROUP || ng % BATCH) {
+    if (a->T - t0 < NT || G % 64 || G > MAX_GROUP || ng % BATCH || a->ggml_steps) {
         tern_qmm_avx512.tile(blk, a, t0, first, bits, sdt, gbytes, y, ystride, valid);
         return;
     }
@@ -112,11 +112,7 @@ void tern_qmm_amx_tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int f
             __m512i ia[NT];
             for (int t = 0; t < NT; t++)
                 ia[t] = _mm512_load_si512(dots[i][t]);
-            const __m512 s = qmm_load_scales(grp, sdt);
-            if (a->ggml_steps)
-                qmm_epilogue_ggml(acc, ia, s, a->isum + u0, a->xs + u0, bits == 4 ? 3 : 7, NT);
-            else
-                qmm_epilogue_affine(acc, ia, s, qmm_load_scales(grp + 16 * ss, sdt), a, u0, NT);
+            qmm_epilogue_affine(acc, ia, qmm_load_scales(grp, sdt), qmm_load_scales(grp + 16 * ss, sdt), a, u0, NT);
         }
     }
     const __mmask16 m = (__mmask16)((1u << valid) - 1);

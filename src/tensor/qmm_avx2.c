@@ -116,7 +116,9 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
     for (int t = 0; t < NT; t++)
         acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
+        /* grp: the group's scales (then, in the affine form, its biases) */
+        const uint8_t *grp = a->ggml_steps ? blk + tern_qpack_ggml_scales_at(bits, g) : blk + (size_t)g * gbytes;
+        const uint8_t *codes = a->ggml_steps ? blk + tern_qpack_ggml_codes_at(bits, g) : grp + 32 * ss;
         /* Both tokens lie in one tile: token t's group g is unit u0 + t. */
         const int64_t u0 = tern_qact_unit(a, t0, g);
         const int8_t *xq = a->q + u0 * G;
@@ -165,7 +167,8 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
             }
         }
         for (int h = 0; h < 2; h++) {
-            const __m256 s = load_scales8(grp + 8 * h * ss, sdt), b = load_scales8(grp + (16 + 8 * h) * ss, sdt);
+            const __m256 s = load_scales8(grp + 8 * h * ss, sdt);
+            const __m256 b = a->ggml_steps ? _mm256_setzero_ps() : load_scales8(grp + (16 + 8 * h) * ss, sdt);
             const int add = !a->ggml_steps && exponent_add_ok8(s);
             const __m256i sh = _mm256_sub_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(1 << 23));
             for (int t = 0; t < NT; t++) {

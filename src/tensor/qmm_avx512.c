@@ -101,7 +101,9 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 32 * ss;
+        /* grp: the group's scales (then, in the affine form, its biases) */
+        const uint8_t *grp = a->ggml_steps ? blk + tern_qpack_ggml_scales_at(bits, g) : blk + (size_t)g * gbytes;
+        const uint8_t *codes = a->ggml_steps ? blk + tern_qpack_ggml_codes_at(bits, g) : grp + 32 * ss;
         /* The pass's tokens are one tile: token t's group g is unit u0 + t. */
         const int64_t u0 = t0 * ng + g * NT;
         const int8_t *xq = a->q + u0 * G;
@@ -176,14 +178,14 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
 }
 
 /* A whole tile of tokens (TERN_QACT_TILE = 8) from t0 against one block of ggml Q4_0 or Q8_0 weights (groups of
- * 32, f16 scales), in ggml's form of the product: qmm_block's arithmetic, with every size known when compiled.
+ * 32, f16 scales, in pairs: qpack.h), in ggml's form of the product: qmm_block's arithmetic, with every size known when compiled.
  * The block's first pass (first != 0) requests its later groups ahead; the later passes find it in L1. */
 static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, const tern_qact *a, int64_t t0,
                                                             const int bits, int first, float *y, int64_t ystride,
                                                             __mmask16 m) {
     enum { NT = TERN_QACT_TILE, G = 32 };
     const int64_t ng = a->in / G;
-    const size_t gbytes = 64 + (size_t)(16 * G * bits / 8);
+    const size_t pair = 64 + 2 * tern_qpack_ggml_codes_bytes(bits);
     const int sh = bits == 4 ? 3 : 7; /* the bias's code offset, 8 or 128, as a shift */
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const int8_t *xt = a->q + t0 * ng * G;
@@ -193,10 +195,10 @@ static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, 
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *grp = blk + (size_t)g * gbytes, *codes = grp + 64;
+        const uint8_t *grp = blk + tern_qpack_ggml_scales_at(bits, g), *codes = blk + tern_qpack_ggml_codes_at(bits, g);
         const int8_t *xg = xt + g * NT * G;
-        if (first)
-            for (size_t off = 0; off < gbytes; off += 64)
+        if (first && !(g & 1)) /* the pair's lines */
+            for (size_t off = 0; off < pair; off += 64)
                 _mm_prefetch((const char *)(grp + off + QMM_PREFETCH), _MM_HINT_T0);
         __m512i ia[NT];
         for (int t = 0; t < NT; t++)

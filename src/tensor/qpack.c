@@ -14,16 +14,16 @@ tern_qpack_form tern_qpack_form_of(const tern_weight *w) {
     if (w->fmt == TERN_WF_MLX_AFFINE && (w->bits == 4 || w->bits == 8) && w->group >= 32 &&
         !(w->group & (w->group - 1)) && in % w->group == 0 &&
         (w->sdtype == TERN_DT_F32 || w->sdtype == TERN_DT_BF16 || w->sdtype == TERN_DT_F16))
-        return (tern_qpack_form){w->bits, w->group, w->sdtype};
+        return (tern_qpack_form){w->bits, w->group, w->sdtype, 0};
     if (w->fmt == TERN_WF_QBLOCK && (w->qblock == TERN_QB_Q4_0 || w->qblock == TERN_QB_Q8_0) && in % 32 == 0)
-        return (tern_qpack_form){w->qblock == TERN_QB_Q4_0 ? 4 : 8, 32, TERN_DT_F16};
-    return (tern_qpack_form){0, 0, TERN_DT_F32};
+        return (tern_qpack_form){w->qblock == TERN_QB_Q4_0 ? 4 : 8, 32, TERN_DT_F16, 1};
+    return (tern_qpack_form){0, 0, TERN_DT_F32, 0};
 }
 
 int tern_qpack_supported(const tern_weight *w) { return tern_qpack_form_of(w).bits != 0; }
 
-size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype) {
-    return 2 * 16 * tern_dtype_size(sdtype) + (size_t)(16 * group * bits / 8);
+size_t tern_qpack_group_bytes(tern_qpack_form f) {
+    return (f.ggml ? 1 : 2) * 16 * tern_dtype_size(f.sdtype) + (size_t)(16 * f.group * f.bits / 8);
 }
 
 /* A ggml block's step d (f16 bits) and the bias of its affine form: -8d for Q4_0, -128d for Q8_0 (exact: a power
@@ -92,19 +92,15 @@ static void pack_mlx_row(const tern_weight *w, int64_t row, int r, uint8_t *out,
     }
 }
 
-/* Row r of a 16-row block from a ggml Q4_0 / Q8_0 row: one group per block, f16 scale and bias. */
-static void pack_qblock_row(const tern_weight *w, tern_qpack_form f, int64_t row, int r, uint8_t *out, size_t gb) {
+/* Row r of a 16-row block from a ggml Q4_0 / Q8_0 row: one group per block, its f16 scale (the ggml form). */
+static void pack_qblock_row(const tern_weight *w, tern_qpack_form f, int64_t row, int r, uint8_t *out) {
     const int64_t in = tern_weight_cols(w), nb = in / 32;
     const size_t bb = tern_qblock_bytes(w->qblock);
     const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in);
     for (int64_t g = 0; g < nb; g++) {
         const uint8_t *blk = src + (size_t)g * bb;
-        uint8_t *grp = out + (size_t)g * gb, *codes = grp + 64, q[32];
-        uint16_t d;
-        memcpy(&d, blk, 2);
-        const uint16_t bias = qblock_bias(f.bits, d);
-        memcpy(grp + 2 * r, &d, 2);
-        memcpy(grp + 2 * (16 + r), &bias, 2);
+        uint8_t *codes = out + tern_qpack_ggml_codes_at(f.bits, g), q[32];
+        memcpy(out + tern_qpack_ggml_scales_at(f.bits, g) + 2 * r, blk, 2);
         qblock_codes(f.bits, blk, q);
         for (int c = 0; c < (f.bits == 4 ? 4 : 8); c++)
             for (int j = 0; j < 4; j++)
@@ -115,8 +111,8 @@ static void pack_qblock_row(const tern_weight *w, tern_qpack_form f, int64_t row
 void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     const tern_qpack_form f = tern_qpack_form_of(w);
     const int64_t in = tern_weight_cols(w), rows = tern_weight_rows(w), ng = in / f.group;
-    const size_t ss = tern_dtype_size(f.sdtype), gb = tern_qpack_group_bytes(f.bits, f.group, f.sdtype);
-    memset(out, 0, gb * (size_t)ng);
+    const size_t ss = tern_dtype_size(f.sdtype), gb = tern_qpack_group_bytes(f);
+    memset(out, 0, tern_qpack_block_bytes(w));
     /* Rows past the end: codes and bias 0, scale 1, so the kernels' check that a group's scales allow the exponent
      * add (the SIMD kernels) is not failed by padding. Their results are never stored. */
     const float one_f32 = 1.0f;
@@ -125,10 +121,10 @@ void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     const int64_t valid = rows - row0 < 0 ? 0 : rows - row0 > 16 ? 16 : rows - row0;
     for (int64_t r = valid; r < 16; r++)
         for (int64_t g = 0; g < ng; g++)
-            memcpy(out + (size_t)g * gb + (size_t)r * ss, one, ss);
+            memcpy(out + (f.ggml ? tern_qpack_ggml_scales_at(f.bits, g) : (size_t)g * gb) + (size_t)r * ss, one, ss);
     for (int r = 0; r < valid; r++) {
-        if (w->fmt == TERN_WF_QBLOCK)
-            pack_qblock_row(w, f, row0 + r, r, out, gb);
+        if (f.ggml)
+            pack_qblock_row(w, f, row0 + r, r, out);
         else
             pack_mlx_row(w, row0 + r, r, out, gb);
     }
@@ -138,7 +134,8 @@ int64_t tern_qpack_blocks(const tern_weight *w) { return (tern_weight_rows(w) + 
 
 size_t tern_qpack_block_bytes(const tern_weight *w) {
     const tern_qpack_form f = tern_qpack_form_of(w);
-    return tern_qpack_group_bytes(f.bits, f.group, f.sdtype) * (size_t)(tern_weight_cols(w) / f.group);
+    const int64_t ng = tern_weight_cols(w) / f.group;
+    return tern_qpack_group_bytes(f) * (size_t)ng + (f.ggml && ng % 2 ? 32 : 0);
 }
 
 size_t tern_qpack_bytes(const tern_weight *w) { return tern_qpack_block_bytes(w) * (size_t)tern_qpack_blocks(w); }
@@ -161,7 +158,7 @@ static TERN_MUST_CHECK tern_err *create(const tern_weight *w, int n, const int64
     p->bits = f.bits;
     p->group = f.group;
     p->sdtype = f.sdtype;
-    p->group_bytes = tern_qpack_group_bytes(f.bits, f.group, f.sdtype);
+    p->group_bytes = tern_qpack_group_bytes(f);
     p->block_bytes = tern_qpack_block_bytes(w);
     p->owns_data = at == NULL;
     p->pieces = n;

@@ -7,6 +7,7 @@
  *     scales[16] and biases[16] (the stored dtype, row r of the block at index r), then the codes:
  *     q8: group/4 chunks of 64 bytes, chunk c holding byte 4r+j = q[r][g*group + 4c + j];
  *     q4: group/8 chunks of 64 bytes, chunk c holding byte 4r+j = q[r][k+j] | q[r][k+4+j] << 4, k = g*group + 8c.
+ * (The ggml form, from Q4_0 / Q8_0 blocks, has no biases and its groups go in pairs: tern_qpack_form.)
  * So one 64-byte load gives each of 16 32-bit lanes four codes of its own row: a VPDPBUSD against four
  * broadcast activation bytes adds four products to each of 16 rows at once, and a row block is read
  * front to back exactly once per pass, scales next to the codes they scale.
@@ -44,8 +45,8 @@ typedef struct tern_qpack {
     int64_t rows, in, blocks;
     int bits, group;
     tern_dtype sdtype;
-    size_t group_bytes;  /* scales + biases + codes of one group of one block */
-    size_t block_bytes;  /* ng * group_bytes */
+    size_t group_bytes;  /* scales (+ biases) + codes of one group of one block */
+    size_t block_bytes;  /* ng * group_bytes, an odd ggml-form group's pair padded to a cache line */
     /* The blocks may lie in several runs ("pieces"): piece i holds blocks [first[i], first[i + 1]) (the last up
      * to `blocks`) contiguously from piece_data[i]; first[0] = 0. One piece unless packed with a split. */
     int pieces;
@@ -64,20 +65,33 @@ static inline const uint8_t *tern_qpack_block_data(const tern_qpack *p, int64_t 
 /* The affine form a weight is packed in: code bits, group, and the scales' and biases' dtype. MLX affine weights
  * as stored (4 or 8 bits, group >= 32 a power of two dividing the width); ggml Q4_0 and Q8_0 blocks as groups of
  * 32 with the block's f16 step d as scale and -8d (Q4_0, codes as stored) or -128d (Q8_0, codes plus 128) as bias:
- * the same weights exactly, for every weight within f16's range. bits is 0 for any other weight. */
+ * the same weights exactly, for every weight within f16's range. bits is 0 for any other weight.
+ * The ggml form's packed blocks hold no biases (its product takes the offset in the integer dot, qpack.h's top):
+ * a block's groups go in pairs, the pair's 2 x 16 f16 scales in one cache line, then the first group's codes, then
+ * the second's; an odd last group has the line to itself. A tenth fewer bytes to stream than with the biases. */
 typedef struct tern_qpack_form {
     int bits, group;
     tern_dtype sdtype;
+    int ggml; /* from ggml blocks: no biases, groups in pairs */
 } tern_qpack_form;
+
+/* In a ggml-form block of `bits`-bit codes: the offsets of group g's 16 scales and of its codes. */
+static inline size_t tern_qpack_ggml_codes_bytes(int bits) { return (size_t)(16 * 32 * bits / 8); }
+static inline size_t tern_qpack_ggml_scales_at(int bits, int64_t g) {
+    return (size_t)(g >> 1) * (64 + 2 * tern_qpack_ggml_codes_bytes(bits)) + (size_t)(g & 1) * 32;
+}
+static inline size_t tern_qpack_ggml_codes_at(int bits, int64_t g) {
+    return (size_t)(g >> 1) * (64 + 2 * tern_qpack_ggml_codes_bytes(bits)) + 64 +
+           (size_t)(g & 1) * tern_qpack_ggml_codes_bytes(bits);
+}
 tern_qpack_form tern_qpack_form_of(const tern_weight *w);
 /* Whether a weight can be packed (its form has bits). */
 int tern_qpack_supported(const tern_weight *w);
 /* Row `row` of w in its form: unsigned codes[in], scales and biases [in / group] as f32. */
 void tern_qpack_row(const tern_weight *w, int64_t row, uint8_t *codes, float *scales, float *biases);
-/* Bytes of one group of one packed block for (bits, group, scale dtype). */
-size_t tern_qpack_group_bytes(int bits, int group, tern_dtype sdtype);
-/* Packs the 16 rows starting at row0 (rows past the weight's end are zero) into out[group_bytes * in/group];
- * group_bytes and the group are those of w's form. */
+/* Bytes of one group of one packed block in form f (the ggml form's pairs: two groups' bytes a pair). */
+size_t tern_qpack_group_bytes(tern_qpack_form f);
+/* Packs the 16 rows starting at row0 (rows past the weight's end are zero) into out[tern_qpack_block_bytes(w)]. */
 void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out);
 /* Bytes the packed copy of w takes (a multiple of 64). */
 size_t tern_qpack_bytes(const tern_weight *w);

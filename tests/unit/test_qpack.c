@@ -322,9 +322,9 @@ static void test_qblock_form(void **state) {
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const tern_qblock types[] = {TERN_QB_Q4_0, TERN_QB_Q8_0};
-    for (int ti = 0; ti < 2; ti++) {
-        const tern_qblock t = types[ti];
-        const int64_t rows = 37, in = 256, ng = in / 32, T = 11;
+    for (int ti = 0; ti < 4; ti++) { /* an even and an odd number of blocks a row (the last pair half empty) */
+        const tern_qblock t = types[ti % 2];
+        const int64_t rows = 37, in = ti < 2 ? 256 : 224, ng = in / 32, T = 11;
         uint8_t *data = random_qblock(t, rows, in);
         tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = t,
                          .name = "w"};
@@ -332,8 +332,11 @@ static void test_qblock_form(void **state) {
         assert_int_equal(f.bits, t == TERN_QB_Q4_0 ? 4 : 8);
         assert_int_equal(f.group, 32);
         assert_int_equal(f.sdtype, TERN_DT_F16);
+        assert_true(f.ggml);
         tern_qpack *pk;
         TU_OK(tern_qpack_create(&w, NULL, &pk));
+        assert_int_equal(pk->block_bytes, (size_t)(ng / 2) * (64 + 2 * tern_qpack_ggml_codes_bytes(f.bits)) +
+                                              (size_t)(ng % 2) * (64 + tern_qpack_ggml_codes_bytes(f.bits)));
         uint8_t codes[256];
         float sb[16], deq[256];
         for (int64_t r = 0; r < rows; r++) {
@@ -344,16 +347,16 @@ static void test_qblock_form(void **state) {
                 if (v != deq[k])
                     fail_msg("%s row %lld col %lld: affine %.9g, ggml %.9g", tern_qblock_name(t), (long long)r,
                              (long long)k, v, deq[k]);
-                const uint8_t *grp = pk->data + (size_t)(r / 16) * pk->block_bytes + (size_t)(k / 32) * pk->group_bytes;
+                /* No biases: each pair of groups is their scales' cache line, then their codes. */
+                const uint8_t *blk = pk->data + (size_t)(r / 16) * pk->block_bytes;
+                const uint8_t *gc = blk + tern_qpack_ggml_codes_at(f.bits, k / 32);
                 const int64_t kk = k % 32, rr = r % 16;
-                const uint8_t byte = f.bits == 8 ? grp[64 + (kk / 4) * 64 + 4 * rr + kk % 4]
-                                                 : grp[64 + (kk / 8) * 64 + 4 * rr + kk % 4];
+                const uint8_t byte = f.bits == 8 ? gc[(kk / 4) * 64 + 4 * rr + kk % 4] : gc[(kk / 8) * 64 + 4 * rr + kk % 4];
                 const unsigned q = f.bits == 8 ? byte : kk % 8 < 4 ? byte & 15u : (unsigned)byte >> 4;
                 assert_int_equal(q, codes[k]);
-                uint16_t hs, hb;
-                memcpy(&hs, grp + 2 * rr, 2);
-                memcpy(&hb, grp + 2 * (16 + rr), 2);
-                assert_true(tern_f16_to_f32(hs) == sb[k / 32] && tern_f16_to_f32(hb) == sb[ng + k / 32]);
+                uint16_t hs;
+                memcpy(&hs, blk + tern_qpack_ggml_scales_at(f.bits, k / 32) + 2 * rr, 2);
+                assert_true(tern_f16_to_f32(hs) == sb[k / 32]);
             }
         }
         w.qpack = pk;
