@@ -9,7 +9,7 @@
  * the kernel itself on cache-resident weights against that peak. With --resident, single-token passes over a matrix
  * the caches hold (size it with --rows): the kernel's arithmetic, without memory. With --act-error, the accuracy cost of quantizing
  * the activations: the product's relative error against float64, with the kernels' step and with max|x|/127.
- * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16|q4_0|q8_0|q6_k] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
+ * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16|q4_0|q8_0|q4_k|q5_k|q6_k] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
  *                      [--threads 2] [--slab ROWS] [--resident]
  *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
  *        bench_kernels --ceiling [--bits 4|8] [--tokens 8]
@@ -404,24 +404,29 @@ int main(int argc, char **argv) {
             format = argv[i + 1];
     /* ggml blocks (GGUF): stored as the KV cache stores them, ggml's reference quantizers. */
     const int ggml = format && (!strcmp(format, "q4_0") || !strcmp(format, "q8_0"));
-    /* Q6_K (llama-quantize's choice for the tied head of Q4_0 / Q4_K_M files): random codes and scales, a fixed
-     * f16 step per block; its products run on ggml's blocks at every token count. */
-    const int q6k = format && !strcmp(format, "q6_k");
+    /* K-quants (Q4_K_M files: Q4_K and Q6_K, Q6_K also the tied head of Q4_0 files): random codes and scales,
+     * fixed f16 steps per block; their products run on ggml's blocks at every token count. */
+    const tern_qblock kq = !format                   ? TERN_QB_NONE
+                           : !strcmp(format, "q4_k") ? TERN_QB_Q4_K
+                           : !strcmp(format, "q5_k") ? TERN_QB_Q5_K
+                           : !strcmp(format, "q6_k") ? TERN_QB_Q6_K
+                                                     : TERN_QB_NONE;
+    const int kquant = kq != TERN_QB_NONE;
     const tern_kv_type kvt = ggml && format[1] == '4' ? TERN_KV_Q4_0 : TERN_KV_Q8_0;
     const tern_wformat fmt = !format ? TERN_WF_MLX_AFFINE : !strcmp(format, "f32") ? TERN_WF_F32
                            : !strcmp(format, "f16")   ? TERN_WF_F16 : !strcmp(format, "bf16") ? TERN_WF_BF16
-                           : ggml || q6k              ? TERN_WF_QBLOCK
+                           : ggml || kquant           ? TERN_WF_QBLOCK
                                                       : TERN_WF_NONE;
-    if (fmt == TERN_WF_NONE || (ggml && in % 32) || (q6k && in % 256)) {
-        fprintf(stderr, "bench_kernels: --format takes f32, f16, bf16, q4_0, q8_0 or q6_k (without it: MLX q4/q8, "
-                "--bits)\n");
+    if (fmt == TERN_WF_NONE || (ggml && in % 32) || (kquant && in % 256)) {
+        fprintf(stderr, "bench_kernels: --format takes f32, f16, bf16, q4_0, q8_0, q4_k, q5_k or q6_k (without it: "
+                "MLX q4/q8, --bits)\n");
         return 2;
     }
     const int64_t words = tern_mlx_row_words(in, bits), ng = in / group, Tmax = 512;
     const size_t es = fmt == TERN_WF_F32 ? 4 : 2; /* float formats: bytes per element */
-    const size_t ggml_row = ggml ? tern_kv_type_bytes(kvt, in) : q6k ? tern_qblock_row_bytes(TERN_QB_Q6_K, in) : 0;
+    const size_t ggml_row = ggml ? tern_kv_type_bytes(kvt, in) : kquant ? tern_qblock_row_bytes(kq, in) : 0;
     void *data = malloc(fmt == TERN_WF_MLX_AFFINE ? (size_t)(rows * words) * 4
-                        : ggml || q6k             ? (size_t)rows * ggml_row
+                        : ggml || kquant             ? (size_t)rows * ggml_row
                                                   : (size_t)(rows * in) * es);
     uint16_t *scales = malloc((size_t)(rows * ng) * 2), *biases = malloc((size_t)(rows * ng) * 2);
     float *row = malloc((size_t)in * sizeof *row);
@@ -436,11 +441,14 @@ int main(int argc, char **argv) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             row[k] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
         }
-        if (q6k)
-            for (size_t b = 0; b < ggml_row; b++) { /* codes and scales any bytes; each block's step f16 1/1024 */
+        if (kquant)
+            for (size_t b = 0; b < ggml_row; b++) {
+                /* codes and scales any bytes; each block's step (Q6_K: its last two bytes; Q4_K, Q5_K: d and dmin,
+                 * its first four) f16 1/1024 */
                 s = s * 6364136223846793005ull + 1442695040888963407ull;
-                ((uint8_t *)data)[(size_t)r * ggml_row + b] = b % 210 == 208 ? 0x00 : b % 210 == 209 ? 0x14
-                                                                                                     : (uint8_t)(s >> 56);
+                const size_t bb = tern_qblock_bytes(kq), o = b % bb, at = kq == TERN_QB_Q6_K ? bb - 2 : 0;
+                const int step = o >= at && o < at + (kq == TERN_QB_Q6_K ? 2u : 4u);
+                ((uint8_t *)data)[(size_t)r * ggml_row + b] = step ? (o % 2 ? 0x14 : 0x00) : (uint8_t)(s >> 56);
             }
         else if (ggml)
             tern_kv_type_store(kvt, row, (uint8_t *)data + (size_t)r * ggml_row, in);
@@ -459,7 +467,7 @@ int main(int argc, char **argv) {
         x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
     tern_weight w = {.fmt = fmt, .ndim = 2, .shape = {rows, in}, .data = data, .scales = scales, .biases = biases,
                      .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "bench",
-                     .qblock = q6k ? TERN_QB_Q6_K : kvt == TERN_KV_Q4_0 ? TERN_QB_Q4_0 : TERN_QB_Q8_0};
+                     .qblock = kquant ? kq : kvt == TERN_KV_Q4_0 ? TERN_QB_Q4_0 : TERN_QB_Q8_0};
     tern_qpack *pk = NULL;
     tern_pool *pool = NULL;
     tern_membw *probe = NULL;
@@ -474,8 +482,8 @@ int main(int argc, char **argv) {
     }
     w.qpack = pk;
     char what[32];
-    if (q6k)
-        snprintf(what, sizeof what, "q6_K (ggml blocks)");
+    if (kquant)
+        snprintf(what, sizeof what, "%s (ggml blocks)", tern_qblock_name(kq));
     else if (ggml)
         snprintf(what, sizeof what, "%s packed (T=1: ggml blocks)", format);
     else if (pk)
@@ -483,7 +491,7 @@ int main(int argc, char **argv) {
     else
         snprintf(what, sizeof what, "%s", format);
     measure_matrix(argc, argv, pool, probe, &w,
-                   ggml || q6k ? (double)rows * (double)ggml_row
+                   ggml || kquant ? (double)rows * (double)ggml_row
                    : pk ? (double)pk->block_bytes * (double)pk->blocks : (double)(rows * in) * (double)es,
                    x, y, what);
     tern_membw_free(probe);
