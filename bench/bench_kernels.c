@@ -471,7 +471,7 @@ int main(int argc, char **argv) {
     tern_qpack *pk = NULL;
     tern_pool *pool = NULL;
     tern_membw *probe = NULL;
-    tern_err *err = fmt == TERN_WF_MLX_AFFINE || ggml ? tern_qpack_create(&w, NULL, &pk) : NULL;
+    tern_err *err = tern_qpack_supported(&w) ? tern_qpack_create(&w, NULL, &pk) : NULL; /* as the loader packs */
     if (!err)
         err = tern_pool_create(threads, &pool);
     if (!err)
@@ -483,7 +483,7 @@ int main(int argc, char **argv) {
     w.qpack = pk;
     char what[32];
     if (kquant)
-        snprintf(what, sizeof what, "%s (ggml blocks)", tern_qblock_name(kq));
+        snprintf(what, sizeof what, "%s %s", tern_qblock_name(kq), pk ? "packed" : "(ggml blocks)");
     else if (ggml)
         snprintf(what, sizeof what, "%s packed (T=1: ggml blocks)", format);
     else if (pk)

@@ -15,8 +15,10 @@
 #include "formats/safetensors.h"
 #include "models/weights.h"
 #include "models/pack_cache.h"
+#include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "tensor/qblock.h"
+#include "tensor/qmm.h"
 #include "tensor/qpack.h"
 #include "tensor/quant_mlx.h"
 
@@ -253,10 +255,14 @@ const tern_weight *tern_weights_find(const tern_weights *w, const char *name) {
     return NULL;
 }
 
+/* Q4_K weights are packed only where the int8 kernels take that form (else their ggml block products run on the
+ * file's bytes, and a packed copy would only take memory). */
 static int packable(const tern_weights *w, size_t i) {
     const tern_wspec *s = &w->specs[i];
     const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS || (s->kind == TERN_WK_EMBED && s->head);
-    return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]);
+    const tern_qmm_kernels *qk = tern_kernels()->qmm;
+    return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]) &&
+           (tern_qpack_form_of(&w->w[i]).origin != TERN_QPACK_Q4K || (qk && qk->q4k));
 }
 
 uint64_t tern_weights_copy_bytes(const tern_weights *w, uint64_t *replaced) {

@@ -6,6 +6,7 @@
 
 #include "core/alloc.h"
 #include "tensor/kernels.h"
+#include "tensor/qblock_mm.h"
 
 #define QMM_MAX_PARTS TERN_QMM_MAX_SLABS
 /* Bytes of a thread's run requested before it starts when several tokens share the pass: their kernels
@@ -122,6 +123,17 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 /* Quantization units [b, e): the groups of the distinct inputs laid end to end. */
+/* Units [u0, u1) of a (ggml_steps 2) as ggml's Q8_K blocks: each block of 256 values whose first group lies in the
+ * range, quantized whole (the fill splits its range anywhere; ng is a multiple of 8). */
+static void fill_q8k(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
+    const int64_t ng = a->in / 32;
+    _Alignas(64) uint8_t blk[292];
+    for (int64_t n = (u0 + 7) / 8 * 8; n < u1; n += 8) {
+        tern_kernels()->qblock->quantize(TERN_QB_Q8_K, x + n * 32, blk, 256);
+        tern_qact_set_q8_k(a, n / ng, n % ng / 8, blk);
+    }
+}
+
 static void fill_range(void *ctx, size_t b, size_t e, int tid) {
     const qmm_job *j = ctx;
     (void)tid;
@@ -137,7 +149,7 @@ static void fill_range(void *ctx, size_t b, size_t e, int tid) {
             tern_kernels()->gelu_tanh_mul(j->gated + (size_t)u0 * G, j->mul + (size_t)u0 * G,
                                           (int64_t)((size_t)(u1 - u0) * G));
         }
-        (a->ggml_steps ? j->k->fill_ggml : j->k->fill)(a, j->xs[i], u0, u1);
+        (a->ggml_steps == 2 ? fill_q8k : a->ggml_steps ? j->k->fill_ggml : j->k->fill)(a, j->xs[i], u0, u1);
     }
 }
 
@@ -194,11 +206,13 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
     const int64_t in = tern_weight_cols(w0);
     qmm_job j = {.k = k, .n = n, .gated = gated, .mul = mul, .threads = (size_t)tern_pool_size(pool),
                  .next = next, .n_next = next ? n_next : 0};
-    const int group = tern_qpack_form_of(w0).group, ggml = w0->fmt == TERN_WF_QBLOCK;
+    const tern_qpack_form f0 = tern_qpack_form_of(w0);
+    if (f0.origin == TERN_QPACK_Q4K && !k->q4k)
+        return 0;
     for (int p = 0; p < n; p++) {
         const tern_weight *w = parts[p].w;
-        if (!tern_qpack_supported(w) || tern_qpack_form_of(w).group != group || tern_weight_cols(w) != in ||
-            (w->fmt == TERN_WF_QBLOCK) != ggml)
+        const tern_qpack_form f = tern_qpack_form_of(w);
+        if (!f.bits || f.group != f0.group || tern_weight_cols(w) != in || f.origin != f0.origin)
             return 0;
         j.w[p] = w;
         j.y[p] = parts[p].y;
@@ -224,15 +238,16 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
         if (slot[p] >= 0)
             continue;
         slot[p] = j.n_acts;
-        off[j.n_acts + 1] = off[j.n_acts] + tern_qact_bytes(parts[p].T, in, group);
+        off[j.n_acts + 1] = off[j.n_acts] + tern_qact_bytes(parts[p].T, in, f0.group);
         act_T[j.n_acts] = parts[p].T;
         xs[j.n_acts++] = parts[p].x;
     }
     uint8_t *mem = arena_get(off[j.n_acts]);
     const int ok = mem != NULL;
     for (int i = 0; ok && i < j.n_acts; i++) {
-        tern_qact_place(&acts[i], act_T[i], in, group, mem + off[i]);
-        acts[i].ggml_steps = ggml; /* weights from ggml blocks meet the activation codes llama.cpp gives them */
+        tern_qact_place(&acts[i], act_T[i], in, f0.group, mem + off[i]);
+        /* weights from ggml blocks meet the activation codes llama.cpp gives them */
+        acts[i].ggml_steps = f0.origin == TERN_QPACK_GGML32 ? 1 : f0.origin == TERN_QPACK_Q4K ? 2 : 0;
     }
     int rc = -1;
     if (ok) {
@@ -240,10 +255,10 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
             j.a[p] = &j.acts[slot[p]];
         fill_start[0] = 0;
         for (int i = 0; i < j.n_acts; i++)
-            fill_start[i + 1] = fill_start[i] + acts[i].T * (in / group);
+            fill_start[i + 1] = fill_start[i] + acts[i].T * (in / f0.group);
         /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
-         * a narrow product): then the calling thread does it alone. */
-        const size_t groups = (size_t)fill_start[j.n_acts], per = (groups + j.threads - 1) / j.threads;
+         * a narrow product): then the calling thread does it alone. Q8_K's runs are whole blocks of 8 groups. */
+        const size_t groups = (size_t)fill_start[j.n_acts], per = ((groups + j.threads - 1) / j.threads + 7) / 8 * 8;
         tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
         tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
         rc = j.failed ? -1 : 1;

@@ -1,4 +1,4 @@
-/* qmm.h — the int8 product over packed weights (qpack.h: MLX affine, ggml Q4_0 / Q8_0), split across a thread
+/* qmm.h — the int8 product over packed weights (qpack.h: MLX affine, ggml Q4_0 / Q8_0 / Q4_K), split across a thread
  * pool. The partitioning is shared by every instruction set; each ISA supplies the two inner pieces. */
 #ifndef TERN_TENSOR_QMM_H
 #define TERN_TENSOR_QMM_H
@@ -22,6 +22,7 @@ typedef struct tern_qmm_kernels {
      * tile (it comes from memory; later tiles find it in cache). */
     void (*tile)(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
                  size_t gbytes, float *y, int64_t ystride, int valid);
+    int q4k; /* whether tile takes the Q4_K form (else such weights stay on ggml's block products) */
 } tern_qmm_kernels;
 
 /* Up to 4 packable matrices of one width and group sharing the input x [T][in]: ys[i] gets rows
@@ -29,8 +30,9 @@ typedef struct tern_qmm_kernels {
  * the group the caller will multiply next: each thread, done with its own share, requests the first lines of
  * its share of that group, so the next region does not start on cold memory. Returns 1 when done, 0 (nothing
  * written) when a weight is not packable (tern_qpack_supported) or the matrices differ in width, group or origin
- * (MLX, ggml blocks), -1 when scratch memory ran out (the outputs are incomplete). Weights from ggml blocks
- * take ggml's Q8_0 activation codes (tern_qact_set_q8_0), the others tern_qact_fill_ref's. */
+ * (MLX, ggml blocks of 32, Q4_K) or the kernels do not take the form, -1 when scratch memory ran out (the outputs
+ * are incomplete). Weights from ggml blocks take ggml's Q8_0 activation codes (tern_qact_set_q8_0), Q4_K ones its
+ * Q8_K codes (tern_qact_set_q8_k), the others tern_qact_fill_ref's. */
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next);

@@ -211,4 +211,4 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
     }
 }
 
-const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, tile};
+const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, tile, 0};

@@ -227,6 +227,69 @@ static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, 
         _mm512_mask_storeu_ps(y + t * ystride, m, acc[t]);
 }
 
+/* One Q4_K-form block (qpack.h) against NT tokens from t0 (out[t]: its 16 rows): per super-block, each sub-block's
+ * integer dots formed as qmm_block forms a 4-bit group's, times the sub-block's scales, and its mins times the
+ * tokens' code sums, all summed exactly; then tern_qmm_ref's two FMAs. */
+static inline __attribute__((always_inline)) void q4k_block(const uint8_t *blk, const tern_qact *a, int64_t t0,
+                                                            const int NT, __m512 *out) {
+    const int64_t ns = a->in / 256, ng = a->in / 32;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const int sets = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
+    __m512 acc[8];
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < ns; s++) {
+        const uint8_t *sb = blk + (size_t)s * TERN_QPACK_Q4K_BYTES;
+        __m512i isum[8], msum[8];
+        for (int t = 0; t < NT; t++)
+            isum[t] = msum[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const int64_t u0 = t0 * ng + (8 * s + j) * NT;
+            const int8_t *xq = a->q + u0 * 32;
+            const uint8_t *codes = sb + 320 + 256 * j;
+            __m512i acc4[4][8];
+            for (int k = 0; k < sets; k++)
+                for (int t = 0; t < NT; t++)
+                    acc4[k][t] = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) {
+                request_ahead(codes + c * 64, NT);
+                __m512i W = _mm512_load_si512(codes + c * 64);
+                __asm__("" : "+v"(W));
+                /* as in qmm_block: with four sets the odd ones take 16 x the high nibbles, divided out below */
+                const __m512i lo = _mm512_and_si512(W, low4);
+                const __m512i hi = sets == 4 ? _mm512_andnot_si512(low4, W) : _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+                for (int t = 0; t < NT; t++) {
+                    acc4[(2 * c) % sets][t] = dpbusd_bcast(acc4[(2 * c) % sets][t], lo, xq + t * 32 + 8 * c);
+                    acc4[(2 * c + 1) % sets][t] = dpbusd_bcast(acc4[(2 * c + 1) % sets][t], hi, xq + t * 32 + 8 * c + 4);
+                }
+            }
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 64 + 16 * j)));
+            const __m512i m = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 192 + 16 * j)));
+            for (int t = 0; t < NT; t++) {
+                __m512i ia = acc4[0][t];
+                if (sets == 4)
+                    ia = _mm512_add_epi32(_mm512_add_epi32(acc4[0][t], acc4[2][t]),
+                                          _mm512_srai_epi32(_mm512_add_epi32(acc4[1][t], acc4[3][t]), 4));
+                else
+                    for (int k = 1; k < sets; k++)
+                        ia = _mm512_add_epi32(ia, acc4[k][t]);
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sc, ia));
+                msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(m, _mm512_set1_epi32(a->isum[u0 + t])));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 32)));
+        for (int t = 0; t < NT; t++) {
+            const __m512 xs = _mm512_set1_ps(a->xs[t0 * ng + 8 * s * NT + t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, xs), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[t]),
+                                     _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, xs)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[t] = acc[t];
+}
+
 /* tern_qmm_kernels.tile: the tile's token count a constant in its own copy of qmm_block (ggml_tile for whole
  * tiles of ggml blocks), results stored masked to the valid rows. */
 static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
@@ -240,14 +303,24 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
         else                                                                                               \
             qmm_block(blk, a, t0, n, 8, 0, sdt, gbytes, out);                                              \
         break;
-    if (nt == 8 && a->ggml_steps) {
+    if (a->ggml_steps == 2) {
+        switch (nt) {
+        case 1: q4k_block(blk, a, t0, 1, out); break;
+        case 2: q4k_block(blk, a, t0, 2, out); break;
+        case 3: q4k_block(blk, a, t0, 3, out); break;
+        case 4: q4k_block(blk, a, t0, 4, out); break;
+        case 5: q4k_block(blk, a, t0, 5, out); break;
+        case 6: q4k_block(blk, a, t0, 6, out); break;
+        case 7: q4k_block(blk, a, t0, 7, out); break;
+        default: q4k_block(blk, a, t0, 8, out); break;
+        }
+    } else if (nt == 8 && a->ggml_steps) {
         if (bits == 4)
             ggml_tile(blk, a, t0, 4, first, y, ystride, (__mmask16)((1u << valid) - 1));
         else
             ggml_tile(blk, a, t0, 8, first, y, ystride, (__mmask16)((1u << valid) - 1));
         return;
-    }
-    if (nt == 8 && a->group == 64) {
+    } else if (nt == 8 && a->group == 64) {
         if (bits == 4)
             qmm_block(blk, a, t0, 8, 4, 64, sdt, gbytes, out);
         else
@@ -272,5 +345,5 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
             _mm512_mask_storeu_ps(y + t * ystride, (__mmask16)((1u << valid) - 1), out[t]);
 }
 
-const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, tile};
-const tern_qmm_kernels tern_qmm_amx = {fill, fill_ggml, tern_qmm_amx_tile};
+const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, tile, 1};
+const tern_qmm_kernels tern_qmm_amx = {fill, fill_ggml, tern_qmm_amx_tile, 1};

@@ -14,16 +14,27 @@ tern_qpack_form tern_qpack_form_of(const tern_weight *w) {
     if (w->fmt == TERN_WF_MLX_AFFINE && (w->bits == 4 || w->bits == 8) && w->group >= 32 &&
         !(w->group & (w->group - 1)) && in % w->group == 0 &&
         (w->sdtype == TERN_DT_F32 || w->sdtype == TERN_DT_BF16 || w->sdtype == TERN_DT_F16))
-        return (tern_qpack_form){w->bits, w->group, w->sdtype, 0};
+        return (tern_qpack_form){w->bits, w->group, w->sdtype, TERN_QPACK_MLX};
     if (w->fmt == TERN_WF_QBLOCK && (w->qblock == TERN_QB_Q4_0 || w->qblock == TERN_QB_Q8_0) && in % 32 == 0)
-        return (tern_qpack_form){w->qblock == TERN_QB_Q4_0 ? 4 : 8, 32, TERN_DT_F16, 1};
-    return (tern_qpack_form){0, 0, TERN_DT_F32, 0};
+        return (tern_qpack_form){w->qblock == TERN_QB_Q4_0 ? 4 : 8, 32, TERN_DT_F16, TERN_QPACK_GGML32};
+    if (w->fmt == TERN_WF_QBLOCK && w->qblock == TERN_QB_Q4_K && in % 256 == 0)
+        return (tern_qpack_form){4, 32, TERN_DT_F16, TERN_QPACK_Q4K};
+    return (tern_qpack_form){0, 0, TERN_DT_F32, TERN_QPACK_MLX};
 }
 
 int tern_qpack_supported(const tern_weight *w) { return tern_qpack_form_of(w).bits != 0; }
 
 size_t tern_qpack_group_bytes(tern_qpack_form f) {
-    return (f.ggml ? 1 : 2) * 16 * tern_dtype_size(f.sdtype) + (size_t)(16 * f.group * f.bits / 8);
+    if (f.origin == TERN_QPACK_Q4K)
+        return TERN_QPACK_Q4K_BYTES / 8;
+    return (f.origin == TERN_QPACK_GGML32 ? 1 : 2) * 16 * tern_dtype_size(f.sdtype) + (size_t)(16 * f.group * f.bits / 8);
+}
+
+/* Sub-block j's 32 codes of a ggml Q4_K block (as ggml lays them: sub-blocks 2i and 2i+1 in the low and high
+ * nibbles of bytes 32i .. 32i+31 after the 16-byte head). */
+static void q4k_codes(const uint8_t *blk, int j, uint8_t q[32]) {
+    for (int l = 0; l < 32; l++)
+        q[l] = blk[16 + j / 2 * 32 + l] >> (j & 1 ? 4 : 0) & 0xf;
 }
 
 /* A ggml block's step d (f16 bits) and the bias of its affine form: -8d for Q4_0, -128d for Q8_0 (exact: a power
@@ -45,6 +56,21 @@ static void qblock_codes(int bits, const uint8_t *blk, uint8_t q[32]) {
 void tern_qpack_row(const tern_weight *w, int64_t row, uint8_t *codes, float *scales, float *biases) {
     const tern_qpack_form f = tern_qpack_form_of(w);
     const int64_t in = tern_weight_cols(w), ng = in / f.group;
+    if (f.origin == TERN_QPACK_Q4K) { /* scale d sc, bias -(dmin m): d sc q - dmin m as ggml computes it */
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in);
+        for (int64_t g = 0; g < ng; g++) {
+            const uint8_t *blk = src + (size_t)(g / 8) * 144;
+            int sc, m;
+            tern_qblock_k4_scale(blk + 4, (int)(g % 8), &sc, &m);
+            uint16_t d, dmin;
+            memcpy(&d, blk, 2);
+            memcpy(&dmin, blk + 2, 2);
+            q4k_codes(blk, (int)(g % 8), codes + g * 32);
+            scales[g] = tern_f16_to_f32(d) * (float)sc;
+            biases[g] = -(tern_f16_to_f32(dmin) * (float)m);
+        }
+        return;
+    }
     if (w->fmt == TERN_WF_QBLOCK) {
         const size_t bb = tern_qblock_bytes(w->qblock);
         const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in);
@@ -108,22 +134,51 @@ static void pack_qblock_row(const tern_weight *w, tern_qpack_form f, int64_t row
     }
 }
 
+/* Row r of a 16-row block from a ggml Q4_K row, super-block by super-block (qpack.h). */
+static void pack_q4k_row(const tern_weight *w, int64_t row, int r, uint8_t *out) {
+    const int64_t in = tern_weight_cols(w);
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(TERN_QB_Q4_K, in);
+    for (int64_t s = 0; s < in / 256; s++) {
+        const uint8_t *blk = src + (size_t)s * 144;
+        uint8_t *sb = out + (size_t)s * TERN_QPACK_Q4K_BYTES;
+        memcpy(sb + 2 * r, blk, 2);
+        memcpy(sb + 32 + 2 * r, blk + 2, 2);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            tern_qblock_k4_scale(blk + 4, j, &sc, &m);
+            out[tern_qpack_q4k_sc_at(s, j) + (size_t)r] = (uint8_t)sc;
+            out[tern_qpack_q4k_m_at(s, j) + (size_t)r] = (uint8_t)m;
+            uint8_t q[32], *codes = out + tern_qpack_q4k_codes_at(s, j);
+            q4k_codes(blk, j, q);
+            for (int c = 0; c < 4; c++)
+                for (int k = 0; k < 4; k++)
+                    codes[c * 64 + 4 * r + k] = (uint8_t)(q[8 * c + k] | q[8 * c + 4 + k] << 4);
+        }
+    }
+}
+
 void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     const tern_qpack_form f = tern_qpack_form_of(w);
     const int64_t in = tern_weight_cols(w), rows = tern_weight_rows(w), ng = in / f.group;
     const size_t ss = tern_dtype_size(f.sdtype), gb = tern_qpack_group_bytes(f);
     memset(out, 0, tern_qpack_block_bytes(w));
+    const int64_t valid = rows - row0 < 0 ? 0 : rows - row0 > 16 ? 16 : rows - row0;
+    if (f.origin == TERN_QPACK_Q4K) { /* rows past the end: all zero */
+        for (int r = 0; r < valid; r++)
+            pack_q4k_row(w, row0 + r, r, out);
+        return;
+    }
     /* Rows past the end: codes and bias 0, scale 1, so the kernels' check that a group's scales allow the exponent
      * add (the SIMD kernels) is not failed by padding. Their results are never stored. */
     const float one_f32 = 1.0f;
     const uint16_t one_half = f.sdtype == TERN_DT_BF16 ? 0x3f80 : 0x3c00;
     const void *one = f.sdtype == TERN_DT_F32 ? (const void *)&one_f32 : (const void *)&one_half;
-    const int64_t valid = rows - row0 < 0 ? 0 : rows - row0 > 16 ? 16 : rows - row0;
     for (int64_t r = valid; r < 16; r++)
         for (int64_t g = 0; g < ng; g++)
-            memcpy(out + (f.ggml ? tern_qpack_ggml_scales_at(f.bits, g) : (size_t)g * gb) + (size_t)r * ss, one, ss);
+            memcpy(out + (f.origin == TERN_QPACK_GGML32 ? tern_qpack_ggml_scales_at(f.bits, g) : (size_t)g * gb) +
+                       (size_t)r * ss, one, ss);
     for (int r = 0; r < valid; r++) {
-        if (f.ggml)
+        if (f.origin == TERN_QPACK_GGML32)
             pack_qblock_row(w, f, row0 + r, r, out);
         else
             pack_mlx_row(w, row0 + r, r, out, gb);
@@ -135,7 +190,7 @@ int64_t tern_qpack_blocks(const tern_weight *w) { return (tern_weight_rows(w) + 
 size_t tern_qpack_block_bytes(const tern_weight *w) {
     const tern_qpack_form f = tern_qpack_form_of(w);
     const int64_t ng = tern_weight_cols(w) / f.group;
-    return tern_qpack_group_bytes(f) * (size_t)ng + (f.ggml && ng % 2 ? 32 : 0);
+    return tern_qpack_group_bytes(f) * (size_t)ng + (f.origin == TERN_QPACK_GGML32 && ng % 2 ? 32 : 0);
 }
 
 size_t tern_qpack_bytes(const tern_weight *w) { return tern_qpack_block_bytes(w) * (size_t)tern_qpack_blocks(w); }
@@ -294,6 +349,19 @@ void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk) {
     tern_qact_set_ggml(a, u, tern_f16_to_f32(h), isum);
 }
 
+void tern_qact_set_q8_k(tern_qact *a, int64_t t, int64_t s, const uint8_t *blk) {
+    float d;
+    memcpy(&d, blk, 4);
+    for (int j = 0; j < 8; j++) {
+        const int64_t u = tern_qact_unit(a, t, 8 * s + j);
+        memcpy(a->q + u * 32, blk + 4 + 32 * j, 32);
+        int16_t b0, b1;
+        memcpy(&b0, blk + 260 + 4 * j, 2);
+        memcpy(&b1, blk + 262 + 4 * j, 2);
+        tern_qact_set_ggml(a, u, d, b0 + b1);
+    }
+}
+
 void tern_qact_free(tern_qact *a) {
     free(a->q);
     free(a->xs);
@@ -304,8 +372,46 @@ void tern_qact_free(tern_qact *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* The Q4_K form's product (qpack.h): ggml's integers per super-block, then two FMAs. */
+static void qmm_ref_q4k(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
+    const int64_t in = a->in, ns = in / 256;
+    for (int64_t o = 0; o < n_out; o++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)(row0 + o) * tern_qblock_row_bytes(TERN_QB_Q4_K, in);
+        for (int64_t t = 0; t < a->T; t++) {
+            float acc = 0;
+            for (int64_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + (size_t)s * 144;
+                int32_t isum = 0, msum = 0;
+                float xs = 0;
+                for (int j = 0; j < 8; j++) {
+                    const int64_t u = tern_qact_unit(a, t, 8 * s + j);
+                    uint8_t q[32];
+                    q4k_codes(blk, j, q);
+                    int32_t idot = 0;
+                    for (int k = 0; k < 32; k++)
+                        idot += (int32_t)q[k] * a->q[u * 32 + k];
+                    int sc, m;
+                    tern_qblock_k4_scale(blk + 4, j, &sc, &m);
+                    isum += sc * idot;
+                    msum += m * a->isum[u];
+                    xs = a->xs[u];
+                }
+                uint16_t d, dmin;
+                memcpy(&d, blk, 2);
+                memcpy(&dmin, blk + 2, 2);
+                acc = fmaf((float)msum, -(tern_f16_to_f32(dmin) * xs), fmaf((float)isum, tern_f16_to_f32(d) * xs, acc));
+            }
+            y[t * n_out + o] = acc;
+        }
+    }
+}
+
 void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
     const tern_qpack_form f = tern_qpack_form_of(w);
+    if (f.origin == TERN_QPACK_Q4K) {
+        qmm_ref_q4k(w, row0, n_out, a, y);
+        return;
+    }
     const int64_t in = a->in, G = f.group, ng = in / G;
     const int32_t off = f.bits == 4 ? 8 : 128; /* ggml steps: the bias's code offset */
     uint8_t *q = malloc((size_t)in);

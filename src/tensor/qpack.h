@@ -68,11 +68,14 @@ static inline const uint8_t *tern_qpack_block_data(const tern_qpack *p, int64_t 
  * the same weights exactly, for every weight within f16's range. bits is 0 for any other weight.
  * The ggml form's packed blocks hold no biases (its product takes the offset in the integer dot, qpack.h's top):
  * a block's groups go in pairs, the pair's 2 x 16 f16 scales in one cache line, then the first group's codes, then
- * the second's; an odd last group has the line to itself. A tenth fewer bytes to stream than with the biases. */
+ * the second's; an odd last group has the line to itself. A tenth fewer bytes to stream than with the biases.
+ * ggml Q4_K super-blocks (256 values: f16 d and dmin, eight 6-bit scales sc and mins m, 4-bit codes; a value is
+ * d sc q - dmin m) pack as groups of 32 (bits 4, group 32, f16) in their own form, TERN_QPACK_Q4K below. */
+enum { TERN_QPACK_MLX = 0, TERN_QPACK_GGML32 = 1, TERN_QPACK_Q4K = 2 };
 typedef struct tern_qpack_form {
     int bits, group;
     tern_dtype sdtype;
-    int ggml; /* from ggml blocks: no biases, groups in pairs */
+    int origin; /* TERN_QPACK_*: MLX affine, ggml Q4_0 / Q8_0 blocks (no biases, groups in pairs), ggml Q4_K */
 } tern_qpack_form;
 
 /* In a ggml-form block of `bits`-bit codes: the offsets of group g's 16 scales and of its codes. */
@@ -83,6 +86,19 @@ static inline size_t tern_qpack_ggml_scales_at(int bits, int64_t g) {
 static inline size_t tern_qpack_ggml_codes_at(int bits, int64_t g) {
     return (size_t)(g >> 1) * (64 + 2 * tern_qpack_ggml_codes_bytes(bits)) + 64 +
            (size_t)(g & 1) * tern_qpack_ggml_codes_bytes(bits);
+}
+
+/* A Q4_K-form block is one run per super-block s of its 16 rows: d[16] and dmin[16] (f16, one cache line),
+ * sc[8][16] and m[8][16] (bytes, sub-block-major: one 16-byte load gives a sub-block's 16 rows), then the eight
+ * sub-blocks' codes as eight 4-bit groups of the layout above. Its product keeps ggml's integers: per row and
+ * super-block, isum = sum_j sc_j idot_j and msum = sum_j m_j xsum_j (exact), then
+ *     acc = fma((float)msum, -(dmin * xs), fma((float)isum, d * xs, acc))
+ * with the activations quantized as ggml's Q8_K (one step xs per 256 values, tern_qact_set_q8_k). */
+#define TERN_QPACK_Q4K_BYTES (64 + 256 + 8 * 256)
+static inline size_t tern_qpack_q4k_sc_at(int64_t s, int j) { return (size_t)s * TERN_QPACK_Q4K_BYTES + 64 + 16 * (size_t)j; }
+static inline size_t tern_qpack_q4k_m_at(int64_t s, int j) { return (size_t)s * TERN_QPACK_Q4K_BYTES + 192 + 16 * (size_t)j; }
+static inline size_t tern_qpack_q4k_codes_at(int64_t s, int j) {
+    return (size_t)s * TERN_QPACK_Q4K_BYTES + 320 + 256 * (size_t)j;
 }
 tern_qpack_form tern_qpack_form_of(const tern_weight *w);
 /* Whether a weight can be packed (its form has bits). */
@@ -171,7 +187,8 @@ typedef struct tern_qact {
     int32_t *exp_bits;  /* [T][in/group] the step's tern_qact_step.exp_bits */
     int32_t *half_mask; /* [T][in/group] and its half_mask */
     int32_t *isum;      /* [T][in/group] the sum of the group's codes */
-    int ggml_steps;     /* the steps are ggml's Q8_0 steps (tern_qact_set_q8_0), and the product ggml's form */
+    int ggml_steps;     /* 1: ggml's Q8_0 steps (tern_qact_set_q8_0) for the ggml form's product; 2: ggml's Q8_K
+                         * steps (tern_qact_set_q8_k) for the Q4_K form's; 0: tern's own */
 } tern_qact;
 
 /* The unit of token t's group g: tile t / TERN_QACT_TILE starts at unit t0 * ng (t0 its first token), and holds
@@ -201,6 +218,9 @@ static inline void tern_qact_set_ggml(tern_qact *a, int64_t u, float xs, int32_t
 /* Unit u (group 32) from its ggml Q8_0 block (f16 step, 32 codes; tern_qblock_quantize_ref's bytes): the codes
  * llama.cpp multiplies ggml weights with, in place of tern_qact_step_for's step. Set a->ggml_steps with these. */
 void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk);
+/* Token t's eight groups 8s .. 8s+7 from its ggml Q8_K block s (f32 step, 256 codes, sums; the quantizer's bytes):
+ * each group the block's step and its own code sum. Set a->ggml_steps = 2 with these. */
+void tern_qact_set_q8_k(tern_qact *a, int64_t t, int64_t s, const uint8_t *blk);
 /* Allocates and fills a; 0 when out of memory (a is then empty). Portable; the SIMD quantizers give the same bytes. */
 int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group);
 void tern_qact_fill_ref(tern_qact *a, const float *x);

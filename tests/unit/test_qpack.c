@@ -332,7 +332,7 @@ static void test_qblock_form(void **state) {
         assert_int_equal(f.bits, t == TERN_QB_Q4_0 ? 4 : 8);
         assert_int_equal(f.group, 32);
         assert_int_equal(f.sdtype, TERN_DT_F16);
-        assert_true(f.ggml);
+        assert_int_equal(f.origin, TERN_QPACK_GGML32);
         tern_qpack *pk;
         TU_OK(tern_qpack_create(&w, NULL, &pk));
         assert_int_equal(pk->block_bytes, (size_t)(ng / 2) * (64 + 2 * tern_qpack_ggml_codes_bytes(f.bits)) +
@@ -433,6 +433,100 @@ static void test_qblock_form(void **state) {
     tern_pool_destroy(pool);
 }
 
+/* ggml Q4_K in its packed form (qpack.h): every code, scale and min where the layout puts them; prompt and
+ * generated tokens take the int8 kernel over the packed copy where the kernels take the form (bit for bit
+ * tern_qmm_ref with ggml's Q8_K codes), ggml's block product elsewhere (bit for bit its reference dot), and the
+ * two agree to float rounding: the same integers per super-block. Widths of one and of three super-blocks,
+ * 11 tokens (a whole tile and a part). */
+static void test_q4k_form(void **state) {
+    const tern_isa isa = tu_isa_begin(state);
+    tern_pool *pool;
+    TU_OK(tern_pool_create(2, &pool));
+    for (int wi = 0; wi < 2; wi++) {
+        const int64_t rows = 37, in = wi ? 768 : 256, ns = in / 256, T = 11;
+        const size_t rb = tern_qblock_row_bytes(TERN_QB_Q4_K, in);
+        uint8_t *data = malloc(rb * (size_t)rows);
+        for (size_t i = 0; i < rb * (size_t)rows; i++)
+            data[i] = (uint8_t)(int)((tu_frand(&rng) + 1.0f) * 127.9f);
+        for (int64_t b = 0; b < rows * ns; b++) { /* d and dmin: steps of several sizes */
+            const uint16_t d = tern_f32_to_f16(0.001f * (float)(1 + b % 7)), dm = tern_f32_to_f16(0.0003f * (float)(b % 5));
+            memcpy(data + (size_t)b * 144, &d, 2);
+            memcpy(data + (size_t)b * 144 + 2, &dm, 2);
+        }
+        tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = TERN_QB_Q4_K,
+                         .name = "w"};
+        const tern_qpack_form f = tern_qpack_form_of(&w);
+        assert_int_equal(f.origin, TERN_QPACK_Q4K);
+        assert_int_equal(f.bits, 4);
+        tern_qpack *pk;
+        TU_OK(tern_qpack_create(&w, NULL, &pk));
+        assert_int_equal(pk->block_bytes, (size_t)ns * TERN_QPACK_Q4K_BYTES);
+        uint8_t codes[768];
+        float sb[48], deq[768];
+        for (int64_t r = 0; r < rows; r++) {
+            tern_qpack_row(&w, r, codes, sb, sb + in / 32);
+            tern_qblock_dequantize(TERN_QB_Q4_K, data + (size_t)r * rb, deq, in);
+            const uint8_t *blk = pk->data + (size_t)(r / 16) * pk->block_bytes;
+            const int64_t rr = r % 16;
+            for (int64_t k = 0; k < in; k++) {
+                const volatile float prod = sb[k / 32] * (float)codes[k]; /* no contraction: ggml's two steps */
+                if (prod + sb[in / 32 + k / 32] != deq[k])
+                    fail_msg("row %lld col %lld: %.9g, ggml %.9g", (long long)r, (long long)k,
+                             (double)(prod + sb[in / 32 + k / 32]), (double)deq[k]);
+                const int64_t s = k / 256, j = k % 256 / 32, kk = k % 32;
+                const uint8_t byte = blk[tern_qpack_q4k_codes_at(s, (int)j) + (size_t)((kk / 8) * 64 + 4 * rr + kk % 4)];
+                assert_int_equal(kk % 8 < 4 ? byte & 15u : (unsigned)byte >> 4, codes[k]);
+                int sc, m;
+                tern_qblock_k4_scale(data + (size_t)r * rb + (size_t)s * 144 + 4, (int)j, &sc, &m);
+                assert_int_equal(blk[tern_qpack_q4k_sc_at(s, (int)j) + (size_t)rr], sc);
+                assert_int_equal(blk[tern_qpack_q4k_m_at(s, (int)j) + (size_t)rr], m);
+                assert_memory_equal(blk + (size_t)s * TERN_QPACK_Q4K_BYTES + 2 * rr, data + (size_t)r * rb + (size_t)s * 144, 2);
+            }
+        }
+        w.qpack = pk;
+        float *x = malloc((size_t)(T * in) * sizeof *x), *y = malloc((size_t)(T * rows) * sizeof *y);
+        float *yd = malloc((size_t)(T * rows) * sizeof *yd), *ref = malloc((size_t)(T * rows) * sizeof *ref);
+        float *want = malloc((size_t)(T * rows) * sizeof *want);
+        for (int64_t i = 0; i < T * in; i++)
+            x[i] = tu_frand(&rng) * (i % 89 == 0 ? 30.0f : 1.0f);
+        uint8_t *a8 = malloc(tern_qblock_row_bytes(TERN_QB_Q8_K, in));
+        tern_qact a;
+        assert_true(tern_qact_alloc(&a, T, in, 32));
+        a.ggml_steps = 2;
+        for (int64_t tk = 0; tk < T; tk++) {
+            tern_qblock_quantize_ref(TERN_QB_Q8_K, x + tk * in, a8, in);
+            for (int64_t r = 0; r < rows; r++)
+                want[tk * rows + r] = tern_qblock_dot_ref(TERN_QB_Q4_K, in, data + (size_t)r * rb, a8);
+            for (int64_t s = 0; s < ns; s++)
+                tern_qact_set_q8_k(&a, tk, s, a8 + (size_t)s * tern_qblock_bytes(TERN_QB_Q8_K));
+        }
+        tern_qmm_ref(&w, 0, rows, &a, ref);
+        TU_OK(tern_matmul_rows(pool, &w, 0, rows, x, T, yd, TERN_MM_DECODE) ? tern_errf(TERN_ENOMEM, "oom") : NULL);
+        TU_OK(tern_matmul_rows(pool, &w, 0, rows, x, T, y, TERN_MM_PREFILL) ? tern_errf(TERN_ENOMEM, "oom") : NULL);
+        const tern_qmm_kernels *qk = tern_kernels()->qmm;
+        const int packed_path = qk && qk->q4k;
+        for (int64_t i = 0; i < T * rows; i++) {
+            const float exact_to = packed_path ? ref[i] : want[i];
+            for (int kind = 0; kind < 2; kind++)
+                if (memcmp(kind ? &yd[i] : &y[i], &exact_to, sizeof *y))
+                    fail_msg("%s q4_K %s token %lld row %lld: %.9g, %s %.9g", tern_isa_name(isa),
+                             kind ? "generated" : "prompt", (long long)(i / rows), (long long)(i % rows),
+                             (double)(kind ? yd[i] : y[i]), packed_path ? "packed reference" : "ggml", (double)exact_to);
+            double mag = 1e-30;
+            tern_qblock_dequantize(TERN_QB_Q4_K, data + (size_t)(i % rows) * rb, deq, in);
+            for (int64_t k = 0; k < in; k++)
+                mag += fabs((double)deq[k] * x[i / rows * in + k]);
+            if (fabs(ref[i] - want[i]) > 1e-5 * mag)
+                fail_msg("q4_K token %lld row %lld: packed %.9g, ggml %.9g (sum |w x| %.3g)", (long long)(i / rows),
+                         (long long)(i % rows), (double)ref[i], (double)want[i], mag);
+        }
+        tern_qact_free(&a);
+        free(ref), free(a8), free(x), free(y), free(yd), free(want), free(data);
+        tern_qpack_free(pk);
+    }
+    tern_pool_destroy(pool);
+}
+
 /* The slabs of a stacked weight, each over its own tokens (as a mixture's experts run), in the regions
  * tern_matmul_slabs makes of them — more than one region's worth of slabs, some reading one shared input, packed
  * and not — give each slab what tern_matmul_rows gives it alone, bit for bit. */
@@ -474,6 +568,7 @@ int main(void) {
         TU_SIMD_TESTS(test_step_edges),
         TU_SIMD_TESTS(simd_matches_reference),
         TU_ISA_TESTS(test_qblock_form),
+        TU_ISA_TESTS(test_q4k_form),
         TU_ISA_TESTS(test_slabs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
