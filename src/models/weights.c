@@ -279,14 +279,14 @@ uint64_t tern_weights_copy_bytes(const tern_weights *w, uint64_t *replaced) {
 }
 
 /* Whether product p can be laid out by shares: all its matrices packable, not yet packed, and alike in width,
- * group and format (as the grouped int8 product requires). */
+ * group, format and origin (as the grouped int8 product requires). */
 static int splittable(const tern_weights *w, const tern_product *p) {
     for (int i = 0; i < p->n; i++) {
         const tern_weight *a = p->w[i], *b = p->w[0];
         const size_t k = (size_t)(a - w->w);
         const tern_qpack_form fa = tern_qpack_form_of(a), fb = tern_qpack_form_of(b);
         if (k >= w->n || !packable(w, k) || tern_weight_cols(a) != tern_weight_cols(b) || fa.group != fb.group ||
-            fa.bits != fb.bits || fa.sdtype != fb.sdtype)
+            fa.bits != fb.bits || fa.sdtype != fb.sdtype || fa.origin != fb.origin)
             return 0;
         for (int j = 0; j < i; j++)
             if (p->w[j] == a)
@@ -356,7 +356,7 @@ static uint64_t layout_key(const tern_weights *w, const tern_product *products, 
             continue;
         const tern_weight *x = &w->w[i];
         const tern_qpack_form fx = tern_qpack_form_of(x);
-        const int64_t f[6] = {x->shape[0], x->shape[1], x->shape[2], fx.bits, fx.group, fx.sdtype};
+        const int64_t f[7] = {x->shape[0], x->shape[1], x->shape[2], fx.bits, fx.group, fx.sdtype, fx.origin};
         k = tern_hash64(f, sizeof f, tern_hash64(w->specs[i].name, strlen(w->specs[i].name), k));
     }
     for (size_t p = 0; p < n; p++)
