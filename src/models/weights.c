@@ -255,14 +255,15 @@ const tern_weight *tern_weights_find(const tern_weights *w, const char *name) {
     return NULL;
 }
 
-/* Q4_K weights are packed only where the int8 kernels take that form (else their ggml block products run on the
- * file's bytes, and a packed copy would only take memory). */
+/* Q4_K and Q6_K weights are packed only where the int8 kernels take their form (else their ggml block products run
+ * on the file's bytes, and a packed copy would only take memory). */
 static int packable(const tern_weights *w, size_t i) {
     const tern_wspec *s = &w->specs[i];
     const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS || (s->kind == TERN_WK_EMBED && s->head);
     const tern_qmm_kernels *qk = tern_kernels()->qmm;
-    return product && !w->w[i].qpack && tern_qpack_supported(&w->w[i]) &&
-           (tern_qpack_form_of(&w->w[i]).origin != TERN_QPACK_Q4K || (qk && qk->q4k));
+    const tern_qpack_form f = tern_qpack_form_of(&w->w[i]);
+    return product && !w->w[i].qpack && f.bits &&
+           ((f.origin != TERN_QPACK_Q4K && f.origin != TERN_QPACK_Q6K) || tern_qmm_takes_form(qk, f));
 }
 
 uint64_t tern_weights_copy_bytes(const tern_weights *w, uint64_t *replaced) {

@@ -60,6 +60,18 @@ tern_isa tern_isa_detect(void) {
     return TERN_ISA_PORTABLE;
 }
 
+int tern_cpu_vbmi(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1) || (xgetbv0() & 0xe6) != 0xe6)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (c >> 1) & 1;
+#else
+    return 0;
+#endif
+}
+
 static atomic_int active = -1;
 
 tern_isa tern_isa_active(void) {

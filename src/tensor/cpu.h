@@ -16,6 +16,9 @@ tern_isa tern_isa_detect(void);
 tern_isa tern_isa_active(void);
 /* Forces an ISA (capped at what the CPU supports); for tests and benchmarks. */
 void tern_isa_set(tern_isa isa);
+/* Whether the CPU has AVX-512 VBMI (byte permutes and multishifts: the Q6_K form's kernel, qmm_q6k_avx512.c):
+ * Ice Lake, Sapphire Rapids and Zen 4 on, not Cooper Lake. */
+int tern_cpu_vbmi(void);
 /* "portable", "avx2", "avx512", "amx". */
 const char *tern_isa_name(tern_isa isa);
 

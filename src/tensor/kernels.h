@@ -91,6 +91,10 @@ const tern_kernel_table *tern_kernels(void);
  * tiles). */
 extern const struct tern_qmm_kernels tern_qmm_avx512, tern_qmm_avx2, tern_qmm_amx;
 struct tern_qact;
+/* tern_qmm_kernels.tile for the Q6_K form on AVX-512 with VBMI (qmm_q6k_avx512.c; tern_cpu_vbmi): the tile of a's
+ * tokens from t0, y[(t - t0) * ystride + r] for rows r < valid. */
+void tern_qmm_q6k_tile(const uint8_t *blk, const struct tern_qact *a, int64_t t0, float *y, int64_t ystride,
+                       int valid);
 /* tern_qmm_kernels.tile on AMX (qmm_amx.c). */
 void tern_qmm_amx_tile(const uint8_t *blk, const struct tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
                        size_t gbytes, float *y, int64_t ystride, int valid);

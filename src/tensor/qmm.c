@@ -123,14 +123,22 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
 }
 
 /* Quantization units [b, e): the groups of the distinct inputs laid end to end. */
+int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f) {
+    if (f.origin == TERN_QPACK_Q4K)
+        return k && k->kquants;
+    if (f.origin == TERN_QPACK_Q6K)
+        return k && k->kquants && tern_cpu_vbmi();
+    return k != NULL;
+}
+
 /* Units [u0, u1) of a (ggml_steps 2) as ggml's Q8_K blocks: each block of 256 values whose first group lies in the
- * range, quantized whole (the fill splits its range anywhere; ng is a multiple of 8). */
+ * range, quantized whole (ng is a multiple of the groups a block holds). */
 static void fill_q8k(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
-    const int64_t ng = a->in / 32;
+    const int64_t G = a->group, ng = a->in / G, per = 256 / G;
     _Alignas(64) uint8_t blk[292];
-    for (int64_t n = (u0 + 7) / 8 * 8; n < u1; n += 8) {
-        tern_kernels()->qblock->quantize(TERN_QB_Q8_K, x + n * 32, blk, 256);
-        tern_qact_set_q8_k(a, n / ng, n % ng / 8, blk);
+    for (int64_t n = (u0 + per - 1) / per * per; n < u1; n += per) {
+        tern_kernels()->qblock->quantize(TERN_QB_Q8_K, x + n * G, blk, 256);
+        tern_qact_set_q8_k(a, n / ng, n % ng / per, blk);
     }
 }
 
@@ -207,7 +215,7 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
     qmm_job j = {.k = k, .n = n, .gated = gated, .mul = mul, .threads = (size_t)tern_pool_size(pool),
                  .next = next, .n_next = next ? n_next : 0};
     const tern_qpack_form f0 = tern_qpack_form_of(w0);
-    if (f0.origin == TERN_QPACK_Q4K && !k->q4k)
+    if (!tern_qmm_takes_form(k, f0))
         return 0;
     for (int p = 0; p < n; p++) {
         const tern_weight *w = parts[p].w;
@@ -247,7 +255,7 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
     for (int i = 0; ok && i < j.n_acts; i++) {
         tern_qact_place(&acts[i], act_T[i], in, f0.group, mem + off[i]);
         /* weights from ggml blocks meet the activation codes llama.cpp gives them */
-        acts[i].ggml_steps = f0.origin == TERN_QPACK_GGML32 ? 1 : f0.origin == TERN_QPACK_Q4K ? 2 : 0;
+        acts[i].ggml_steps = f0.origin == TERN_QPACK_GGML32 ? 1 : f0.origin == TERN_QPACK_MLX ? 0 : 2;
     }
     int rc = -1;
     if (ok) {
@@ -257,8 +265,8 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
         for (int i = 0; i < j.n_acts; i++)
             fill_start[i + 1] = fill_start[i] + acts[i].T * (in / f0.group);
         /* Quantization split in one equal run per thread, unless the runs would be under 32 groups (one token of
-         * a narrow product): then the calling thread does it alone. Q8_K's runs are whole blocks of 8 groups. */
-        const size_t groups = (size_t)fill_start[j.n_acts], per = ((groups + j.threads - 1) / j.threads + 7) / 8 * 8;
+         * a narrow product): then the calling thread does it alone. Runs of whole Q8_K blocks (8 or 16 groups). */
+        const size_t groups = (size_t)fill_start[j.n_acts], per = ((groups + j.threads - 1) / j.threads + 15) / 16 * 16;
         tern_pool_parallel_for(pool, groups, per < 32 ? groups : per, fill_range, &j);
         tern_pool_parallel_balanced(pool, (size_t)j.start[n], 1, qmm_range, &j);
         rc = j.failed ? -1 : 1;

@@ -22,8 +22,11 @@ typedef struct tern_qmm_kernels {
      * tile (it comes from memory; later tiles find it in cache). */
     void (*tile)(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
                  size_t gbytes, float *y, int64_t ystride, int valid);
-    int q4k; /* whether tile takes the Q4_K form (else such weights stay on ggml's block products) */
+    int kquants; /* whether tile takes the Q4_K and Q6_K forms (else such weights stay on ggml's block products) */
 } tern_qmm_kernels;
+
+/* Whether k's kernels take weights of form f on this CPU (the Q6_K form's kernel needs AVX-512 VBMI). */
+int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f);
 
 /* Up to 4 packable matrices of one width and group sharing the input x [T][in]: ys[i] gets rows
  * [row0s[i], row0s[i] + n_outs[i]) of ws[i], all in one parallel region. `next` (n_next matrices, or NULL) is

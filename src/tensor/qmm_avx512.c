@@ -56,12 +56,7 @@ static void fill_ggml(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
     }
 }
 
-/* acc += W (unsigned bytes) x the four signed bytes at p broadcast to every lane. Written out because
- * compilers issue a separate broadcast instead of the instruction's embedded-broadcast operand. */
-static inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
-    return acc;
-}
+#define dpbusd_bcast qmm_dpbusd_bcast
 
 /* Bytes ahead of the current chunk requested from memory in passes over 4 or more tokens: they consume the
  * stream slowly enough that hardware prefetch alone leaves the core waiting on DRAM latency (without them a pass
@@ -303,6 +298,10 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
         else                                                                                               \
             qmm_block(blk, a, t0, n, 8, 0, sdt, gbytes, out);                                              \
         break;
+    if (a->ggml_steps == 2 && bits == 6) {
+        tern_qmm_q6k_tile(blk, a, t0, y, ystride, valid);
+        return;
+    }
     if (a->ggml_steps == 2) {
         switch (nt) {
         case 1: q4k_block(blk, a, t0, 1, out); break;

@@ -12,6 +12,14 @@
 
 #define QMM_INLINE static inline __attribute__((always_inline))
 
+/* acc += W (unsigned bytes) x the four signed bytes at p broadcast to every lane: the integer step every VNNI
+ * kernel shares. Written out because compilers issue a separate broadcast instead of the instruction's
+ * embedded-broadcast operand. */
+QMM_INLINE __m512i qmm_dpbusd_bcast(__m512i acc, __m512i w, const int8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+}
+
 /* 16 scales of a group (f32, f16 or bf16) as floats. */
 QMM_INLINE __m512 qmm_load_scales(const uint8_t *p, tern_dtype dt) {
     if (dt == TERN_DT_F32)

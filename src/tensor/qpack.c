@@ -19,6 +19,8 @@ tern_qpack_form tern_qpack_form_of(const tern_weight *w) {
         return (tern_qpack_form){w->qblock == TERN_QB_Q4_0 ? 4 : 8, 32, TERN_DT_F16, TERN_QPACK_GGML32};
     if (w->fmt == TERN_WF_QBLOCK && w->qblock == TERN_QB_Q4_K && in % 256 == 0)
         return (tern_qpack_form){4, 32, TERN_DT_F16, TERN_QPACK_Q4K};
+    if (w->fmt == TERN_WF_QBLOCK && w->qblock == TERN_QB_Q6_K && in % 256 == 0)
+        return (tern_qpack_form){6, 16, TERN_DT_F16, TERN_QPACK_Q6K};
     return (tern_qpack_form){0, 0, TERN_DT_F32, TERN_QPACK_MLX};
 }
 
@@ -27,6 +29,8 @@ int tern_qpack_supported(const tern_weight *w) { return tern_qpack_form_of(w).bi
 size_t tern_qpack_group_bytes(tern_qpack_form f) {
     if (f.origin == TERN_QPACK_Q4K)
         return TERN_QPACK_Q4K_BYTES / 8;
+    if (f.origin == TERN_QPACK_Q6K)
+        return TERN_QPACK_Q6K_BYTES / 16;
     return (f.origin == TERN_QPACK_GGML32 ? 1 : 2) * 16 * tern_dtype_size(f.sdtype) + (size_t)(16 * f.group * f.bits / 8);
 }
 
@@ -35,6 +39,15 @@ size_t tern_qpack_group_bytes(tern_qpack_form f) {
 static void q4k_codes(const uint8_t *blk, int j, uint8_t q[32]) {
     for (int l = 0; l < 32; l++)
         q[l] = blk[16 + j / 2 * 32 + l] >> (j & 1 ? 4 : 0) & 0xf;
+}
+
+/* Sub-block j's 16 codes of a ggml Q6_K block, unsigned (q + 32: 0..63), from its low nibbles and high pairs. */
+static void q6k_codes(const uint8_t *blk, int j, uint8_t u[16]) {
+    for (int i = 0; i < 16; i++) {
+        const int e = 16 * j + i, h = e / 128, k = e % 128 / 32, l = e % 32;
+        const int lo = blk[h * 64 + (k & 1) * 32 + l] >> (k >= 2 ? 4 : 0) & 0xf, hi = blk[128 + h * 32 + l] >> (2 * k) & 3;
+        u[i] = (uint8_t)(lo | hi << 4);
+    }
 }
 
 /* A ggml block's step d (f16 bits) and the bias of its affine form: -8d for Q4_0, -128d for Q8_0 (exact: a power
@@ -56,6 +69,18 @@ static void qblock_codes(int bits, const uint8_t *blk, uint8_t q[32]) {
 void tern_qpack_row(const tern_weight *w, int64_t row, uint8_t *codes, float *scales, float *biases) {
     const tern_qpack_form f = tern_qpack_form_of(w);
     const int64_t in = tern_weight_cols(w), ng = in / f.group;
+    if (f.origin == TERN_QPACK_Q6K) { /* scale d sc, bias -32 d sc: d sc (u - 32), up to rounding */
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in);
+        for (int64_t g = 0; g < ng; g++) {
+            const uint8_t *blk = src + (size_t)(g / 16) * 210;
+            uint16_t d;
+            memcpy(&d, blk + 208, 2);
+            q6k_codes(blk, (int)(g % 16), codes + g * 16);
+            scales[g] = tern_f16_to_f32(d) * (float)(int8_t)blk[192 + g % 16];
+            biases[g] = -32.0f * scales[g];
+        }
+        return;
+    }
     if (f.origin == TERN_QPACK_Q4K) { /* scale d sc, bias -(dmin m): d sc q - dmin m as ggml computes it */
         const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(w->qblock, in);
         for (int64_t g = 0; g < ng; g++) {
@@ -157,15 +182,40 @@ static void pack_q4k_row(const tern_weight *w, int64_t row, int r, uint8_t *out)
     }
 }
 
+/* Row r of a 16-row block from a ggml Q6_K row (qpack.h): its codes' bits go into chunks shared with the other
+ * rows (out starts zeroed). */
+static void pack_q6k_row(const tern_weight *w, int64_t row, int r, uint8_t *out) {
+    const int64_t in = tern_weight_cols(w);
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * tern_qblock_row_bytes(TERN_QB_Q6_K, in);
+    for (int64_t s = 0; s < in / 256; s++) {
+        const uint8_t *blk = src + (size_t)s * 210;
+        memcpy(out + (size_t)s * TERN_QPACK_Q6K_BYTES + 2 * r, blk + 208, 2);
+        for (int j = 0; j < 16; j++) {
+            out[tern_qpack_q6k_sc_at(s, j) + (size_t)r] = blk[192 + j];
+            uint8_t u[16], *codes = out + tern_qpack_q6k_codes_at(s, j);
+            q6k_codes(blk, j, u);
+            for (int c = 0; c < 4; c++)
+                for (int k = 0; k < 4; k++) {
+                    const int i = 4 * r + k, bit = 6 * (i % 8);
+                    uint8_t *q = codes + 48 * c + 6 * (i / 8) + bit / 8;
+                    const unsigned v = (unsigned)u[4 * c + k] << (bit % 8);
+                    q[0] |= (uint8_t)v;
+                    if (v >> 8)
+                        q[1] |= (uint8_t)(v >> 8);
+                }
+        }
+    }
+}
+
 void tern_qpack_block(const tern_weight *w, int64_t row0, uint8_t *out) {
     const tern_qpack_form f = tern_qpack_form_of(w);
     const int64_t in = tern_weight_cols(w), rows = tern_weight_rows(w), ng = in / f.group;
     const size_t ss = tern_dtype_size(f.sdtype), gb = tern_qpack_group_bytes(f);
     memset(out, 0, tern_qpack_block_bytes(w));
     const int64_t valid = rows - row0 < 0 ? 0 : rows - row0 > 16 ? 16 : rows - row0;
-    if (f.origin == TERN_QPACK_Q4K) { /* rows past the end: all zero */
+    if (f.origin == TERN_QPACK_Q4K || f.origin == TERN_QPACK_Q6K) { /* rows past the end: all zero */
         for (int r = 0; r < valid; r++)
-            pack_q4k_row(w, row0 + r, r, out);
+            (f.origin == TERN_QPACK_Q4K ? pack_q4k_row : pack_q6k_row)(w, row0 + r, r, out);
         return;
     }
     /* Rows past the end: codes and bias 0, scale 1, so the kernels' check that a group's scales allow the exponent
@@ -352,13 +402,17 @@ void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk) {
 void tern_qact_set_q8_k(tern_qact *a, int64_t t, int64_t s, const uint8_t *blk) {
     float d;
     memcpy(&d, blk, 4);
-    for (int j = 0; j < 8; j++) {
-        const int64_t u = tern_qact_unit(a, t, 8 * s + j);
-        memcpy(a->q + u * 32, blk + 4 + 32 * j, 32);
-        int16_t b0, b1;
-        memcpy(&b0, blk + 260 + 4 * j, 2);
-        memcpy(&b1, blk + 262 + 4 * j, 2);
-        tern_qact_set_ggml(a, u, d, b0 + b1);
+    const int G = a->group, per = 256 / G;
+    for (int j = 0; j < per; j++) {
+        const int64_t u = tern_qact_unit(a, t, per * s + j);
+        memcpy(a->q + u * G, blk + 4 + G * j, (size_t)G);
+        int32_t isum = 0;
+        for (int i = 0; i < G / 16; i++) { /* the block's sums of 16 */
+            int16_t b;
+            memcpy(&b, blk + 260 + 2 * (G / 16 * j + i), 2);
+            isum += b;
+        }
+        tern_qact_set_ggml(a, u, d, isum);
     }
 }
 
@@ -406,10 +460,40 @@ static void qmm_ref_q4k(const tern_weight *w, int64_t row0, int64_t n_out, const
     }
 }
 
+/* The Q6_K form's product (qpack.h). */
+static void qmm_ref_q6k(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
+    const int64_t in = a->in, ns = in / 256;
+    for (int64_t o = 0; o < n_out; o++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)(row0 + o) * tern_qblock_row_bytes(TERN_QB_Q6_K, in);
+        for (int64_t t = 0; t < a->T; t++) {
+            float acc = 0;
+            for (int64_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + (size_t)s * 210;
+                int32_t isum = 0;
+                float xs = 0;
+                for (int j = 0; j < 16; j++) {
+                    const int64_t u = tern_qact_unit(a, t, 16 * s + j);
+                    uint8_t q[16];
+                    q6k_codes(blk, j, q);
+                    int32_t idot = 0;
+                    for (int k = 0; k < 16; k++)
+                        idot += (int32_t)q[k] * a->q[u * 16 + k];
+                    isum += (int8_t)blk[192 + j] * (idot - 32 * a->isum[u]);
+                    xs = a->xs[u];
+                }
+                uint16_t d;
+                memcpy(&d, blk + 208, 2);
+                acc = fmaf((float)isum, tern_f16_to_f32(d) * xs, acc);
+            }
+            y[t * n_out + o] = acc;
+        }
+    }
+}
+
 void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
     const tern_qpack_form f = tern_qpack_form_of(w);
-    if (f.origin == TERN_QPACK_Q4K) {
-        qmm_ref_q4k(w, row0, n_out, a, y);
+    if (f.origin == TERN_QPACK_Q4K || f.origin == TERN_QPACK_Q6K) {
+        (f.origin == TERN_QPACK_Q4K ? qmm_ref_q4k : qmm_ref_q6k)(w, row0, n_out, a, y);
         return;
     }
     const int64_t in = a->in, G = f.group, ng = in / G;

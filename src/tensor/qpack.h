@@ -70,12 +70,13 @@ static inline const uint8_t *tern_qpack_block_data(const tern_qpack *p, int64_t 
  * a block's groups go in pairs, the pair's 2 x 16 f16 scales in one cache line, then the first group's codes, then
  * the second's; an odd last group has the line to itself. A tenth fewer bytes to stream than with the biases.
  * ggml Q4_K super-blocks (256 values: f16 d and dmin, eight 6-bit scales sc and mins m, 4-bit codes; a value is
- * d sc q - dmin m) pack as groups of 32 (bits 4, group 32, f16) in their own form, TERN_QPACK_Q4K below. */
-enum { TERN_QPACK_MLX = 0, TERN_QPACK_GGML32 = 1, TERN_QPACK_Q4K = 2 };
+ * d sc q - dmin m) pack as groups of 32 (bits 4, group 32, f16) in their own form, TERN_QPACK_Q4K below, and
+ * Q6_K ones (sixteen int8 scales, 6-bit codes: d sc (q - 32)) as groups of 16 (bits 6, group 16), TERN_QPACK_Q6K. */
+enum { TERN_QPACK_MLX = 0, TERN_QPACK_GGML32 = 1, TERN_QPACK_Q4K = 2, TERN_QPACK_Q6K = 3 };
 typedef struct tern_qpack_form {
     int bits, group;
     tern_dtype sdtype;
-    int origin; /* TERN_QPACK_*: MLX affine, ggml Q4_0 / Q8_0 blocks (no biases, groups in pairs), ggml Q4_K */
+    int origin; /* TERN_QPACK_*: MLX affine, ggml Q4_0 / Q8_0 blocks (no biases, groups in pairs), Q4_K, Q6_K */
 } tern_qpack_form;
 
 /* In a ggml-form block of `bits`-bit codes: the offsets of group g's 16 scales and of its codes. */
@@ -99,6 +100,18 @@ static inline size_t tern_qpack_q4k_sc_at(int64_t s, int j) { return (size_t)s *
 static inline size_t tern_qpack_q4k_m_at(int64_t s, int j) { return (size_t)s * TERN_QPACK_Q4K_BYTES + 192 + 16 * (size_t)j; }
 static inline size_t tern_qpack_q4k_codes_at(int64_t s, int j) {
     return (size_t)s * TERN_QPACK_Q4K_BYTES + 320 + 256 * (size_t)j;
+}
+
+/* A Q6_K-form block, per super-block s of its 16 rows: d[16] (f16, then 32 bytes of padding), sc[16][16] (int8,
+ * sub-block-major), then the sixteen sub-blocks' codes: four chunks each of the 4 codes of 16 rows (code 4r + k
+ * of a chunk is row r's code 4c + k of the sub-block), a chunk's 64 codes 6 bits each in 48 bytes, 8 codes to 6
+ * bytes, code i at bit 6 (i % 8) of bytes 6 (i / 8) .. (the file's bytes exactly, rearranged). Its product:
+ * per row and super-block isum = sum_j sc_j (sum u x - 32 xsum_j) over the unsigned codes u = q + 32 (exact), then
+ *     acc = fma((float)isum, d * xs, acc). */
+#define TERN_QPACK_Q6K_BYTES (64 + 256 + 16 * 192)
+static inline size_t tern_qpack_q6k_sc_at(int64_t s, int j) { return (size_t)s * TERN_QPACK_Q6K_BYTES + 64 + 16 * (size_t)j; }
+static inline size_t tern_qpack_q6k_codes_at(int64_t s, int j) {
+    return (size_t)s * TERN_QPACK_Q6K_BYTES + 320 + 192 * (size_t)j;
 }
 tern_qpack_form tern_qpack_form_of(const tern_weight *w);
 /* Whether a weight can be packed (its form has bits). */
@@ -188,7 +201,7 @@ typedef struct tern_qact {
     int32_t *half_mask; /* [T][in/group] and its half_mask */
     int32_t *isum;      /* [T][in/group] the sum of the group's codes */
     int ggml_steps;     /* 1: ggml's Q8_0 steps (tern_qact_set_q8_0) for the ggml form's product; 2: ggml's Q8_K
-                         * steps (tern_qact_set_q8_k) for the Q4_K form's; 0: tern's own */
+                         * steps (tern_qact_set_q8_k) for the Q4_K and Q6_K forms'; 0: tern's own */
 } tern_qact;
 
 /* The unit of token t's group g: tile t / TERN_QACT_TILE starts at unit t0 * ng (t0 its first token), and holds
@@ -218,8 +231,8 @@ static inline void tern_qact_set_ggml(tern_qact *a, int64_t u, float xs, int32_t
 /* Unit u (group 32) from its ggml Q8_0 block (f16 step, 32 codes; tern_qblock_quantize_ref's bytes): the codes
  * llama.cpp multiplies ggml weights with, in place of tern_qact_step_for's step. Set a->ggml_steps with these. */
 void tern_qact_set_q8_0(tern_qact *a, int64_t u, const uint8_t *blk);
-/* Token t's eight groups 8s .. 8s+7 from its ggml Q8_K block s (f32 step, 256 codes, sums; the quantizer's bytes):
- * each group the block's step and its own code sum. Set a->ggml_steps = 2 with these. */
+/* Token t's groups of its ggml Q8_K block s (f32 step, 256 codes, sums; the quantizer's bytes), 256 / a->group of
+ * them (groups of 16 or 32): each the block's step and its own code sum. Set a->ggml_steps = 2 with these. */
 void tern_qact_set_q8_k(tern_qact *a, int64_t t, int64_t s, const uint8_t *blk);
 /* Allocates and fills a; 0 when out of memory (a is then empty). Portable; the SIMD quantizers give the same bytes. */
 int tern_qact_alloc(tern_qact *a, int64_t T, int64_t in, int group);

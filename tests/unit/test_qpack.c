@@ -433,54 +433,66 @@ static void test_qblock_form(void **state) {
     tern_pool_destroy(pool);
 }
 
-/* ggml Q4_K in its packed form (qpack.h): every code, scale and min where the layout puts them; prompt and
- * generated tokens take the int8 kernel over the packed copy where the kernels take the form (bit for bit
- * tern_qmm_ref with ggml's Q8_K codes), ggml's block product elsewhere (bit for bit its reference dot), and the
- * two agree to float rounding: the same integers per super-block. Widths of one and of three super-blocks,
+/* ggml Q4_K and Q6_K in their packed forms (qpack.h): every code, scale, min and step where the layout puts them;
+ * prompt and generated tokens take the int8 kernel over the packed copy where the kernels take the form (bit for
+ * bit tern_qmm_ref with ggml's Q8_K codes), ggml's block product elsewhere (bit for bit its reference dot), and
+ * the two agree to float rounding: the same integers per super-block. Widths of one and of three super-blocks,
  * 11 tokens (a whole tile and a part). */
-static void test_q4k_form(void **state) {
+static void test_kquant_form(void **state) {
     const tern_isa isa = tu_isa_begin(state);
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
-    for (int wi = 0; wi < 2; wi++) {
-        const int64_t rows = 37, in = wi ? 768 : 256, ns = in / 256, T = 11;
-        const size_t rb = tern_qblock_row_bytes(TERN_QB_Q4_K, in);
+    for (int ci = 0; ci < 4; ci++) {
+        const tern_qblock t = ci % 2 ? TERN_QB_Q6_K : TERN_QB_Q4_K;
+        const int q6 = t == TERN_QB_Q6_K, G = q6 ? 16 : 32;
+        const int64_t rows = 37, in = ci < 2 ? 256 : 768, ns = in / 256, T = 11;
+        const size_t rb = tern_qblock_row_bytes(t, in), bb = tern_qblock_bytes(t);
         uint8_t *data = malloc(rb * (size_t)rows);
         for (size_t i = 0; i < rb * (size_t)rows; i++)
             data[i] = (uint8_t)(int)((tu_frand(&rng) + 1.0f) * 127.9f);
-        for (int64_t b = 0; b < rows * ns; b++) { /* d and dmin: steps of several sizes */
+        for (int64_t b = 0; b < rows * ns; b++) { /* steps of several sizes (Q4_K: d, dmin first; Q6_K: d last) */
             const uint16_t d = tern_f32_to_f16(0.001f * (float)(1 + b % 7)), dm = tern_f32_to_f16(0.0003f * (float)(b % 5));
-            memcpy(data + (size_t)b * 144, &d, 2);
-            memcpy(data + (size_t)b * 144 + 2, &dm, 2);
+            memcpy(data + (size_t)b * bb + (q6 ? 208 : 0), &d, 2);
+            if (!q6)
+                memcpy(data + (size_t)b * bb + 2, &dm, 2);
         }
-        tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = TERN_QB_Q4_K,
-                         .name = "w"};
+        tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = t, .name = "w"};
         const tern_qpack_form f = tern_qpack_form_of(&w);
-        assert_int_equal(f.origin, TERN_QPACK_Q4K);
-        assert_int_equal(f.bits, 4);
+        assert_int_equal(f.origin, q6 ? TERN_QPACK_Q6K : TERN_QPACK_Q4K);
+        assert_int_equal(f.group, G);
         tern_qpack *pk;
         TU_OK(tern_qpack_create(&w, NULL, &pk));
-        assert_int_equal(pk->block_bytes, (size_t)ns * TERN_QPACK_Q4K_BYTES);
+        assert_int_equal(pk->block_bytes, (size_t)ns * (q6 ? TERN_QPACK_Q6K_BYTES : TERN_QPACK_Q4K_BYTES));
         uint8_t codes[768];
-        float sb[48], deq[768];
+        float sb[96], deq[768];
         for (int64_t r = 0; r < rows; r++) {
-            tern_qpack_row(&w, r, codes, sb, sb + in / 32);
-            tern_qblock_dequantize(TERN_QB_Q4_K, data + (size_t)r * rb, deq, in);
+            tern_qpack_row(&w, r, codes, sb, sb + in / G);
+            tern_qblock_dequantize(t, data + (size_t)r * rb, deq, in);
             const uint8_t *blk = pk->data + (size_t)(r / 16) * pk->block_bytes;
             const int64_t rr = r % 16;
             for (int64_t k = 0; k < in; k++) {
-                const volatile float prod = sb[k / 32] * (float)codes[k]; /* no contraction: ggml's two steps */
-                if (prod + sb[in / 32 + k / 32] != deq[k])
-                    fail_msg("row %lld col %lld: %.9g, ggml %.9g", (long long)r, (long long)k,
-                             (double)(prod + sb[in / 32 + k / 32]), (double)deq[k]);
-                const int64_t s = k / 256, j = k % 256 / 32, kk = k % 32;
-                const uint8_t byte = blk[tern_qpack_q4k_codes_at(s, (int)j) + (size_t)((kk / 8) * 64 + 4 * rr + kk % 4)];
-                assert_int_equal(kk % 8 < 4 ? byte & 15u : (unsigned)byte >> 4, codes[k]);
-                int sc, m;
-                tern_qblock_k4_scale(data + (size_t)r * rb + (size_t)s * 144 + 4, (int)j, &sc, &m);
-                assert_int_equal(blk[tern_qpack_q4k_sc_at(s, (int)j) + (size_t)rr], sc);
-                assert_int_equal(blk[tern_qpack_q4k_m_at(s, (int)j) + (size_t)rr], m);
-                assert_memory_equal(blk + (size_t)s * TERN_QPACK_Q4K_BYTES + 2 * rr, data + (size_t)r * rb + (size_t)s * 144, 2);
+                const float v = sb[k / G] * (float)codes[k] + sb[in / G + k / G];
+                if (fabsf(v - deq[k]) > 1e-6f * fabsf(deq[k]) + 1e-9f)
+                    fail_msg("%s row %lld col %lld: %.9g, ggml %.9g", tern_qblock_name(t), (long long)r, (long long)k,
+                             (double)v, (double)deq[k]);
+                const int64_t s = k / 256, j = k % 256 / G, kk = k % G;
+                const uint8_t *row_blk = data + (size_t)r * rb + (size_t)s * bb;
+                if (q6) { /* code 4r + k of its chunk: 6 bits at bit 6 (i % 8) of quadword i / 8's six bytes */
+                    const uint8_t *chunk = blk + tern_qpack_q6k_codes_at(s, (int)j) + 48 * (size_t)(kk / 4);
+                    const int i = (int)(4 * rr + kk % 4), bit = 6 * (i % 8);
+                    const unsigned two = chunk[6 * (i / 8) + bit / 8] | (bit % 8 > 2 ? (unsigned)chunk[6 * (i / 8) + bit / 8 + 1] << 8 : 0u);
+                    assert_int_equal(two >> (bit % 8) & 63u, codes[k]);
+                    assert_int_equal(blk[tern_qpack_q6k_sc_at(s, (int)j) + (size_t)rr], row_blk[192 + j]);
+                    assert_memory_equal(blk + (size_t)s * TERN_QPACK_Q6K_BYTES + 2 * rr, row_blk + 208, 2);
+                } else {
+                    const uint8_t byte = blk[tern_qpack_q4k_codes_at(s, (int)j) + (size_t)((kk / 8) * 64 + 4 * rr + kk % 4)];
+                    assert_int_equal(kk % 8 < 4 ? byte & 15u : (unsigned)byte >> 4, codes[k]);
+                    int sc, m;
+                    tern_qblock_k4_scale(row_blk + 4, (int)j, &sc, &m);
+                    assert_int_equal(blk[tern_qpack_q4k_sc_at(s, (int)j) + (size_t)rr], sc);
+                    assert_int_equal(blk[tern_qpack_q4k_m_at(s, (int)j) + (size_t)rr], m);
+                    assert_memory_equal(blk + (size_t)s * TERN_QPACK_Q4K_BYTES + 2 * rr, row_blk, 2);
+                }
             }
         }
         w.qpack = pk;
@@ -491,12 +503,12 @@ static void test_q4k_form(void **state) {
             x[i] = tu_frand(&rng) * (i % 89 == 0 ? 30.0f : 1.0f);
         uint8_t *a8 = malloc(tern_qblock_row_bytes(TERN_QB_Q8_K, in));
         tern_qact a;
-        assert_true(tern_qact_alloc(&a, T, in, 32));
+        assert_true(tern_qact_alloc(&a, T, in, G));
         a.ggml_steps = 2;
         for (int64_t tk = 0; tk < T; tk++) {
             tern_qblock_quantize_ref(TERN_QB_Q8_K, x + tk * in, a8, in);
             for (int64_t r = 0; r < rows; r++)
-                want[tk * rows + r] = tern_qblock_dot_ref(TERN_QB_Q4_K, in, data + (size_t)r * rb, a8);
+                want[tk * rows + r] = tern_qblock_dot_ref(t, in, data + (size_t)r * rb, a8);
             for (int64_t s = 0; s < ns; s++)
                 tern_qact_set_q8_k(&a, tk, s, a8 + (size_t)s * tern_qblock_bytes(TERN_QB_Q8_K));
         }
@@ -504,21 +516,21 @@ static void test_q4k_form(void **state) {
         TU_OK(tern_matmul_rows(pool, &w, 0, rows, x, T, yd, TERN_MM_DECODE) ? tern_errf(TERN_ENOMEM, "oom") : NULL);
         TU_OK(tern_matmul_rows(pool, &w, 0, rows, x, T, y, TERN_MM_PREFILL) ? tern_errf(TERN_ENOMEM, "oom") : NULL);
         const tern_qmm_kernels *qk = tern_kernels()->qmm;
-        const int packed_path = qk && qk->q4k;
+        const int packed_path = qk && tern_qmm_takes_form(qk, f);
         for (int64_t i = 0; i < T * rows; i++) {
             const float exact_to = packed_path ? ref[i] : want[i];
             for (int kind = 0; kind < 2; kind++)
                 if (memcmp(kind ? &yd[i] : &y[i], &exact_to, sizeof *y))
-                    fail_msg("%s q4_K %s token %lld row %lld: %.9g, %s %.9g", tern_isa_name(isa),
+                    fail_msg("%s %s %s token %lld row %lld: %.9g, %s %.9g", tern_isa_name(isa), tern_qblock_name(t),
                              kind ? "generated" : "prompt", (long long)(i / rows), (long long)(i % rows),
                              (double)(kind ? yd[i] : y[i]), packed_path ? "packed reference" : "ggml", (double)exact_to);
             double mag = 1e-30;
-            tern_qblock_dequantize(TERN_QB_Q4_K, data + (size_t)(i % rows) * rb, deq, in);
+            tern_qblock_dequantize(t, data + (size_t)(i % rows) * rb, deq, in);
             for (int64_t k = 0; k < in; k++)
                 mag += fabs((double)deq[k] * x[i / rows * in + k]);
             if (fabs(ref[i] - want[i]) > 1e-5 * mag)
-                fail_msg("q4_K token %lld row %lld: packed %.9g, ggml %.9g (sum |w x| %.3g)", (long long)(i / rows),
-                         (long long)(i % rows), (double)ref[i], (double)want[i], mag);
+                fail_msg("%s token %lld row %lld: packed %.9g, ggml %.9g (sum |w x| %.3g)", tern_qblock_name(t),
+                         (long long)(i / rows), (long long)(i % rows), (double)ref[i], (double)want[i], mag);
         }
         tern_qact_free(&a);
         free(ref), free(a8), free(x), free(y), free(yd), free(want), free(data);
@@ -568,7 +580,7 @@ int main(void) {
         TU_SIMD_TESTS(test_step_edges),
         TU_SIMD_TESTS(simd_matches_reference),
         TU_ISA_TESTS(test_qblock_form),
-        TU_ISA_TESTS(test_q4k_form),
+        TU_ISA_TESTS(test_kquant_form),
         TU_ISA_TESTS(test_slabs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
