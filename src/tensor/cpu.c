@@ -60,16 +60,22 @@ tern_isa tern_isa_detect(void) {
     return TERN_ISA_PORTABLE;
 }
 
+/* Asked once: cpuid is slow (in a virtual machine it exits to the hypervisor), and every product asks. */
 int tern_cpu_vbmi(void) {
+    static atomic_int has = -1;
+    int h = atomic_load(&has);
+    if (h < 0) {
+        h = 0;
 #if defined(__x86_64__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1) || (xgetbv0() & 0xe6) != 0xe6)
-        return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    return (c >> 1) & 1;
-#else
-    return 0;
+        unsigned a, b, c, d;
+        if (__get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 1) && (xgetbv0() & 0xe6) == 0xe6) {
+            __cpuid_count(7, 0, a, b, c, d);
+            h = (c >> 1) & 1;
+        }
 #endif
+        atomic_store(&has, h);
+    }
+    return h;
 }
 
 static atomic_int active = -1;

@@ -122,7 +122,6 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
         prefetch_next(j, tid);
 }
 
-/* Quantization units [b, e): the groups of the distinct inputs laid end to end. */
 int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f) {
     if (f.origin == TERN_QPACK_Q4K)
         return k && k->kquants;
@@ -142,6 +141,7 @@ static void fill_q8k(tern_qact *a, const float *x, int64_t u0, int64_t u1) {
     }
 }
 
+/* Quantization units [b, e): the groups of the distinct inputs laid end to end. */
 static void fill_range(void *ctx, size_t b, size_t e, int tid) {
     const qmm_job *j = ctx;
     (void)tid;
