@@ -56,8 +56,6 @@ static void fill_ggml(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
     }
 }
 
-#define dpbusd_bcast qmm_dpbusd_bcast
-
 /* Bytes ahead of the current chunk requested from memory in passes over 4 or more tokens: they consume the
  * stream slowly enough that hardware prefetch alone leaves the core waiting on DRAM latency (without them a pass
  * over 4 or 8 tokens takes ~1.8x as long). Passes over 1 to 3 tokens consume it fast enough for the hardware
@@ -148,7 +146,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             }
             for (int t = 0; t < NT; t++)
                 for (int u = 0; u < 4; u++)
-                    acc4[u % sets][t] = dpbusd_bcast(acc4[u % sets][t], op[u], xq + t * G + xo[u]);
+                    acc4[u % sets][t] = qmm_dpbusd_bcast(acc4[u % sets][t], op[u], xq + t * G + xo[u]);
         }
         __m512i ia[8];
         for (int t = 0; t < NT; t++) {
@@ -173,8 +171,8 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
 }
 
 /* A whole tile of tokens (TERN_QACT_TILE = 8) from t0 against one block of ggml Q4_0 or Q8_0 weights (groups of
- * 32, f16 scales, in pairs: qpack.h), in ggml's form of the product: qmm_block's arithmetic, with every size known when compiled.
- * The block's first pass (first != 0) requests its later groups ahead; the later passes find it in L1. */
+ * 32, f16 scales, in pairs: qpack.h), in ggml's form of the product: qmm_block's arithmetic, with every size
+ * known when compiled. The block's first pass (first != 0) requests its later groups ahead; the later passes find it in L1. */
 static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, const tern_qact *a, int64_t t0,
                                                             const int bits, int first, float *y, int64_t ystride,
                                                             __mmask16 m) {
@@ -204,15 +202,15 @@ static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, 
                 __asm__("" : "+v"(W));
                 const __m512i lo = _mm512_and_si512(W, low4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
                 for (int t = 0; t < NT; t++) {
-                    ia[t] = dpbusd_bcast(ia[t], lo, xg + t * G + c * 8);
-                    ia[t] = dpbusd_bcast(ia[t], hi, xg + t * G + c * 8 + 4);
+                    ia[t] = qmm_dpbusd_bcast(ia[t], lo, xg + t * G + c * 8);
+                    ia[t] = qmm_dpbusd_bcast(ia[t], hi, xg + t * G + c * 8 + 4);
                 }
             }
         } else {
             for (int c = 0; c < G / 4; c++) {
                 const __m512i W = _mm512_load_si512(codes + c * 64);
                 for (int t = 0; t < NT; t++)
-                    ia[t] = dpbusd_bcast(ia[t], W, xg + t * G + c * 4);
+                    ia[t] = qmm_dpbusd_bcast(ia[t], W, xg + t * G + c * 4);
             }
         }
         qmm_epilogue_ggml(acc, ia, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)grp)), isum + g * NT,
@@ -241,7 +239,7 @@ static inline __attribute__((always_inline)) void q4k_block(const uint8_t *blk, 
         for (int j = 0; j < 8; j++) {
             const int64_t u0 = t0 * ng + (8 * s + j) * NT;
             const int8_t *xq = a->q + u0 * 32;
-            const uint8_t *codes = sb + 320 + 256 * j;
+            const uint8_t *codes = blk + tern_qpack_q4k_codes_at(s, j);
             __m512i acc4[4][8];
             for (int k = 0; k < sets; k++)
                 for (int t = 0; t < NT; t++)
@@ -252,14 +250,16 @@ static inline __attribute__((always_inline)) void q4k_block(const uint8_t *blk, 
                 __asm__("" : "+v"(W));
                 /* as in qmm_block: with four sets the odd ones take 16 x the high nibbles, divided out below */
                 const __m512i lo = _mm512_and_si512(W, low4);
-                const __m512i hi = sets == 4 ? _mm512_andnot_si512(low4, W) : _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+                const __m512i hi = sets == 4 ? _mm512_andnot_si512(low4, W)
+                                             : _mm512_and_si512(_mm512_srli_epi16(W, 4), low4);
+                const int kl = (2 * c) % sets, kh = (2 * c + 1) % sets;
                 for (int t = 0; t < NT; t++) {
-                    acc4[(2 * c) % sets][t] = dpbusd_bcast(acc4[(2 * c) % sets][t], lo, xq + t * 32 + 8 * c);
-                    acc4[(2 * c + 1) % sets][t] = dpbusd_bcast(acc4[(2 * c + 1) % sets][t], hi, xq + t * 32 + 8 * c + 4);
+                    acc4[kl][t] = qmm_dpbusd_bcast(acc4[kl][t], lo, xq + t * 32 + 8 * c);
+                    acc4[kh][t] = qmm_dpbusd_bcast(acc4[kh][t], hi, xq + t * 32 + 8 * c + 4);
                 }
             }
-            const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 64 + 16 * j)));
-            const __m512i m = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 192 + 16 * j)));
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(blk + tern_qpack_q4k_sc_at(s, j))));
+            const __m512i m = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(blk + tern_qpack_q4k_m_at(s, j))));
             for (int t = 0; t < NT; t++) {
                 __m512i ia = acc4[0][t];
                 if (sets == 4)

@@ -1,9 +1,10 @@
 /* qmm_q6k_avx512.c — the Q6_K form's tiles (qpack.h) on AVX-512 VNNI with VBMI (compiled with those flags; called
  * only when tern_cpu_vbmi says the CPU has VBMI). A chunk's 48 bytes of 6-bit codes are spread to 6 bytes per
- * quadword (VPERMB / VPERMT2B from the sub-block's three aligned lines, the other two bytes zeroed), each code cut out at its bit offset (VPMULTISHIFTQB) and masked to 6
- * bits: 64 unsigned codes, four for each of 16 rows, in five instructions where ggml's layout takes eleven per
- * row; then one VPDPBUSD per token, as the 4- and 8-bit groups. The integers per super-block and the FMA are
- * tern_qmm_ref's, so the results are the same bit for bit. */
+ * quadword (VPERMB / VPERMT2B from the sub-block's three aligned lines, the other two bytes zeroed), each code cut
+ * out at its bit offset (VPMULTISHIFTQB) and masked to 6 bits: 64 unsigned codes, four for each of 16 rows, in
+ * three instructions where ggml's layout takes about ten per row; then one VPDPBUSD per token, as the 4- and 8-bit
+ * groups. (Masked 48-byte loads at each chunk's offset instead of the aligned lines made a 605 MB head 1.7x
+ * slower on Zen 4.) The integers per super-block and the FMA are tern_qmm_ref's: the same results bit for bit. */
 #include <immintrin.h>
 
 #include "tensor/kernels.h"
@@ -18,7 +19,8 @@ static inline __attribute__((always_inline)) void q6k_block(const uint8_t *blk, 
     const __m512i spread = _mm512_set_epi64(0x00002f2e2d2c2b2aLL, 0x0000292827262524LL, 0x0000232221201f1eLL,
                                             0x00001d1c1b1a1918LL, 0x0000171615141312LL, 0x000011100f0e0d0cLL,
                                             0x00000b0a09080706LL, 0x0000050403020100LL);
-    const __m512i spread48 = _mm512_add_epi8(spread, _mm512_set1_epi8(48)), spread32 = _mm512_add_epi8(spread, _mm512_set1_epi8(32));
+    const __m512i spread48 = _mm512_add_epi8(spread, _mm512_set1_epi8(48));
+    const __m512i spread32 = _mm512_add_epi8(spread, _mm512_set1_epi8(32));
     const __m512i spread16 = _mm512_add_epi8(spread, _mm512_set1_epi8(16));
     const __mmask64 six = 0x3f3f3f3f3f3f3f3fULL;
     const __m512i offsets = _mm512_set1_epi64(0x2a241e18120c0600LL), m6 = _mm512_set1_epi8(0x3f);
@@ -33,7 +35,7 @@ static inline __attribute__((always_inline)) void q6k_block(const uint8_t *blk, 
         for (int j = 0; j < 16; j++) {
             const int64_t u0 = t0 * ng + (16 * s + j) * NT;
             const int8_t *xq = a->q + u0 * 16;
-            const uint8_t *codes = sb + 320 + 192 * j;
+            const uint8_t *codes = blk + tern_qpack_q6k_codes_at(s, j);
             __m512i ia[8];
             for (int t = 0; t < NT; t++) /* the codes' offset of 32, taken as the sum starts */
                 ia[t] = _mm512_set1_epi32(-32 * a->isum[u0 + t]);
@@ -50,7 +52,8 @@ static inline __attribute__((always_inline)) void q6k_block(const uint8_t *blk, 
                 for (int t = 0; t < NT; t++)
                     ia[t] = qmm_dpbusd_bcast(ia[t], q[c], xq + t * 16 + 4 * c);
             }
-            const __m512i sc = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(sb + 64 + 16 * j)));
+            const __m128i sc8 = _mm_load_si128((const __m128i *)(blk + tern_qpack_q6k_sc_at(s, j)));
+            const __m512i sc = _mm512_cvtepi8_epi32(sc8);
             for (int t = 0; t < NT; t++)
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sc, ia[t]));
         }

@@ -31,7 +31,8 @@ size_t tern_qpack_group_bytes(tern_qpack_form f) {
         return TERN_QPACK_Q4K_BYTES / 8;
     if (f.origin == TERN_QPACK_Q6K)
         return TERN_QPACK_Q6K_BYTES / 16;
-    return (f.origin == TERN_QPACK_GGML32 ? 1 : 2) * 16 * tern_dtype_size(f.sdtype) + (size_t)(16 * f.group * f.bits / 8);
+    const size_t codes = (size_t)(16 * f.group * f.bits / 8);
+    return (f.origin == TERN_QPACK_GGML32 ? 1 : 2) * 16 * tern_dtype_size(f.sdtype) + codes;
 }
 
 /* Sub-block j's 32 codes of a ggml Q4_K block (as ggml lays them: sub-blocks 2i and 2i+1 in the low and high
@@ -45,7 +46,8 @@ static void q4k_codes(const uint8_t *blk, int j, uint8_t q[32]) {
 static void q6k_codes(const uint8_t *blk, int j, uint8_t u[16]) {
     for (int i = 0; i < 16; i++) {
         const int e = 16 * j + i, h = e / 128, k = e % 128 / 32, l = e % 32;
-        const int lo = blk[h * 64 + (k & 1) * 32 + l] >> (k >= 2 ? 4 : 0) & 0xf, hi = blk[128 + h * 32 + l] >> (2 * k) & 3;
+        const int lo = blk[h * 64 + (k & 1) * 32 + l] >> (k >= 2 ? 4 : 0) & 0xf;
+        const int hi = blk[128 + h * 32 + l] >> (2 * k) & 3;
         u[i] = (uint8_t)(lo | hi << 4);
     }
 }

@@ -96,8 +96,12 @@ static inline size_t tern_qpack_ggml_codes_at(int bits, int64_t g) {
  *     acc = fma((float)msum, -(dmin * xs), fma((float)isum, d * xs, acc))
  * with the activations quantized as ggml's Q8_K (one step xs per 256 values, tern_qact_set_q8_k). */
 #define TERN_QPACK_Q4K_BYTES (64 + 256 + 8 * 256)
-static inline size_t tern_qpack_q4k_sc_at(int64_t s, int j) { return (size_t)s * TERN_QPACK_Q4K_BYTES + 64 + 16 * (size_t)j; }
-static inline size_t tern_qpack_q4k_m_at(int64_t s, int j) { return (size_t)s * TERN_QPACK_Q4K_BYTES + 192 + 16 * (size_t)j; }
+static inline size_t tern_qpack_q4k_sc_at(int64_t s, int j) {
+    return (size_t)s * TERN_QPACK_Q4K_BYTES + 64 + 16 * (size_t)j;
+}
+static inline size_t tern_qpack_q4k_m_at(int64_t s, int j) {
+    return (size_t)s * TERN_QPACK_Q4K_BYTES + 192 + 16 * (size_t)j;
+}
 static inline size_t tern_qpack_q4k_codes_at(int64_t s, int j) {
     return (size_t)s * TERN_QPACK_Q4K_BYTES + 320 + 256 * (size_t)j;
 }
@@ -109,7 +113,9 @@ static inline size_t tern_qpack_q4k_codes_at(int64_t s, int j) {
  * per row and super-block isum = sum_j sc_j (sum u x - 32 xsum_j) over the unsigned codes u = q + 32 (exact), then
  *     acc = fma((float)isum, d * xs, acc). */
 #define TERN_QPACK_Q6K_BYTES (64 + 256 + 16 * 192)
-static inline size_t tern_qpack_q6k_sc_at(int64_t s, int j) { return (size_t)s * TERN_QPACK_Q6K_BYTES + 64 + 16 * (size_t)j; }
+static inline size_t tern_qpack_q6k_sc_at(int64_t s, int j) {
+    return (size_t)s * TERN_QPACK_Q6K_BYTES + 64 + 16 * (size_t)j;
+}
 static inline size_t tern_qpack_q6k_codes_at(int64_t s, int j) {
     return (size_t)s * TERN_QPACK_Q6K_BYTES + 320 + 192 * (size_t)j;
 }
