@@ -322,9 +322,10 @@ static void test_qblock_form(void **state) {
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
     static const tern_qblock types[] = {TERN_QB_Q4_0, TERN_QB_Q8_0};
-    for (int ti = 0; ti < 4; ti++) { /* an even and an odd number of blocks a row (the last pair half empty) */
+    static const int64_t widths[] = {256, 224, 32}; /* even and odd numbers of blocks a row (a last pair half empty) */
+    for (int ti = 0; ti < 6; ti++) {
         const tern_qblock t = types[ti % 2];
-        const int64_t rows = 37, in = ti < 2 ? 256 : 224, ng = in / 32, T = 11;
+        const int64_t rows = 37, in = widths[ti / 2], ng = in / 32, T = 11;
         uint8_t *data = random_qblock(t, rows, in);
         tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = t,
                          .name = "w"};
