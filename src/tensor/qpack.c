@@ -428,64 +428,40 @@ void tern_qact_free(tern_qact *a) {
     memset(a, 0, sizeof *a);
 }
 
-/* The Q4_K form's product (qpack.h): ggml's integers per super-block, then two FMAs. */
-static void qmm_ref_q4k(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
-    const int64_t in = a->in, ns = in / 256;
+/* The Q4_K and Q6_K forms' product (qpack.h): ggml's integers per super-block, then an FMA (and Q4_K's second). */
+static void qmm_ref_kquant(const tern_weight *w, int q6, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
+    const int64_t in = a->in, ns = in / 256, G = a->group, per = 256 / G;
+    const size_t bb = tern_qblock_bytes(w->qblock);
     for (int64_t o = 0; o < n_out; o++) {
-        const uint8_t *src = (const uint8_t *)w->data + (size_t)(row0 + o) * tern_qblock_row_bytes(TERN_QB_Q4_K, in);
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)(row0 + o) * tern_qblock_row_bytes(w->qblock, in);
         for (int64_t t = 0; t < a->T; t++) {
             float acc = 0;
             for (int64_t s = 0; s < ns; s++) {
-                const uint8_t *blk = src + (size_t)s * 144;
+                const uint8_t *blk = src + (size_t)s * bb;
                 int32_t isum = 0, msum = 0;
                 float xs = 0;
-                for (int j = 0; j < 8; j++) {
-                    const int64_t u = tern_qact_unit(a, t, 8 * s + j);
+                for (int j = 0; j < per; j++) {
+                    const int64_t u = tern_qact_unit(a, t, per * s + j);
                     uint8_t q[32];
-                    q4k_codes(blk, j, q);
+                    (q6 ? q6k_codes : q4k_codes)(blk, j, q);
                     int32_t idot = 0;
-                    for (int k = 0; k < 32; k++)
-                        idot += (int32_t)q[k] * a->q[u * 32 + k];
-                    int sc, m;
-                    tern_qblock_k4_scale(blk + 4, j, &sc, &m);
+                    for (int64_t k = 0; k < G; k++)
+                        idot += (int32_t)q[k] * a->q[u * G + k];
+                    int sc, m = 0;
+                    if (q6) /* the codes' offset of 32 */
+                        sc = (int8_t)blk[192 + j], idot -= 32 * a->isum[u];
+                    else
+                        tern_qblock_k4_scale(blk + 4, j, &sc, &m);
                     isum += sc * idot;
                     msum += m * a->isum[u];
                     xs = a->xs[u];
                 }
                 uint16_t d, dmin;
-                memcpy(&d, blk, 2);
+                memcpy(&d, blk + (q6 ? 208 : 0), 2);
                 memcpy(&dmin, blk + 2, 2);
-                acc = fmaf((float)msum, -(tern_f16_to_f32(dmin) * xs), fmaf((float)isum, tern_f16_to_f32(d) * xs, acc));
-            }
-            y[t * n_out + o] = acc;
-        }
-    }
-}
-
-/* The Q6_K form's product (qpack.h). */
-static void qmm_ref_q6k(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
-    const int64_t in = a->in, ns = in / 256;
-    for (int64_t o = 0; o < n_out; o++) {
-        const uint8_t *src = (const uint8_t *)w->data + (size_t)(row0 + o) * tern_qblock_row_bytes(TERN_QB_Q6_K, in);
-        for (int64_t t = 0; t < a->T; t++) {
-            float acc = 0;
-            for (int64_t s = 0; s < ns; s++) {
-                const uint8_t *blk = src + (size_t)s * 210;
-                int32_t isum = 0;
-                float xs = 0;
-                for (int j = 0; j < 16; j++) {
-                    const int64_t u = tern_qact_unit(a, t, 16 * s + j);
-                    uint8_t q[16];
-                    q6k_codes(blk, j, q);
-                    int32_t idot = 0;
-                    for (int k = 0; k < 16; k++)
-                        idot += (int32_t)q[k] * a->q[u * 16 + k];
-                    isum += (int8_t)blk[192 + j] * (idot - 32 * a->isum[u]);
-                    xs = a->xs[u];
-                }
-                uint16_t d;
-                memcpy(&d, blk + 208, 2);
                 acc = fmaf((float)isum, tern_f16_to_f32(d) * xs, acc);
+                if (!q6)
+                    acc = fmaf((float)msum, -(tern_f16_to_f32(dmin) * xs), acc);
             }
             y[t * n_out + o] = acc;
         }
@@ -495,7 +471,7 @@ static void qmm_ref_q6k(const tern_weight *w, int64_t row0, int64_t n_out, const
 void tern_qmm_ref(const tern_weight *w, int64_t row0, int64_t n_out, const tern_qact *a, float *y) {
     const tern_qpack_form f = tern_qpack_form_of(w);
     if (f.origin == TERN_QPACK_Q4K || f.origin == TERN_QPACK_Q6K) {
-        (f.origin == TERN_QPACK_Q4K ? qmm_ref_q4k : qmm_ref_q6k)(w, row0, n_out, a, y);
+        qmm_ref_kquant(w, f.origin == TERN_QPACK_Q6K, row0, n_out, a, y);
         return;
     }
     const int64_t in = a->in, G = f.group, ng = in / G;
