@@ -262,8 +262,7 @@ static int packable(const tern_weights *w, size_t i) {
     const int product = s->kind == TERN_WK_LINEAR || s->kind == TERN_WK_EXPERTS || (s->kind == TERN_WK_EMBED && s->head);
     const tern_qmm_kernels *qk = tern_kernels()->qmm;
     const tern_qpack_form f = tern_qpack_form_of(&w->w[i]);
-    return product && !w->w[i].qpack && f.bits &&
-           ((f.origin != TERN_QPACK_Q4K && f.origin != TERN_QPACK_Q6K) || tern_qmm_takes_form(qk, f));
+    return product && !w->w[i].qpack && f.bits && tern_qmm_takes_form(qk, f);
 }
 
 uint64_t tern_weights_copy_bytes(const tern_weights *w, uint64_t *replaced) {

@@ -127,7 +127,7 @@ int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f) {
         return k && k->kquants;
     if (f.origin == TERN_QPACK_Q6K)
         return k && k->kquants && tern_cpu_vbmi();
-    return k != NULL;
+    return 1;
 }
 
 /* Units [u0, u1) of a (ggml_steps 2) as ggml's Q8_K blocks: each block of 256 values whose first group lies in the

@@ -25,7 +25,9 @@ typedef struct tern_qmm_kernels {
     int kquants; /* whether tile takes the Q4_K and Q6_K forms (else such weights stay on ggml's block products) */
 } tern_qmm_kernels;
 
-/* Whether k's kernels take weights of form f on this CPU (the Q6_K form's kernel needs AVX-512 VBMI). */
+/* Whether weights of form f are packed for the int8 kernels k (NULL where the ISA has none) and taken by them on
+ * this CPU: the MLX and Q4_0 / Q8_0 forms always (packed on every path), the Q4_K and Q6_K forms where k->kquants
+ * (the Q6_K form's kernel needs AVX-512 VBMI besides). */
 int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f);
 
 /* Up to 4 packable matrices of one width and group sharing the input x [T][in]: ys[i] gets rows
