@@ -99,6 +99,8 @@ for r in $(seq 1 "$rounds"); do
     for fmt in $formats; do
         echo "round $r $fmt" >&2
         if [ $((r % 2)) = 1 ]; then run_llama $fmt $r; run_tern $fmt; else run_tern $fmt; run_llama $fmt $r; fi
+        echo "  tern prefill decode: $(tail -1 "$log/tern-$fmt"), 8 rows: $(tail -1 "$log/tern-$fmt-batched");" \
+            "llama.cpp: $(tail -1 "$log/llama-$fmt"), 8 rows: $(tail -1 "$log/llama-$fmt-batched")" >&2
     done
     for kv in $([ "$depth" -gt 0 ] && echo 16 q8_0); do
         echo "round $r KV $kv at depth $depth" >&2

@@ -270,10 +270,10 @@ int cmd_bench(int argc, char **argv) {
                    "\"decode_tok_s\": %.2f, \"decode_aggregate_tok_s\": %.2f, \"bytes_per_token\": %.0f, "
                    "\"bandwidth_gb_s\": %.2f, \"decode_efficiency\": %.3f, \"threads\": %d, \"batch\": %lld, "
                    "\"isa\": \"%s\", \"kv\": \"%s\", \"region_us\": %.2f, \"single_row_tok_s\": %.2f, "
-                   "\"batch_speedup\": %.2f, \"depth\": %lld, \"kv_bytes_per_step\": %.0f",
+                   "\"batch_speedup\": %.2f, \"depth\": %lld, \"kv_bytes_per_step\": %.0f, \"stream_tokens\": %d",
                    pos[0], (long long)P, (long long)N, prefill_tps, steps, steps * (double)B, bytes, bw, eff,
                    tern_pool_size(pool), (long long)B, isa, kv_name, region_us, solo,
-                   speedup, (long long)D, kv_bytes);
+                   speedup, (long long)D, kv_bytes, tern_cpu_stream_tokens());
             if (profiling && pre_prof.passes) {
                 printf(", \"prefill_profile\": [");
                 for (int ph = 0; ph < TERN_PH_COUNT; ph++)
@@ -291,7 +291,8 @@ int cmd_bench(int argc, char **argv) {
             }
             printf("}\n");
         } else {
-            printf("model            %s\nisa              %s, %d threads, kv %s\n"
+            printf("model            %s\nisa              %s, %d threads, kv %s, weight streams requested from %d "
+                   "token(s) a pass\n"
                    "prefill          %lld tokens: %.2f tok/s\n"
                    "decode           %lld steps x %lld rows after %lld tokens of context: %.2f tok/s per row, "
                    "%.2f tok/s aggregate\n"
@@ -300,7 +301,7 @@ int cmd_bench(int argc, char **argv) {
                    "read bandwidth   %.2f GB/s (measured between the decode steps, %d threads)\n"
                    "decode limit     %.2f steps/s; efficiency %.1f%%\n"
                    "thread pool      %.2f us per parallel region (measured between the decode steps)\n",
-                   pos[0], isa, tern_pool_size(pool), kv_name, (long long)P, prefill_tps,
+                   pos[0], isa, tern_pool_size(pool), kv_name, tern_cpu_stream_tokens(), (long long)P, prefill_tps,
                    (long long)N, (long long)B, (long long)D, steps, steps * (double)B, bytes * 1e-6, kv_bytes * 1e-6,
                    bw, tern_pool_size(pool), bytes + kv_bytes > 0 ? bw * 1e9 / (bytes + kv_bytes) : 0, eff * 100,
                    region_us);

@@ -78,6 +78,26 @@ int tern_cpu_vbmi(void) {
     return h;
 }
 
+int tern_cpu_stream_tokens(void) {
+    static atomic_int tokens = -1;
+    int n = atomic_load(&tokens);
+    if (n < 0) {
+        n = 4;
+#if defined(__x86_64__)
+        unsigned a, b, c, d;
+        /* AMD's family: the base family (bits 8-11) plus the extended one (bits 20-27) when the base is 0xf */
+        if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541 /* "Auth" enticAMD */ && __get_cpuid(1, &a, &b, &c, &d) &&
+            ((a >> 8) & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20) & 0xff : 0) >= 0x1a)
+            n = 1;
+#endif
+        const char *env = getenv("TERN_STREAM_TOKENS");
+        if (env && env[0] >= '1' && env[0] <= '4' && !env[1])
+            n = env[0] - '0';
+        atomic_store(&tokens, n);
+    }
+    return n;
+}
+
 static atomic_int active = -1;
 
 tern_isa tern_isa_active(void) {

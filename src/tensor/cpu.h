@@ -19,6 +19,11 @@ void tern_isa_set(tern_isa isa);
 /* Whether the CPU has AVX-512 VBMI (byte permutes and multishifts: the Q6_K form's kernel, qmm_q6k_avx512.c):
  * Ice Lake, Sapphire Rapids and Zen 4 on, not Cooper Lake. */
 int tern_cpu_vbmi(void);
+/* The fewest tokens a pass of the int8 products covers before it requests its weight stream ahead in software
+ * (below that the stream is left to the hardware prefetchers): 1 on AMD family 1Ah (Zen 5), where a lone token's
+ * pass falls a quarter behind the stream without the requests; 4 elsewhere (on Zen 4 they slowed passes over 1-3
+ * tokens). TERN_STREAM_TOKENS=1..4 overrides it (benchmarks compare the two on one machine). Asked once. */
+int tern_cpu_stream_tokens(void);
 /* "portable", "avx2", "avx512", "amx". */
 const char *tern_isa_name(tern_isa isa);
 

@@ -8,6 +8,7 @@
  * same order), so results are bit-identical to the portable definition and independent of the batch. */
 #include <immintrin.h>
 
+#include "tensor/cpu.h"
 #include "tensor/kernels.h"
 #include "tensor/qmm.h"
 #include "tensor/qmm_avx512_epilogue.h"
@@ -56,30 +57,31 @@ static void fill_ggml(tern_qact *a, const float *x, int64_t n0, int64_t n1) {
     }
 }
 
-/* Bytes ahead of the current chunk requested from memory in passes over 4 or more tokens: they consume the
- * stream slowly enough that hardware prefetch alone leaves the core waiting on DRAM latency (without them a pass
- * over 4 or 8 tokens takes ~1.8x as long). Passes over 1 to 3 tokens consume it fast enough for the hardware
- * prefetchers, and there the requests get in their way (over the e2b-like sequence of products at 47-60 GB/s:
- * 2 tokens 75 -> 80%, 3 tokens 53-67 -> 64-76% of the probe without them; a single token loses 2-14 points with
- * them at 35-60 GB/s); at ~35 GB/s 2 and 3 tokens are even either way. */
+/* Bytes ahead of the current chunk requested from memory, into L1 and (further ahead) into L2, in passes over
+ * tern_cpu_stream_tokens() or more tokens (always from 4). From 4 tokens a pass consumes the stream slowly enough
+ * that hardware prefetch alone leaves the core waiting on DRAM latency (without the L1 requests a pass over 4 or 8
+ * tokens takes ~1.8x as long; busy with VPDPBUSD, it needs the L2 ones too to keep enough lines in flight: over
+ * the e2b-shaped sequence at 8 tokens q8 49 -> 38 ms at 36 GB/s, q4 4 tokens 31 -> 19 ms). Passes over 1 to 3
+ * tokens: on Zen 4 they consumed the stream fast enough for the hardware prefetchers and the requests got in their
+ * way (a single token lost 2-14 points of the probe at 35-60 GB/s, 2 tokens 80 -> 75%); on Zen 5 a single token's
+ * pass reads a 16384 x 8192 Q4_0 matrix at 24-48 GB/s without them, 39-57 with them (probe 40-65, alternating). */
 #define QMM_PREFETCH 4096
-#define QMM_L1_TOKENS 4
-/* From 4 tokens a pass is busy enough with VPDPBUSD that the L1 requests above no longer keep enough lines in
- * flight: a second stream of requests into L2, further ahead, does (paired over the e2b-shaped sequence at
- * 8 tokens: q8 49 -> 38 ms at 36 GB/s, 53 -> 33 ms at 49 GB/s; q4 4 tokens 31 -> 19 ms, 8 tokens 3-6% faster).
- * With 1 or 2 tokens it slows the stream (a single token: 100% -> 54-95% of the probe), with 3 it is even. */
 #define QMM_PREFETCH_L2 12288
-#define QMM_L2_TOKENS 4
 
 /* Groups ahead of the current one whose activations a pass over 1 to 3 tokens requests (see qmm_block). */
 #define QMM_ACT_AHEAD 2
 
-/* The requests above for a pass over NT tokens (a compile-time constant), issued at each 64-byte chunk. */
-static inline __attribute__((always_inline)) void request_ahead(const uint8_t *chunk, const int NT) {
-    if (NT >= QMM_L1_TOKENS)
+/* Whether a pass over NT tokens (a compile-time constant) issues the requests above. */
+static inline __attribute__((always_inline)) int stream_requests(const int NT) {
+    return NT >= 4 || NT >= tern_cpu_stream_tokens();
+}
+
+/* The requests above, issued at each 64-byte chunk of a pass that makes them. */
+static inline __attribute__((always_inline)) void request_ahead(const uint8_t *chunk, int ask) {
+    if (ask) {
         _mm_prefetch((const char *)(chunk + QMM_PREFETCH), _MM_HINT_T0);
-    if (NT >= QMM_L2_TOKENS)
         _mm_prefetch((const char *)(chunk + QMM_PREFETCH_L2), _MM_HINT_T1);
+    }
 }
 
 /* One packed block against NT tokens starting at t0 (NT a compile-time constant at every call, so the
@@ -90,6 +92,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
     const int64_t in = a->in, G = GC ? GC : a->group, ng = in / G;
     const size_t ss = sdt == TERN_DT_F32 ? 4 : 2;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const int ask = stream_requests(NT);
     __m512 acc[8];
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
@@ -104,7 +107,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
          * streamed through L1 since its last use and it comes from L2 every time; requested two groups ahead it
          * is there on time. Not for a lone token over 8-bit codes: there the request cost 4-7 points of the
          * probe at ~58 GB/s (with 2 tokens it gains 1-2). */
-        if ((bits == 4 || NT > 1) && NT < QMM_L1_TOKENS && g + QMM_ACT_AHEAD < ng)
+        if ((bits == 4 || NT > 1) && NT < 4 && g + QMM_ACT_AHEAD < ng)
             for (int t = 0; t < NT; t++)
                 _mm_prefetch((const char *)(xq + (t + QMM_ACT_AHEAD * NT) * G), _MM_HINT_T0);
         /* With few tokens a single accumulator would chain every VPDPBUSD on the one before: up to four sets
@@ -125,7 +128,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
             int64_t xo[4];
             if (bits == 4) {
                 for (int u = 0; u < 2; u++) {
-                    request_ahead(codes + (c + u) * 64, NT);
+                    request_ahead(codes + (c + u) * 64, ask);
                     __m512i W = _mm512_load_si512(codes + (c + u) * 64);
                     /* One load feeding both masks: left to itself the compiler folds the load into each. */
                     __asm__("" : "+v"(W));
@@ -139,7 +142,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
                 }
             } else {
                 for (int u = 0; u < 4; u++) {
-                    request_ahead(codes + (c + u) * 64, NT);
+                    request_ahead(codes + (c + u) * 64, ask);
                     op[u] = _mm512_load_si512(codes + (c + u) * 64);
                     xo[u] = (c + u) * 4;
                 }
@@ -227,7 +230,7 @@ static inline __attribute__((always_inline)) void q4k_block(const uint8_t *blk, 
                                                             const int NT, __m512 *out) {
     const int64_t ns = a->in / 256, ng = a->in / 32;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const int sets = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
+    const int sets = NT <= 2 ? 4 : NT <= 4 ? 2 : 1, ask = stream_requests(NT);
     __m512 acc[8];
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
@@ -245,7 +248,7 @@ static inline __attribute__((always_inline)) void q4k_block(const uint8_t *blk, 
                 for (int t = 0; t < NT; t++)
                     acc4[k][t] = _mm512_setzero_si512();
             for (int c = 0; c < 4; c++) {
-                request_ahead(codes + c * 64, NT);
+                request_ahead(codes + c * 64, ask);
                 __m512i W = _mm512_load_si512(codes + c * 64);
                 __asm__("" : "+v"(W));
                 /* as in qmm_block: with four sets the odd ones take 16 x the high nibbles, divided out below */
