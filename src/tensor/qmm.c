@@ -124,9 +124,9 @@ static void qmm_range(void *ctx, size_t b, size_t e, int tid) {
 
 int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f) {
     if (f.origin == TERN_QPACK_Q4K)
-        return k && k->kquants;
+        return k && k->q4k;
     if (f.origin == TERN_QPACK_Q6K)
-        return k && k->kquants && tern_cpu_vbmi();
+        return k && k->q6k && tern_cpu_vbmi();
     return 1;
 }
 

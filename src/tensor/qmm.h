@@ -22,12 +22,13 @@ typedef struct tern_qmm_kernels {
      * tile (it comes from memory; later tiles find it in cache). */
     void (*tile)(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
                  size_t gbytes, float *y, int64_t ystride, int valid);
-    int kquants; /* whether tile takes the Q4_K and Q6_K forms (else such weights stay on ggml's block products) */
+    int q4k, q6k; /* whether tile takes the Q4_K form, the Q6_K form (else such weights stay on ggml's block
+                   * products) */
 } tern_qmm_kernels;
 
 /* Whether weights of form f are packed for the int8 kernels k (NULL where the ISA has none) and taken by them on
- * this CPU: the MLX and Q4_0 / Q8_0 forms always (packed on every path), the Q4_K and Q6_K forms where k->kquants
- * (the Q6_K form's kernel needs AVX-512 VBMI besides). */
+ * this CPU: the MLX and Q4_0 / Q8_0 forms always (packed on every path), the Q4_K and Q6_K forms where k->q4k / k->q6k
+ * say so (the Q6_K form's kernel needs AVX-512 VBMI besides). */
 int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f);
 
 /* Up to 4 packable matrices of one width and group sharing the input x [T][in]: ys[i] gets rows

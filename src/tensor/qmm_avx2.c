@@ -1,4 +1,4 @@
-/* qmm_avx2.c — MLX affine q4/q8 products with AVX2 over the packed layout of qpack.h (compiled with AVX2
+/* qmm_avx2.c — MLX affine q4/q8, GGUF Q4_0/Q8_0 and Q4_K products with AVX2 over the packed layout of qpack.h (compiled with AVX2
  * flags; called only when cpuid reports AVX2, FMA and F16C).
  *
  * A 16-row block is handled as two halves of 8 rows (32 bytes of each 64-byte chunk). AVX2 has no
@@ -190,6 +190,63 @@ static inline __attribute__((always_inline)) void whole_block(const uint8_t *blk
         out[t][0] = acc[t][0], out[t][1] = acc[t][1];
 }
 
+/* One Q4_K-form block (qpack.h) against NT (1 or 2) tokens from t0, both halves of rows in one pass (out[t][h]):
+ * per super-block, each sub-block's integer dots formed as whole_block forms a 4-bit group's (8 pair sums of at
+ * most 15 x 128 before widening: ggml's Q8_K codes reach -128), times the sub-block's scales, and its mins times
+ * the tokens' code sums, all summed exactly; then tern_qmm_ref's two FMAs (qmm_avx512.c's q4k_block, 8 rows). */
+static inline __attribute__((always_inline)) void q4k_block(const uint8_t *blk, const tern_qact *a, int64_t t0,
+                                                            const int NT, __m256 out[2][2]) {
+    const int64_t ns = a->in / 256;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][2];
+    for (int t = 0; t < NT; t++)
+        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < ns; s++) {
+        __m256i isum[2][2], msum[2][2];
+        for (int t = 0; t < NT; t++)
+            isum[t][0] = isum[t][1] = msum[t][0] = msum[t][1] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const int64_t u0 = tern_qact_unit(a, t0, 8 * s + j);
+            const int8_t *xq = a->q + u0 * 32;
+            const uint8_t *codes = blk + tern_qpack_q4k_codes_at(s, j);
+            __m256i p16[2][2];
+            for (int t = 0; t < NT; t++)
+                p16[t][0] = p16[t][1] = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++)
+                for (int h = 0; h < 2; h++) {
+                    const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64 + 32 * h));
+                    const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
+                    for (int t = 0; t < NT; t++) {
+                        p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(lo, bcast4(xq + t * 32 + c * 8)));
+                        p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(hi, bcast4(xq + t * 32 + c * 8 + 4)));
+                    }
+                }
+            for (int h = 0; h < 2; h++) {
+                const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + tern_qpack_q4k_sc_at(s, j) + 8 * h)));
+                const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + tern_qpack_q4k_m_at(s, j) + 8 * h)));
+                for (int t = 0; t < NT; t++) {
+                    isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_mullo_epi32(sc, _mm256_madd_epi16(p16[t][h], ones)));
+                    msum[t][h] = _mm256_add_epi32(msum[t][h], _mm256_mullo_epi32(m, _mm256_set1_epi32(a->isum[u0 + t])));
+                }
+            }
+        }
+        const uint8_t *sb = blk + (size_t)s * TERN_QPACK_Q4K_BYTES; /* d [16] f16, then dmin [16] */
+        const int64_t us = tern_qact_unit(a, t0, 8 * s);
+        for (int h = 0; h < 2; h++) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16 * h)));
+            const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 32 + 16 * h)));
+            for (int t = 0; t < NT; t++) {
+                const __m256 xs = _mm256_set1_ps(a->xs[us + t]);
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][h]), _mm256_mul_ps(d, xs), acc[t][h]);
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[t][h]),
+                                            _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, xs)), acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        out[t][0] = acc[t][0], out[t][1] = acc[t][1];
+}
+
 /* tern_qmm_kernels.tile: the tile's tokens two at a time. */
 static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, int bits, tern_dtype sdt,
                  size_t gbytes, float *y, int64_t ystride, int valid) {
@@ -201,7 +258,9 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
     for (int64_t tp = t0; tp < t1; tp += 2) {
         const int nt = t1 - tp < 2 ? 1 : 2;
         __m256 out[2][2];
-        if (nt == 2)
+        if (a->ggml_steps == 2) /* the Q4_K form (the only one with ggml's Q8_K codes this table takes) */
+            nt == 2 ? q4k_block(blk, a, tp, 2, out) : q4k_block(blk, a, tp, 1, out);
+        else if (nt == 2)
             bits == 4 ? whole_block(blk, a, tp, 2, 4, sdt, gbytes, out) : whole_block(blk, a, tp, 2, 8, sdt, gbytes, out);
         else
             bits == 4 ? whole_block(blk, a, tp, 1, 4, sdt, gbytes, out) : whole_block(blk, a, tp, 1, 8, sdt, gbytes, out);
@@ -211,4 +270,4 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
     }
 }
 
-const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, tile, 0};
+const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, tile, 1, 0};

@@ -347,5 +347,5 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
             _mm512_mask_storeu_ps(y + t * ystride, (__mmask16)((1u << valid) - 1), out[t]);
 }
 
-const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, tile, 1};
-const tern_qmm_kernels tern_qmm_amx = {fill, fill_ggml, tern_qmm_amx_tile, 1};
+const tern_qmm_kernels tern_qmm_avx512 = {fill, fill_ggml, tile, 1, 1};
+const tern_qmm_kernels tern_qmm_amx = {fill, fill_ggml, tern_qmm_amx_tile, 1, 1};
