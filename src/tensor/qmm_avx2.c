@@ -1,5 +1,5 @@
-/* qmm_avx2.c — MLX affine q4/q8, GGUF Q4_0/Q8_0 and Q4_K products with AVX2 over the packed layout of qpack.h (compiled with AVX2
- * flags; called only when cpuid reports AVX2, FMA and F16C).
+/* qmm_avx2.c — MLX affine q4/q8, GGUF Q4_0/Q8_0 and Q4_K products with AVX2 over the packed layout of qpack.h
+ * (compiled with AVX2 flags; called only when cpuid reports AVX2, FMA and F16C).
  *
  * A 16-row block is handled as two halves of 8 rows (32 bytes of each 64-byte chunk). AVX2 has no
  * VPDPBUSD: VPMADDUBSW multiplies the u8 codes by the s8 activations into 16-bit pair sums and VPMADDWD
@@ -215,17 +215,21 @@ static inline __attribute__((always_inline)) void q4k_block(const uint8_t *blk, 
             for (int c = 0; c < 4; c++)
                 for (int h = 0; h < 2; h++) {
                     const __m256i W = _mm256_loadu_si256((const __m256i *)(codes + c * 64 + 32 * h));
-                    const __m256i lo = _mm256_and_si256(W, low4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
+                    const __m256i lo = _mm256_and_si256(W, low4);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), low4);
                     for (int t = 0; t < NT; t++) {
-                        p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(lo, bcast4(xq + t * 32 + c * 8)));
-                        p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(hi, bcast4(xq + t * 32 + c * 8 + 4)));
+                        const int8_t *x = xq + t * 32 + c * 8;
+                        p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(lo, bcast4(x)));
+                        p16[t][h] = _mm256_add_epi16(p16[t][h], _mm256_maddubs_epi16(hi, bcast4(x + 4)));
                     }
                 }
             for (int h = 0; h < 2; h++) {
-                const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + tern_qpack_q4k_sc_at(s, j) + 8 * h)));
-                const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + tern_qpack_q4k_m_at(s, j) + 8 * h)));
+                const uint8_t *scp = blk + tern_qpack_q4k_sc_at(s, j) + 8 * h, *mp = blk + tern_qpack_q4k_m_at(s, j) + 8 * h;
+                const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)scp));
+                const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mp));
                 for (int t = 0; t < NT; t++) {
-                    isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_mullo_epi32(sc, _mm256_madd_epi16(p16[t][h], ones)));
+                    const __m256i dot = _mm256_madd_epi16(p16[t][h], ones);
+                    isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_mullo_epi32(sc, dot));
                     msum[t][h] = _mm256_add_epi32(msum[t][h], _mm256_mullo_epi32(m, _mm256_set1_epi32(a->isum[u0 + t])));
                 }
             }
