@@ -60,42 +60,50 @@ tern_isa tern_isa_detect(void) {
     return TERN_ISA_PORTABLE;
 }
 
-/* Asked once: cpuid is slow (in a virtual machine it exits to the hypervisor), and every product asks. */
+/* *slot, set from ask() the first time. The cpuid answers are asked once: cpuid is slow (in a virtual machine it
+ * exits to the hypervisor), and every product asks. */
+static int ask_once(atomic_int *slot, int (*ask)(void)) {
+    int v = atomic_load(slot);
+    if (v < 0) {
+        v = ask();
+        atomic_store(slot, v);
+    }
+    return v;
+}
+
+static int vbmi_of_cpu(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 1) && (xgetbv0() & 0xe6) == 0xe6) {
+        __cpuid_count(7, 0, a, b, c, d);
+        return (c >> 1) & 1;
+    }
+#endif
+    return 0;
+}
+
 int tern_cpu_vbmi(void) {
     static atomic_int has = -1;
-    int h = atomic_load(&has);
-    if (h < 0) {
-        h = 0;
+    return ask_once(&has, vbmi_of_cpu);
+}
+
+static int stream_tokens_of_cpu(void) {
+    const char *env = getenv("TERN_STREAM_TOKENS");
+    if (env && env[0] >= '1' && env[0] <= '4' && !env[1])
+        return env[0] - '0';
 #if defined(__x86_64__)
-        unsigned a, b, c, d;
-        if (__get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 1) && (xgetbv0() & 0xe6) == 0xe6) {
-            __cpuid_count(7, 0, a, b, c, d);
-            h = (c >> 1) & 1;
-        }
+    unsigned a, b, c, d;
+    /* AMD's family: the base family (bits 8-11) plus the extended one (bits 20-27) when the base is 0xf */
+    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541 /* "Auth" enticAMD */ && __get_cpuid(1, &a, &b, &c, &d) &&
+        ((a >> 8) & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20) & 0xff : 0) >= 0x1a)
+        return 1;
 #endif
-        atomic_store(&has, h);
-    }
-    return h;
+    return 4;
 }
 
 int tern_cpu_stream_tokens(void) {
     static atomic_int tokens = -1;
-    int n = atomic_load(&tokens);
-    if (n < 0) {
-        n = 4;
-#if defined(__x86_64__)
-        unsigned a, b, c, d;
-        /* AMD's family: the base family (bits 8-11) plus the extended one (bits 20-27) when the base is 0xf */
-        if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541 /* "Auth" enticAMD */ && __get_cpuid(1, &a, &b, &c, &d) &&
-            ((a >> 8) & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20) & 0xff : 0) >= 0x1a)
-            n = 1;
-#endif
-        const char *env = getenv("TERN_STREAM_TOKENS");
-        if (env && env[0] >= '1' && env[0] <= '4' && !env[1])
-            n = env[0] - '0';
-        atomic_store(&tokens, n);
-    }
-    return n;
+    return ask_once(&tokens, stream_tokens_of_cpu);
 }
 
 static atomic_int active = -1;

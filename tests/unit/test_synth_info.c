@@ -171,7 +171,10 @@ static void test_bench_json(void **state) {
     const char *dir = tu_tmpdir("bench_json");
     char *out = NULL;
     assert_int_equal(tu_runf(NULL, "%s synth --preset tiny --dtype q4 --group 32 --seed 2 %s/m >/dev/null", tu_tern_bin(), dir), 0);
-    assert_int_equal(tu_runf(&out, "%s bench %s/m -p 20 -n 4 --batch 3 --depth 150 --threads 2 --profile --json", tu_tern_bin(), dir), 0);
+    /* TERN_STREAM_TOKENS: how a benchmark compares the two ways of streaming weights on one machine */
+    assert_int_equal(tu_runf(&out, "TERN_STREAM_TOKENS=3 %s bench %s/m -p 20 -n 4 --batch 3 --depth 150 --threads 2 "
+                             "--profile --json",
+                             tu_tern_bin(), dir), 0);
     json_error_t je;
     json_t *o = json_loads(out, 0, &je);
     if (!o)
@@ -186,6 +189,7 @@ static void test_bench_json(void **state) {
     assert_int_equal(json_integer_value(json_object_get(o, "threads")), 2);
     assert_int_equal(json_integer_value(json_object_get(o, "batch")), 3);
     assert_int_equal(json_integer_value(json_object_get(o, "depth")), 150);
+    assert_int_equal(json_integer_value(json_object_get(o, "stream_tokens")), 3);
     assert_true(json_is_string(json_object_get(o, "isa")));
     json_t *prof = json_object_get(o, "profile");
     assert_true(json_is_array(prof) && json_array_size(prof) == 12);
