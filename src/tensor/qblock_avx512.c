@@ -73,7 +73,7 @@ DOT_Q6K512_TOKENS(4)
 #define QB_DOT_Q6K_4 dot_q6k512_4
 #define QB_TABLE tern_qblock_avx512
 #define QB_TILE tern_qblock_tile_avx512
-#define QB_TILE_FORMATS (1u << TERN_QB_Q4_0 | 1u << TERN_QB_Q8_0)
+#define QB_TILE_FORMATS (1u << TERN_QB_Q4_0 | 1u << TERN_QB_Q5_0 | 1u << TERN_QB_Q8_0)
 #include "tensor/qblock_simd.inc"
 
 /* Q4_0 and Q8_0 weights two rows at a time in 512-bit registers: lanes 0-7 hold row A's eight lane sums of a block,
@@ -81,34 +81,41 @@ DOT_Q6K512_TOKENS(4)
  * for bit), while one VPDPBUSD serves both rows. The codes go in unsigned (Q4_0 as stored, Q8_0 plus 128) against
  * the signed activation codes, each lane's sum starting from minus the offset times the activation's lane sums
  * (tern_qblock_side), so VPDPBUSD alone gives the exact lane sums. */
-static inline __m512i codes_pair(int q8, const uint8_t *a, const uint8_t *b) {
-    if (q8)
+static inline __m512i codes_pair(tern_qblock t, const uint8_t *a, const uint8_t *b) {
+    if (t == TERN_QB_Q8_0)
         return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
                                                    _mm256_loadu_si256((const __m256i *)(b + 2)), 1),
                                 _mm512_set1_epi8((char)0x80));
+    const int q5 = t == TERN_QB_Q5_0, at = q5 ? 6 : 2; /* Q5_0: d, the 32 fifth bits, then the nibbles */
     const __m256i v =
-        _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b + 2)), _mm_loadu_si128((const __m128i *)(a + 2)));
+        _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b + at)), _mm_loadu_si128((const __m128i *)(a + at)));
     const __m256i m = _mm256_set1_epi8(0xf);
     const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m)),
                                          _mm256_and_si256(_mm256_srli_epi16(v, 4), m), 1); /* A lo, B lo, A hi, B hi */
-    return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i c = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+    if (!q5)
+        return c;
+    uint32_t ha, hb; /* bit j: code j's fifth bit, 16 added (codes 0..31, offset 16) */
+    memcpy(&ha, a + 2, 4);
+    memcpy(&hb, b + 2, 4);
+    return _mm512_mask_add_epi8(c, _cvtu64_mask64((uint64_t)hb << 32 | ha), c, _mm512_set1_epi8(16));
 }
 
 #ifndef QB_AHEAD
 #define QB_AHEAD 256
 #endif
-#define TILE_TOKENS(NT, Q8)                                                                                           \
-    static void pair_##NT##_##Q8(int64_t nb, const uint8_t *wa, const uint8_t *wb, const uint8_t *a,                  \
+#define TILE_TOKENS(NT, FMT)                                                                                          \
+    static void pair_##NT##_##FMT(int64_t nb, const uint8_t *wa, const uint8_t *wb, const uint8_t *a,                 \
                           size_t arow, const tern_qblock_side *s, size_t srow, float *ya, float *yb,                  \
                           int64_t ystride, int64_t bstride) {                                                         \
-        const size_t WB = Q8 ? 34 : 18;                                                                               \
+        const size_t WB = tern_qblock_bytes(TERN_QB_##FMT);                                                           \
         __m512 acc[NT];                                                                                               \
         for (int k = 0; k < NT; k++)                                                                                  \
             acc[k] = _mm512_setzero_ps();                                                                             \
         for (int64_t i = 0; i < nb; i++, wa += WB, wb += WB) {                                                        \
             _mm_prefetch((const char *)wa + QB_AHEAD, _MM_HINT_T0);                                                   \
             _mm_prefetch((const char *)wb + QB_AHEAD, _MM_HINT_T0);                                                   \
-            const __m512i c = codes_pair(Q8, wa, wb);                                                                 \
+            const __m512i c = codes_pair(TERN_QB_##FMT, wa, wb);                                                      \
             const __m512 dw = _mm512_castpd_ps(_mm512_insertf64x4(                                                    \
                 _mm512_castps_pd(_mm512_castps256_ps512(_mm256_set1_ps(f16_at(wa)))),                                 \
                 _mm256_castps_pd(_mm256_set1_ps(f16_at(wb))), 1));                                                    \
@@ -126,15 +133,21 @@ static inline __m512i codes_pair(int q8, const uint8_t *a, const uint8_t *b) {
             yb[k * bstride] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k]), 1)));           \
         }                                                                                                             \
     }
-TILE_TOKENS(1, 0)
-TILE_TOKENS(8, 0)
-TILE_TOKENS(1, 1)
-TILE_TOKENS(8, 1)
+TILE_TOKENS(1, Q4_0)
+TILE_TOKENS(8, Q4_0)
+TILE_TOKENS(1, Q5_0)
+TILE_TOKENS(8, Q5_0)
+TILE_TOKENS(1, Q8_0)
+TILE_TOKENS(8, Q8_0)
+
+typedef void (*pair_fn)(int64_t, const uint8_t *, const uint8_t *, const uint8_t *, size_t, const tern_qblock_side *,
+                        size_t, float *, float *, int64_t, int64_t);
 
 void tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t wrow, int64_t rows, const uint8_t *a,
                              size_t arow, const tern_qblock_side *side, int64_t T, float *y, int64_t ystride) {
     const int64_t nb = n / 32, half = (rows + 1) / 2;
-    const int q8 = t == TERN_QB_Q8_0;
+    const pair_fn p8 = t == TERN_QB_Q8_0 ? pair_8_Q8_0 : t == TERN_QB_Q5_0 ? pair_8_Q5_0 : pair_8_Q4_0;
+    const pair_fn p1 = t == TERN_QB_Q8_0 ? pair_1_Q8_0 : t == TERN_QB_Q5_0 ? pair_1_Q5_0 : pair_1_Q4_0;
     const size_t srow = (size_t)nb * sizeof(tern_qblock_side);
     /* Row r is paired with row r + half: each register half reads one long contiguous run of rows, which the
      * hardware prefetchers follow (pairs of neighbouring rows made two short interleaved runs: 30% slower
@@ -146,12 +159,12 @@ void tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t 
         const int64_t rb = r + half;
         int64_t k = 0;
         for (; k + 8 <= T; k += 8)
-            (q8 ? pair_8_1 : pair_8_0)(nb, wa, wb, a + k * arow, arow,
+            p8(nb, wa, wb, a + k * arow, arow,
                                        (const tern_qblock_side *)((const uint8_t *)side + k * srow), srow,
                                        y + k * ystride + r, pair ? y + k * ystride + rb : spare, ystride,
                                        pair ? ystride : 1);
         for (; k < T; k++)
-            (q8 ? pair_1_1 : pair_1_0)(nb, wa, wb, a + k * arow, arow,
+            p1(nb, wa, wb, a + k * arow, arow,
                                        (const tern_qblock_side *)((const uint8_t *)side + k * srow), srow,
                                        y + k * ystride + r, pair ? y + k * ystride + rb : spare, ystride, ystride);
     }

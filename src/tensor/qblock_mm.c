@@ -31,9 +31,13 @@ static void quantize_range(void *ctx, size_t b, size_t e, int tid) {
     for (size_t t = b; t < e; t++) {
         j->k->quantize(act, j->x + (int64_t)t * j->in, j->act + t * j->arow, j->in);
         if (j->side)
-            tern_qblock_side_fill(j->act + t * j->arow, j->in, j->w->qblock == TERN_QB_Q8_0 ? 128 : 8,
+            tern_qblock_side_fill(j->act + t * j->arow, j->in, tern_qblock_code_offset(j->w->qblock),
                                   j->side + t * (size_t)(j->in / 32));
     }
+}
+
+int tern_qblock_code_offset(tern_qblock t) {
+    return t == TERN_QB_Q4_0 ? 8 : t == TERN_QB_Q5_0 ? 16 : t == TERN_QB_Q8_0 ? 128 : 0;
 }
 
 void tern_qblock_side_fill(const void *act, int64_t n, int offset, tern_qblock_side *side) {

@@ -11,7 +11,7 @@
 #include "tensor/weight.h"
 
 /* Per token and Q8_0 activation block, for kernels that take a weight format's codes unsigned (Q4_0 as stored,
- * Q8_0 plus 128): its step as f32, and minus that offset times the sums of its codes four at a time (the block's
+ * Q5_0 with its fifth bits, Q8_0 plus 128): its step as f32, and minus that offset times the sums of its codes four at a time (the block's
  * eight lanes) — what those kernels start each lane's integer sum from. */
 typedef struct tern_qblock_side {
     float d;
@@ -19,8 +19,10 @@ typedef struct tern_qblock_side {
 } tern_qblock_side;
 
 /* The side data of one token's Q8_0 activation row of n values into side[n / 32], for weight codes offset by
- * `offset` (8 for Q4_0, 128 for Q8_0). */
+ * `offset` (tern_qblock_code_offset). */
 void tern_qblock_side_fill(const void *act, int64_t n, int offset, tern_qblock_side *side);
+/* What a 32-value format's unsigned codes exceed its values by: 8 for Q4_0, 16 for Q5_0, 128 for Q8_0 (0 else). */
+int tern_qblock_code_offset(tern_qblock t);
 
 typedef struct tern_qblock_kernels {
     /* x[n] as activation blocks of format act (Q8_0, Q8_1, Q8_K), byte for byte as tern_qblock_quantize_ref. */
