@@ -20,7 +20,7 @@
 #    context (DEPTH) on the Q4_0 file with each engine's 16-bit KV cache (llama.cpp f16, tern bf16) and with q8_0
 #    K and V (llama-bench -d 4096 -fa on -ctk/-ctv, `tern bench --depth 4096 --kv`). Medians and tern / llama.cpp
 #    ratios; tern's decode against the bandwidth its own probe measured (the weights, and after the long context
-#    the weights and the KV read).
+#    the weights and the KV read), and against the plain read bandwidth bench_read measures before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -95,6 +95,10 @@ run_tern_kv() { # run_tern_kv TYPE
     field decode_efficiency "$j" >>"$log/tern-kv-$1-roofline"
 }
 
+# The machine's plain read bandwidth (bench_read: contiguous shares, no software prefetch, best of 5 passes of
+# 2 GiB) before and after the rounds: the roofline a decode rate is judged against, beside tern's own probe.
+[ -x "$root/build/bench_read" ] || make -C "$root/build" bench_read >/dev/null
+read_before=$("$root/build/bench_read" --threads "$threads")
 for r in $(seq 1 "$rounds"); do
     for fmt in $formats; do
         echo "round $r $fmt" >&2
@@ -108,6 +112,8 @@ for r in $(seq 1 "$rounds"); do
         if [ $((r % 2)) = 1 ]; then run_llama_kv $lk; run_tern_kv $tk; else run_tern_kv $tk; run_llama_kv $lk; fi
     done
 done
+
+read_after=$("$root/build/bench_read" --threads "$threads")
 
 median() { sort -g | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 echo
@@ -148,4 +154,12 @@ for kv in $([ "$depth" -gt 0 ] && echo bf16 q8_0); do
     e=$(median <"$log/tern-kv-$kv-roofline")
     awk -v d="$depth" -v k="$kv" -v e="$e" 'BEGIN {
         printf "q4_0 after %d tokens, KV %s: decode at %.0f%% of the bound of the weights and the KV read\n", d, k, e * 100 }'
+done
+echo
+echo "the same decode against the plain read bandwidth (bench_read: $read_before GB/s before the rounds, $read_after after):"
+for fmt in $formats; do
+    b=$(cut -d' ' -f2 "$log/tern-$fmt-roofline" | median)
+    t=$(cut -d' ' -f2 "$log/tern-$fmt" | median)
+    awk -v f="$fmt" -v b="$b" -v t="$t" -v r0="$read_before" -v r1="$read_after" 'BEGIN {
+        printf "%s: %.1f GB/s read by decoding, %.0f%% of the mean of the two\n", f, t * b / 1e9, t * b / 1e9 / ((r0 + r1) / 2) * 100 }'
 done
