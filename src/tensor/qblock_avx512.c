@@ -76,11 +76,11 @@ DOT_Q6K512_TOKENS(4)
 #define QB_TILE_FORMATS (1u << TERN_QB_Q4_0 | 1u << TERN_QB_Q5_0 | 1u << TERN_QB_Q8_0)
 #include "tensor/qblock_simd.inc"
 
-/* Q4_0 and Q8_0 weights two rows at a time in 512-bit registers: lanes 0-7 hold row A's eight lane sums of a block,
- * lanes 8-15 row B's, each accumulating its own row exactly as the 256-bit path does (so results are the same bit
- * for bit), while one VPDPBUSD serves both rows. The codes go in unsigned (Q4_0 as stored, Q8_0 plus 128) against
- * the signed activation codes, each lane's sum starting from minus the offset times the activation's lane sums
- * (tern_qblock_side), so VPDPBUSD alone gives the exact lane sums. */
+/* Q4_0, Q5_0 and Q8_0 weights two rows at a time in 512-bit registers: lanes 0-7 hold row A's eight lane sums of a
+ * block, lanes 8-15 row B's, each accumulating its own row exactly as the 256-bit path does (so results are the same
+ * bit for bit), while one VPDPBUSD serves both rows. The codes go in unsigned (Q4_0 as stored, Q5_0 with its fifth
+ * bits, Q8_0 plus 128) against the signed activation codes, each lane's sum starting from minus the offset times
+ * the activation's lane sums (tern_qblock_side), so VPDPBUSD alone gives the exact lane sums. */
 static inline __m512i codes_pair(tern_qblock t, const uint8_t *a, const uint8_t *b) {
     if (t == TERN_QB_Q8_0)
         return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
@@ -159,13 +159,10 @@ void tern_qblock_tile_avx512(tern_qblock t, int64_t n, const uint8_t *w, size_t 
         const int64_t rb = r + half;
         int64_t k = 0;
         for (; k + 8 <= T; k += 8)
-            p8(nb, wa, wb, a + k * arow, arow,
-                                       (const tern_qblock_side *)((const uint8_t *)side + k * srow), srow,
-                                       y + k * ystride + r, pair ? y + k * ystride + rb : spare, ystride,
-                                       pair ? ystride : 1);
+            p8(nb, wa, wb, a + k * arow, arow, (const tern_qblock_side *)((const uint8_t *)side + k * srow), srow,
+               y + k * ystride + r, pair ? y + k * ystride + rb : spare, ystride, pair ? ystride : 1);
         for (; k < T; k++)
-            p1(nb, wa, wb, a + k * arow, arow,
-                                       (const tern_qblock_side *)((const uint8_t *)side + k * srow), srow,
-                                       y + k * ystride + r, pair ? y + k * ystride + rb : spare, ystride, ystride);
+            p1(nb, wa, wb, a + k * arow, arow, (const tern_qblock_side *)((const uint8_t *)side + k * srow), srow,
+               y + k * ystride + r, pair ? y + k * ystride + rb : spare, ystride, ystride);
     }
 }
