@@ -70,9 +70,7 @@ static void codes_32(tern_qblock t, const uint8_t *b, int8_t code[32]) {
     }
 }
 
-/* The 256 codes of a K-quant block: unsigned 4/5-bit for Q4_K/Q5_K (scaled per 32 with a min), signed
- * 6-bit (offset removed) for Q6_K (scaled per 16). */
-static void codes_k(tern_qblock t, const uint8_t *b, int8_t code[256]) {
+void tern_qblock_k_codes(tern_qblock t, const uint8_t *b, int8_t code[256]) {
     if (t == TERN_QB_Q6_K) {
         const uint8_t *ql = b, *qh = b + 128;
         for (int e = 0; e < 256; e++) {
@@ -110,7 +108,7 @@ void tern_qblock_dequantize(tern_qblock t, const void *src, float *out, int64_t 
             continue;
         }
         int8_t c[256];
-        codes_k(t, b, c);
+        tern_qblock_k_codes(t, b, c);
         if (t == TERN_QB_Q6_K) {
             const float d = f16_at(b + 208);
             const int8_t *sc = (const int8_t *)(b + 192);
@@ -227,7 +225,7 @@ float tern_qblock_dot_ref(tern_qblock t, int64_t n, const void *w, const void *a
             continue;
         }
         int8_t c[256];
-        codes_k(t, wb, c);
+        tern_qblock_k_codes(t, wb, c);
         float da;
         memcpy(&da, ab, 4);
         const int8_t *q = (const int8_t *)(ab + 4);

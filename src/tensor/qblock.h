@@ -58,6 +58,9 @@ void tern_qblock_quantize_ref(tern_qblock act, const float *x, void *dst, int64_
 /* The dot product of a weight row w of format t with the activation row a (tern_qblock_act(t)), n values. */
 float tern_qblock_dot_ref(tern_qblock t, int64_t n, const void *w, const void *a);
 
+/* The 256 codes of a K-quant block (Q4_K, Q5_K, Q6_K) in value order: unsigned 4/5-bit for Q4_K/Q5_K (scaled per
+ * 32 with a min), signed 6-bit (offset 32 removed) for Q6_K (scaled per 16). */
+void tern_qblock_k_codes(tern_qblock t, const uint8_t *b, int8_t code[256]);
 /* A K-quant block's 6-bit scale and min of sub-block j (0..7) from its 12 packed bytes. */
 static inline void tern_qblock_k4_scale(const uint8_t *s, int j, int *sc, int *m) {
     if (j < 4) {

@@ -35,21 +35,12 @@ size_t tern_qpack_group_bytes(tern_qpack_form f) {
     return (f.origin == TERN_QPACK_GGML32 ? 1 : 2) * 16 * tern_dtype_size(f.sdtype) + codes;
 }
 
-/* Sub-block j's 32 codes of a ggml Q4_K block (as ggml lays them: sub-blocks 2i and 2i+1 in the low and high
- * nibbles of bytes 32i .. 32i+31 after the 16-byte head). */
-static void q4k_codes(const uint8_t *blk, int j, uint8_t q[32]) {
-    for (int l = 0; l < 32; l++)
-        q[l] = blk[16 + j / 2 * 32 + l] >> (j & 1 ? 4 : 0) & 0xf;
-}
-
-/* Sub-block j's 16 codes of a ggml Q6_K block, unsigned (q + 32: 0..63), from its low nibbles and high pairs. */
-static void q6k_codes(const uint8_t *blk, int j, uint8_t u[16]) {
-    for (int i = 0; i < 16; i++) {
-        const int e = 16 * j + i, h = e / 128, k = e % 128 / 32, l = e % 32;
-        const int lo = blk[h * 64 + (k & 1) * 32 + l] >> (k >= 2 ? 4 : 0) & 0xf;
-        const int hi = blk[128 + h * 32 + l] >> (2 * k) & 3;
-        u[i] = (uint8_t)(lo | hi << 4);
-    }
+/* The 256 codes of a ggml Q4_K or Q6_K block unsigned (Q6_K's plus 32: 0..63), in value order. */
+static void kquant_codes(tern_qblock t, const uint8_t *blk, uint8_t u[256]) {
+    int8_t c[256];
+    tern_qblock_k_codes(t, blk, c);
+    for (int e = 0; e < 256; e++)
+        u[e] = (uint8_t)(c[e] + (t == TERN_QB_Q6_K ? 32 : 0));
 }
 
 /* A ggml block's step d (f16 bits) and the bias of its affine form: -8d for Q4_0, -128d for Q8_0 (exact: a power
@@ -77,7 +68,8 @@ void tern_qpack_row(const tern_weight *w, int64_t row, uint8_t *codes, float *sc
             const uint8_t *blk = src + (size_t)(g / 16) * 210;
             uint16_t d;
             memcpy(&d, blk + 208, 2);
-            q6k_codes(blk, (int)(g % 16), codes + g * 16);
+            if (g % 16 == 0) /* the super-block's 256 codes */
+                kquant_codes(TERN_QB_Q6_K, blk, codes + g * 16);
             scales[g] = tern_f16_to_f32(d) * (float)(int8_t)blk[192 + g % 16];
             biases[g] = -32.0f * scales[g];
         }
@@ -92,7 +84,8 @@ void tern_qpack_row(const tern_weight *w, int64_t row, uint8_t *codes, float *sc
             uint16_t d, dmin;
             memcpy(&d, blk, 2);
             memcpy(&dmin, blk + 2, 2);
-            q4k_codes(blk, (int)(g % 8), codes + g * 32);
+            if (g % 8 == 0) /* the super-block's 256 codes */
+                kquant_codes(TERN_QB_Q4_K, blk, codes + g * 32);
             scales[g] = tern_f16_to_f32(d) * (float)sc;
             biases[g] = -(tern_f16_to_f32(dmin) * (float)m);
         }
@@ -170,16 +163,18 @@ static void pack_q4k_row(const tern_weight *w, int64_t row, int r, uint8_t *out)
         uint8_t *sb = out + (size_t)s * TERN_QPACK_Q4K_BYTES;
         memcpy(sb + 2 * r, blk, 2);
         memcpy(sb + 32 + 2 * r, blk + 2, 2);
+        uint8_t q[256];
+        kquant_codes(TERN_QB_Q4_K, blk, q);
         for (int j = 0; j < 8; j++) {
             int sc, m;
             tern_qblock_k4_scale(blk + 4, j, &sc, &m);
             out[tern_qpack_q4k_sc_at(s, j) + (size_t)r] = (uint8_t)sc;
             out[tern_qpack_q4k_m_at(s, j) + (size_t)r] = (uint8_t)m;
-            uint8_t q[32], *codes = out + tern_qpack_q4k_codes_at(s, j);
-            q4k_codes(blk, j, q);
+            const uint8_t *qj = q + 32 * j;
+            uint8_t *codes = out + tern_qpack_q4k_codes_at(s, j);
             for (int c = 0; c < 4; c++)
                 for (int k = 0; k < 4; k++)
-                    codes[c * 64 + 4 * r + k] = (uint8_t)(q[8 * c + k] | q[8 * c + 4 + k] << 4);
+                    codes[c * 64 + 4 * r + k] = (uint8_t)(qj[8 * c + k] | qj[8 * c + 4 + k] << 4);
         }
     }
 }
@@ -192,10 +187,12 @@ static void pack_q6k_row(const tern_weight *w, int64_t row, int r, uint8_t *out)
     for (int64_t s = 0; s < in / 256; s++) {
         const uint8_t *blk = src + (size_t)s * 210;
         memcpy(out + (size_t)s * TERN_QPACK_Q6K_BYTES + 2 * r, blk + 208, 2);
+        uint8_t us[256];
+        kquant_codes(TERN_QB_Q6_K, blk, us);
         for (int j = 0; j < 16; j++) {
             out[tern_qpack_q6k_sc_at(s, j) + (size_t)r] = blk[192 + j];
-            uint8_t u[16], *codes = out + tern_qpack_q6k_codes_at(s, j);
-            q6k_codes(blk, j, u);
+            const uint8_t *u = us + 16 * j;
+            uint8_t *codes = out + tern_qpack_q6k_codes_at(s, j);
             for (int c = 0; c < 4; c++)
                 for (int k = 0; k < 4; k++) {
                     const int i = 4 * r + k, bit = 6 * (i % 8);
@@ -440,13 +437,13 @@ static void qmm_ref_kquant(const tern_weight *w, int q6, int64_t row0, int64_t n
                 const uint8_t *blk = src + (size_t)s * bb;
                 int32_t isum = 0, msum = 0;
                 float xs = 0;
+                uint8_t q[256];
+                kquant_codes(w->qblock, blk, q);
                 for (int j = 0; j < per; j++) {
                     const int64_t u = tern_qact_unit(a, t, per * s + j);
-                    uint8_t q[32];
-                    (q6 ? q6k_codes : q4k_codes)(blk, j, q);
                     int32_t idot = 0;
                     for (int64_t k = 0; k < G; k++)
-                        idot += (int32_t)q[k] * a->q[u * G + k];
+                        idot += (int32_t)q[j * G + k] * a->q[u * G + k];
                     int sc, m = 0;
                     if (q6) /* the codes' offset of 32 */
                         sc = (int8_t)blk[192 + j], idot -= 32 * a->isum[u];
