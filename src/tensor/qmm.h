@@ -1,4 +1,4 @@
-/* qmm.h — the int8 product over packed weights (qpack.h: MLX affine, ggml Q4_0 / Q8_0 / Q4_K), split across a thread
+/* qmm.h — the int8 product over packed weights (qpack.h: MLX affine, ggml Q4_0 / Q8_0 / Q4_K / Q6_K), split across a thread
  * pool. The partitioning is shared by every instruction set; each ISA supplies the two inner pieces. */
 #ifndef TERN_TENSOR_QMM_H
 #define TERN_TENSOR_QMM_H
@@ -36,9 +36,9 @@ int tern_qmm_takes_form(const tern_qmm_kernels *k, tern_qpack_form f);
  * the group the caller will multiply next: each thread, done with its own share, requests the first lines of
  * its share of that group, so the next region does not start on cold memory. Returns 1 when done, 0 (nothing
  * written) when a weight is not packable (tern_qpack_supported) or the matrices differ in width, group or origin
- * (MLX, ggml blocks of 32, Q4_K) or the kernels do not take the form, -1 when scratch memory ran out (the outputs
- * are incomplete). Weights from ggml blocks take ggml's Q8_0 activation codes (tern_qact_set_q8_0), Q4_K ones its
- * Q8_K codes (tern_qact_set_q8_k), the others tern_qact_fill_ref's. */
+ * (MLX, ggml blocks of 32, Q4_K, Q6_K) or the kernels do not take the form, -1 when scratch memory ran out (the
+ * outputs are incomplete). Weights from ggml blocks take ggml's Q8_0 activation codes (tern_qact_set_q8_0), Q4_K and
+ * Q6_K ones its Q8_K codes (tern_qact_set_q8_k), the others tern_qact_fill_ref's. */
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next);
