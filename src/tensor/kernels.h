@@ -55,6 +55,8 @@ typedef struct tern_kernel_table {
     /* g = tern_gelu_f16_at(g, table) * u (tern_gelu_tanh_mul_f16); the table has 65536 entries and one of padding. */
     void (*gelu_tanh_mul_f16)(float *g, const float *u, int64_t n, const uint16_t *table);
     void (*softcap)(float *x, int64_t n, float cap);
+    /* g = g / (1 + e^min(-g, 88)) * u (silu(g) * u), e^ by this table's exp, each step rounded as in C. */
+    void (*silu_mul)(float *g, const float *u, int64_t n);
     /* e^x in place, 0 below -87 and for NaN. */
     void (*exp)(float *x, int64_t n);
     /* Softmax in place: max, e^(x - max) by the exp above, sum, scale. */
@@ -112,6 +114,7 @@ void tern_gelu_tanh_mul_avx512(float *g, const float *u, int64_t n);
 void tern_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, float *y);
 void tern_rope_apply_avx512(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 void tern_exp_avx512(float *x, int64_t n);
+void tern_silu_mul_avx512(float *g, const float *u, int64_t n);
 void tern_softmax_avx512(float *x, int64_t n);
 void tern_softmax_avx2(float *x, int64_t n);
 void tern_softmax_portable(float *x, int64_t n);
@@ -136,6 +139,7 @@ void tern_gelu_tanh_mul_avx2(float *g, const float *u, int64_t n);
 void tern_rmsnorm_avx2(const float *x, const float *w, int64_t n, float eps, float *y);
 void tern_rope_apply_avx2(float *x, int64_t dim, const float *inv_freq, const float *cs, const float *sn);
 void tern_exp_avx2(float *x, int64_t n);
+void tern_silu_mul_avx2(float *g, const float *u, int64_t n);
 void tern_attend_part_avx512(const struct tern_attn_args *a);
 void tern_attend_part_avx2(const struct tern_attn_args *a);
 void tern_axpby_avx512(float *y, const float *x, int64_t n, float a, float b);

@@ -322,6 +322,18 @@ void tern_exp_avx2(float *x, int64_t n) {
     }
 }
 
+void tern_silu_mul_avx2(float *g, const float *u, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), cap = _mm256_set1_ps(88.0f), lo = _mm256_set1_ps(-87.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 x = tail_load8(g + i, n - i);
+        /* min(-g, 88): VMINPS gives its second operand for a NaN, as the C comparison does */
+        const __m256 t = _mm256_min_ps(_mm256_xor_ps(x, sign), cap);
+        const __m256 e = _mm256_and_ps(_mm256_cmp_ps(t, lo, _CMP_GE_OQ), exp256(t));
+        tail_store8(g + i, n - i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), tail_load8(u + i, n - i)));
+    }
+}
+
 /* Three passes: the maximum, e^(x - max) stored and summed (in float lanes), the scale. */
 void tern_softmax_avx2(float *x, int64_t n) {
     float m = -INFINITY;
@@ -578,6 +590,7 @@ const tern_kernel_table tern_kernels_avx2 = {
     .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx2,
     .softcap = tern_softcap_avx2,
     .exp = tern_exp_avx2,
+    .silu_mul = tern_silu_mul_avx2,
     .softmax = tern_softmax_avx2,
     .axpby = tern_axpby_avx2,
     .sgemm = tern_sgemm_avx2,

@@ -399,6 +399,20 @@ void tern_exp_avx512(float *x, int64_t n) {
     }
 }
 
+void tern_silu_mul_avx512(float *g, const float *u, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f), cap = _mm512_set1_ps(88.0f), lo = _mm512_set1_ps(-87.0f);
+    const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        /* min(-g, 88); a NaN g gives 88, as the C comparison does */
+        const __m512 t = _mm512_min_ps(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), sign)), cap);
+        const __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(t, lo, _CMP_GE_OQ), exp512(t));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)),
+                                                      _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
 /* Three passes: the maximum, e^(x - max) stored and summed (in float lanes, then double), the scale. */
 void tern_softmax_avx512(float *x, int64_t n) {
     __m512 vm = _mm512_set1_ps(-INFINITY);
@@ -653,7 +667,7 @@ static void checksum_blocks_avx512(uint64_t acc[16], const void *p, size_t block
     .lanes = 16, .qblock = &tern_qblock_avx512, .matmul = tern_matmul_avx512, .rmsnorm = tern_rmsnorm_avx512, \
     .rope_apply = tern_rope_apply_avx512, .gelu_tanh = tern_gelu_tanh_avx512,                               \
     .gelu_tanh_mul = tern_gelu_tanh_mul_avx512, .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_avx512,              \
-    .softcap = tern_softcap_avx512, .exp = tern_exp_avx512, .softmax = tern_softmax_avx512, .axpby = tern_axpby_avx512, .sgemm = tern_sgemm_avx512, .bgemm = tern_bgemm_avx512, .to_bf16 = tern_to_bf16_avx512,                      \
+    .softcap = tern_softcap_avx512, .silu_mul = tern_silu_mul_avx512, .exp = tern_exp_avx512, .softmax = tern_softmax_avx512, .axpby = tern_axpby_avx512, .sgemm = tern_sgemm_avx512, .bgemm = tern_bgemm_avx512, .to_bf16 = tern_to_bf16_avx512,                      \
     .attend_part = tern_attend_part_avx512, .read_sum = tern_read_sum_avx512,                               \
     .checksum_blocks = checksum_blocks_avx512
 

@@ -57,6 +57,14 @@ static void exp_portable(float *x, int64_t n) {
         x[i] = x[i] >= -87.0f ? expf(x[i]) : 0.0f;
 }
 
+static void silu_mul_portable(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float t = -g[i] < 88.0f ? -g[i] : 88.0f;
+        exp_portable(&t, 1);
+        g[i] = g[i] / (1.0f + t) * u[i];
+    }
+}
+
 static void axpby_portable(float *y, const float *x, int64_t n, float a, float b) {
     for (int64_t d = 0; d < n; d++)
         y[d] = y[d] * a + x[d] * b;
@@ -177,6 +185,7 @@ const tern_kernel_table tern_kernels_portable = {
     .gelu_tanh_mul_f16 = gelu_tanh_mul_f16_portable,
     .softcap = softcap_portable,
     .exp = exp_portable,
+    .silu_mul = silu_mul_portable,
     .softmax = tern_softmax_portable,
     .axpby = axpby_portable,
     .sgemm = tern_sgemm_portable,

@@ -238,18 +238,7 @@ void tern_exp(float *x, int64_t n) {
     tern_kernels()->exp(x, n);
 }
 
-void tern_silu_mul(float *g, const float *u, int64_t n) {
-    enum { CHUNK = 256 };
-    float t[CHUNK];
-    for (int64_t at = 0; at < n; at += CHUNK) {
-        const int64_t m = n - at < CHUNK ? n - at : CHUNK;
-        for (int64_t i = 0; i < m; i++)
-            t[i] = -g[at + i] < 88.0f ? -g[at + i] : 88.0f;
-        tern_exp(t, m);
-        for (int64_t i = 0; i < m; i++)
-            g[at + i] = g[at + i] / (1.0f + t[i]) * u[at + i];
-    }
-}
+void tern_silu_mul(float *g, const float *u, int64_t n) { tern_kernels()->silu_mul(g, u, n); }
 
 void tern_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                 int64_t ldc) {

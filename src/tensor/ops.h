@@ -65,8 +65,8 @@ void tern_gelu_tanh_mul(float *g, const float *u, int64_t n);
 void tern_gelu_tanh_f16(float *x, int64_t n);
 /* g = tern_gelu_tanh_f16(g) * u in one pass. */
 void tern_gelu_tanh_mul_f16(float *g, const float *u, int64_t n);
-/* g = silu(g) * u = g / (1 + e^-g) * u in one pass (the SwiGLU MLP's activation), e^-g by tern_exp (so as fast as
- * the path's exp; inputs below -88 give 0). */
+/* g = silu(g) * u = g / (1 + e^-g) * u in one pass (the SwiGLU MLP's activation), e^-g clamped to e^88 and by the
+ * path's exp (tern_exp's values), the division and product rounded as C's. */
 void tern_silu_mul(float *g, const float *u, int64_t n);
 /* x = cap * tanh(x / cap) in place (the final logit soft-cap). */
 void tern_softcap(float *x, int64_t n, float cap);

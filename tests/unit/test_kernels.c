@@ -316,24 +316,37 @@ static void test_softmax_fast(void **state) {
     free(x0);
 }
 
-/* silu(g) * u against double from -100 to 100 (lengths with tails), 0 far below. */
+/* silu(g) * u against double from -100 to 100 (lengths with tails), 0 far below; and bit for bit the steps its
+ * contract names (the path's own exp of min(-g, 88), then the division and product as C rounds them), also at
+ * the edges: NaN, infinities, signed zeros, the clamps' ends. */
 static void test_silu_mul(void **state) {
     const tern_isa isa = tu_isa_begin(state);
     const int64_t n = 20001;
-    float *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u);
+    float *g = malloc((size_t)n * sizeof *g), *u = malloc((size_t)n * sizeof *u), *g0 = malloc((size_t)n * sizeof *g0);
     tern_isa_set(isa);
     for (int64_t i = 0; i < n; i++) {
         g[i] = (float)(i - n / 2) * 0.01f;
         u[i] = 1.0f + (float)(i % 7) * 0.25f;
     }
+    const float edges[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 88.0f, -88.0f, 87.0f, -87.0f, 86.99f, -87.01f,
+                           1e-40f, -1e-40f, 3e38f, -3e38f};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        g[i * 997] = edges[i];
+    memcpy(g0, g, (size_t)n * sizeof *g);
     tern_silu_mul(g, u, n);
     for (int64_t i = 0; i < n; i++) {
-        const double x = (float)(i - n / 2) * 0.01f, want = x / (1 + exp(-x)) * (1.0f + (float)(i % 7) * 0.25f);
-        if (fabs(g[i] - want) > 1e-6 * (1 + fabs(want)))
+        float t = -g0[i] < 88.0f ? -g0[i] : 88.0f;
+        tern_exp(&t, 1);
+        const float steps = g0[i] / (1.0f + t) * u[i];
+        if (memcmp(&steps, &g[i], sizeof steps))
+            fail_msg("%s: silu(%.9g) * %g = %.9g, its steps %.9g", tern_isa_name(isa), g0[i], u[i], g[i], steps);
+        const double x = g0[i], want = x / (1 + exp(-x)) * u[i];
+        if (i % 997 && fabs(g[i] - want) > 1e-6 * (1 + fabs(want)))
             fail_msg("%s: silu(%g) * u = %g, want %g", tern_isa_name(isa), x, g[i], want);
     }
     free(g);
     free(u);
+    free(g0);
 }
 
 /* The attention merge's rescaled sum y = y * a + x * b, SIMD kernels against double on widths around the vector
