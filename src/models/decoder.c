@@ -152,8 +152,8 @@ void tern_dec_mark(tern_dec *D, tern_phase ph, const tern_product *s) {
         D->prof->bytes[ph] += (double)tern_weight_bytes(s->w[i]);
 }
 
-int tern_dec_mm_runs(tern_pool *pool, const tern_product *s, float *x, const float *gelu_mul, float *const *ys,
-                     const uint8_t *kind, int64_t n, const tern_product *next) {
+int tern_dec_mm_runs(tern_pool *pool, const tern_product *s, float *x, tern_gate_fn gate, const float *mul,
+                     float *const *ys, const uint8_t *kind, int64_t n, const tern_product *next) {
     const int64_t in = tern_weight_cols(s->w[0]);
     int failed = 0;
     for (int64_t t0 = 0; t0 < n;) {
@@ -163,9 +163,9 @@ int tern_dec_mm_runs(tern_pool *pool, const tern_product *s, float *x, const flo
         float *yt[3];
         for (int i = 0; i < s->n; i++)
             yt[i] = ys[i] + t0 * tern_weight_rows(s->w[i]);
-        if (gelu_mul)
-            failed |= tern_matmul_gelu_group(pool, s->w, s->n, x + t0 * in, gelu_mul + t0 * in, t1 - t0, yt,
-                                             (tern_mm_kind)kind[t0], next ? next->w : NULL, next ? next->n : 0);
+        if (gate)
+            failed |= tern_matmul_gated_group(pool, s->w, s->n, x + t0 * in, mul + t0 * in, gate, t1 - t0, yt,
+                                              (tern_mm_kind)kind[t0], next ? next->w : NULL, next ? next->n : 0);
         else
             failed |= tern_matmul_group(pool, s->w, s->n, x + t0 * in, t1 - t0, yt, (tern_mm_kind)kind[t0],
                                         next ? next->w : NULL, next ? next->n : 0);
@@ -175,7 +175,7 @@ int tern_dec_mm_runs(tern_pool *pool, const tern_product *s, float *x, const flo
 }
 
 void tern_dec_mm(tern_dec *D, const tern_product *s, float *x, float *const *ys, const tern_product *next) {
-    D->failed |= tern_dec_mm_runs(D->pool, s, x, NULL, ys, D->tok_kind, D->T, next) != 0;
+    D->failed |= tern_dec_mm_runs(D->pool, s, x, NULL, NULL, ys, D->tok_kind, D->T, next) != 0;
 }
 
 typedef struct rows_job {
@@ -303,7 +303,7 @@ tern_err *tern_dec_finish(tern_dec *D, const tern_dec_head *h, const float *x, f
         }
     const tern_product head = {{h->head}, 1};
     if (logits && n_out) {
-        D->failed |= tern_dec_mm_runs(D->pool, &head, scratch, NULL, &logits, D->tok_kind, n_out, NULL) != 0;
+        D->failed |= tern_dec_mm_runs(D->pool, &head, scratch, NULL, NULL, &logits, D->tok_kind, n_out, NULL) != 0;
         softcap_job j = {logits, h->softcap};
         if (h->softcap > 0)
             tern_pool_parallel_for(D->pool, (size_t)(n_out * h->vocab), 4096, softcap_range, &j);

@@ -20,6 +20,7 @@
 #include "kv/kv_cache.h"
 #include "models/batch.h"
 #include "models/weights.h"
+#include "tensor/ops.h"
 
 /* One forward pass in the frame. */
 typedef struct tern_dec {
@@ -59,11 +60,11 @@ TERN_MUST_CHECK tern_err *tern_dec_begin(tern_dec *D, tern_kv *kv, tern_pool *po
 void tern_dec_mark(tern_dec *D, tern_phase ph, const tern_product *s);
 
 /* ys[i] = x W_i^T for the product's matrices over n tokens of the given kinds, one product per run of tokens of one
- * kind; given gelu_mul, x is first rewritten as gelu_tanh(x) * gelu_mul (a GELU-gated MLP's activation, formed by
- * the product's own input pass). `next` is the product multiplied after this one (a hint that lets its memory
+ * kind; given a gate, x is first rewritten as gate(x, mul) (a gated MLP's activation, formed by the product's own
+ * input pass). `next` is the product multiplied after this one (a hint that lets its memory
  * stream start early), or NULL. Returns -1 when a product ran out of scratch memory. */
-int tern_dec_mm_runs(tern_pool *pool, const tern_product *s, float *x, const float *gelu_mul, float *const *ys,
-                     const uint8_t *kind, int64_t n, const tern_product *next);
+int tern_dec_mm_runs(tern_pool *pool, const tern_product *s, float *x, tern_gate_fn gate, const float *mul,
+                     float *const *ys, const uint8_t *kind, int64_t n, const tern_product *next);
 /* The same over the pass's T tokens; a failure is kept in D->failed. */
 void tern_dec_mm(tern_dec *D, const tern_product *s, float *x, float *const *ys, const tern_product *next);
 

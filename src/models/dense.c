@@ -422,14 +422,6 @@ static void residual(fwd *F, const float *bias, const float *norm) {
     tern_dec_mark(&F->D, TERN_PH_RESIDUAL, NULL);
 }
 
-/* Tokens [b, e): g = silu(g) * u. */
-static void swiglu_range(void *ctx, size_t b, size_t e, int tid) {
-    const fwd *F = ctx;
-    const int64_t n = F->m->c.ffn;
-    (void)tid;
-    tern_silu_mul(F->g + (int64_t)b * n, F->u + (int64_t)b * n, (int64_t)(e - b) * n);
-}
-
 static void layer(fwd *F, int l) {
     const dense_model *m = F->m;
     const tern_dense_config *c = &m->c;
@@ -450,8 +442,8 @@ static void layer(fwd *F, int l) {
     residual(F, L->bo, L->post_attn_norm);
     tern_dec_mm(&F->D, &gate_up, F->xn, gu_out, &down);
     tern_dec_mark(&F->D, TERN_PH_GATE_UP, &gate_up);
-    tern_pool_parallel_for(F->D.pool, (size_t)F->D.T, 1, swiglu_range, F);
-    tern_dec_mm(&F->D, &down, F->g, &F->a, &next);
+    F->D.failed |=
+        tern_dec_mm_runs(F->D.pool, &down, F->g, tern_silu_mul, F->u, &F->a, F->D.tok_kind, F->D.T, &next) != 0;
     tern_dec_mark(&F->D, TERN_PH_DOWN, &down);
     residual(F, NULL, l + 1 < c->n_layers ? m->layers[l + 1].input_norm : NULL);
 }

@@ -407,7 +407,8 @@ static void mlp(fwd *F, const tern_gemma4_layer *L, float *xn, float *out, const
         gelu_job j = {F->g, F->u, tern_weight_rows(L->gate)};
         tern_pool_parallel_for(F->D.pool, (size_t)F->D.T, 1, gelu_f16_range, &j);
     }
-    F->D.failed |= tern_dec_mm_runs(F->D.pool, &down, F->g, f16 ? NULL : F->u, &out, F->D.tok_kind, F->D.T, next) != 0;
+    F->D.failed |= tern_dec_mm_runs(F->D.pool, &down, F->g, f16 ? NULL : tern_gelu_tanh_mul, F->u, &out, F->D.tok_kind,
+                                    F->D.T, next) != 0;
     mark(F, TERN_PH_DOWN, &down);
 }
 
@@ -496,7 +497,7 @@ static void moe_block(fwd *F, const tern_gemma4_layer *L) {
             rt[i] *= L->router_scale[i] * inv_sqrt_h;
     }
     const mm_set router = one(L->router);
-    F->D.failed |= tern_dec_mm_runs(F->D.pool, &router, r, NULL, &logits, F->D.tok_kind, T, NULL) != 0;
+    F->D.failed |= tern_dec_mm_runs(F->D.pool, &router, r, NULL, NULL, &logits, F->D.tok_kind, T, NULL) != 0;
     if (F->D.prof)
         F->D.prof->bytes[TERN_PH_MOE] += (double)tern_weight_bytes(L->router);
     for (int64_t t = 0; t < T; t++) {

@@ -135,10 +135,11 @@ int tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T
     return tern_matmul_rows(pool, w, 0, tern_weight_rows(w), x, T, y, kind);
 }
 
-/* The int8 products of a group of whole matrices, with the input gated (gelu_tanh(x) * mul) when mul is given;
+/* The int8 products of a group of whole matrices, with the input gated (gate(x, mul)) when gate is given;
  * tern_qmm_run's 1 / 0 (those kernels cannot take the group: nothing done) / -1. */
 static int qmm_group(tern_pool *pool, const tern_weight *const *ws, int n, float *gated, const float *x,
-                     const float *mul, int64_t T, float *const *ys, const tern_weight *const *next, int n_next) {
+                     const float *mul, tern_gate_fn gate, int64_t T, float *const *ys, const tern_weight *const *next,
+                     int n_next) {
     const tern_qmm_kernels *qk = tern_kernels()->qmm;
     if (!qk || n > 4)
         return 0;
@@ -148,13 +149,13 @@ static int qmm_group(tern_pool *pool, const tern_weight *const *ws, int n, float
     int64_t row0s[4] = {0}, n_outs[4];
     for (int i = 0; i < n; i++)
         n_outs[i] = tern_weight_rows(ws[i]);
-    return mul ? tern_qmm_run_gelu(pool, qk, ws, row0s, n_outs, n, gated, mul, T, ys, next, n_next)
-               : tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys, next, n_next);
+    return gate ? tern_qmm_run_gated(pool, qk, ws, row0s, n_outs, n, gated, mul, gate, T, ys, next, n_next)
+                : tern_qmm_run(pool, qk, ws, row0s, n_outs, n, x, T, ys, next, n_next);
 }
 
 int tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
                       float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next) {
-    const int rc = qmm_group(pool, ws, n, NULL, x, NULL, T, ys, next, n_next);
+    const int rc = qmm_group(pool, ws, n, NULL, x, NULL, NULL, T, ys, next, n_next);
     if (rc)
         return rc < 0 ? -1 : 0;
     int failed = 0;
@@ -163,25 +164,26 @@ int tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, cons
     return failed ? -1 : 0;
 }
 
-typedef struct gelu_mul_job {
+typedef struct gate_job {
     float *x;
     const float *mul;
-} gelu_mul_job;
+    tern_gate_fn gate;
+} gate_job;
 
-static void gelu_mul_range(void *ctx, size_t b, size_t e, int tid) {
-    const gelu_mul_job *j = ctx;
+static void gate_range(void *ctx, size_t b, size_t e, int tid) {
+    const gate_job *j = ctx;
     (void)tid;
-    tern_gelu_tanh_mul(j->x + b, j->mul + b, (int64_t)(e - b));
+    j->gate(j->x + b, j->mul + b, (int64_t)(e - b));
 }
 
-int tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
-                           int64_t T, float *const *ys, tern_mm_kind kind, const tern_weight *const *next,
-                           int n_next) {
-    const int rc = qmm_group(pool, ws, n, x, x, mul, T, ys, next, n_next);
+int tern_matmul_gated_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
+                            tern_gate_fn gate, int64_t T, float *const *ys, tern_mm_kind kind,
+                            const tern_weight *const *next, int n_next) {
+    const int rc = qmm_group(pool, ws, n, x, x, mul, gate, T, ys, next, n_next);
     if (rc)
         return rc < 0 ? -1 : 0;
-    gelu_mul_job j = {x, mul};
-    tern_pool_parallel_for(pool, (size_t)(T * tern_weight_cols(ws[0])), 4096, gelu_mul_range, &j);
+    gate_job j = {x, mul, gate};
+    tern_pool_parallel_for(pool, (size_t)(T * tern_weight_cols(ws[0])), 4096, gate_range, &j);
     return tern_matmul_group(pool, ws, n, x, T, ys, kind, next, n_next);
 }
 

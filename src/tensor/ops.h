@@ -43,11 +43,13 @@ int tern_matmul(tern_pool *pool, const tern_weight *w, const float *x, int64_t T
  * matrices, or NULL) names the group the caller multiplies next, a hint for streaming it (see tern_qmm_run). */
 int tern_matmul_group(tern_pool *pool, const tern_weight *const *ws, int n, const float *x, int64_t T,
                       float *const *ys, tern_mm_kind kind, const tern_weight *const *next, int n_next);
-/* tern_matmul_group over the gated MLP's activation: x = gelu_tanh(x) * mul (both [T][in]) is formed in place
- * first (by the int8 kernels' quantization pass itself, else by a parallel pass), then multiplied. */
-int tern_matmul_gelu_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
-                           int64_t T, float *const *ys, tern_mm_kind kind, const tern_weight *const *next,
-                           int n_next);
+/* A gated MLP's activation in place: g = act(g) * u over n floats (tern_gelu_tanh_mul, tern_silu_mul). */
+typedef void (*tern_gate_fn)(float *g, const float *u, int64_t n);
+/* tern_matmul_group over a gated MLP's activation: x = gate(x, mul) (both [T][in]) is formed in place first (by the
+ * int8 kernels' quantization pass itself, else by a parallel pass), then multiplied. */
+int tern_matmul_gated_group(tern_pool *pool, const tern_weight *const *ws, int n, float *x, const float *mul,
+                            tern_gate_fn gate, int64_t T, float *const *ys, tern_mm_kind kind,
+                            const tern_weight *const *next, int n_next);
 
 /* y = x * (mean(x^2) + eps)^-1/2 * w  (w may be NULL: the scale-free variant). In place allowed. */
 void tern_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y);

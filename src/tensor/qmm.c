@@ -31,8 +31,9 @@ typedef struct qmm_job {
     const float *const *xs;           /* [n_acts] their inputs */
     const int64_t *fill_start;        /* [n_acts + 1] first quantization unit (group) of each */
     int n_acts;
-    float *gated;     /* the one input itself when it is gelu_tanh(x) * mul, formed before quantizing; else NULL */
+    float *gated;     /* the one input itself when it is gate(x, mul), formed before quantizing; else NULL */
     const float *mul;
+    tern_gate_fn gate;
     size_t threads;
     const tern_weight *const *next; /* the group multiplied next (its packed copies), or NULL */
     int n_next;
@@ -154,8 +155,7 @@ static void fill_range(void *ctx, size_t b, size_t e, int tid) {
         const int64_t u0 = lo - j->fill_start[i], u1 = hi - j->fill_start[i];
         if (j->gated) { /* units [u0, u1) are the contiguous floats [u0 * group, u1 * group) */
             const size_t G = (size_t)a->group;
-            tern_kernels()->gelu_tanh_mul(j->gated + (size_t)u0 * G, j->mul + (size_t)u0 * G,
-                                          (int64_t)((size_t)(u1 - u0) * G));
+            j->gate(j->gated + (size_t)u0 * G, j->mul + (size_t)u0 * G, (int64_t)((size_t)(u1 - u0) * G));
         }
         (a->ggml_steps == 2 ? fill_q8k : a->ggml_steps ? j->k->fill_ggml : j->k->fill)(a, j->xs[i], u0, u1);
     }
@@ -207,12 +207,12 @@ static void *arena_get(size_t bytes) {
 /* The parts (at most QMM_MAX_PARTS, alike in width, group and origin) in one quantization region and one product
  * region; parts reading the same input (x and T) share its codes. */
 static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *parts, int n, float *gated,
-               const float *mul, const tern_weight *const *next, int n_next) {
+               const float *mul, tern_gate_fn gate, const tern_weight *const *next, int n_next) {
     if (n < 1 || n > QMM_MAX_PARTS)
         return 0;
     const tern_weight *w0 = parts[0].w;
     const int64_t in = tern_weight_cols(w0);
-    qmm_job j = {.k = k, .n = n, .gated = gated, .mul = mul, .threads = (size_t)tern_pool_size(pool),
+    qmm_job j = {.k = k, .n = n, .gated = gated, .mul = mul, .gate = gate, .threads = (size_t)tern_pool_size(pool),
                  .next = next, .n_next = next ? n_next : 0};
     const tern_qpack_form f0 = tern_qpack_form_of(w0);
     if (!tern_qmm_takes_form(k, f0))
@@ -276,28 +276,28 @@ static int run(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *
 
 /* The parts of a call whose matrices share one input. */
 static int run_shared(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
-                      const int64_t *n_outs, int n, const float *x, float *gated, const float *mul, int64_t T,
-                      float *const *ys, const tern_weight *const *next, int n_next) {
+                      const int64_t *n_outs, int n, const float *x, float *gated, const float *mul,
+                      tern_gate_fn gate, int64_t T, float *const *ys, const tern_weight *const *next, int n_next) {
     tern_qmm_part parts[4];
     if (n < 1 || n > 4)
         return 0;
     for (int p = 0; p < n; p++)
         parts[p] = (tern_qmm_part){ws[p], row0s[p], n_outs[p], x, T, ys[p]};
-    return run(pool, k, parts, n, gated, mul, next, n_next);
+    return run(pool, k, parts, n, gated, mul, gate, next, n_next);
 }
 
 int tern_qmm_run_parts(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *parts, int n) {
-    return run(pool, k, parts, n, NULL, NULL, NULL, 0);
+    return run(pool, k, parts, n, NULL, NULL, NULL, NULL, 0);
 }
 
 int tern_qmm_run(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
                  const int64_t *n_outs, int n, const float *x, int64_t T, float *const *ys,
                  const tern_weight *const *next, int n_next) {
-    return run_shared(pool, k, ws, row0s, n_outs, n, x, NULL, NULL, T, ys, next, n_next);
+    return run_shared(pool, k, ws, row0s, n_outs, n, x, NULL, NULL, NULL, T, ys, next, n_next);
 }
 
-int tern_qmm_run_gelu(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
-                      const int64_t *n_outs, int n, float *x, const float *mul, int64_t T, float *const *ys,
-                      const tern_weight *const *next, int n_next) {
-    return run_shared(pool, k, ws, row0s, n_outs, n, x, x, mul, T, ys, next, n_next);
+int tern_qmm_run_gated(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                       const int64_t *n_outs, int n, float *x, const float *mul, tern_gate_fn gate, int64_t T,
+                       float *const *ys, const tern_weight *const *next, int n_next) {
+    return run_shared(pool, k, ws, row0s, n_outs, n, x, x, mul, gate, T, ys, next, n_next);
 }

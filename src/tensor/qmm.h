@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/threadpool.h"
+#include "tensor/ops.h"
 #include "tensor/qpack.h"
 #include "tensor/weight.h"
 
@@ -59,10 +60,10 @@ typedef struct tern_qmm_part {
  * parts with the same input share its codes. Each part's results are tern_qmm_run's for it alone. Returns as
  * tern_qmm_run does. */
 int tern_qmm_run_parts(tern_pool *pool, const tern_qmm_kernels *k, const tern_qmm_part *parts, int n);
-/* tern_qmm_run over the input gelu_tanh(x) * mul (both [T][in]), formed in x by the quantization pass itself
- * (no pass of its own); x is left unchanged when it returns 0. */
-int tern_qmm_run_gelu(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
-                      const int64_t *n_outs, int n, float *x, const float *mul, int64_t T, float *const *ys,
-                      const tern_weight *const *next, int n_next);
+/* tern_qmm_run over the input gate(x, mul) (both [T][in]; an element-wise gate, tern_gate_fn), formed in x by the
+ * quantization pass itself (no pass of its own); x is left unchanged when it returns 0. */
+int tern_qmm_run_gated(tern_pool *pool, const tern_qmm_kernels *k, const tern_weight *const *ws, const int64_t *row0s,
+                       const int64_t *n_outs, int n, float *x, const float *mul, tern_gate_fn gate, int64_t T,
+                       float *const *ys, const tern_weight *const *next, int n_next);
 
 #endif

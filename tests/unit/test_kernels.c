@@ -656,9 +656,9 @@ static void test_batch_independence(void **state) {
     tern_pool_destroy(pool);
 }
 
-/* The gated MLP's product: gelu_tanh(x) * mul formed by the product's input pass gives bit for bit what the
- * separate element-wise pass and the plain product give, and leaves the same activation in x. */
-static void test_gelu_group(void **state) {
+/* The gated MLP's product: gelu_tanh(x) * mul or silu(x) * mul formed by the product's input pass gives bit for bit
+ * what the separate element-wise pass and the plain product give, and leaves the same activation in x. */
+static void test_gated_group(void **state) {
     const tern_isa isa = tu_isa_begin(state);
     tern_pool *pool;
     TU_OK(tern_pool_create(2, &pool));
@@ -680,20 +680,23 @@ static void test_gelu_group(void **state) {
                 mul[i] = tu_frand(&rng);
             }
             static const int64_t Ts[] = {1, 5, 40};
-            for (int ti = 0; ti < 3; ti++) {
-                const int64_t T = Ts[ti];
+            static const tern_gate_fn gates[] = {tern_gelu_tanh_mul, tern_silu_mul};
+            for (int ti = 0; ti < 6; ti++) {
+                const int64_t T = Ts[ti % 3];
+                const tern_gate_fn gate = gates[ti / 3];
                 const tern_mm_kind kind = T > 1 ? TERN_MM_PREFILL : TERN_MM_DECODE;
                 memcpy(xe, x, xb);
                 memcpy(xa, x, xb);
-                tern_gelu_tanh_mul(xe, mul, T * in);
+                gate(xe, mul, T * in);
                 tern_matmul_group(pool, ws, 2, xe, T, ye, kind, NULL, 0);
-                tern_matmul_gelu_group(pool, ws, 2, xa, mul, T, ya, kind, NULL, 0);
+                tern_matmul_gated_group(pool, ws, 2, xa, mul, gate, T, ya, kind, NULL, 0);
                 if (memcmp(xa, xe, (size_t)(T * in) * sizeof *xa))
-                    fail_msg("%s case %zu T %lld: the gated input differs", tern_isa_name(isa), c, (long long)T);
+                    fail_msg("%s case %zu T %lld gate %d: the gated input differs", tern_isa_name(isa), c,
+                             (long long)T, ti / 3);
                 for (int i = 0; i < 2; i++)
                     if (memcmp(ya[i], ye[i], (size_t)(T * rows[i]) * sizeof(float)))
-                        fail_msg("%s case %zu T %lld: product %d differs from the unfused one", tern_isa_name(isa), c,
-                                 (long long)T, i);
+                        fail_msg("%s case %zu T %lld gate %d: product %d differs from the unfused one",
+                                 tern_isa_name(isa), c, (long long)T, ti / 3, i);
             }
             free(x);
             free(mul);
@@ -783,7 +786,7 @@ static void test_isa_selection(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_ISA_TESTS(test_sgemm), TU_ISA_TESTS(test_bgemm), TU_ISA_TESTS(test_to_bf16), TU_ISA_TESTS(test_softmax_fast), TU_ISA_TESTS(test_silu_mul), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gelu_group),
+        cmocka_unit_test(test_isa_selection), TU_ISA_TESTS(test_scratch_failure_reported), TU_ISA_TESTS(test_activations), TU_ISA_TESTS(test_exp), TU_ISA_TESTS(test_sgemm), TU_ISA_TESTS(test_bgemm), TU_ISA_TESTS(test_to_bf16), TU_ISA_TESTS(test_softmax_fast), TU_ISA_TESTS(test_silu_mul), TU_SIMD_TESTS(test_axpby), TU_ISA_TESTS(test_norm_gelu_mul_rope), TU_SIMD_TESTS(test_gelu_f16_table), TU_ISA_TESTS(test_attention), TU_ISA_TESTS(test_batch_independence), TU_ISA_TESTS(test_gated_group),
         TU_ISA_TESTS(test_checksum),
         TU_ISA_TESTS(test_f32), TU_ISA_TESTS(test_f16),
         TU_ISA_TESTS(test_bf16),          TU_ISA_TESTS(test_q4),  TU_ISA_TESTS(test_q8),
