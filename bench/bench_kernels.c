@@ -6,13 +6,14 @@
  * in forward order in one arena as the loader does), timed by shape against the probe: what the products alone
  * cost, without the rest of the forward pass. With --ceiling (AVX-512 only), what bounds the kernel's arithmetic on
  * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
- * the kernel itself on cache-resident weights against that peak. With --resident, single-token passes over a matrix
+ * the kernel itself on cache-resident weights against that peak (MLX affine, or with --format ggml's Q4_0 / Q8_0
+ * blocks, then also two blocks a pass). With --resident, single-token passes over a matrix
  * the caches hold (size it with --rows): the kernel's arithmetic, without memory. With --act-error, the accuracy cost of quantizing
  * the activations: the product's relative error against float64, with the kernels' step and with max|x|/127.
  * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16|q4_0|q8_0|q4_k|q5_k|q6_k] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
  *                      [--threads 2] [--slab ROWS] [--resident]
  *        bench_kernels --sequence [--layers 35] [--tokens 1] [--iters 12] [--threads 2] [--bits 4|8]
- *        bench_kernels --ceiling [--bits 4|8] [--tokens 8]
+ *        bench_kernels --ceiling [--bits 4|8 | --format q4_0|q8_0] [--tokens 8]
  *        bench_kernels --act-error [--bits 4|8] */
 #include <math.h>
 #include <stdio.h>
@@ -178,7 +179,17 @@ static int run_ceiling(int argc, char **argv) {
                 tern_isa_name(tern_isa_active()));
         return 1;
     }
-    const int bits = (int)arg(argc, argv, "--bits", 4), group = 64;
+    const char *format = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--format"))
+            format = argv[i + 1];
+    /* ggml's Q4_0 / Q8_0 blocks (GGUF files) instead of MLX's affine groups: the kernel's ggml tile */
+    const int ggml = format && (!strcmp(format, "q4_0") || !strcmp(format, "q8_0"));
+    if (format && !ggml) {
+        fprintf(stderr, "bench_kernels --ceiling: --format takes q4_0 or q8_0 (without it: MLX q4/q8, --bits)\n");
+        return 2;
+    }
+    const int bits = ggml ? (format[1] == '4' ? 4 : 8) : (int)arg(argc, argv, "--bits", 4), group = ggml ? 32 : 64;
     const int64_t T = arg(argc, argv, "--tokens", 8), rows = 128, in = 1536, ng = in / group;
     /* The cache-resident matrix (random codes, scales near 1/128), multiplied by one thread, every block per pass. */
     const int64_t words = tern_mlx_row_words(in, bits);
@@ -199,17 +210,37 @@ static int run_ceiling(int argc, char **argv) {
         x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
     tern_weight w = {.fmt = TERN_WF_MLX_AFFINE, .ndim = 2, .shape = {rows, in}, .data = data, .scales = sb,
                      .biases = sb + rows * ng, .sdtype = TERN_DT_BF16, .bits = bits, .group = group, .name = "hot"};
+    void *blocks = NULL;
+    if (ggml) { /* the same random values as ggml's blocks */
+        const tern_kv_type kvt = bits == 4 ? TERN_KV_Q4_0 : TERN_KV_Q8_0;
+        const size_t row_bytes = tern_kv_type_bytes(kvt, in);
+        float *row = malloc((size_t)in * sizeof *row);
+        if (!row || !(blocks = malloc((size_t)rows * row_bytes))) {
+            fprintf(stderr, "bench_kernels: out of memory\n");
+            return 1;
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t k = 0; k < in; k++)
+                row[k] = (float)(int32_t)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 32) / 2147483648.0f;
+            tern_kv_type_store(kvt, row, (uint8_t *)blocks + (size_t)r * row_bytes, in);
+        }
+        free(row);
+        w = (tern_weight){.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = blocks, .bits = bits,
+                          .group = group, .name = "hot", .qblock = bits == 4 ? TERN_QB_Q4_0 : TERN_QB_Q8_0};
+    }
     tern_qpack *pk = NULL;
     tern_err *err = tern_qpack_create(&w, NULL, &pk);
     if (err) {
         fprintf(stderr, "bench_kernels: %s\n", tern_err_msg(err));
         return 1;
     }
-    tern_qmm_avx512.fill(&a, x, 0, T * ng);
+    a.ggml_steps = ggml;
+    (ggml ? tern_qmm_avx512.fill_ggml : tern_qmm_avx512.fill)(&a, x, 0, T * ng);
+    const tern_qpack_form f = tern_qpack_form_of(&w);
     /* Five rounds of every measurement, interleaved, the fastest of each kept: the virtual machine's clock and
      * neighbours move from moment to moment, and a ratio of two unlucky moments would mean nothing. */
     const long n = 4000000, passes = 40000 / T;
-    double base = 1e30, mul = 1e30, other = 1e30, kern = 1e30;
+    double base = 1e30, mul = 1e30, other = 1e30, kern = 1e30, pair = 1e30;
     ns_per_iter(0, n); /* warm-up: the clock settles */
     for (int round = 0; round < 5; round++) {
         const double b0 = ns_per_iter(0, n), m0 = ns_per_iter(1, n), o0 = ns_per_iter(2, n);
@@ -220,23 +251,40 @@ static int run_ceiling(int argc, char **argv) {
         for (long p = 0; p < passes; p++)
             for (int64_t t0 = 0; t0 < T; t0 += TERN_QACT_TILE)
                 for (int64_t b = 0; b < pk->blocks; b++)
-                    tern_qmm_avx512.tile(pk->data + b * pk->block_bytes, &a, t0, 0, bits, TERN_DT_BF16,
-                                         pk->group_bytes, y + t0 * rows + b * 16, rows, 16);
+                    tern_qmm_avx512.tile(tern_qpack_block_data(pk, b), &a, t0, 0, f.bits, f.sdtype,
+                                         tern_qpack_group_bytes(f), y + t0 * rows + b * 16, rows, 16);
         const double dt = tern_now_s() - t0;
         kern = dt < kern ? dt : kern;
+        if (ggml && T % TERN_QACT_TILE == 0) { /* the same product two blocks at a time */
+            const double p0 = tern_now_s();
+            for (long p = 0; p < passes; p++)
+                for (int64_t t0 = 0; t0 < T; t0 += TERN_QACT_TILE)
+                    for (int64_t b = 0; b < pk->blocks; b += 2)
+                        tern_qmm_avx512.tile_pair(tern_qpack_block_data(pk, b), tern_qpack_block_data(pk, b + 1), &a,
+                                                  t0, 0, f.bits, y + t0 * rows + b * 16, y + t0 * rows + b * 16 + 16,
+                                                  rows, 16, 16);
+            const double pt = tern_now_s() - p0;
+            pair = pt < pair ? pt : pair;
+        }
     }
     const double peak = 16 * 64 / base; /* GMAC/s: 64 multiply-adds per VPDPBUSD */
     const double gmacs = (double)rows * in * T * passes / kern * 1e-9;
     printf("one core: 16 VPDPBUSD %.2f ns -> peak %.1f GMAC/s\n", base, peak);
     printf("  + 2 FMA: %.2f ns (+%.1f VPDPBUSD slots); + convert, integer add, and, shift: %.2f ns (+%.1f)\n",
            mul, (mul - base) / base * 16, other, other > base ? (other - base) / base * 16 : 0.0);
-    /* Per group of 64 inputs, token and 16 rows: 16 VPDPBUSD and the epilogue's two multiply-adds (the step's
-     * power of two is an integer add). */
-    printf("kernel, q%d, %lld token(s), %lld x %lld in cache: %.1f GMAC/s = %.1f%% of the peak "
-           "(16 / (16 + 2) = 88.9%% with the epilogue's multiplies)\n",
-           bits, (long long)T, (long long)rows, (long long)in, gmacs, 100 * gmacs / peak);
+    /* Per group, token and 16 rows: MLX (64 inputs) 16 VPDPBUSD and the epilogue's two multiply-adds (the step's
+     * power of two is an integer add); ggml (32 inputs) 8 VPDPBUSD, a multiply and an FMA. */
+    printf("kernel, %s, %lld token(s), %lld x %lld in cache: %.1f GMAC/s = %.1f%% of the peak "
+           "(%s with the epilogue's multiplies)\n",
+           ggml ? format : bits == 4 ? "MLX q4" : "MLX q8", (long long)T, (long long)rows, (long long)in, gmacs,
+           100 * gmacs / peak, ggml ? "8 / (8 + 2) = 80.0%" : "16 / (16 + 2) = 88.9%");
+    if (pair < 1e30) {
+        const double pg = (double)rows * in * T * passes / pair * 1e-9;
+        printf("the same, two blocks a pass (tile_pair): %.1f GMAC/s = %.1f%% of the peak\n", pg, 100 * pg / peak);
+    }
     tern_qpack_free(pk);
     tern_qact_free(&a);
+    free(blocks);
     free(data);
     free(sb);
     free(x);

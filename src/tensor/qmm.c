@@ -77,14 +77,25 @@ static void qmm_part(const qmm_job *j, int p, int64_t b, int64_t e) {
         const int64_t r1 = r0 + per_run < e ? r0 + per_run : e;
         for (int64_t blk = r0; !direct && blk < r1; blk++)
             tern_qpack_block(w, j->row0[p] + blk * 16, own + (size_t)(blk - r0) * bb);
-        for (int64_t t0 = 0; t0 < a->T; t0 += TERN_QACT_TILE)
-            for (int64_t blk = r0; blk < r1; blk++) {
+        for (int64_t t0 = 0; t0 < a->T; t0 += TERN_QACT_TILE) {
+            /* whole tiles of ggml blocks two blocks at a time where the kernels pair them */
+            const int pairs = j->k->tile_pair && a->ggml_steps == 1 && a->T - t0 >= TERN_QACT_TILE;
+            for (int64_t blk = r0; blk < r1;) {
                 const uint8_t *src =
                     direct ? tern_qpack_block_data(pk, j->row0[p] / 16 + blk) : own + (size_t)(blk - r0) * bb;
+                float *y = j->y[p] + t0 * n_out + blk * 16;
                 const int64_t valid = n_out - blk * 16 < 16 ? n_out - blk * 16 : 16;
-                j->k->tile(src, a, t0, t0 == 0, f.bits, f.sdtype, gb, j->y[p] + t0 * n_out + blk * 16, n_out,
-                           (int)valid);
+                if (pairs && blk + 1 < r1) {
+                    const uint8_t *src1 = direct ? tern_qpack_block_data(pk, j->row0[p] / 16 + blk + 1) : src + bb;
+                    const int64_t valid1 = n_out - blk * 16 - 16 < 16 ? n_out - blk * 16 - 16 : 16;
+                    j->k->tile_pair(src, src1, a, t0, t0 == 0, f.bits, y, y + 16, n_out, (int)valid, (int)valid1);
+                    blk += 2;
+                } else {
+                    j->k->tile(src, a, t0, t0 == 0, f.bits, f.sdtype, gb, y, n_out, (int)valid);
+                    blk++;
+                }
             }
+        }
     }
     tern_aligned_free(own);
 }

@@ -274,4 +274,4 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
     }
 }
 
-const tern_qmm_kernels tern_qmm_avx2 = {fill, fill_ggml, tile, 1, 0};
+const tern_qmm_kernels tern_qmm_avx2 = {.fill = fill, .fill_ggml = fill_ggml, .tile = tile, .q4k = 1, .q6k = 0};

@@ -323,9 +323,12 @@ static void test_qblock_form(void **state) {
     TU_OK(tern_pool_create(2, &pool));
     static const tern_qblock types[] = {TERN_QB_Q4_0, TERN_QB_Q8_0};
     static const int64_t widths[] = {256, 224, 32}; /* even and odd numbers of blocks a row (a last pair half empty) */
-    for (int ti = 0; ti < 6; ti++) {
+    /* 37 rows: three blocks, one at a time; 677: 43, in the threads' runs of several blocks, where whole tiles of
+     * tokens take two blocks a pass (tile_pair) with a partial block among them */
+    static const int64_t row_counts[] = {37, 677};
+    for (int ti = 0; ti < 12; ti++) {
         const tern_qblock t = types[ti % 2];
-        const int64_t rows = 37, in = widths[ti / 2], ng = in / 32, T = 11;
+        const int64_t rows = row_counts[ti / 6], in = widths[ti / 2 % 3], ng = in / 32, T = 11;
         uint8_t *data = random_qblock(t, rows, in);
         tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = t,
                          .name = "w"};
