@@ -7,7 +7,7 @@
  * cost, without the rest of the forward pass. With --ceiling (AVX-512 only), what bounds the kernel's arithmetic on
  * one core: the VPDPBUSD peak of a register-only loop, which other instructions take issue slots from it, and
  * the kernel itself on cache-resident weights against that peak (MLX affine, or with --format ggml's Q4_0 / Q8_0
- * blocks, then also two blocks a pass). With --resident, single-token passes over a matrix
+ * blocks; whole tiles also two blocks a pass). With --resident, single-token passes over a matrix
  * the caches hold (size it with --rows): the kernel's arithmetic, without memory. With --act-error, the accuracy cost of quantizing
  * the activations: the product's relative error against float64, with the kernels' step and with max|x|/127.
  * usage: bench_kernels [--bits 4|8 | --format f32|f16|bf16|q4_0|q8_0|q4_k|q5_k|q6_k] [--rows 16384] [--in 8192] [--group 64] [--iters 20]
@@ -255,14 +255,14 @@ static int run_ceiling(int argc, char **argv) {
                                          tern_qpack_group_bytes(f), y + t0 * rows + b * 16, rows, 16);
         const double dt = tern_now_s() - t0;
         kern = dt < kern ? dt : kern;
-        if (ggml && T % TERN_QACT_TILE == 0) { /* the same product two blocks at a time */
+        if (T % TERN_QACT_TILE == 0) { /* the same product two blocks at a time */
             const double p0 = tern_now_s();
             for (long p = 0; p < passes; p++)
                 for (int64_t t0 = 0; t0 < T; t0 += TERN_QACT_TILE)
                     for (int64_t b = 0; b < pk->blocks; b += 2)
                         tern_qmm_avx512.tile_pair(tern_qpack_block_data(pk, b), tern_qpack_block_data(pk, b + 1), &a,
-                                                  t0, 0, f.bits, y + t0 * rows + b * 16, y + t0 * rows + b * 16 + 16,
-                                                  rows, 16, 16);
+                                                  t0, f.bits, f.sdtype, tern_qpack_group_bytes(f),
+                                                  y + t0 * rows + b * 16, y + t0 * rows + b * 16 + 16, rows, 16, 16);
             const double pt = tern_now_s() - p0;
             pair = pt < pair ? pt : pair;
         }

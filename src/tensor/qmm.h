@@ -25,11 +25,11 @@ typedef struct tern_qmm_kernels {
                  size_t gbytes, float *y, int64_t ystride, int valid);
     int q4k, q6k; /* whether tile takes the Q4_K form, the Q6_K form (else such weights stay on ggml's block
                    * products) */
-    /* Two packed blocks of ggml Q4_0 / Q8_0 weights (a's ggml_steps 1) against a whole tile (TERN_QACT_TILE tokens
-     * from t0): what tile gives for each, bit for bit, into y0 (b0's rows < valid0) and y1 (b1's rows < valid1),
-     * each activation read once for both. NULL where the ISA pairs no blocks. */
-    void (*tile_pair)(const uint8_t *b0, const uint8_t *b1, const tern_qact *a, int64_t t0, int first, int bits,
-                      float *y0, float *y1, int64_t ystride, int valid0, int valid1);
+    /* Two packed blocks, found in cache (not their first tile), against a whole tile (TERN_QACT_TILE tokens from
+     * t0): what tile gives for each, bit for bit, into y0 (b0's rows < valid0) and y1 (b1's rows < valid1); the
+     * forms it pairs read each activation once for both blocks. NULL where the ISA pairs no blocks. */
+    void (*tile_pair)(const uint8_t *b0, const uint8_t *b1, const tern_qact *a, int64_t t0, int bits, tern_dtype sdt,
+                      size_t gbytes, float *y0, float *y1, int64_t ystride, int valid0, int valid1);
 } tern_qmm_kernels;
 
 /* Whether weights of form f are packed for the int8 kernels k (NULL where the ISA has none) and taken by them on

@@ -225,16 +225,14 @@ static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, 
 
 /* Two blocks of ggml Q4_0 / Q8_0 weights against four tokens (tq .. tq + 3 of the whole tile from t0): each
  * activation broadcast feeds both blocks, so a group's 64 VPDPBUSD take 50 loads where ggml_tile's (one block,
- * eight tokens) take 85, and Zen 5 issues no more than two vector loads a cycle: 10-13% more multiply-adds a second
- * from cache (bench_kernels --ceiling --format q4_0). The same integers (the dot started from the offset's product
+ * eight tokens) take 85 — more than two a cycle, which bound it: on Zen 5 10-13% more multiply-adds a second from
+ * cache (bench_kernels --ceiling --format q4_0). The same integers (the dot started from the offset's product
  * instead of having it subtracted) and the same FMA per token and group as ggml_tile: the same bits. */
 static inline __attribute__((always_inline)) void ggml_pair4(const uint8_t *b0, const uint8_t *b1, const tern_qact *a,
-                                                             int64_t t0, int tq, const int bits, int first, float *y0,
-                                                             float *y1, int64_t ystride, __mmask16 m0,
-                                                             __mmask16 m1) {
+                                                             int64_t t0, int tq, const int bits, float *y0, float *y1,
+                                                             int64_t ystride, __mmask16 m0, __mmask16 m1) {
     enum { NT = 4, TILE = TERN_QACT_TILE, G = 32 };
     const int64_t ng = a->in / G;
-    const size_t pair = 64 + 2 * tern_qpack_ggml_codes_bytes(bits);
     const int off = bits == 4 ? -8 : -128; /* the bias's code offset */
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const int8_t *xt = a->q + t0 * ng * G + tq * G;
@@ -246,11 +244,6 @@ static inline __attribute__((always_inline)) void ggml_pair4(const uint8_t *b0, 
     for (int64_t g = 0; g < ng; g++) {
         const size_t so = tern_qpack_ggml_scales_at(bits, g), co = tern_qpack_ggml_codes_at(bits, g);
         const int8_t *xg = xt + g * TILE * G;
-        if (first && !(g & 1))
-            for (size_t o = 0; o < pair; o += 64) {
-                _mm_prefetch((const char *)(b0 + so + o + QMM_PREFETCH), _MM_HINT_T0);
-                _mm_prefetch((const char *)(b1 + so + o + QMM_PREFETCH), _MM_HINT_T0);
-            }
         __m512i i0[NT], i1[NT];
         for (int t = 0; t < NT; t++) /* the dot starts from -off x the codes' sum */
             i0[t] = i1[t] = _mm512_set1_epi32(isum[g * TILE + t] * off);
@@ -293,19 +286,53 @@ static inline __attribute__((always_inline)) void ggml_pair4(const uint8_t *b0, 
     }
 }
 
-/* tern_qmm_kernels.tile_pair: the tile's tokens in two halves of four (eight tokens of two blocks would take more
- * accumulators than there are registers). */
-static void tile_pair(const uint8_t *b0, const uint8_t *b1, const tern_qact *a, int64_t t0, int first, int bits,
-                      float *y0, float *y1, int64_t ystride, int valid0, int valid1) {
-    const __mmask16 m0 = (__mmask16)((1u << valid0) - 1), m1 = (__mmask16)((1u << valid1) - 1);
-    if (bits == 4) {
-        ggml_pair4(b0, b1, a, t0, 0, 4, first, y0, y1, ystride, m0, m1);
-        ggml_pair4(b0, b1, a, t0, 4, 4, 0, y0, y1, ystride, m0, m1);
-    } else {
-        ggml_pair4(b0, b1, a, t0, 0, 8, first, y0, y1, ystride, m0, m1);
-        ggml_pair4(b0, b1, a, t0, 4, 8, 0, y0, y1, ystride, m0, m1);
+/* Two blocks of MLX affine q4 weights in groups of 64 against four tokens (tq .. tq + 3 of the whole tile from t0),
+ * as ggml_pair4 pairs ggml's: each activation broadcast feeds both blocks (a group's 128 VPDPBUSD take 96 loads
+ * where qmm_block's one block against eight tokens takes 162: 255-256 -> 278-284 GMAC/s from cache), and each
+ * block's epilogue is qmm_block's: the same bits. */
+static inline __attribute__((always_inline)) void mlx_pair4(const uint8_t *b0, const uint8_t *b1, const tern_qact *a,
+                                                            int64_t t0, int tq, tern_dtype sdt, size_t gbytes,
+                                                            float *y0, float *y1, int64_t ystride, __mmask16 m0,
+                                                            __mmask16 m1) {
+    enum { NT = 4, TILE = TERN_QACT_TILE, G = 64 };
+    const int64_t ng = a->in / G;
+    const size_t ss = sdt == TERN_DT_F32 ? 4 : 2;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const int8_t *xt = a->q + t0 * ng * G + tq * G;
+    __m512 acc0[NT], acc1[NT];
+    for (int t = 0; t < NT; t++)
+        acc0[t] = acc1[t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *g0 = b0 + (size_t)g * gbytes, *g1 = b1 + (size_t)g * gbytes; /* scales, biases, codes */
+        const uint8_t *c0 = g0 + 32 * ss, *c1 = g1 + 32 * ss;
+        const int8_t *xg = xt + g * TILE * G;
+        __m512i i0[NT], i1[NT];
+        for (int t = 0; t < NT; t++)
+            i0[t] = i1[t] = _mm512_setzero_si512();
+        for (int c = 0; c < G / 8; c++) { /* chunk c: activations 8c .. 8c + 7, the low nibbles the first four */
+            __m512i W0 = _mm512_load_si512(c0 + c * 64), W1 = _mm512_load_si512(c1 + c * 64);
+            __asm__("" : "+v"(W0), "+v"(W1));
+            const __m512i lo0 = _mm512_and_si512(W0, low4), hi0 = _mm512_and_si512(_mm512_srli_epi16(W0, 4), low4);
+            const __m512i lo1 = _mm512_and_si512(W1, low4), hi1 = _mm512_and_si512(_mm512_srli_epi16(W1, 4), low4);
+            for (int t = 0; t < NT; t++) {
+                const __m512i xa = _mm512_set1_epi32(*(const int32_t *)(xg + t * G + c * 8));
+                const __m512i xb = _mm512_set1_epi32(*(const int32_t *)(xg + t * G + c * 8 + 4));
+                i0[t] = _mm512_dpbusd_epi32(i0[t], lo0, xa);
+                i1[t] = _mm512_dpbusd_epi32(i1[t], lo1, xa);
+                i0[t] = _mm512_dpbusd_epi32(i0[t], hi0, xb);
+                i1[t] = _mm512_dpbusd_epi32(i1[t], hi1, xb);
+            }
+        }
+        const int64_t u0 = t0 * ng + g * TILE + tq;
+        qmm_epilogue_affine(acc0, i0, qmm_load_scales(g0, sdt), qmm_load_scales(g0 + 16 * ss, sdt), a, u0, NT);
+        qmm_epilogue_affine(acc1, i1, qmm_load_scales(g1, sdt), qmm_load_scales(g1 + 16 * ss, sdt), a, u0, NT);
+    }
+    for (int t = 0; t < NT; t++) {
+        _mm512_mask_storeu_ps(y0 + (tq + t) * ystride, m0, acc0[t]);
+        _mm512_mask_storeu_ps(y1 + (tq + t) * ystride, m1, acc1[t]);
     }
 }
+
 
 /* One Q4_K-form block (qpack.h) against NT tokens from t0 (out[t]: its 16 rows): per super-block, each sub-block's
  * integer dots formed as qmm_block forms a 4-bit group's, times the sub-block's scales, and its mins times the
@@ -429,6 +456,27 @@ static void tile(const uint8_t *blk, const tern_qact *a, int64_t t0, int first, 
     else
         for (int t = 0; t < nt; t++)
             _mm512_mask_storeu_ps(y + t * ystride, (__mmask16)((1u << valid) - 1), out[t]);
+}
+
+/* tern_qmm_kernels.tile_pair: ggml's blocks and MLX q4 groups of 64 in two halves of four tokens (eight tokens of
+ * two blocks would take more accumulators than there are registers); other forms one block at a time (MLX q8 paired
+ * measured no faster: 229-244 against 233-247 GMAC/s). */
+static void tile_pair(const uint8_t *b0, const uint8_t *b1, const tern_qact *a, int64_t t0, int bits, tern_dtype sdt,
+                      size_t gbytes, float *y0, float *y1, int64_t ystride, int valid0, int valid1) {
+    const __mmask16 m0 = (__mmask16)((1u << valid0) - 1), m1 = (__mmask16)((1u << valid1) - 1);
+    if (a->ggml_steps == 1 && bits == 4) {
+        ggml_pair4(b0, b1, a, t0, 0, 4, y0, y1, ystride, m0, m1);
+        ggml_pair4(b0, b1, a, t0, 4, 4, y0, y1, ystride, m0, m1);
+    } else if (a->ggml_steps == 1) {
+        ggml_pair4(b0, b1, a, t0, 0, 8, y0, y1, ystride, m0, m1);
+        ggml_pair4(b0, b1, a, t0, 4, 8, y0, y1, ystride, m0, m1);
+    } else if (!a->ggml_steps && a->group == 64 && bits == 4) {
+        mlx_pair4(b0, b1, a, t0, 0, sdt, gbytes, y0, y1, ystride, m0, m1);
+        mlx_pair4(b0, b1, a, t0, 4, sdt, gbytes, y0, y1, ystride, m0, m1);
+    } else {
+        tile(b0, a, t0, 0, bits, sdt, gbytes, y0, ystride, valid0);
+        tile(b1, a, t0, 0, bits, sdt, gbytes, y1, ystride, valid1);
+    }
 }
 
 const tern_qmm_kernels tern_qmm_avx512 = {.fill = fill, .fill_ggml = fill_ggml, .tile = tile, .q4k = 1, .q6k = 1,

@@ -184,9 +184,11 @@ static void simd_matches_reference(void **state) {
                  /* whole batches of 4 groups (AMX's tiles) at every width and group it takes */
                  {8, 64, TERN_DT_F16, 512},   {4, 128, TERN_DT_BF16, 1024}, {8, 128, TERN_DT_F32, 512}};
     static const int64_t Ts[] = {1, 2, 5, 8, 9, 19};
-    static const int64_t slabs[][2] = {{0, 53}, {16, 37}, {3, 40}, {48, 5}}; /* row0, n_out */
+    /* row0, n_out: whole matrices of 16 blocks (the threads' runs hold several: whole tiles of tokens take two
+     * blocks a pass where the kernels pair them), slabs from a block's start and from mid-block (packed apart) */
+    static const int64_t slabs[][2] = {{0, 245}, {19, 200}, {0, 53}, {16, 37}, {3, 40}, {48, 5}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const int64_t in = cases[c].in, rows = 53;
+        const int64_t in = cases[c].in, rows = 245;
         qweight o = make_q(rows, in, cases[c].bits, cases[c].group, cases[c].sdt);
         float *x = malloc((size_t)(19 * in) * sizeof *x);
         for (int64_t i = 0; i < 19 * in; i++)
@@ -324,11 +326,11 @@ static void test_qblock_form(void **state) {
     static const tern_qblock types[] = {TERN_QB_Q4_0, TERN_QB_Q8_0};
     static const int64_t widths[] = {256, 224, 32}; /* even and odd numbers of blocks a row (a last pair half empty) */
     /* 37 rows: three blocks, one at a time; 677: 43, in the threads' runs of several blocks, where whole tiles of
-     * tokens take two blocks a pass (tile_pair) with a partial block among them */
+     * tokens after the first (tokens 8-15 of 19) take two blocks a pass (tile_pair), a partial block among them */
     static const int64_t row_counts[] = {37, 677};
     for (int ti = 0; ti < 12; ti++) {
         const tern_qblock t = types[ti % 2];
-        const int64_t rows = row_counts[ti / 6], in = widths[ti / 2 % 3], ng = in / 32, T = 11;
+        const int64_t rows = row_counts[ti / 6], in = widths[ti / 2 % 3], ng = in / 32, T = 19;
         uint8_t *data = random_qblock(t, rows, in);
         tern_weight w = {.fmt = TERN_WF_QBLOCK, .ndim = 2, .shape = {rows, in}, .data = data, .qblock = t,
                          .name = "w"};
