@@ -223,6 +223,26 @@ static inline __attribute__((always_inline)) void ggml_tile(const uint8_t *blk, 
         _mm512_mask_storeu_ps(y + t * ystride, m, acc[t]);
 }
 
+/* One 64-byte chunk of 4-bit codes of each of two blocks (16 rows x 8 codes: activations k .. k + 7, the low nibbles
+ * the first four) against four tokens whose codes for them start at xg, G apart: each broadcast activation word
+ * feeds both blocks' VPDPBUSD. */
+static inline __attribute__((always_inline)) void pair_q4_chunk(const uint8_t *c0, const uint8_t *c1, const int8_t *xg,
+                                                                const int G, __m512i *i0, __m512i *i1) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512i W0 = _mm512_load_si512(c0), W1 = _mm512_load_si512(c1);
+    __asm__("" : "+v"(W0), "+v"(W1)); /* one load feeding both masks, as in qmm_block */
+    const __m512i lo0 = _mm512_and_si512(W0, low4), hi0 = _mm512_and_si512(_mm512_srli_epi16(W0, 4), low4);
+    const __m512i lo1 = _mm512_and_si512(W1, low4), hi1 = _mm512_and_si512(_mm512_srli_epi16(W1, 4), low4);
+    for (int t = 0; t < 4; t++) {
+        const __m512i xa = _mm512_set1_epi32(*(const int32_t *)(xg + t * G));
+        const __m512i xb = _mm512_set1_epi32(*(const int32_t *)(xg + t * G + 4));
+        i0[t] = _mm512_dpbusd_epi32(i0[t], lo0, xa);
+        i1[t] = _mm512_dpbusd_epi32(i1[t], lo1, xa);
+        i0[t] = _mm512_dpbusd_epi32(i0[t], hi0, xb);
+        i1[t] = _mm512_dpbusd_epi32(i1[t], hi1, xb);
+    }
+}
+
 /* Two blocks of ggml Q4_0 / Q8_0 weights against four tokens (tq .. tq + 3 of the whole tile from t0): each
  * activation broadcast feeds both blocks, so a group's 64 VPDPBUSD take 50 loads where ggml_tile's (one block,
  * eight tokens) take 85 — more than two a cycle, which bound it: on Zen 5 10-13% more multiply-adds a second from
@@ -234,7 +254,6 @@ static inline __attribute__((always_inline)) void ggml_pair4(const uint8_t *b0, 
     enum { NT = 4, TILE = TERN_QACT_TILE, G = 32 };
     const int64_t ng = a->in / G;
     const int off = bits == 4 ? -8 : -128; /* the bias's code offset */
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
     const int8_t *xt = a->q + t0 * ng * G + tq * G;
     const int32_t *isum = a->isum + t0 * ng + tq;
     const float *xs = a->xs + t0 * ng + tq;
@@ -248,20 +267,8 @@ static inline __attribute__((always_inline)) void ggml_pair4(const uint8_t *b0, 
         for (int t = 0; t < NT; t++) /* the dot starts from -off x the codes' sum */
             i0[t] = i1[t] = _mm512_set1_epi32(isum[g * TILE + t] * off);
         if (bits == 4) {
-            for (int c = 0; c < G / 8; c++) {
-                __m512i W0 = _mm512_load_si512(b0 + co + c * 64), W1 = _mm512_load_si512(b1 + co + c * 64);
-                __asm__("" : "+v"(W0), "+v"(W1));
-                const __m512i lo0 = _mm512_and_si512(W0, low4), hi0 = _mm512_and_si512(_mm512_srli_epi16(W0, 4), low4);
-                const __m512i lo1 = _mm512_and_si512(W1, low4), hi1 = _mm512_and_si512(_mm512_srli_epi16(W1, 4), low4);
-                for (int t = 0; t < NT; t++) {
-                    const __m512i xa = _mm512_set1_epi32(*(const int32_t *)(xg + t * G + c * 8));
-                    const __m512i xb = _mm512_set1_epi32(*(const int32_t *)(xg + t * G + c * 8 + 4));
-                    i0[t] = _mm512_dpbusd_epi32(i0[t], lo0, xa);
-                    i1[t] = _mm512_dpbusd_epi32(i1[t], lo1, xa);
-                    i0[t] = _mm512_dpbusd_epi32(i0[t], hi0, xb);
-                    i1[t] = _mm512_dpbusd_epi32(i1[t], hi1, xb);
-                }
-            }
+            for (int c = 0; c < G / 8; c++)
+                pair_q4_chunk(b0 + co + c * 64, b1 + co + c * 64, xg + c * 8, G, i0, i1);
         } else {
             for (int c = 0; c < G / 4; c++) {
                 const __m512i W0 = _mm512_load_si512(b0 + co + c * 64), W1 = _mm512_load_si512(b1 + co + c * 64);
@@ -297,7 +304,6 @@ static inline __attribute__((always_inline)) void mlx_pair4(const uint8_t *b0, c
     enum { NT = 4, TILE = TERN_QACT_TILE, G = 64 };
     const int64_t ng = a->in / G;
     const size_t ss = sdt == TERN_DT_F32 ? 4 : 2;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
     const int8_t *xt = a->q + t0 * ng * G + tq * G;
     __m512 acc0[NT], acc1[NT];
     for (int t = 0; t < NT; t++)
@@ -309,20 +315,8 @@ static inline __attribute__((always_inline)) void mlx_pair4(const uint8_t *b0, c
         __m512i i0[NT], i1[NT];
         for (int t = 0; t < NT; t++)
             i0[t] = i1[t] = _mm512_setzero_si512();
-        for (int c = 0; c < G / 8; c++) { /* chunk c: activations 8c .. 8c + 7, the low nibbles the first four */
-            __m512i W0 = _mm512_load_si512(c0 + c * 64), W1 = _mm512_load_si512(c1 + c * 64);
-            __asm__("" : "+v"(W0), "+v"(W1));
-            const __m512i lo0 = _mm512_and_si512(W0, low4), hi0 = _mm512_and_si512(_mm512_srli_epi16(W0, 4), low4);
-            const __m512i lo1 = _mm512_and_si512(W1, low4), hi1 = _mm512_and_si512(_mm512_srli_epi16(W1, 4), low4);
-            for (int t = 0; t < NT; t++) {
-                const __m512i xa = _mm512_set1_epi32(*(const int32_t *)(xg + t * G + c * 8));
-                const __m512i xb = _mm512_set1_epi32(*(const int32_t *)(xg + t * G + c * 8 + 4));
-                i0[t] = _mm512_dpbusd_epi32(i0[t], lo0, xa);
-                i1[t] = _mm512_dpbusd_epi32(i1[t], lo1, xa);
-                i0[t] = _mm512_dpbusd_epi32(i0[t], hi0, xb);
-                i1[t] = _mm512_dpbusd_epi32(i1[t], hi1, xb);
-            }
-        }
+        for (int c = 0; c < G / 8; c++)
+            pair_q4_chunk(c0 + c * 64, c1 + c * 64, xg + c * 8, G, i0, i1);
         const int64_t u0 = t0 * ng + g * TILE + tq;
         qmm_epilogue_affine(acc0, i0, qmm_load_scales(g0, sdt), qmm_load_scales(g0 + 16 * ss, sdt), a, u0, NT);
         qmm_epilogue_affine(acc1, i1, qmm_load_scales(g1, sdt), qmm_load_scales(g1 + 16 * ss, sdt), a, u0, NT);
