@@ -163,9 +163,7 @@ static inline __attribute__((always_inline)) void qmm_block(const uint8_t *blk, 
         }
         const __m512 s = qmm_load_scales(grp, sdt);
         if (a->ggml_steps) /* the offset is in ia already (its dot started from it) */
-            for (int t = 0; t < NT; t++)
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]),
-                                         _mm512_mul_ps(s, _mm512_set1_ps(a->xs[u0 + t])), acc[t]);
+            qmm_epilogue_ggml_offset_in(acc, ia, s, a->xs + u0, NT);
         else
             qmm_epilogue_affine(acc, ia, s, qmm_load_scales(grp + 16 * ss, sdt), a, u0, NT);
     }
@@ -246,8 +244,9 @@ static inline __attribute__((always_inline)) void pair_q4_chunk(const uint8_t *c
 /* Two blocks of ggml Q4_0 / Q8_0 weights against four tokens (tq .. tq + 3 of the whole tile from t0): each
  * activation broadcast feeds both blocks, so a group's 64 VPDPBUSD take 50 loads where ggml_tile's (one block,
  * eight tokens) take 85 — more than two a cycle, which bound it: on Zen 5 10-13% more multiply-adds a second from
- * cache (bench_kernels --ceiling --format q4_0). The same integers (the dot started from the offset's product
- * instead of having it subtracted) and the same FMA per token and group as ggml_tile: the same bits. */
+ * cache (bench_kernels --ceiling --format q4_0). The same integers (the dot started from the offset's product, as
+ * qmm_block's, not having it subtracted, which costs 2-3% here) and the same FMA per token and group as ggml_tile:
+ * the same bits. */
 static inline __attribute__((always_inline)) void ggml_pair4(const uint8_t *b0, const uint8_t *b1, const tern_qact *a,
                                                              int64_t t0, int tq, const int bits, float *y0, float *y1,
                                                              int64_t ystride, __mmask16 m0, __mmask16 m1) {
@@ -279,13 +278,10 @@ static inline __attribute__((always_inline)) void ggml_pair4(const uint8_t *b0, 
                 }
             }
         }
-        const __m512 s0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b0 + so)));
-        const __m512 s1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b1 + so)));
-        for (int t = 0; t < NT; t++) {
-            const __m512 x = _mm512_set1_ps(xs[g * TILE + t]);
-            acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[t]), _mm512_mul_ps(s0, x), acc0[t]);
-            acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[t]), _mm512_mul_ps(s1, x), acc1[t]);
-        }
+        qmm_epilogue_ggml_offset_in(acc0, i0, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b0 + so))),
+                                    xs + g * TILE, NT);
+        qmm_epilogue_ggml_offset_in(acc1, i1, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b1 + so))),
+                                    xs + g * TILE, NT);
     }
     for (int t = 0; t < NT; t++) {
         _mm512_mask_storeu_ps(y0 + (tq + t) * ystride, m0, acc0[t]);

@@ -39,14 +39,21 @@ QMM_INLINE int qmm_exponent_add_ok(__m512 s) {
     return _mm512_cmplt_epu32_mask(off, _mm512_set1_epi32((253 - TERN_QACT_EXP_MAX + TERN_QACT_EXP_MIN) << 23)) == 0xffff;
 }
 
+/* ggml's steps over dots that already hold the bias's offset (started from it): acc[t] += float(ia[t]) *
+ * (s * xs[t]) for the NT tokens whose steps start at xs (one apart). */
+QMM_INLINE void qmm_epilogue_ggml_offset_in(__m512 *acc, const __m512i *ia, __m512 s, const float *xs, const int NT) {
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_mul_ps(s, _mm512_set1_ps(xs[t])), acc[t]);
+}
+
 /* ggml's steps: acc[t] += float(ia[t] - off * isum[t]) * (s * xs[t]), off = 1 << sh (8 or 128, the bias's code
  * offset), for the NT tokens whose per-group values start at isum / xs (one apart). */
 QMM_INLINE void qmm_epilogue_ggml(__m512 *acc, const __m512i *ia, __m512 s, const int32_t *isum, const float *xs,
                                   int sh, const int NT) {
-    for (int t = 0; t < NT; t++) {
-        const __m512i d = _mm512_sub_epi32(ia[t], _mm512_slli_epi32(_mm512_set1_epi32(isum[t]), sh));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(s, _mm512_set1_ps(xs[t])), acc[t]);
-    }
+    __m512i d[8];
+    for (int t = 0; t < NT; t++)
+        d[t] = _mm512_sub_epi32(ia[t], _mm512_slli_epi32(_mm512_set1_epi32(isum[t]), sh));
+    qmm_epilogue_ggml_offset_in(acc, d, s, xs, NT);
 }
 
 /* MLX affine: acc[t] += float(ia[t]) * (s * xs) + b * xsum for the NT tokens of units u0 .. u0 + NT - 1 of a. */
