@@ -40,6 +40,17 @@ static long arg(int argc, char **argv, const char *name, long def) {
     return def;
 }
 
+/* The value after --format, or NULL. */
+static const char *format_arg(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--format"))
+            return argv[i + 1];
+    return NULL;
+}
+
+/* Whether a --format names ggml's blocks of 32 (Q4_0, Q8_0), which the int8 kernels take packed. */
+static int ggml32_format(const char *format) { return format && (!strcmp(format, "q4_0") || !strcmp(format, "q8_0")); }
+
 static int has_flag(int argc, char **argv, const char *name) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], name))
@@ -179,12 +190,9 @@ static int run_ceiling(int argc, char **argv) {
                 tern_isa_name(tern_isa_active()));
         return 1;
     }
-    const char *format = NULL;
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--format"))
-            format = argv[i + 1];
+    const char *format = format_arg(argc, argv);
     /* ggml's Q4_0 / Q8_0 blocks (GGUF files) instead of MLX's affine groups: the kernel's ggml tile */
-    const int ggml = format && (!strcmp(format, "q4_0") || !strcmp(format, "q8_0"));
+    const int ggml = ggml32_format(format);
     if (format && !ggml) {
         fprintf(stderr, "bench_kernels --ceiling: --format takes q4_0 or q8_0 (without it: MLX q4/q8, --bits)\n");
         return 2;
@@ -446,12 +454,9 @@ int main(int argc, char **argv) {
     const int bits = (int)arg(argc, argv, "--bits", 4), group = (int)arg(argc, argv, "--group", 64);
     const int64_t rows = arg(argc, argv, "--rows", 16384), in = arg(argc, argv, "--in", 8192);
     const int threads = (int)arg(argc, argv, "--threads", 2);
-    const char *format = NULL;
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--format"))
-            format = argv[i + 1];
+    const char *format = format_arg(argc, argv);
     /* ggml blocks (GGUF): stored as the KV cache stores them, ggml's reference quantizers. */
-    const int ggml = format && (!strcmp(format, "q4_0") || !strcmp(format, "q8_0"));
+    const int ggml = ggml32_format(format);
     /* K-quants (Q4_K_M files: Q4_K and Q6_K, Q6_K also the tied head of Q4_0 files): random codes and scales,
      * fixed f16 steps per block; their products run on ggml's blocks at every token count. */
     const tern_qblock kq = !format                   ? TERN_QB_NONE
@@ -533,7 +538,7 @@ int main(int argc, char **argv) {
     if (kquant)
         snprintf(what, sizeof what, "%s %s", tern_qblock_name(kq), pk ? "packed" : "(ggml blocks)");
     else if (ggml)
-        snprintf(what, sizeof what, "%s packed (T=1: ggml blocks)", format);
+        snprintf(what, sizeof what, "%s packed", format);
     else if (pk)
         snprintf(what, sizeof what, "q%d/%d packed", bits, group);
     else
