@@ -7,10 +7,12 @@
  * byte offset (a lone byte also matches the U+FFFD it turns into in text); a token that does not match is taken
  * as a substitution of the prediction's token there (drafting goes on right after it, while such guesses have
  * lately been right); after two misses in a row (text inserted, left out or rewritten) the row drafts nothing
- * until the longest ending of the output's last bytes found in the prediction (first near where it was, 6 bytes
- * at least) tells where it stands again: a guessed draft costs a verification step for nothing. The draft is the prediction's own tokens from the next token boundary; when the output stands inside one
- * of the prediction's tokens, the rest of that token's text is tokenized on its own first, so a different split
- * costs one token, not the rest of the prediction.
+ * until it knows where it stands again — the longest ending of the output's last bytes found in the prediction
+ * (first near where it was, 6 bytes at least), or, for words changed in place, the output's last word found as
+ * many words on in the prediction as the output has written since they parted: a guessed draft costs a
+ * verification step for nothing. The draft is the prediction's own tokens from the next token boundary; when the
+ * output stands inside one of the prediction's tokens, the rest of that token's text is tokenized on its own
+ * first, so a different split costs one token, not the rest of the prediction.
  *
  * Where the model keeps splitting the text otherwise than the tokenizer does (a model that writes whole tokens
  * the merges never build), the draft is the text cut into the longest vocabulary pieces instead: each row scores
@@ -31,6 +33,8 @@
 /* A split's score: SPLIT_HIT added for each output token it foretold, 1/SPLIT_DECAY of it lost per token. */
 #define SPLIT_HIT 64
 #define SPLIT_DECAY 8
+/* Output bytes kept since it left the prediction, to place it by words. */
+#define LOST_BYTES 256
 
 typedef struct pred_row {
     int32_t *toks;
@@ -45,6 +49,9 @@ typedef struct pred_row {
     int fit_tok, fit_longest; /* how well each split has foretold the output lately */
     int longest;              /* drafting the longest pieces (until the tokenizer's split does better) */
     int guesses;              /* how the substitution guesses have fared lately: > 0 right, < 0 wrong */
+    int64_t left_at;          /* while misses > 0: the prediction's byte where the output left it */
+    char lost[LOST_BYTES];    /* the output's bytes since then */
+    int lost_len;             /* > LOST_BYTES: more than that */
 } pred_row;
 
 typedef struct prediction {
@@ -172,6 +179,13 @@ static void follow(const prediction *p, pred_row *r, int32_t id, const char *pie
     }
     if (r->misses == 1) /* the substitution guessed after the last miss was wrong */
         r->guesses += -SPLIT_HIT - r->guesses / SPLIT_DECAY;
+    if (!r->misses) {
+        r->left_at = r->pos;
+        r->lost_len = 0;
+    }
+    if (r->lost_len + (int64_t)n <= LOST_BYTES)
+        memcpy(r->lost + r->lost_len, piece, n);
+    r->lost_len = r->lost_len + (int64_t)n <= LOST_BYTES ? r->lost_len + (int)n : LOST_BYTES + 1;
     r->misses++;
     /* A substitution: past the prediction's token that starts (or stands) here. */
     int64_t j = boundary_at_or_after(r, r->pos + 1);
@@ -193,6 +207,42 @@ static void rejoin(pred_row *r) {
                 return;
             }
         }
+    }
+}
+
+static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* After misses in a row, when the rewritten stretch was words changed in place (the usual edit): the output's
+ * last word equals the prediction's word as many words on from where the output left it, and so the output
+ * stands right after that word. Checked on the text alone, so a short word is enough and no draft is risked. */
+static void rejoin_by_words(pred_row *r) {
+    if (r->lost_len > LOST_BYTES || !r->lost_len || is_space(r->lost[r->lost_len - 1]))
+        return;
+    int words = 0, last = 0; /* the output's words since it left, and where its last one starts */
+    for (int i = 0; i < r->lost_len; i++)
+        if (!is_space(r->lost[i]) && (!i || is_space(r->lost[i - 1]))) {
+            words++;
+            last = i;
+        }
+    if (words < 2 || !last)
+        return;
+    const char *p = r->text;
+    const int64_t len = r->off[r->n];
+    int64_t at = r->left_at, start = at;
+    /* A word the output left in the middle: its ending, if any, stands for the prediction's ending of it. */
+    while (at < len && !is_space(p[at]))
+        at++;
+    for (int w = !is_space(r->lost[0]); w < words; w++) {
+        while (at < len && is_space(p[at]))
+            at++;
+        start = at;
+        while (at < len && !is_space(p[at]))
+            at++;
+    }
+    const int64_t n = r->lost_len - last;
+    if (at - start == n && !memcmp(p + start, r->lost + last, (size_t)n)) {
+        r->pos = at;
+        r->misses = 0;
     }
 }
 
@@ -219,6 +269,8 @@ static TERN_MUST_CHECK tern_err *draft(tern_draft_source *s, tern_draft_ask *ask
         r->seen = n_out;
         if (r->misses >= 2)
             rejoin(r);
+        if (r->misses >= 2)
+            rejoin_by_words(r);
         /* Lost in the prediction, or after a miss where guessing a substitution has lately been wrong (an edited
          * stretch, not a token swapped): a draft would be a guess, and verifying it costs more than a plain step. */
         if (r->misses >= 2 || (r->misses == 1 && r->guesses < 0))

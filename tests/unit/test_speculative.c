@@ -447,6 +447,42 @@ static void test_prediction_edited_words(void **state) {
     tern_tokenizer_free(tok);
 }
 
+/* Words changed in place and followed by a short unchanged word: once the output has written that word where the
+ * prediction has it (as many words on from where they parted), the source drafts the rest of the prediction at
+ * once, where matching the output's last bytes alone would wait for 6 of them. Each output token is seen on its own
+ * step, as in plain decoding while the row is lost. */
+static void test_prediction_rejoin_by_words(void **state) {
+    (void)state;
+    tern_tokenizer *tok;
+    TU_OK(tern_tokenizer_load_gguf(TERN_ASSETS_DIR "/gemma4/vocab.gguf", &tok));
+    const char *predicted = "We carried the red box to the old shed by the gate.";
+    const char *written = "We carried the blueish crateling to"; /* the new words in several tokens each */
+    const char *rest = " the old shed by the gate.";
+    tern_tokens pred = {0}, out = {0}, want = {0};
+    TU_OK(tern_tokenize(tok, predicted, strlen(predicted), 0, 0, &pred));
+    TU_OK(tern_tokenize(tok, written, strlen(written), 0, 0, &out));
+    TU_OK(tern_tokenize(tok, rest, strlen(rest), 0, 0, &want));
+    int32_t toks[64] = {2}; /* after a prompt of one token */
+    assert_true(out.n < 63 && want.n <= 8);
+    memcpy(toks + 1, out.ids, out.n * sizeof *out.ids);
+    tern_draft_source *src;
+    TU_OK(tern_draft_prediction_new(1, tok, &src));
+    TU_OK(src->vt->row_start(src, 0, pred.ids, (int64_t)pred.n));
+    int32_t d[8];
+    tern_draft_ask ask = {.row = 0, .toks = toks, .n_prompt = 1, .k = 8, .out = d};
+    for (size_t t = 2; t <= out.n + 1; t++) {
+        ask.n_toks = (int64_t)t;
+        TU_OK(src->vt->draft(src, &ask, 1));
+    }
+    assert_int_equal(ask.n_out, (int)want.n);
+    assert_memory_equal(d, want.ids, want.n * sizeof *d);
+    tern_draft_source_free(src);
+    tern_tokens_free(&pred);
+    tern_tokens_free(&out);
+    tern_tokens_free(&want);
+    tern_tokenizer_free(tok);
+}
+
 /* What a request sees is the same with speculation: each token's logprob and alternatives, the streamed text, and
  * where a stop string ends it. */
 typedef struct seen {
@@ -836,6 +872,7 @@ int main(void) {
         cmocka_unit_test(test_prediction_split_token),
         cmocka_unit_test(test_prediction_longest_split),
         cmocka_unit_test(test_prediction_edited_words),
+        cmocka_unit_test(test_prediction_rejoin_by_words),
         cmocka_unit_test(test_outputs_unchanged),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_rollback_equals_plain),
