@@ -110,6 +110,25 @@ char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source
     return path;
 }
 
+/* Writes all of [q, q + n) at file offset `at` (large writes: the page cache keeps them in large folios, which a
+ * later start's mapping can use as 2 MiB pages); 0, or -1 with errno set. */
+static int write_all(int fd, const uint8_t *q, size_t n, off_t at) {
+    while (n) {
+        const ssize_t r = pwrite(fd, q, n < ((size_t)1 << 30) ? n : (size_t)1 << 30, at);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (!r)
+                errno = EIO;
+            return -1;
+        }
+        q += r;
+        n -= (size_t)r;
+        at += r;
+    }
+    return 0;
+}
+
 const uint8_t *tern_pack_cache_map(const char *path, uint64_t key, size_t bytes) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -119,12 +138,17 @@ const uint8_t *tern_pack_cache_map(const char *path, uint64_t key, size_t bytes)
     const int ok = read(fd, &h, sizeof h) == (ssize_t)sizeof h && !memcmp(h.magic, "TERNPACK", 8) &&
                    h.version == TERN_PACK_CACHE_VERSION && h.header_bytes == HEADER_BYTES && h.key == key &&
                    h.bytes == bytes && !fstat(fd, &st) && (uint64_t)st.st_size == HEADER_BYTES + (uint64_t)bytes;
-    uint8_t *base = ok ? mmap(NULL, HEADER_BYTES + bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
+    uint8_t *base = ok ? mmap(NULL, HEADER_BYTES + bytes, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     close(fd);
     if (base == MAP_FAILED)
         return NULL;
-    /* Large pages where the kernel can give them: the kernels stream these bytes at every step. */
+    /* Large pages where the kernel can give them — asked for before the pages are read in, so that a file read
+     * from disk now comes into 2 MiB folios the mapping can use whole (the kernels stream these bytes at every
+     * step); a file already cached in small folios keeps them. */
     (void)madvise(base, HEADER_BYTES + bytes, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_READ
+    (void)madvise(base, HEADER_BYTES + bytes, MADV_POPULATE_READ); /* advice: the checksum faults them in anyway */
+#endif
     if (tern_checksum(base + HEADER_BYTES, bytes, key) != h.checksum) {
         munmap(base, HEADER_BYTES + bytes);
         return NULL;
@@ -141,67 +165,36 @@ void tern_pack_cache_unmap(const uint8_t *data, size_t bytes) {
     }
 }
 
-uint8_t *tern_pack_cache_begin(const char *path, size_t bytes, tern_pack_cache_out *o) {
-    memset(o, 0, sizeof *o);
-    tern_err *e = tern_cache_begin_write(path, &o->tmp);
-    if (!e && !(o->path = strdup(path)))
-        e = tern_errf(TERN_ENOMEM, "out of memory");
-    if (e) {
-        TLOG_WARN("%s; the packed weights are not kept for the next start", tern_err_msg(e));
-        tern_err_free(e);
-        free(o->tmp);
-        memset(o, 0, sizeof *o);
-        return NULL;
+tern_err *tern_pack_cache_save(const char *path, const uint8_t *data, size_t bytes, uint64_t key) {
+    char *tmp = NULL;
+    tern_err *begun = tern_cache_begin_write(path, &tmp);
+    if (begun) {
+        tern_err *e = tern_errf(TERN_EIO, "%s; the packed weights are not kept for the next start",
+                                tern_err_msg(begun));
+        tern_err_free(begun);
+        free(tmp);
+        return e;
     }
-    o->bytes = bytes;
-    int fd = open(o->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    /* The blocks are reserved now so that a full disk is an error here, not a SIGBUS while packing. */
-    int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)(HEADER_BYTES + bytes));
-    uint8_t *base = err ? MAP_FAILED : mmap(NULL, HEADER_BYTES + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (!err && base == MAP_FAILED)
-        err = errno;
-    if (fd >= 0)
-        close(fd);
-    if (err) {
-        TLOG_WARN("%s: cannot make the packed-weights cache (%s); the packed weights are not kept for the next start",
-                  o->tmp, strerror(err));
-        unlink(o->tmp);
-        free(o->tmp);
-        free(o->path);
-        memset(o, 0, sizeof *o);
-        return NULL;
-    }
-    (void)madvise(base, HEADER_BYTES + bytes, MADV_HUGEPAGE);
-    o->data = base + HEADER_BYTES;
-    return o->data;
-}
-
-tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key) {
     header h = {.magic = "TERNPACK", .version = TERN_PACK_CACHE_VERSION, .header_bytes = HEADER_BYTES, .key = key,
-                .bytes = o->bytes, .checksum = tern_checksum(o->data, o->bytes, key)};
-    uint8_t *base = o->data - HEADER_BYTES;
-    memcpy(base, &h, sizeof h);
-    (void)mprotect(base, HEADER_BYTES + o->bytes, PROT_READ); /* the packed weights are only read from now on */
+                .bytes = bytes, .checksum = tern_checksum(data, bytes, key)};
+    uint8_t head[HEADER_BYTES] = {0};
+    memcpy(head, &h, sizeof h);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err = fd < 0 || write_all(fd, head, HEADER_BYTES, 0) || write_all(fd, data, bytes, HEADER_BYTES)
+                  ? errno
+                  : 0;
+    if (fd >= 0 && close(fd) && !err)
+        err = errno;
+    if (!err && rename(tmp, path))
+        err = errno;
     tern_err *e = NULL;
-    if (rename(o->tmp, o->path)) {
-        e = tern_errf(TERN_EIO, "%s: cannot write the packed-weights cache: %s", o->path, strerror(errno));
-        unlink(o->tmp);
+    if (err) {
+        e = tern_errf(TERN_EIO, "%s: cannot write the packed-weights cache (%s); the packed weights are not kept for "
+                      "the next start", path, strerror(err));
+        unlink(tmp);
     } else {
-        tern_mapped_files_add(base, HEADER_BYTES + o->bytes, o->path);
-        tern_cache_prune(o->path, TERN_CACHE_MAX_AGE_DAYS);
+        tern_cache_prune(path, TERN_CACHE_MAX_AGE_DAYS);
     }
-    free(o->tmp);
-    free(o->path);
-    o->tmp = o->path = NULL;
+    free(tmp);
     return e;
-}
-
-void tern_pack_cache_abandon(tern_pack_cache_out *o) {
-    if (!o->data)
-        return;
-    unlink(o->tmp);
-    tern_pack_cache_unmap(o->data, o->bytes);
-    free(o->tmp);
-    free(o->path);
-    memset(o, 0, sizeof *o);
 }

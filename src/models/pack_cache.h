@@ -26,26 +26,15 @@ uint64_t tern_model_source_key(const char *model_path);
  * no folder can be named or the model has no key; *source_key identifies the checkpoint's files as they are now. */
 char *tern_pack_cache_path(const char *model_path, int threads, uint64_t *source_key);
 /* Maps the cache read-only when its header carries `key` and `bytes` and its checksum holds: the data's first
- * byte (page-aligned), shared with every process mapping the same file; otherwise NULL (missing, stale, truncated,
- * corrupt or foreign). Release with tern_pack_cache_unmap. */
+ * byte (page-aligned), shared with every process mapping the same file, on 2 MiB pages where the page cache holds
+ * the file in 2 MiB folios (as tern_pack_cache_save's writes and a read from disk leave it); otherwise NULL
+ * (missing, stale, truncated, corrupt or foreign). Release with tern_pack_cache_unmap. */
 const uint8_t *tern_pack_cache_map(const char *path, uint64_t key, size_t bytes);
 /* Unmaps what tern_pack_cache_map returned for `bytes` (NULL: nothing). */
 void tern_pack_cache_unmap(const uint8_t *data, size_t bytes);
-/* A cache file being made: the packed weights are written straight into its shared mapping (no second copy
- * in memory, no write pass), then published under its final name. */
-typedef struct tern_pack_cache_out {
-    char *tmp, *path;
-    uint8_t *data; /* where the packed bytes go: page-aligned, `bytes` long */
-    size_t bytes;
-} tern_pack_cache_out;
-
-/* Creates a temporary file beside `path` with room for `bytes` (reserved on disk) and maps it for writing: the
- * data's first byte, or NULL (logged) when the folder or the disk will not have it — pack into memory then. */
-uint8_t *tern_pack_cache_begin(const char *path, size_t bytes, tern_pack_cache_out *o);
-/* Seals the packed bytes (checksum, header, read-only) and renames the file to its final name; on an error the
- * file is removed but the mapping stays valid. Release the mapping with tern_pack_cache_unmap(o->data, bytes). */
-TERN_MUST_CHECK tern_err *tern_pack_cache_publish(tern_pack_cache_out *o, uint64_t key);
-/* Removes an unpublished file and its mapping (after a failure while packing). */
-void tern_pack_cache_abandon(tern_pack_cache_out *o);
+/* Keeps `bytes` packed bytes for the next start: written with header and checksum to a temporary file beside
+ * `path`, then renamed over it, so two servers starting at once never see a partial file. An error (a full
+ * disk, a folder it may not write) costs the next start its packing, nothing else. */
+TERN_MUST_CHECK tern_err *tern_pack_cache_save(const char *path, const uint8_t *data, size_t bytes, uint64_t key);
 
 #endif

@@ -448,17 +448,14 @@ tern_err *tern_weights_pack(tern_weights *w, const tern_product *products, size_
     /* The layout below is a function of the weights' shapes, the products and the threads alone, so bytes mapped
      * from a cache made with the same key lie where packing would put them. */
     const uint64_t key = source_key ^ layout_key(w, products, n, threads, total);
-    tern_pack_cache_out out = {0};
     if (cache_path && (w->packed = (uint8_t *)tern_pack_cache_map(cache_path, key, total)))
         w->pack_source = TERN_PACK_FROM_CACHE; /* read only: placing a packed matrix writes nothing */
-    else if (cache_path && (w->packed = tern_pack_cache_begin(cache_path, total, &out)))
-        w->pack_source = TERN_PACK_PACKED;
     else if ((w->packed = tern_stream_alloc(total)))
         w->pack_source = TERN_PACK_PACKED;
     else
         return tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
     w->packed_bytes = total;
-    w->packed_mapped = w->pack_source == TERN_PACK_FROM_CACHE || out.data;
+    w->packed_mapped = w->pack_source == TERN_PACK_FROM_CACHE;
     /* Each thread's region holds its shares of the listed products in order; the rest follow. */
     uint8_t **cursor = calloc((size_t)threads, sizeof *cursor);
     char *split = calloc(n ? n : 1, 1);
@@ -485,8 +482,8 @@ tern_err *tern_weights_pack(tern_weights *w, const tern_product *products, size_
     }
     if (!err && w->pack_source == TERN_PACK_PACKED)
         err = fill_all(w, threads, total);
-    if (out.data) {
-        tern_err *e = err ? NULL : tern_pack_cache_publish(&out, key);
+    if (!err && cache_path && w->pack_source == TERN_PACK_PACKED) {
+        tern_err *e = tern_pack_cache_save(cache_path, w->packed, total, key);
         if (e) /* a cache that cannot be kept costs the next start its packing, nothing else */
             TLOG_WARN("%s", tern_err_msg(e));
         tern_err_free(e);

@@ -132,6 +132,7 @@ stops_with_74 cut "model file truncated under the server"
 grep -q "bf16-b/model.safetensors was truncated or rewritten in place" "$dir/cut.err" || fail "no message: $(tail -3 "$dir/cut.err")"
 echo "ok: model file replaced by rename keeps serving; truncated in place stops with a message, status 74"
 
+gen "$dir/c-pack" "$dir/q4" >/dev/null # the cache made: the server below maps it (a first start keeps its own copy)
 CACHE=$dir/c-pack serve pack "$dir/q4"
 ask "$url" 1 >/dev/null
 for f in "$dir"/c-pack/*.pack; do : >"$f"; done
