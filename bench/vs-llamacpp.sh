@@ -20,7 +20,8 @@
 #    context (DEPTH) on the Q4_0 file with each engine's 16-bit KV cache (llama.cpp f16, tern bf16) and with q8_0
 #    K and V (llama-bench -d 4096 -fa on -ctk/-ctv, `tern bench --depth 4096 --kv`). Medians and tern / llama.cpp
 #    ratios; tern's decode against the bandwidth its own probe measured (the weights, and after the long context
-#    the weights and the KV read), and against the plain read bandwidth bench_read measures before and after.
+#    the weights and the KV read), and against the plain read bandwidth bench_read measures before and after the
+#    rounds and right before and after each tern run (per round, then the median).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -73,8 +74,10 @@ run_llama() { # run_llama FMT ROUND
 print(r["speed_tg"])' "$o.batched" >>"$log/llama-$1-batched"
 }
 run_tern() { # run_tern FMT
-    local f=$models/$name-$1.gguf one eight
+    local f=$models/$name-$1.gguf one eight before
+    before=$("$root/build/bench_read" --threads "$threads")
     one=$("$tern" bench "$f" -p 512 -n 128 --threads "$threads" --json 2>/dev/null)
+    echo "$before $("$root/build/bench_read" --threads "$threads")" >>"$log/tern-$1-read"
     echo "$(field prefill_tok_s "$one") $(field decode_tok_s "$one")" >>"$log/tern-$1"
     echo "$(field decode_efficiency "$one") $(field bytes_per_token "$one") $(field bandwidth_gb_s "$one")" \
         >>"$log/tern-$1-roofline"
@@ -96,7 +99,8 @@ run_tern_kv() { # run_tern_kv TYPE
 }
 
 # The machine's plain read bandwidth (bench_read: contiguous shares, no software prefetch, best of 5 passes of
-# 2 GiB) before and after the rounds: the roofline a decode rate is judged against, beside tern's own probe.
+# 2 GiB) before and after the rounds, and right before and after each tern run (a virtual machine's bandwidth
+# moves within minutes): the roofline a decode rate is judged against, beside tern's own probe.
 [ -x "$root/build/bench_read" ] || make -C "$root/build" bench_read >/dev/null
 read_before=$("$root/build/bench_read" --threads "$threads")
 for r in $(seq 1 "$rounds"); do
@@ -162,4 +166,9 @@ for fmt in $formats; do
     t=$(cut -d' ' -f2 "$log/tern-$fmt" | median)
     awk -v f="$fmt" -v b="$b" -v t="$t" -v r0="$read_before" -v r1="$read_after" 'BEGIN {
         printf "%s: %.1f GB/s read by decoding, %.0f%% of the mean of the two\n", f, t * b / 1e9, t * b / 1e9 / ((r0 + r1) / 2) * 100 }'
+    # Each round's decode against bench_read taken just before and after that tern run.
+    paste -d' ' "$log/tern-$fmt" "$log/tern-$fmt-read" | awk -v b="$b" '{ print $2 * b / 1e9 / (($3 + $4) / 2) * 100 }' \
+        >"$log/tern-$fmt-vsread"
+    awk -v f="$fmt" -v m="$(median <"$log/tern-$fmt-vsread")" -v rs="$(sort -g "$log/tern-$fmt-vsread" | awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 }')" \
+        'BEGIN { printf "%s: per round against bench_read just before and after its tern run: median %.0f%% (%s%%)\n", f, m, rs }'
 done
