@@ -183,9 +183,12 @@ static void follow(const prediction *p, pred_row *r, int32_t id, const char *pie
         r->left_at = r->pos;
         r->lost_len = 0;
     }
-    if (r->lost_len + (int64_t)n <= LOST_BYTES)
+    if (r->lost_len + (int64_t)n <= LOST_BYTES) {
         memcpy(r->lost + r->lost_len, piece, n);
-    r->lost_len = r->lost_len + (int64_t)n <= LOST_BYTES ? r->lost_len + (int)n : LOST_BYTES + 1;
+        r->lost_len += (int)n;
+    } else {
+        r->lost_len = LOST_BYTES + 1;
+    }
     r->misses++;
     /* A substitution: past the prediction's token that starts (or stands) here. */
     int64_t j = boundary_at_or_after(r, r->pos + 1);
@@ -224,7 +227,7 @@ static void rejoin_by_words(pred_row *r) {
             words++;
             last = i;
         }
-    if (words < 2 || !last)
+    if (words < 2) /* the first is the word that parted */
         return;
     const char *p = r->text;
     const int64_t len = r->off[r->n];

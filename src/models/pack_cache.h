@@ -2,7 +2,7 @@
  * per GB at every start; instead the packed arena is written once to a cache file and memory-mapped on later starts.
  * The file is keyed by what it was made from (the checkpoint files' names, sizes, modification times and first
  * 64 KiB, the packed matrices' shapes and order, the thread layout, the format version) and carries a checksum of
- * its bytes: a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers pack into a
+ * its bytes: a stale, truncated, corrupt or foreign file is never used, only rebuilt. Writers write a
  * temporary file and rename it over the old one, so two servers starting at once never see a partial file.
  *
  * Where: the cache folder (core/cache_dir.h), which also keeps it bounded. */

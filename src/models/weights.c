@@ -455,7 +455,6 @@ tern_err *tern_weights_pack(tern_weights *w, const tern_product *products, size_
     else
         return tern_errf(TERN_ENOMEM, "out of memory packing the weights (%zu MiB)", total >> 20);
     w->packed_bytes = total;
-    w->packed_mapped = w->pack_source == TERN_PACK_FROM_CACHE;
     /* Each thread's region holds its shares of the listed products in order; the rest follow. */
     uint8_t **cursor = calloc((size_t)threads, sizeof *cursor);
     char *split = calloc(n ? n : 1, 1);
@@ -480,10 +479,9 @@ tern_err *tern_weights_pack(tern_weights *w, const tern_product *products, size_
             off += tern_qpack_bytes(&w->w[i]);
         }
     }
-    if (!err && w->pack_source == TERN_PACK_PACKED)
+    if (!err && w->pack_source == TERN_PACK_PACKED) {
         err = fill_all(w, threads, total);
-    if (!err && cache_path && w->pack_source == TERN_PACK_PACKED) {
-        tern_err *e = tern_pack_cache_save(cache_path, w->packed, total, key);
+        tern_err *e = !err && cache_path ? tern_pack_cache_save(cache_path, w->packed, total, key) : NULL;
         if (e) /* a cache that cannot be kept costs the next start its packing, nothing else */
             TLOG_WARN("%s", tern_err_msg(e));
         tern_err_free(e);
@@ -510,7 +508,7 @@ void tern_weights_free(tern_weights *w) {
         return;
     for (size_t i = 0; w->w && i < w->n; i++)
         tern_qpack_free((tern_qpack *)w->w[i].qpack);
-    if (w->packed_mapped)
+    if (w->pack_source == TERN_PACK_FROM_CACHE)
         tern_pack_cache_unmap(w->packed, w->packed_bytes);
     else
         tern_aligned_free(w->packed);

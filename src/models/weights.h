@@ -77,7 +77,6 @@ typedef struct tern_weights {
     size_t n_other;      /* stored tensors outside the text decoder (audio/vision towers) */
     uint8_t *packed;     /* one arena for all packed copies (tern_weights_pack), or NULL */
     size_t packed_bytes;
-    int packed_mapped;   /* the arena is a cache file's mapping (tern_pack_cache_unmap), not an allocation */
     int pack_source;     /* TERN_PACK_*: how the arena's bytes came to be */
     float **floats;      /* f32 copies made by tern_weights_floats */
     size_t n_floats;

@@ -323,7 +323,6 @@ static inline __attribute__((always_inline)) void mlx_pair4(const uint8_t *b0, c
     }
 }
 
-
 /* One Q4_K-form block (qpack.h) against NT tokens from t0 (out[t]: its 16 rows): per super-block, each sub-block's
  * integer dots formed as qmm_block forms a 4-bit group's, times the sub-block's scales, and its mins times the
  * tokens' code sums, all summed exactly; then tern_qmm_ref's two FMAs. */
