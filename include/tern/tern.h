@@ -215,8 +215,9 @@ typedef struct tern_request {
                                * engine's) */
     int draft_off;            /* 1: no speculation for this request */
     /* Constrained decoding: the reply must follow this GBNF grammar (llama.cpp's syntax, start rule `root`); NULL for
-     * none. Special tokens never match it, unless grammar_special (then a special token matches its text). End tokens
-     * are allowed exactly where the reply is a complete sentence. Compiled grammars are cached by the engine. */
+     * none. Added tokens (special ones, and markup such as Gemma 4's "<|channel>") never match it, unless
+     * grammar_special (then an added token matches its text). End tokens are allowed exactly where the reply is a
+     * complete sentence. Compiled grammars are cached by the engine. */
     const char *grammar;
     size_t grammar_len;
     int grammar_special;

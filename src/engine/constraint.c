@@ -24,7 +24,9 @@ static TERN_MUST_CHECK tern_err *vocab_for(tern_engine *e, int special, tern_gvo
     tern_err *err = bytes && eog && lens ? NULL : tern_errf(TERN_ENOMEM, "out of memory");
     for (size_t t = 0; !err && t < V && t < nt; t++) {
         eog[t] = (uint8_t)tern_model_is_eog(e->model, (int32_t)t);
-        if (eog[t] || (!special && tern_tokenizer_is_special(tok, (tern_token)t)))
+        /* A plain grammar shapes the reply's text, and an added token is markup the reply parser reads (a
+         * "<|channel>" inside a JSON string would split the reply) or that ends generation ("<|tool_response>"). */
+        if (eog[t] || (!special && tern_tokenizer_is_added(tok, (tern_token)t)))
             continue;
         size_t len = 0;
         bytes[t] = (uint8_t *)tern_tokenizer_token_piece(tok, (tern_token)t, &len);

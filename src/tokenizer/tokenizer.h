@@ -98,6 +98,9 @@ tern_token tern_tokenizer_pad(const tern_tokenizer *t);
 tern_token tern_tokenizer_unk(const tern_tokenizer *t);
 /* 1 if `id` is a special (control or unknown) token: rendered only on request, matched only when parsing special. */
 int tern_tokenizer_is_special(const tern_tokenizer *t, tern_token id);
+/* 1 if `id` is an added token, special or not: markup matched whole when encoding (Gemma 4's "<|channel>", Qwen's
+ * "<tool_call>"), never a piece of ordinary text. */
+int tern_tokenizer_is_added(const tern_tokenizer *t, tern_token id);
 /* 1 if `id` ends generation: EOS, or an end-of-turn control token ("<turn|>", "<end_of_turn>", "<|eot_id|>", ...). */
 int tern_tokenizer_is_eog(const tern_tokenizer *t, tern_token id);
 /* Whether add_special adds BOS / EOS. */

@@ -269,7 +269,12 @@ const KINDS = {
 		const j = await res.json();
 		const c = j.choices[0];
 		if (c.finish_reason === "stop") {
-			const v = JSON.parse(c.message.content);
+			let v;
+			try {
+				v = JSON.parse(c.message.content);
+			} catch (e) {
+				return fail("structured", `${e.message}: ${JSON.stringify(c.message.content)}`);
+			}
 			if (typeof v.word !== "string" || !Number.isInteger(v.count)) return fail("structured", `not the schema: ${c.message.content}`);
 		}
 		count("structured", "ok");

@@ -1016,6 +1016,42 @@ static void test_grammar_constrained(void **state) {
     tern_engine_destroy(e);
 }
 
+/* A plain grammar shapes text: an added token its characters would spell ("<|channel>", which the reply parser reads
+ * as markup) is never chosen however the logits favour it; with grammar_special it is. */
+static void test_grammar_leaves_out_added_tokens(void **state) {
+    static const char G[] = "root ::= \"\\\"\" [a-z<|>_]{1,12} \"\\\"\"";
+    int32_t P[20], *ids;
+    size_t n;
+    fill_ids(P, 20, 57);
+    TU_OK(tern_model_tokenize(model, "<|channel>", 10, 0, 0, &ids, &n));
+    assert_int_equal(n, 1);
+    const tern_logit_bias favour = {ids[0], 100.0f};
+    tern_engine *e = make_engine(1, 160, 0, 0, 16, 40, 8);
+    tern_request r = greedy_request(P, 20, 16);
+    r.ignore_eos = 0;
+    r.grammar = G, r.grammar_len = strlen(G);
+    r.sampling.logit_bias = &favour, r.sampling.n_logit_bias = 1;
+    static result plain, special;
+    memset(&plain, 0, sizeof plain), memset(&special, 0, sizeof special);
+    tern_stream *s = submit(e, &r);
+    drain(s, &plain);
+    tern_stream_free(s);
+    r.grammar_special = 1;
+    s = submit(e, &r);
+    drain(s, &special);
+    tern_stream_free(s);
+    int in_plain = 0, in_special = 0;
+    for (int i = 0; i < plain.n; i++)
+        in_plain += plain.toks[i] == ids[0];
+    for (int i = 0; i < special.n; i++)
+        in_special += special.toks[i] == ids[0];
+    assert_true(plain.n >= 3 && plain.text[0] == '"');
+    assert_int_equal(in_plain, 0);
+    assert_true(in_special > 0);
+    tern_free(ids);
+    tern_engine_destroy(e);
+}
+
 static void test_cancel_frees_memory(void **state) {
     int32_t p[30];
     fill_ids(p, 30, 31);
@@ -1396,7 +1432,8 @@ int main(void) {
         cmocka_unit_test(test_batched_equals_solo_q4),
         cmocka_unit_test(test_seeded_sampling),     cmocka_unit_test(test_seeded_sampling_bf16),
         cmocka_unit_test(test_prefix_cache_hits),   cmocka_unit_test(test_soft_token_spans),
-        cmocka_unit_test(test_grammar_constrained), cmocka_unit_test(test_cancel_frees_memory),
+        cmocka_unit_test(test_grammar_constrained),
+        cmocka_unit_test(test_grammar_leaves_out_added_tokens), cmocka_unit_test(test_cancel_frees_memory),
         cmocka_unit_test(test_admission),           cmocka_unit_test(test_stops),
         cmocka_unit_test(test_text_callbacks_shutdown), cmocka_unit_test(test_model_threads),
         cmocka_unit_test(test_kv_cache_types),      cmocka_unit_test(test_embeddings),
