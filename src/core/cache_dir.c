@@ -83,7 +83,8 @@ static int ours(const char *name) {
     const char *t = strstr(name, ".tmp.");
     const size_t n = t ? (size_t)(t - name) : strlen(name);
     return (n > 5 && !memcmp(name + n - 5, ".pack", 5)) ||
-           (n > 17 && !strncmp(name, "tokenizer-", 10) && !memcmp(name + n - 7, ".tables", 7));
+           (n > 17 && !strncmp(name, "tokenizer-", 10) && !memcmp(name + n - 7, ".tables", 7)) ||
+           (n > 11 && !strncmp(name, "cpu-", 4) && !memcmp(name + n - 7, ".stream", 7));
 }
 
 void tern_cache_prune(const char *path, double max_age_days) {

@@ -1,8 +1,8 @@
-/* cache_dir.h — the folder for files tern keeps between runs (the packed weights, a tokenizer's tables): where
- * it is, and how it stays bounded. A file is marked used each time a start reads it; when a new file is written,
- * files not used for TERN_CACHE_MAX_AGE_DAYS and temporary files whose writer has died are removed. Only tern's
- * own kinds of file are ever touched (*.pack, tokenizer-*.tables and their temporaries), so the folder may be
- * shared. */
+/* cache_dir.h — the folder for files tern keeps between runs (the packed weights, a tokenizer's tables, choices
+ * measured on this CPU): where it is, and how it stays bounded. A file is marked used each time a start reads it;
+ * when a new file is written, files not used for TERN_CACHE_MAX_AGE_DAYS and temporary files whose writer has died
+ * are removed. Only tern's own kinds of file are ever touched (*.pack, tokenizer-*.tables, cpu-*.stream and their
+ * temporaries), so the folder may be shared. */
 #ifndef TERN_CORE_CACHE_DIR_H
 #define TERN_CORE_CACHE_DIR_H
 

@@ -15,6 +15,7 @@
 #include "formats/safetensors.h"
 #include "models/weights.h"
 #include "models/pack_cache.h"
+#include "models/stream_choice.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "tensor/qblock.h"
@@ -550,6 +551,8 @@ tern_err *tern_weights_pack_for(tern_weights *w, const tern_product *products, s
         TLOG_INFO("%s: packed weights %s in %.2f s%s%s", dir,
                   w->pack_source == TERN_PACK_FROM_CACHE ? "mapped from the cache" : "made", tern_now_s() - t0,
                   cache ? " — " : " (no cache folder)", cache ? cache : "");
+    if (!err && w->pack_source != TERN_PACK_NONE)
+        tern_stream_choice_settle(w, threads);
     free(cache);
     return err;
 }

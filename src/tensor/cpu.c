@@ -2,6 +2,7 @@
 #include "tensor/cpu.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,23 +88,58 @@ int tern_cpu_vbmi(void) {
     return ask_once(&has, vbmi_of_cpu);
 }
 
-static int stream_tokens_of_cpu(void) {
+/* TERN_STREAM_TOKENS as a count 1..4, or 0 when it is not set to one. */
+static int stream_tokens_asked(void) {
     const char *env = getenv("TERN_STREAM_TOKENS");
-    if (env && env[0] >= '1' && env[0] <= '4' && !env[1])
-        return env[0] - '0';
+    return env && env[0] >= '1' && env[0] <= '4' && !env[1] ? env[0] - '0' : 0;
+}
+
+static int stream_tokens_of_cpu(void) {
+    const int asked = stream_tokens_asked();
+    if (asked)
+        return asked;
 #if defined(__x86_64__)
     unsigned a, b, c, d;
     /* AMD's family: the base family (bits 8-11) plus the extended one (bits 20-27) when the base is 0xf */
     if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541 /* "Auth" enticAMD */ && __get_cpuid(1, &a, &b, &c, &d) &&
-        ((a >> 8) & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20) & 0xff : 0) >= 0x1a)
-        return 1;
+        ((a >> 8) & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20) & 0xff : 0) < 0x1a)
+        return 4;
 #endif
-    return 4;
+    return 1;
 }
 
-int tern_cpu_stream_tokens(void) {
-    static atomic_int tokens = -1;
-    return ask_once(&tokens, stream_tokens_of_cpu);
+static atomic_int stream_tokens = -1;
+
+int tern_cpu_stream_tokens(void) { return ask_once(&stream_tokens, stream_tokens_of_cpu); }
+
+int tern_cpu_set_stream_tokens(int n) {
+    if (stream_tokens_asked() || n < 1 || n > 4)
+        return 0;
+    atomic_store(&stream_tokens, n);
+    return 1;
+}
+
+int tern_cpu_stream_tokens_asked(void) { return stream_tokens_asked() != 0; }
+
+uint64_t tern_cpu_signature(void) {
+    uint32_t regs[17] = {0}; /* vendor (3), leaf 1's EAX (1), brand string (12), the ISA in use (1) */
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d))
+        regs[0] = b, regs[1] = d, regs[2] = c;
+    if (__get_cpuid(1, &a, &b, &c, &d))
+        regs[3] = a;
+    for (unsigned leaf = 0; leaf < 3; leaf++)
+        if (__get_cpuid(0x80000002u + leaf, &a, &b, &c, &d))
+            regs[4 + leaf * 4] = a, regs[5 + leaf * 4] = b, regs[6 + leaf * 4] = c, regs[7 + leaf * 4] = d;
+#endif
+    regs[16] = (uint32_t)tern_isa_active();
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the words' bytes */
+    for (size_t i = 0; i < sizeof regs; i++) {
+        h ^= ((const uint8_t *)regs)[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
 }
 
 static atomic_int active = -1;

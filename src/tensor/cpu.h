@@ -3,6 +3,8 @@
 #ifndef TERN_TENSOR_CPU_H
 #define TERN_TENSOR_CPU_H
 
+#include <stdint.h>
+
 typedef enum tern_isa {
     TERN_ISA_PORTABLE = 0, /* plain C */
     TERN_ISA_AVX2,         /* AVX2 + FMA + F16C */
@@ -20,10 +22,20 @@ void tern_isa_set(tern_isa isa);
  * Ice Lake, Sapphire Rapids and Zen 4 on, not Cooper Lake. */
 int tern_cpu_vbmi(void);
 /* The fewest tokens a pass of the int8 products covers before it requests its weight stream ahead in software
- * (below that the stream is left to the hardware prefetchers): 1 on AMD family 1Ah (Zen 5), where a lone token's
- * pass falls a quarter behind the stream without the requests; 4 elsewhere (on Zen 4 they slowed passes over 1-3
- * tokens). TERN_STREAM_TOKENS=1..4 overrides it (benchmarks compare the two on one machine). Asked once. */
+ * (below that the stream is left to the hardware prefetchers). TERN_STREAM_TOKENS=1..4 if set; else what
+ * tern_cpu_set_stream_tokens chose (the measurement of models/stream_choice.h); else from cpuid: 4 on AMD before
+ * family 1Ah (on Zen 4 the requests slowed passes over 1-3 tokens), 1 elsewhere (on Zen 5 a lone token's pass falls
+ * a quarter behind the stream without them, on a Xeon of model 207 one to three tokens decode 1.45-1.7x faster
+ * with them). */
 int tern_cpu_stream_tokens(void);
+/* Sets tern_cpu_stream_tokens to n (1..4) unless TERN_STREAM_TOKENS says otherwise; 1 if it was set. Not while
+ * products run: their passes read it per block. */
+int tern_cpu_set_stream_tokens(int n);
+/* Whether TERN_STREAM_TOKENS sets the count (benchmarks compare settings on one machine). */
+int tern_cpu_stream_tokens_asked(void);
+/* A 64-bit identity of this CPU model and the ISA in use (cpuid vendor, family/model/stepping, brand string): what
+ * a choice measured on this CPU is kept under. */
+uint64_t tern_cpu_signature(void);
 /* "portable", "avx2", "avx512", "amx". */
 const char *tern_isa_name(tern_isa isa);
 

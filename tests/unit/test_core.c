@@ -224,7 +224,7 @@ static void test_cache_prune(void **state) {
     snprintf(dir, sizeof dir, "%s", tu_tmpdir("cache-prune"));
     static const char *const names[] = {"old.pack", "new.pack", "tokenizer-00ff.tables", "notes.txt",
                                         "old-used.pack", "x.pack.tmp.999999999", "y.pack.tmp.999999999.other-pod",
-                                        "z.pack.tmp.999999999.other-pod", NULL};
+                                        "z.pack.tmp.999999999.other-pod", "cpu-00ff00ff00ff00ff.stream", NULL};
     for (int i = 0; names[i]; i++)
         tu_write(dir, names[i], "x", 1);
     char live[160], dead_here[160], tmp_name[8400];
@@ -240,7 +240,7 @@ static void test_cache_prune(void **state) {
     tu_write(dir, dead_here, "x", 1);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && touch -d '40 days ago' old.pack tokenizer-00ff.tables notes.txt old-used.pack "
-             "z.pack.tmp.999999999.other-pod", dir);
+             "z.pack.tmp.999999999.other-pod cpu-00ff00ff00ff00ff.stream", dir);
     assert_int_equal(system(cmd), 0);
     snprintf(path, sizeof path, "%s/old-used.pack", dir);
     tern_cache_used(path);
@@ -251,7 +251,7 @@ static void test_cache_prune(void **state) {
         int kept;
     } want[] = {{"old.pack", 0}, {"new.pack", 1}, {"tokenizer-00ff.tables", 0}, {"notes.txt", 1},
                 {"old-used.pack", 1}, {"x.pack.tmp.999999999", 0}, {"y.pack.tmp.999999999.other-pod", 1},
-                {"z.pack.tmp.999999999.other-pod", 0}};
+                {"z.pack.tmp.999999999.other-pod", 0}, {"cpu-00ff00ff00ff00ff.stream", 0}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, want[i].name);
         if (tern_is_file(path) != want[i].kept)

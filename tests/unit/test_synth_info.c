@@ -12,6 +12,7 @@
 #include "core/json_util.h"
 #include "models/gemma4_config.h"
 #include "models/synth.h"
+#include "tensor/cpu.h"
 #include "testutil.h"
 
 static const char *small_config(const char *dir) {
@@ -227,12 +228,54 @@ static void test_bench_json(void **state) {
     free(out);
 }
 
+/* stream_tokens as `tern bench --json` on dir/m reports it, with the cache folder dir/cache and `env` before it. */
+static int bench_stream_tokens(const char *dir, const char *env) {
+    char *out = NULL;
+    assert_int_equal(tu_runf(&out, "TERN_CACHE_DIR=%s/cache %s %s bench %s/m -p 0 -n 1 --json 2>/dev/null", dir, env,
+                             tu_tern_bin(), dir), 0);
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    if (!o)
+        fail_msg("bench --json printed no JSON object: %s (%s)", out, je.text);
+    const int n = (int)json_integer_value(json_object_get(o, "stream_tokens"));
+    json_decref(o);
+    free(out);
+    return n;
+}
+
+/* The stream choice kept in the cache folder under this CPU's identity is what the next start takes (a model too
+ * small to measure on writes none and keeps the cpuid default); a kept value out of range is ignored, and
+ * TERN_STREAM_TOKENS wins over a kept one. Measuring is exercised on the full-size e2b (tests/cli/e2b_q4.sh). */
+static void test_stream_choice_kept(void **state) {
+    if (getenv("TERN_STREAM_TOKENS") || tern_isa_active() == TERN_ISA_PORTABLE) {
+        skip(); /* the override decides, or nothing is packed for the int8 kernels */
+        return;
+    }
+    const char *dir = tu_tmpdir("stream_choice");
+    char cache[4200], name[64], path[4300];
+    assert_int_equal(tu_runf(NULL, "%s synth --preset tiny --dtype q4 --seed 3 %s/m >/dev/null", tu_tern_bin(), dir), 0);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    snprintf(name, sizeof name, "cpu-%016llx.stream", (unsigned long long)tern_cpu_signature());
+    snprintf(path, sizeof path, "%s/%s", cache, name);
+    const int def = tern_cpu_stream_tokens(); /* this process packed nothing: the cpuid default */
+    assert_int_equal(bench_stream_tokens(dir, ""), def);
+    assert_false(tern_is_file(path));
+    const int other = def == 3 ? 2 : 3;
+    char text[64];
+    snprintf(text, sizeof text, "# measured\nstream_tokens %d\n", other);
+    tu_write(cache, name, text, strlen(text));
+    assert_int_equal(bench_stream_tokens(dir, ""), other);
+    assert_int_equal(bench_stream_tokens(dir, "TERN_STREAM_TOKENS=4"), 4);
+    tu_write(cache, name, "stream_tokens 9\n", 16);
+    assert_int_equal(bench_stream_tokens(dir, ""), def);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_preset_complete), cmocka_unit_test(test_large_presets),
         cmocka_unit_test(test_quantized_sharded_deterministic),
         cmocka_unit_test(test_info_reports_problems),
-        cmocka_unit_test(test_bench_json),
+        cmocka_unit_test(test_bench_json), cmocka_unit_test(test_stream_choice_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
