@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #if defined(__linux__)
@@ -134,12 +136,7 @@ uint64_t tern_cpu_signature(void) {
             regs[4 + leaf * 4] = a, regs[5 + leaf * 4] = b, regs[6 + leaf * 4] = c, regs[7 + leaf * 4] = d;
 #endif
     regs[16] = (uint32_t)tern_isa_active();
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the words' bytes */
-    for (size_t i = 0; i < sizeof regs; i++) {
-        h ^= ((const uint8_t *)regs)[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
+    return tern_hash64(regs, sizeof regs, 0x435055);
 }
 
 static atomic_int active = -1;

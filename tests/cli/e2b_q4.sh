@@ -26,6 +26,6 @@ if [ -z "${TERN_STREAM_TOKENS:-}" ]; then
     grep "request their weight stream ahead from [1-4] token(s) a pass on this CPU (measured" "$dir.log"
     grep -q "^stream_tokens [1-4]$" "$dir.cache"/cpu-*.stream
     TERN_CACHE_DIR=$dir.cache "$tern" run "$dir" --ids 2,105 -n 1 >/dev/null 2>"$dir.log"
-    ! grep -q "(measured" "$dir.log"
+    if grep -q "(measured" "$dir.log"; then echo "the second start measured again"; exit 1; fi
     rm -rf "$dir.cache" "$dir.log"
 fi
