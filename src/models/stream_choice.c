@@ -109,13 +109,12 @@ static int measure(const sweep *s, double best[MAX_TOKENS][2]) {
     return 0;
 }
 
-/* The sweep's matrices: the packed ones whose kernel makes the requests (all but the Q6_K form's, which streams on
- * its own terms) in order until `want` bytes; 0 when they hold fewer. */
+/* The sweep's matrices: the packed ones in order until `want` bytes; 0 when they hold fewer. */
 static int pick_matrices(const tern_weights *w, size_t want, sweep *s, size_t *bytes, int64_t *cols, int64_t *rows) {
     *bytes = 0, *cols = *rows = 0;
     for (size_t i = 0; i < w->n && *bytes < want; i++) {
         const tern_weight *m = &w->w[i];
-        if (!m->qpack || tern_qpack_form_of(m).origin == TERN_QPACK_Q6K)
+        if (!m->qpack)
             continue;
         s->ws[s->n++] = m;
         *bytes += tern_qpack_bytes(m);

@@ -1,9 +1,8 @@
 /* stream_choice.h — from how many tokens a pass of the int8 products requests its weight stream ahead
- * (tern_cpu_stream_tokens), chosen per CPU by measuring: the first start on a CPU whose packed weights (those whose
- * kernels make the requests) are large enough to leave its last-level cache times passes over 1, 2 and 3 tokens
- * with and without the requests, alternating, and keeps the choice in the cache folder under the CPU's identity
- * (cpu-<signature>.stream); later starts on that CPU read it. Without a measurement the cpuid default stands;
- * TERN_STREAM_TOKENS overrides both. */
+ * (tern_cpu_stream_tokens), chosen per CPU by measuring: the first start on a CPU whose packed weights are large
+ * enough to leave its last-level cache times passes over 1, 2 and 3 tokens with and without the requests,
+ * alternating, and keeps the choice in the cache folder under the CPU's identity (cpu-<signature>.stream); later
+ * starts on that CPU read it. Without a measurement the cpuid default stands; TERN_STREAM_TOKENS overrides both. */
 #ifndef TERN_MODELS_STREAM_CHOICE_H
 #define TERN_MODELS_STREAM_CHOICE_H
 

@@ -10,6 +10,7 @@
 #include "tensor/kernels.h"
 #include "tensor/qmm.h"
 #include "tensor/qmm_avx512_epilogue.h"
+#include "tensor/qmm_stream_avx512.h"
 
 /* One Q6_K-form block against NT tokens from t0: out[t] gets the 16 row results of token t0 + t. */
 static inline __attribute__((always_inline)) void q6k_block(const uint8_t *blk, const tern_qact *a, int64_t t0,
@@ -24,6 +25,7 @@ static inline __attribute__((always_inline)) void q6k_block(const uint8_t *blk, 
     const __m512i spread16 = _mm512_add_epi8(spread, _mm512_set1_epi8(16));
     const __mmask64 six = 0x3f3f3f3f3f3f3f3fULL;
     const __m512i offsets = _mm512_set1_epi64(0x2a241e18120c0600LL), m6 = _mm512_set1_epi8(0x3f);
+    const int ask = t0 == 0 && stream_requests(NT); /* later tiles find the block in cache */
     __m512 acc[8];
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
@@ -40,6 +42,8 @@ static inline __attribute__((always_inline)) void q6k_block(const uint8_t *blk, 
             for (int t = 0; t < NT; t++) /* the codes' offset of 32, taken as the sum starts */
                 ia[t] = _mm512_set1_epi32(-32 * a->isum[u0 + t]);
             /* the sub-block's 192 bytes as three aligned lines; chunk c's 48 bytes start at byte 48c */
+            for (int l = 0; l < 3; l++)
+                request_ahead(codes + l * 64, ask);
             const __m512i l0 = _mm512_load_si512(codes), l1 = _mm512_load_si512(codes + 64);
             const __m512i l2 = _mm512_load_si512(codes + 128);
             __m512i q[4];
