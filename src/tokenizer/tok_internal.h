@@ -25,6 +25,7 @@ enum {
     TA_LSTRIP = 64,  /* added token swallows whitespace on its left */
     TA_RSTRIP = 128, /* ... and on its right */
     TA_EOG = 256,    /* ends generation */
+    TA_ADDED = TA_CONTROL | TA_USER | TA_UNKNOWN, /* an added token, special or not: its text is matched whole */
 };
 
 /* ---- pipeline steps ---- */

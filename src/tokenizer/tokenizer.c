@@ -83,7 +83,7 @@ int tern_tokenizer_is_special(const tern_tokenizer *t, tern_token id) {
 }
 
 int tern_tokenizer_is_added(const tern_tokenizer *t, tern_token id) {
-    return id >= 0 && id < t->n_vocab && (t->attr[id] & (TA_CONTROL | TA_USER | TA_UNKNOWN)) != 0;
+    return id >= 0 && id < t->n_vocab && (t->attr[id] & TA_ADDED) != 0;
 }
 
 int tern_tokenizer_is_eog(const tern_tokenizer *t, tern_token id) {

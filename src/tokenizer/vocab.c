@@ -110,8 +110,7 @@ tern_err *tok_vocab_index(tern_tokenizer *t, int dup_error) {
                     return tern_errf(TERN_EFORMAT, "duplicate token text '%.*s' (ids %d and %d)", (int)(len > 64 ? 64 : len),
                                      s, (int)other, (int)id);
                 /* An added token owns its text: matching an added token must give the added id. */
-                uint16_t added = TA_CONTROL | TA_USER | TA_UNKNOWN;
-                if ((t->attr[id] & added) && !(t->attr[other] & added))
+                if ((t->attr[id] & TA_ADDED) && !(t->attr[other] & TA_ADDED))
                     t->hash[at] = slot_of(h, id);
                 break;
             }
@@ -221,7 +220,7 @@ tern_err *tok_added_index(tern_tokenizer *t) {
     memset(t->added_first, 0, sizeof t->added_first);
     size_t n = 0;
     for (int32_t id = 0; id < t->n_vocab; id++)
-        if ((t->attr[id] & (TA_CONTROL | TA_USER | TA_UNKNOWN)) && t->text_len[id] > 0)
+        if ((t->attr[id] & TA_ADDED) && t->text_len[id] > 0)
             n++;
     if (!n)
         return NULL;
@@ -230,7 +229,7 @@ tern_err *tok_added_index(tern_tokenizer *t) {
         return tern_errf(TERN_ENOMEM, "out of memory");
     n = 0;
     for (int32_t id = 0; id < t->n_vocab; id++)
-        if ((t->attr[id] & (TA_CONTROL | TA_USER | TA_UNKNOWN)) && t->text_len[id] > 0) {
+        if ((t->attr[id] & TA_ADDED) && t->text_len[id] > 0) {
             lens[n++] = t->text_len[id];
             t->added_first[(unsigned char)t->pool[t->text_off[id]]] = 1;
         }
